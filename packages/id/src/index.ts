@@ -1,0 +1,10 @@
+export {
+  type IdErrorCode,
+  InvalidShardError,
+  InvalidShardedIdError,
+  isShardkitError,
+  ShardkitError,
+} from "./errors.js";
+export { MAX_GROUP, MAX_MEMBER, ShardIdentifier } from "./shard-identifier.js";
+export { ShardedUUID } from "./sharded-uuid.js";
+export { asId, type Id, ShardedId, type ShardSource } from "./typed-id.js";

@@ -1,0 +1,21 @@
+import { defineConfig } from "tsup";
+
+/**
+ * The one tsup configuration every shardkit library builds with:
+ * ESM + CJS, .d.ts + .d.cts, sourcemaps, Node 20 target, dependencies left external.
+ * @param {import("./index.js").LibraryOptions} [options]
+ */
+export function library(options = {}) {
+  return defineConfig({
+    entry: options.entry ?? ["src/index.ts"],
+    format: ["esm", "cjs"],
+    dts: true,
+    sourcemap: true,
+    clean: true,
+    target: "node20",
+    platform: "node",
+    splitting: false,
+    treeshake: true,
+    external: options.external ?? [],
+  });
+}
