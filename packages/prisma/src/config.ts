@@ -1,0 +1,131 @@
+import { MAX_GROUP, MAX_MEMBER, ShardIdentifier } from "@shardkit/id";
+import { z } from "zod";
+import { RegistryConfigError } from "./errors.js";
+import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
+
+const shardKey = z.string().refine(
+  (key) => {
+    try {
+      ShardIdentifier.parse(key);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { error: 'expected a shard key "group/member", e.g. "0/0"' },
+);
+
+const shardEntry = z.strictObject({
+  group: z.int().min(0).max(MAX_GROUP),
+  member: z.int().min(0).max(MAX_MEMBER),
+  url: z.string().min(1),
+});
+
+const registryConfig = z.union([
+  z.array(shardEntry).min(1),
+  z.strictObject({
+    shards: z.array(shardEntry).min(1),
+    defaultShard: shardKey.optional(),
+    unknownShard: z.enum(["fail", "default"]).optional(),
+  }),
+]);
+
+/** The JSON form of a registry: `[{ group, member, url }]` or `{ shards, defaultShard?, unknownShard? }`. */
+export type ShardRegistryConfig = z.input<typeof registryConfig>;
+
+export interface FromConfigOptions<Client extends ShardClient> {
+  /** Builds the client of one physical database; called once per distinct URL. */
+  createClient(url: string, shards: ShardIdentifier[]): Client;
+  /** URL schemes accepted. Default `["postgres:", "postgresql:"]`. */
+  protocols?: string[];
+  logger?: { warn(message: string): void };
+}
+
+/**
+ * Builds a registry from its JSON form, validated before any client is created: a malformed
+ * entry, a duplicate shard, a default shard that is not listed or a bad URL throws
+ * `RegistryConfigError` naming the path of each problem. Shards with the same URL share one client.
+ */
+export function shardRegistryFromConfig<Client extends ShardClient>(
+  config: unknown,
+  options: FromConfigOptions<Client>,
+): ShardRegistry<Client> {
+  const parsed = registryConfig.safeParse(config);
+  if (!parsed.success) {
+    throw new RegistryConfigError(
+      parsed.error.issues.map((issue) => `${formatPath(issue.path) || "(root)"}: ${issue.message}`),
+    );
+  }
+  const value = Array.isArray(parsed.data) ? { shards: parsed.data } : parsed.data;
+  const protocols = options.protocols ?? ["postgres:", "postgresql:"];
+  const issues: string[] = [];
+  const byUrl = new Map<string, ShardIdentifier[]>();
+  const seen = new Map<string, number>();
+  value.shards.forEach((entry, i) => {
+    const shard = ShardIdentifier.of(entry.group, entry.member);
+    const previous = seen.get(shard.key);
+    if (previous !== undefined) issues.push(`shards[${i}]: duplicate shard ${shard.key} (also shards[${previous}])`);
+    seen.set(shard.key, i);
+    let url: URL;
+    try {
+      url = new URL(entry.url);
+    } catch {
+      issues.push(`shards[${i}].url: not a URL: ${redact(entry.url)}`);
+      return;
+    }
+    if (!protocols.includes(url.protocol)) {
+      issues.push(`shards[${i}].url: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
+      return;
+    }
+    const list = byUrl.get(entry.url) ?? [];
+    list.push(shard);
+    byUrl.set(entry.url, list);
+  });
+  if (value.defaultShard !== undefined && !seen.has(value.defaultShard)) {
+    issues.push(`defaultShard: ${value.defaultShard} is not one of the listed shards`);
+  }
+  if (value.unknownShard === "default" && value.defaultShard === undefined) {
+    issues.push("defaultShard: required when unknownShard is 'default'");
+  }
+  if (issues.length > 0) throw new RegistryConfigError(issues);
+
+  const shards: { shard: ShardIdentifier; client: Client }[] = [];
+  for (const [url, list] of byUrl) {
+    const client = options.createClient(url, list);
+    for (const shard of list) shards.push({ shard, client });
+  }
+  return createShardRegistry({
+    shards,
+    ...(value.defaultShard !== undefined ? { defaultShard: value.defaultShard } : {}),
+    ...(value.unknownShard !== undefined ? { unknownShard: value.unknownShard } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+}
+
+/**
+ * `shardRegistryFromConfig` on the JSON in an environment variable (default `SHARDKIT_SHARDS`).
+ * A missing variable or invalid JSON throws `RegistryConfigError`.
+ */
+export function shardRegistryFromEnv<Client extends ShardClient>(
+  options: FromConfigOptions<Client> & { variable?: string; env?: Record<string, string | undefined> },
+): ShardRegistry<Client> {
+  const variable = options.variable ?? "SHARDKIT_SHARDS";
+  const text = (options.env ?? process.env)[variable];
+  if (text === undefined || text.trim() === "") throw new RegistryConfigError([`${variable}: not set`]);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new RegistryConfigError([`${variable}: not valid JSON (${(err as Error).message})`]);
+  }
+  return shardRegistryFromConfig(json, options);
+}
+
+function formatPath(path: PropertyKey[]): string {
+  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`)).join("");
+}
+
+/** Hides a password in a URL-ish string before it reaches an error message. */
+function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
+}

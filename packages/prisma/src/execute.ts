@@ -1,0 +1,173 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { ShardIdentifier } from "@shardkit/id";
+import { CrossShardError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
+import { assertMergeableAggregate, mergeAggregates, mergeCounts, orderByComparator } from "./merge.js";
+import type { ShardClient, ShardRegistry } from "./registry.js";
+import type { Router } from "./router.js";
+
+type Obj = Record<string, unknown>;
+type Delegate = Record<string, (args?: unknown) => Promise<unknown>>;
+
+/**
+ * What the current async context is inside: a shard transaction (set by `$transactionOn` and by
+ * `$action` while it commits) or an action's staging function.
+ */
+export type ShardScope = { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object } | { kind: "staging" };
+
+/** One per routed client; also read by the transaction guard. */
+export const shardScope = new AsyncLocalStorage<ShardScope>();
+
+const WRITES = new Set([
+  "create",
+  "createMany",
+  "createManyAndReturn",
+  "update",
+  "updateMany",
+  "updateManyAndReturn",
+  "upsert",
+  "delete",
+  "deleteMany",
+]);
+
+const READS_THAT_SPLIT = new Set(["findMany", "findFirst", "findFirstOrThrow", "count", "aggregate"]);
+
+/** `OrderItem` -> `orderItem`: the delegate property of a model on a Prisma client. */
+export function delegateKey(model: string): string {
+  return model.charAt(0).toLowerCase() + model.slice(1);
+}
+
+export function callModel(client: object, model: string, operation: string, args: unknown): Promise<unknown> {
+  const delegate = (client as Record<string, Delegate | undefined>)[delegateKey(model)];
+  const fn = delegate?.[operation];
+  if (typeof fn !== "function") {
+    throw new UnsupportedShardOperationError(`${model}.${operation} does not exist on the shard's client`);
+  }
+  return fn.call(delegate, args);
+}
+
+/** Runs routed model operations: one shard, a split over several, or inside a shard transaction. */
+export class ShardExecutor<Client extends ShardClient> {
+  /** delegate key (`orderItem`) -> model name (`OrderItem`) */
+  private readonly models: Map<string, string>;
+
+  constructor(
+    readonly registry: ShardRegistry<Client>,
+    readonly router: Router,
+    modelNames: readonly string[],
+  ) {
+    this.models = new Map(modelNames.map((name) => [delegateKey(name), name]));
+  }
+
+  isDelegate(key: string): boolean {
+    return this.models.has(key);
+  }
+
+  /** The model name of a delegate key; throws for anything that is not a model of the schema. */
+  modelOf(delegate: string): string {
+    const model = this.models.get(delegate);
+    if (model === undefined) {
+      throw new UnsupportedShardOperationError(`${delegate} is not a model delegate of this Prisma schema`);
+    }
+    return model;
+  }
+
+  run(model: string, operation: string, args: Obj | undefined): Promise<unknown> {
+    const scope = shardScope.getStore();
+    if (scope?.kind === "tx") return this.callInScope(scope.tx, scope.shard, model, operation, args);
+    if (scope?.kind === "staging" && WRITES.has(operation)) {
+      throw new UnsupportedShardOperationError(
+        `${model}.${operation} inside $action runs immediately and outside the action's transaction; stage it (unit.${operation}("${delegateKey(model)}", args)) instead`,
+      );
+    }
+    const plan = this.router.plan(model, operation, args);
+    switch (plan.kind) {
+      case "shard":
+        return callModel(this.registry.clientFor(plan.shard), model, operation, args);
+      case "split":
+        return this.runSplit(model, operation, args ?? {}, plan.parts);
+      case "keyless":
+        return callModel(this.keylessClient(model, operation, plan.hint), model, operation, args);
+    }
+  }
+
+  /** Runs a model operation in the transaction `tx` on `shard`, after checking it names no other shard. */
+  callInScope(tx: object, shard: ShardIdentifier, model: string, operation: string, args: unknown): Promise<unknown> {
+    const plan = this.router.plan(model, operation, args as Obj | undefined);
+    const named = plan.kind === "shard" ? [plan.shard] : plan.kind === "split" ? plan.parts.map((p) => p.shard) : [];
+    const other = named.find((s) => s !== shard);
+    if (other) {
+      throw new CrossShardError(
+        `${model}.${operation} names shard ${other.key} inside a transaction on shard ${shard.key}; a transaction never reaches another shard`,
+        [shard, other],
+      );
+    }
+    return callModel(tx, model, operation, args);
+  }
+
+  /** Where an operation with no shard key may run: the only database, or nowhere. */
+  keylessClient(model: string | undefined, operation: string, hint: string): Client {
+    if (this.registry.physical.length === 1) return this.registry.physical[0]!.client;
+    throw new ShardKeyRequiredError(
+      model,
+      operation,
+      `${hint}. Name the shard with $shard(shardOrId) or $transactionOn(shardOrId, fn).`,
+    );
+  }
+
+  private async runSplit(
+    model: string,
+    operation: string,
+    args: Obj,
+    parts: { shard: ShardIdentifier; args: Obj }[],
+  ): Promise<unknown> {
+    const shards = parts.map((p) => p.shard);
+    if (!READS_THAT_SPLIT.has(operation)) {
+      throw new CrossShardError(
+        `${model}.${operation} would write to shards ${shards.map((s) => s.key).join(", ")}: writes to several shards are not atomic. ` +
+          "Stage them in $action(fn, { allowCrossShard: true }) (one transaction per shard, reported exactly), or split the call per shard.",
+        shards,
+      );
+    }
+    if (args.cursor !== undefined || args.distinct !== undefined) {
+      throw new UnsupportedShardOperationError(
+        `${model}.${operation} with cursor or distinct over several shards (${shards.map((s) => s.key).join(", ")})`,
+      );
+    }
+    const skip = typeof args.skip === "number" ? args.skip : 0;
+    const take = typeof args.take === "number" ? args.take : undefined;
+    if (take !== undefined && take < 0) {
+      throw new UnsupportedShardOperationError(`${model}.${operation} with a negative take over several shards`);
+    }
+    const run = (partArgs: Obj) =>
+      Promise.all(parts.map((p) => callModel(this.registry.clientFor(p.shard), model, operation, { ...p.args, ...partArgs })));
+    switch (operation) {
+      case "count":
+        return mergeCounts(await run({}));
+      case "aggregate":
+        assertMergeableAggregate(args);
+        return mergeAggregates((await run({})) as Obj[]);
+      case "findMany": {
+        // Each shard returns at most skip + take rows; the global page is cut after merging.
+        const lists = (await run(take === undefined ? { skip: undefined } : { skip: undefined, take: skip + take })) as Obj[][];
+        const rows = lists.flat();
+        if (args.orderBy !== undefined) rows.sort(orderByComparator(args.orderBy));
+        return rows.slice(skip, take === undefined ? undefined : skip + take);
+      }
+      default: {
+        // findFirst / findFirstOrThrow: each shard's first skip + 1 rows, merged, then the row at skip.
+        const lists = (await Promise.all(
+          parts.map((p) =>
+            callModel(this.registry.clientFor(p.shard), model, "findMany", { ...p.args, skip: undefined, take: skip + 1 }),
+          ),
+        )) as Obj[][];
+        const rows = lists.flat();
+        if (args.orderBy !== undefined) rows.sort(orderByComparator(args.orderBy));
+        const row = rows[skip];
+        if (row !== undefined) return row;
+        if (operation === "findFirst") return null;
+        // Let Prisma raise its own not-found error (P2025) from an empty shard.
+        return callModel(this.registry.clientFor(parts[0]!.shard), model, operation, parts[0]!.args);
+      }
+    }
+  }
+}

@@ -1,0 +1,25 @@
+export { type ActionOptions, ActionUnit, type ModelKey, type StagedStatus, StagedWrite } from "./action.js";
+export { type FromConfigOptions, type ShardRegistryConfig, shardRegistryFromConfig, shardRegistryFromEnv } from "./config.js";
+export {
+  CrossShardError,
+  PartialCommitError,
+  type PrismaShardErrorCode,
+  RegistryConfigError,
+  type ShardFailure,
+  ShardKeyRequiredError,
+  ShardRoutingError,
+  UnknownShardError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
+export { type ShardRoutingOptions, shardRouting } from "./extension.js";
+export {
+  createShardRegistry,
+  type PhysicalShard,
+  type ShardClient,
+  type ShardOrId,
+  type ShardRef,
+  ShardRegistry,
+  type ShardRegistryOptions,
+} from "./registry.js";
+export type { ModelRouting, RoutePlan } from "./router.js";
+export type { TransactionClient, TransactionOptions } from "./transaction.js";

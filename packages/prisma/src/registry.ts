@@ -1,0 +1,175 @@
+import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { RegistryConfigError, UnknownShardError } from "./errors.js";
+
+/** A shard given as a ShardIdentifier, its key ("1/5") or `{ group, member }`. */
+export type ShardRef = ShardIdentifier | string | { group: number; member: number };
+
+/** Anything that names a shard: a shard ref or a ShardedUUID (string). */
+export type ShardOrId = ShardIdentifier | string;
+
+/** The client of one physical database: anything with `$disconnect` (a PrismaClient). */
+export interface ShardClient {
+  $disconnect(): Promise<void>;
+}
+
+export interface ShardRegistryOptions<Client extends ShardClient> {
+  /** One entry per logical shard. Several shards may share one client (one physical database). */
+  shards: ReadonlyArray<{ shard: ShardRef; client: Client }>;
+  /** Where `unknownShard: 'default'` sends IDs of unknown shards. Must be one of `shards`. */
+  defaultShard?: ShardRef;
+  /**
+   * What an ID that names a shard not in `shards` does. `'fail'` (default): throws
+   * `UnknownShardError`. `'default'`: goes to `defaultShard` and is logged (for staged rollouts).
+   */
+  unknownShard?: "fail" | "default";
+  /** Receives the warnings `unknownShard: 'default'` logs. Default: `console.warn`. */
+  logger?: { warn(message: string): void };
+}
+
+/** One physical database and the logical shards it holds. */
+export interface PhysicalShard<Client> {
+  client: Client;
+  /** Logical shards held by this database, ordered by bits. */
+  shards: ShardIdentifier[];
+  /** Position in `registry.physical` (ordered by the lowest shard each holds). */
+  index: number;
+}
+
+/**
+ * Maps each logical shard to the client of the physical database that holds it. Several logical
+ * shards may live in one database (pre-split: 16 members on 2 servers), so members can later move
+ * to new servers without changing a single ID. One client (own driver adapter and pool) per
+ * physical database.
+ */
+export class ShardRegistry<Client extends ShardClient = ShardClient> {
+  /** Every logical shard, ordered by bits. */
+  readonly shards: readonly ShardIdentifier[];
+  /** Every physical database, with the shards it holds. */
+  readonly physical: readonly PhysicalShard<Client>[];
+  readonly defaultShard: ShardIdentifier | undefined;
+  readonly unknownShard: "fail" | "default";
+  private readonly byBits: (PhysicalShard<Client> | undefined)[] = new Array(1 << 14);
+  private readonly logger: { warn(message: string): void };
+
+  constructor(options: ShardRegistryOptions<Client>) {
+    const issues: string[] = [];
+    if (!options || !Array.isArray(options.shards) || options.shards.length === 0) {
+      throw new RegistryConfigError(["shards: at least one shard is required"]);
+    }
+    const physicalByClient = new Map<Client, PhysicalShard<Client>>();
+    const seen = new Map<number, number>();
+    options.shards.forEach((entry, i) => {
+      const shard = toShardOrIssue(entry?.shard, `shards[${i}].shard`, issues);
+      if (!entry?.client || typeof entry.client.$disconnect !== "function") {
+        issues.push(`shards[${i}].client: expected a PrismaClient (an object with $disconnect)`);
+        return;
+      }
+      if (!shard) return;
+      const previous = seen.get(shard.bits);
+      if (previous !== undefined) {
+        issues.push(`shards[${i}].shard: duplicate shard ${shard.key} (also shards[${previous}])`);
+        return;
+      }
+      seen.set(shard.bits, i);
+      let physical = physicalByClient.get(entry.client);
+      if (!physical) {
+        physical = { client: entry.client, shards: [], index: 0 };
+        physicalByClient.set(entry.client, physical);
+      }
+      physical.shards.push(shard);
+    });
+    const unknownShard = options.unknownShard ?? "fail";
+    if (unknownShard !== "fail" && unknownShard !== "default") {
+      issues.push(`unknownShard: expected 'fail' or 'default', got ${JSON.stringify(unknownShard)}`);
+    }
+    let defaultShard: ShardIdentifier | undefined;
+    if (options.defaultShard !== undefined) {
+      defaultShard = toShardOrIssue(options.defaultShard, "defaultShard", issues);
+      if (defaultShard && !seen.has(defaultShard.bits)) {
+        issues.push(`defaultShard: ${defaultShard.key} is not one of the registered shards`);
+      }
+    } else if (unknownShard === "default") {
+      issues.push("defaultShard: required when unknownShard is 'default'");
+    }
+    if (issues.length > 0) throw new RegistryConfigError(issues);
+
+    const physical = [...physicalByClient.values()];
+    for (const p of physical) p.shards.sort((a, b) => a.bits - b.bits);
+    physical.sort((a, b) => a.shards[0]!.bits - b.shards[0]!.bits);
+    physical.forEach((p, index) => {
+      p.index = index;
+      for (const shard of p.shards) this.byBits[shard.bits] = p;
+    });
+    this.physical = physical;
+    this.shards = physical.flatMap((p) => p.shards).sort((a, b) => a.bits - b.bits);
+    this.defaultShard = defaultShard;
+    this.unknownShard = unknownShard;
+    this.logger = options.logger ?? console;
+  }
+
+  /** True when the shard is registered (no fallback applied). */
+  has(shard: ShardIdentifier): boolean {
+    return this.byBits[shard.bits] !== undefined;
+  }
+
+  /**
+   * The registered shard a shard ref or sharded ID names. An unknown shard throws
+   * `UnknownShardError`, or (with `unknownShard: 'default'`) resolves to the default shard and is
+   * logged. A malformed ID throws `InvalidShardedIdError`.
+   */
+  resolve(shardOrId: ShardOrId | { group: number; member: number }): ShardIdentifier {
+    const shard = toShard(shardOrId);
+    if (this.byBits[shard.bits] !== undefined) return shard;
+    if (this.unknownShard === "default" && this.defaultShard) {
+      this.logger.warn(
+        `[shardkit] shard ${shard.key} is not in the registry; routing to default shard ${this.defaultShard.key} (unknownShard: 'default')`,
+      );
+      return this.defaultShard;
+    }
+    throw new UnknownShardError(shard, this.shards);
+  }
+
+  /** The physical database holding a (registered) shard. */
+  physicalOf(shardOrId: ShardOrId): PhysicalShard<Client> {
+    return this.byBits[this.resolve(shardOrId).bits]!;
+  }
+
+  /** The client of the physical database that holds the shard or ID. */
+  clientFor(shardOrId: ShardOrId): Client {
+    return this.physicalOf(shardOrId).client;
+  }
+
+  /** Disconnects every physical database's client. */
+  async disconnect(): Promise<void> {
+    await Promise.all(this.physical.map((p) => p.client.$disconnect()));
+  }
+}
+
+/** Builds a registry (see `ShardRegistry`). Throws `RegistryConfigError` listing every problem. */
+export function createShardRegistry<Client extends ShardClient>(
+  options: ShardRegistryOptions<Client>,
+): ShardRegistry<Client> {
+  return new ShardRegistry(options);
+}
+
+/** A ShardIdentifier from a shard ref or a sharded ID string. */
+export function toShard(value: ShardOrId | { group: number; member: number }): ShardIdentifier {
+  if (value instanceof ShardIdentifier) return value;
+  if (typeof value === "string") {
+    return value.length === 36 ? ShardedUUID.shardOf(value) : ShardIdentifier.parse(value);
+  }
+  if (value && typeof value === "object" && "group" in value && "member" in value) {
+    return ShardIdentifier.of(value.group, value.member);
+  }
+  return ShardedUUID.shardOf(value as unknown as string); // throws InvalidShardedIdError
+}
+
+function toShardOrIssue(value: unknown, path: string, issues: string[]): ShardIdentifier | undefined {
+  try {
+    if (value === undefined || value === null) throw new Error("required");
+    return toShard(value as ShardRef);
+  } catch (err) {
+    issues.push(`${path}: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
+  }
+}

@@ -1,0 +1,69 @@
+import { ShardedId } from "@shardkit/id";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { makeWorld, S } from "../test/world.js";
+import { CrossShardError } from "./errors.js";
+
+const world = makeWorld();
+const { db, clients } = world;
+afterAll(() => world.close());
+beforeEach(() => world.truncate());
+
+describe("$transactionOn", () => {
+  it("commits everything done through tx on that shard", async () => {
+    const id = ShardedId.generate("Customer", S.g1m1);
+    await db.$transactionOn(id, async (tx) => {
+      await tx.customer.create({ data: { id, name: "t", region: "mx" } });
+      await tx.wallet.create({ data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 1n } });
+    });
+    expect(await clients.c.wallet.count({ where: { customerId: id } })).toBe(1);
+  });
+
+  it("routed-client calls inside the callback join the transaction (and roll back with it)", async () => {
+    const id = ShardedId.generate("Customer", S.g0m2);
+    await expect(
+      db.$transactionOn(S.g0m2, async () => {
+        await db.customer.create({ data: { id, name: "joined", region: "eu" } });
+        expect(await db.customer.count()).toBe(1); // keyless inside a shard transaction: runs on it
+        throw new Error("abort");
+      }),
+    ).rejects.toThrow("abort");
+    expect(await clients.b.customer.count()).toBe(0);
+  });
+
+  it("a query for another shard throws CrossShardError instead of running elsewhere, and rolls back", async () => {
+    const id = ShardedId.generate("Customer", S.g0m0);
+    const other = ShardedId.generate("Customer", S.g0m1); // same database, different shard
+    world.clear();
+    const error = await db
+      .$transactionOn(id, async (tx) => {
+        await tx.customer.create({ data: { id, name: "x", region: "eu" } });
+        await tx.customer.findUnique({ where: { id: other } });
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CrossShardError);
+    expect((error as Error).message).toMatch(/names shard 0\/1 inside a transaction on shard 0\/0/);
+    expect(await clients.a.customer.count()).toBe(0);
+    await expect(
+      db.$transactionOn(id, () => db.customer.findUnique({ where: { id: ShardedId.generate("Customer", S.g1m1) } })),
+    ).rejects.toBeInstanceOf(CrossShardError);
+    expect(world.landed("Customer")).toEqual(["a"]);
+  });
+
+  it("raw SQL through tx runs in the transaction", async () => {
+    const total = await db.$transactionOn(S.g1m2, async (tx) => {
+      await tx.setting.create({ data: { name: "n", value: "v" } });
+      const rows = await tx.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM "Setting"`;
+      return rows[0]?.n;
+    });
+    expect(total).toBe(1n);
+  });
+
+  it("a nested $transactionOn for the same shard joins; for another shard it throws", async () => {
+    const id = ShardedId.generate("Customer", S.g1m0);
+    await db.$transactionOn(id, async () => {
+      await db.$transactionOn(id, (tx) => tx.customer.create({ data: { id, name: "nested", region: "mx" } }));
+      await expect(db.$transactionOn(S.g1m1, async () => undefined)).rejects.toBeInstanceOf(CrossShardError);
+    });
+    expect(await clients.b.customer.count()).toBe(1);
+  });
+});

@@ -1,0 +1,82 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardIdentifier } from "@shardkit/id";
+import { inject } from "vitest";
+import { createShardRegistry, shardRouting } from "../src/index.js";
+import { PrismaClient } from "./generated/prisma/client.js";
+
+export const S = {
+  g0m0: ShardIdentifier.of(0, 0),
+  g0m1: ShardIdentifier.of(0, 1),
+  g0m2: ShardIdentifier.of(0, 2),
+  g1m0: ShardIdentifier.of(1, 0),
+  g1m1: ShardIdentifier.of(1, 1),
+  g1m2: ShardIdentifier.of(1, 2),
+};
+
+export const models = {
+  Wallet: { keys: ["id", "customerId"] },
+  Order: { keys: ["id", "customerId"] },
+  OrderItem: { keys: ["id", "orderId"] },
+};
+
+export type Db = "a" | "b" | "c";
+
+/** A PrismaClient on one test database that records every SQL statement it sends. */
+export function loggedClient(db: Db, url: string, log: { db: Db; sql: string }[]) {
+  const client = new PrismaClient({
+    adapter: new PrismaPg({ connectionString: url }),
+    log: [{ emit: "event", level: "query" }],
+  });
+  client.$on("query", (event) => log.push({ db, sql: event.query }));
+  return client;
+}
+
+/**
+ * Six logical shards in two groups on three physical databases:
+ *   a (server 1): 0/0, 0/1    b (server 1): 0/2, 1/0    c (server 2): 1/1, 1/2
+ */
+export function makeWorld() {
+  const urls = inject("shardUrls");
+  const log: { db: Db; sql: string }[] = [];
+  const clients = {
+    a: loggedClient("a", urls.a, log),
+    b: loggedClient("b", urls.b, log),
+    c: loggedClient("c", urls.c, log),
+  };
+  const registry = createShardRegistry({
+    shards: [
+      { shard: S.g0m0, client: clients.a },
+      { shard: S.g0m1, client: clients.a },
+      { shard: S.g0m2, client: clients.b },
+      { shard: S.g1m0, client: clients.b },
+      { shard: S.g1m1, client: clients.c },
+      { shard: S.g1m2, client: clients.c },
+    ],
+    defaultShard: S.g0m0,
+  });
+  const db = clients.a.$extends(shardRouting({ registry, models }));
+  return {
+    db,
+    registry,
+    clients,
+    log,
+    /** Databases that ran a statement on `table` since the last `clear()`, in order, deduplicated. */
+    landed(table: string): Db[] {
+      const seen: Db[] = [];
+      for (const entry of log) {
+        if (entry.sql.includes(`"${table}"`) && !seen.includes(entry.db)) seen.push(entry.db);
+      }
+      return seen.sort();
+    },
+    clear() {
+      log.length = 0;
+    },
+    async truncate() {
+      for (const client of Object.values(clients)) {
+        await client.$executeRawUnsafe('TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting" RESTART IDENTITY');
+      }
+      log.length = 0;
+    },
+    close: () => registry.disconnect(),
+  };
+}

@@ -1,0 +1,312 @@
+import { describeError, type MissingReason, type MissingTarget, ScatterError } from "./errors.js";
+
+/** `'fail'` (default): any missing target makes the scatter throw. `'partial'`: return what answered, and say what is missing. */
+export type PartialPolicy = "fail" | "partial";
+
+/** Options of {@link scatter}. Every option is optional. */
+export interface ScatterOptions<Target, Value> {
+  /** What to do when a target fails or times out. Default `'fail'`. */
+  policy?: PartialPolicy;
+  /** Most calls in flight at once (a positive integer). Default: all targets at once. */
+  concurrency?: number;
+  /** Deadline of the whole scatter in ms: when it expires every running target is aborted and every waiting one is skipped. */
+  deadlineMs?: number;
+  /** Timeout of each call in ms, counted from its start (waiting for a concurrency slot does not count). */
+  targetTimeoutMs?: number;
+  /** The caller's signal: aborting it aborts every running target and makes the scatter throw `ABORTED`, whatever the policy. */
+  signal?: AbortSignal;
+  /** Names a target in results and errors (default: its index). Names must be unique. */
+  key?: (target: Target, index: number) => string;
+  /** Row count of a value for the result (default: an array's length, or the length of a `rows` array property). */
+  rows?: (value: Value) => number | undefined;
+  /** With policy `'fail'`: at the first failure, abort the other targets (reported as `'cancelled'`) instead of waiting for them. */
+  failFast?: boolean;
+}
+
+/** What happened to one target. Times are in ms; `startedMs` is relative to the start of the scatter. */
+export type TargetOutcome<Target, Value> =
+  | {
+      readonly status: "fulfilled";
+      readonly target: Target;
+      readonly key: string;
+      readonly index: number;
+      readonly value: Value;
+      readonly rows: number | undefined;
+      readonly startedMs: number;
+      readonly durationMs: number;
+    }
+  | (MissingTarget<Target> & {
+      readonly status: "missing";
+      /** null when the target was never started (deadline, abort or failFast before its turn) */
+      readonly startedMs: number | null;
+      readonly durationMs: number | null;
+    });
+
+/** The result of a scatter that did not throw. */
+export interface ScatterResult<Target, Value> {
+  /** Values of the targets that answered, in target order. */
+  readonly values: Value[];
+  /** True when every target answered: `missing` is empty. */
+  readonly complete: boolean;
+  /** Targets with no value and why (only ever non-empty with policy `'partial'`). */
+  readonly missing: MissingTarget<Target>[];
+  /** One outcome per target, in target order, with timing and row counts. */
+  readonly outcomes: TargetOutcome<Target, Value>[];
+  /** Sum of the counted rows of the answered targets. */
+  readonly rows: number;
+  /** Wall time of the whole scatter in ms. */
+  readonly durationMs: number;
+}
+
+/**
+ * Calls `fn` once per target, in parallel (at most `concurrency` at a time), and gathers the
+ * results. Each call gets an AbortSignal that fires when its timeout, the scatter's deadline, the
+ * caller's signal or `failFast` stops it: the function should pass it on (e.g. cancel its query),
+ * because the scatter settles at once and does not wait for a call it has given up on.
+ *
+ * With policy `'fail'` (default) a scatter with any failed, timed-out or skipped target throws a
+ * {@link ScatterError} (`TARGETS_FAILED`, or `DEADLINE_EXCEEDED` when the deadline expired) that
+ * lists every one of them. With `'partial'` it resolves with `complete: false` and `missing`.
+ * No timer or listener outlives the call.
+ */
+export function scatter<Target, Value>(
+  targets: Iterable<Target>,
+  fn: (target: Target, signal: AbortSignal) => Value | PromiseLike<Value>,
+  options: ScatterOptions<Target, Value> = {},
+): Promise<ScatterResult<Target, Value>> {
+  const list = Array.from(targets);
+  const n = list.length;
+  const policy = options.policy ?? "fail";
+  const limit = options.concurrency ?? Number.POSITIVE_INFINITY;
+  validate(options, policy, limit);
+  const keys = list.map((t, i) => (options.key ? options.key(t, i) : String(i)));
+  const seen = new Set<string>();
+  for (const k of keys) {
+    if (typeof k !== "string") throw new ScatterError("INVALID_OPTIONS", "key() must return a string");
+    if (seen.has(k)) throw new ScatterError("INVALID_OPTIONS", `two targets are both named ${JSON.stringify(k)}`);
+    seen.add(k);
+  }
+  const callerSignal = options.signal;
+  if (callerSignal?.aborted) {
+    return Promise.reject(
+      new ScatterError("ABORTED", "scatter aborted by the caller before it started", { cause: callerSignal.reason }),
+    );
+  }
+  const countRows = options.rows ?? defaultRows;
+  const t0 = performance.now();
+  const since = () => performance.now() - t0;
+
+  return new Promise((resolve, reject) => {
+    const outcomes: (TargetOutcome<Target, Value> | undefined)[] = new Array(n);
+    const inflight = new Map<number, Slot>();
+    let next = 0;
+    let settled = 0;
+    let stop: { reason: MissingReason; error: unknown } | null = null;
+    let done = false;
+    let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+
+    const onCallerAbort = () =>
+      stopAll(
+        "aborted",
+        new ScatterError("ABORTED", "scatter aborted by the caller", { cause: callerSignal?.reason }),
+      );
+
+    const missingOutcome = (
+      i: number,
+      reason: MissingReason,
+      error: unknown,
+      startedMs: number | null,
+    ): TargetOutcome<Target, Value> => ({
+      status: "missing",
+      target: list[i] as Target,
+      key: keys[i] as string,
+      index: i,
+      reason,
+      error,
+      startedMs,
+      durationMs: startedMs === null ? null : since() - startedMs,
+    });
+
+    function settle(i: number, outcome: TargetOutcome<Target, Value>): void {
+      if (outcomes[i] !== undefined) return;
+      outcomes[i] = outcome;
+      settled++;
+      const slot = inflight.get(i);
+      if (slot) {
+        if (slot.timer !== undefined) clearTimeout(slot.timer);
+        inflight.delete(i);
+      }
+      if (
+        outcome.status === "missing" &&
+        options.failFast &&
+        policy === "fail" &&
+        stop === null &&
+        (outcome.reason === "error" || outcome.reason === "timeout")
+      ) {
+        stopAll(
+          "cancelled",
+          new ScatterError("TARGETS_FAILED", `cancelled: target ${JSON.stringify(outcome.key)} failed first`),
+        );
+        return;
+      }
+      if (settled === n) finish();
+      else launch();
+    }
+
+    function launch(): void {
+      while (stop === null && inflight.size < limit && next < n) start(next++);
+    }
+
+    function start(i: number): void {
+      const controller = new AbortController();
+      const startedMs = since();
+      const slot: Slot = { controller, startedMs };
+      inflight.set(i, slot);
+      const timeout = options.targetTimeoutMs;
+      if (timeout !== undefined) {
+        slot.timer = setTimeout(() => {
+          const error = new ScatterError(
+            "DEADLINE_EXCEEDED",
+            `target ${JSON.stringify(keys[i])} exceeded its ${timeout} ms timeout`,
+          );
+          controller.abort(error);
+          settle(i, missingOutcome(i, "timeout", error, startedMs));
+        }, timeout);
+      }
+      let pending: PromiseLike<Value>;
+      try {
+        pending = Promise.resolve(fn(list[i] as Target, controller.signal));
+      } catch (error) {
+        pending = Promise.reject(error);
+      }
+      pending.then(
+        (value) => {
+          const durationMs = since() - startedMs;
+          settle(i, {
+            status: "fulfilled",
+            target: list[i] as Target,
+            key: keys[i] as string,
+            index: i,
+            value,
+            rows: countRows(value),
+            startedMs,
+            durationMs,
+          });
+        },
+        (error: unknown) => settle(i, missingOutcome(i, "error", error, startedMs)),
+      );
+    }
+
+    function stopAll(reason: MissingReason, error: unknown): void {
+      if (done || stop !== null) return;
+      stop = { reason, error };
+      // Record every stopped target before aborting: an abort listener may settle synchronously.
+      const stopped = [...inflight];
+      inflight.clear();
+      for (const [i, slot] of stopped) {
+        if (slot.timer !== undefined) clearTimeout(slot.timer);
+        if (outcomes[i] === undefined) {
+          outcomes[i] = missingOutcome(i, reason, error, slot.startedMs);
+          settled++;
+        }
+      }
+      for (; next < n; next++) {
+        outcomes[next] = missingOutcome(next, reason, error, null);
+        settled++;
+      }
+      for (const [, slot] of stopped) slot.controller.abort(error);
+      finish();
+    }
+
+    function finish(): void {
+      if (done) return;
+      done = true;
+      if (deadlineTimer !== undefined) clearTimeout(deadlineTimer);
+      callerSignal?.removeEventListener("abort", onCallerAbort);
+      const all = outcomes as TargetOutcome<Target, Value>[];
+      const values: Value[] = [];
+      const missing: MissingTarget<Target>[] = [];
+      let rows = 0;
+      for (const o of all) {
+        if (o.status === "fulfilled") {
+          values.push(o.value);
+          rows += o.rows ?? 0;
+        } else {
+          missing.push({ target: o.target, key: o.key, index: o.index, reason: o.reason, error: o.error });
+        }
+      }
+      if (stop?.reason === "aborted") {
+        reject(
+          new ScatterError(
+            "ABORTED",
+            `scatter aborted by the caller; ${missing.length} of ${n} targets missing: ${describeMissing(missing)}`,
+            { cause: (stop.error as ScatterError).cause, missing },
+          ),
+        );
+        return;
+      }
+      if (missing.length > 0 && policy === "fail") {
+        const code = stop?.reason === "deadline" ? "DEADLINE_EXCEEDED" : "TARGETS_FAILED";
+        reject(
+          new ScatterError(code, `${missing.length} of ${n} targets missing: ${describeMissing(missing)}`, {
+            cause: new AggregateError(
+              missing.map((m) => m.error),
+              "errors of the missing targets",
+            ),
+            missing,
+          }),
+        );
+        return;
+      }
+      resolve({ values, complete: missing.length === 0, missing, outcomes: all, rows, durationMs: since() });
+    }
+
+    if (n === 0) {
+      finish();
+      return;
+    }
+    callerSignal?.addEventListener("abort", onCallerAbort, { once: true });
+    if (options.deadlineMs !== undefined) {
+      const ms = options.deadlineMs;
+      deadlineTimer = setTimeout(
+        () =>
+          stopAll("deadline", new ScatterError("DEADLINE_EXCEEDED", `scatter deadline of ${ms} ms exceeded`)),
+        ms,
+      );
+    }
+    launch();
+  });
+}
+
+interface Slot {
+  readonly controller: AbortController;
+  readonly startedMs: number;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+function validate<T, V>(options: ScatterOptions<T, V>, policy: unknown, limit: number): void {
+  if (policy !== "fail" && policy !== "partial")
+    throw new ScatterError("INVALID_OPTIONS", `policy must be 'fail' or 'partial', got ${String(policy)}`);
+  if (!(limit === Number.POSITIVE_INFINITY || (Number.isInteger(limit) && limit >= 1)))
+    throw new ScatterError("INVALID_OPTIONS", `concurrency must be a positive integer, got ${String(limit)}`);
+  for (const name of ["deadlineMs", "targetTimeoutMs"] as const) {
+    const v = options[name];
+    if (v !== undefined && !(typeof v === "number" && Number.isFinite(v) && v >= 0))
+      throw new ScatterError("INVALID_OPTIONS", `${name} must be a finite number >= 0, got ${String(v)}`);
+  }
+}
+
+function defaultRows(value: unknown): number | undefined {
+  if (Array.isArray(value)) return value.length;
+  if (typeof value === "object" && value !== null) {
+    const rows = (value as { rows?: unknown }).rows;
+    if (Array.isArray(rows)) return rows.length;
+  }
+  return undefined;
+}
+
+function describeMissing(missing: readonly MissingTarget[]): string {
+  return missing
+    .map((m) => `${JSON.stringify(m.key)} (${m.reason}${m.reason === "error" ? `: ${describeError(m.error)}` : ""})`)
+    .join(", ");
+}

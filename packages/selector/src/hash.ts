@@ -1,0 +1,199 @@
+/**
+ * The two hash functions the selector is built on. Both are frozen: `hash.test.ts` holds test
+ * vectors, and any change to them moves existing tenants to other members.
+ *
+ * - `murmur3`: MurmurHash3 x86 32-bit, seed 0, over the UTF-8 bytes of the key (lone surrogates
+ *   encode as U+FFFD, as `TextEncoder` does). Computed straight from the UTF-16 string, no buffer.
+ * - Member choice: weighted rendezvous (highest random weight) hashing. Each candidate member m
+ *   draws `x = fmix32(keyHash ^ salt(m))`, a 32-bit value that depends only on the key and the
+ *   member number, never on the other members. With equal weights the member with the largest x
+ *   wins; with weights, the member with the smallest `-ln(u) / weight` (u = (x + 0.5) / 2^32) wins,
+ *   which gives each member a share proportional to its weight. Ties go to the lower member number.
+ *   Adding a member only takes keys for which the new member wins: about 1/(n+1) of them.
+ *
+ * Everything is 32-bit integer arithmetic plus, for weights, a logarithm evaluated with IEEE-754
+ * additions, multiplications and divisions only (not `Math.log`, whose last bit may differ between
+ * engines), so results are identical in every process, platform and release.
+ */
+
+const C1 = 0xcc9e2d51;
+const C2 = 0x1b873593;
+const GOLDEN = 0x9e3779b1;
+
+/** MurmurHash3's 32-bit finalizer: a bijection on 32-bit integers with full avalanche. */
+export function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function mixBlock(h: number, k: number): number {
+  k = Math.imul(k, C1);
+  k = (k << 15) | (k >>> 17);
+  k = Math.imul(k, C2);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+/** MurmurHash3 x86_32 (seed 0) of the UTF-8 encoding of `text`, as an unsigned 32-bit integer. */
+export function murmur3(text: string): number {
+  let h = 0;
+  let block = 0; // up to 4 pending bytes, little-endian
+  let shift = 0; // bits pending in block: 0, 8, 16 or 24
+  let length = 0; // bytes consumed
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    let c = text.charCodeAt(i);
+    if (c < 0x80) {
+      block |= c << shift;
+      length++;
+      if (shift === 24) {
+        h = mixBlock(h, block);
+        block = 0;
+        shift = 0;
+      } else shift += 8;
+      continue;
+    }
+    // Encode one code point (2 to 4 bytes) into `bytes`, first byte lowest.
+    let bytes: number;
+    let count: number;
+    if (c < 0x800) {
+      bytes = 0xc0 | (c >> 6) | ((0x80 | (c & 0x3f)) << 8);
+      count = 2;
+    } else {
+      if (c >= 0xd800 && c <= 0xdfff) {
+        const next = i + 1 < n ? text.charCodeAt(i + 1) : 0;
+        if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+          c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+          i++;
+        } else c = 0xfffd; // lone surrogate
+      }
+      if (c < 0x10000) {
+        bytes = 0xe0 | (c >> 12) | ((0x80 | ((c >> 6) & 0x3f)) << 8) | ((0x80 | (c & 0x3f)) << 16);
+        count = 3;
+      } else {
+        bytes =
+          0xf0 |
+          (c >> 18) |
+          ((0x80 | ((c >> 12) & 0x3f)) << 8) |
+          ((0x80 | ((c >> 6) & 0x3f)) << 16) |
+          ((0x80 | (c & 0x3f)) << 24);
+        count = 4;
+      }
+    }
+    for (let j = 0; j < count; j++) {
+      block |= ((bytes >>> (j << 3)) & 0xff) << shift;
+      length++;
+      if (shift === 24) {
+        h = mixBlock(h, block);
+        block = 0;
+        shift = 0;
+      } else shift += 8;
+    }
+  }
+  if (shift !== 0) {
+    let k = Math.imul(block, C1);
+    k = (k << 15) | (k >>> 17);
+    h ^= Math.imul(k, C2);
+  }
+  return fmix32(h ^ length);
+}
+
+/** The per-member constant of rendezvous hashing: depends on the member number only. */
+export function memberSalt(member: number): number {
+  return Math.imul(member + 1, GOLDEN) | 0;
+}
+
+/** Member `member`'s 32-bit draw for a key hash. */
+export function memberDraw(keyHash: number, member: number): number {
+  return fmix32(keyHash ^ memberSalt(member));
+}
+
+const LN2 = Math.LN2; // "the Number value for" ln 2: the same double on every engine
+const SQRT2 = Math.SQRT2;
+const LN_2_POW_32 = 32 * LN2;
+
+/**
+ * `-ln((x + 0.5) / 2^32)` for a 32-bit unsigned x: an exponential variate, > 0. Uses only IEEE
+ * basic operations in a fixed order (bit-identical on every engine): v = 2^e * m with m in
+ * [sqrt(1/2), sqrt(2)), and ln(m) = 2 atanh(s), s = (m - 1) / (m + 1), by its series to s^23.
+ */
+export function exponentialOf(x: number): number {
+  const v = x + 0.5;
+  let e = x === 0 ? -1 : 31 - Math.clz32(x);
+  let m = v / 2 ** e;
+  if (m > SQRT2) {
+    m /= 2;
+    e++;
+  }
+  const s = (m - 1) / (m + 1);
+  const s2 = s * s;
+  const series =
+    1 +
+    s2 *
+      (1 / 3 +
+        s2 *
+          (1 / 5 +
+            s2 *
+              (1 / 7 +
+                s2 *
+                  (1 / 9 +
+                    s2 *
+                      (1 / 11 +
+                        s2 *
+                          (1 / 13 +
+                            s2 * (1 / 15 + s2 * (1 / 17 + s2 * (1 / 19 + s2 * (1 / 21 + s2 / 23))))))))));
+  return LN_2_POW_32 - (e * LN2 + 2 * s * series);
+}
+
+/** A set of candidate members prepared for rendezvous hashing (member numbers ascending). */
+export interface Candidates {
+  readonly members: Int32Array;
+  readonly salts: Int32Array;
+  /** Weight of each member; all equal when `uniform`. */
+  readonly weights: Float64Array;
+  readonly uniform: boolean;
+}
+
+export function prepareCandidates(members: readonly { member: number; weight: number }[]): Candidates {
+  const sorted = [...members].sort((a, b) => a.member - b.member);
+  const first = sorted[0]?.weight;
+  return {
+    members: Int32Array.from(sorted, (m) => m.member),
+    salts: Int32Array.from(sorted, (m) => memberSalt(m.member)),
+    weights: Float64Array.from(sorted, (m) => m.weight),
+    uniform: sorted.every((m) => m.weight === first),
+  };
+}
+
+/** Index (into `candidates.members`) of the member that owns `keyHash`. At least one candidate. */
+export function rendezvous(candidates: Candidates, keyHash: number): number {
+  const salts = candidates.salts;
+  const n = salts.length;
+  let best = 0;
+  if (candidates.uniform) {
+    let top = -1;
+    for (let i = 0; i < n; i++) {
+      const draw = fmix32(keyHash ^ salts[i]!);
+      if (draw > top) {
+        top = draw;
+        best = i;
+      }
+    }
+    return best;
+  }
+  const weights = candidates.weights;
+  let lowest = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < n; i++) {
+    const score = exponentialOf(fmix32(keyHash ^ salts[i]!)) / weights[i]!;
+    if (score < lowest) {
+      lowest = score;
+      best = i;
+    }
+  }
+  return best;
+}

@@ -1,0 +1,24 @@
+export type {
+  GroupConfig,
+  GroupRule,
+  HotTenantConfig,
+  MemberConfig,
+  RuleCondition,
+  RuleValue,
+  ShardSelectorConfig,
+} from "./config.js";
+export { SelectorError, type SelectorErrorCode } from "./errors.js";
+export {
+  analyzeShardKey,
+  type ShardKeyAnalysisOptions,
+  type ShardKeySample,
+  type ShardKeyScorecard,
+  type ShardKeyTopEntry,
+} from "./scorecard.js";
+export {
+  createShardSelector,
+  type GroupChoice,
+  type MemberChoice,
+  type SelectionExplanation,
+  type ShardSelector,
+} from "./selector.js";

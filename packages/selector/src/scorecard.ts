@@ -1,0 +1,304 @@
+import { SelectorError } from "./errors.js";
+import { type Candidates, murmur3, prepareCandidates, rendezvous } from "./hash.js";
+
+/** One sampled operation, as seen by a candidate shard key. */
+export interface ShardKeySample {
+  /** The candidate key's value for this operation; `null`/`undefined` if the operation does not carry it (it would fan out to every member). */
+  readonly key: string | number | bigint | null | undefined;
+  /** Other key values the same unit of work touches (a transfer's counterparty, a join's other side). */
+  readonly touches?: readonly (string | number | bigint)[];
+  /** What the operation costs: bytes, rows or milliseconds, consistently. Default 1. */
+  readonly cost?: number;
+  /** Default "read". */
+  readonly op?: "read" | "write";
+}
+
+export interface ShardKeyAnalysisOptions {
+  /** How many members to spread keys over (members 0..n-1), or the member numbers themselves. */
+  readonly members: number | readonly number[];
+  /** How many of the heaviest keys to list. Default 10. */
+  readonly top?: number;
+}
+
+export interface ShardKeyTopEntry {
+  readonly key: string;
+  readonly operations: number;
+  /** Sum of `cost` of the operations that carry this key. */
+  readonly traffic: number;
+  /** `traffic` / total traffic. */
+  readonly share: number;
+  /** The member the key hashes to. */
+  readonly member: number;
+}
+
+export interface ShardKeyScorecard {
+  readonly operations: number;
+  readonly reads: number;
+  readonly writes: number;
+  /** Sum of `cost` over all operations. */
+  readonly traffic: number;
+  /** Distinct values of the key (over operations that carry one). */
+  readonly cardinality: number;
+  /** The heaviest keys by traffic, heaviest first. */
+  readonly top: readonly ShardKeyTopEntry[];
+  /** Share of all traffic carried by the `top` keys. */
+  readonly topShare: number;
+  /** Member numbers, ascending; the arrays in `load` follow this order. */
+  readonly members: readonly number[];
+  readonly load: {
+    /** Traffic each member serves (an operation is charged to every member it touches). */
+    readonly traffic: readonly number[];
+    /** The part of `traffic` that is writes. */
+    readonly writeTraffic: readonly number[];
+    /** Distinct keys homed on each member: the row-count view, for contrast. */
+    readonly keys: readonly number[];
+    /** Busiest member's traffic over the mean: 1 is perfect, 2 means one member does twice its share. */
+    readonly imbalance: number;
+    /** The same for writes only. */
+    readonly writeImbalance: number;
+    /** The same by key count (what a row-count balance would show). */
+    readonly keyImbalance: number;
+    /** The busiest member by traffic. */
+    readonly hottestMember: number;
+  };
+  readonly locality: {
+    /** Operations whose keys all live on one member. */
+    readonly local: number;
+    /** Operations whose keys live on two or more members (a cross-shard unit of work). */
+    readonly crossMember: number;
+    /** Operations without the key: they must fan out to every member. */
+    readonly keyless: number;
+    /** `(crossMember + keyless) / operations`: the share of operations that would lose locality. */
+    readonly lostShare: number;
+  };
+}
+
+interface KeyStats {
+  operations: number;
+  traffic: number;
+  readonly member: number; // candidate index
+}
+
+/**
+ * The shard-key scorecard: how a candidate key would spread a sample of operations over `members`
+ * members, using the same consistent hash as the selector (equal weights, none draining).
+ * Load is measured by traffic (`cost`), not by row count.
+ */
+export function analyzeShardKey(
+  samples: Iterable<ShardKeySample>,
+  options: ShardKeyAnalysisOptions,
+): ShardKeyScorecard {
+  const memberNumbers = memberList(options);
+  const top = options.top ?? 10;
+  if (!Number.isInteger(top) || top < 0) {
+    throw new SelectorError(
+      "INVALID_SCORECARD_INPUT",
+      `options.top must be an integer >= 0, got ${String(top)}`,
+    );
+  }
+  const candidates: Candidates = prepareCandidates(memberNumbers.map((member) => ({ member, weight: 1 })));
+  const n = memberNumbers.length;
+  const stats = new Map<string, KeyStats>();
+  const homeOf = (key: string): KeyStats => {
+    let s = stats.get(key);
+    if (s === undefined) {
+      s = { operations: 0, traffic: 0, member: rendezvous(candidates, murmur3(key)) };
+      stats.set(key, s);
+    }
+    return s;
+  };
+  const traffic = new Float64Array(n);
+  const writeTraffic = new Float64Array(n);
+  let operations = 0;
+  let writes = 0;
+  let total = 0;
+  let local = 0;
+  let cross = 0;
+  let keyless = 0;
+  let touched: Set<number> | undefined;
+
+  for (const sample of samples) {
+    const index = operations++;
+    const cost = sample.cost ?? 1;
+    if (typeof cost !== "number" || !(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
+      throw new SelectorError(
+        "INVALID_SCORECARD_INPUT",
+        `samples[${index}].cost must be a finite number >= 0, got ${String(cost)}`,
+      );
+    }
+    const write = sample.op === "write";
+    if (!write && sample.op !== undefined && sample.op !== "read") {
+      throw new SelectorError(
+        "INVALID_SCORECARD_INPUT",
+        `samples[${index}].op must be "read" or "write", got ${String(sample.op)}`,
+      );
+    }
+    if (write) writes++;
+    total += cost;
+    const key = keyString(sample.key, index, "key");
+    if (key === undefined) {
+      keyless++;
+      for (let m = 0; m < n; m++) {
+        traffic[m]! += cost;
+        if (write) writeTraffic[m]! += cost;
+      }
+      continue;
+    }
+    const home = homeOf(key);
+    home.operations++;
+    home.traffic += cost;
+    const others = sample.touches;
+    if (others === undefined || others.length === 0) {
+      local++;
+      traffic[home.member]! += cost;
+      if (write) writeTraffic[home.member]! += cost;
+      continue;
+    }
+    touched ??= new Set();
+    touched.clear();
+    touched.add(home.member);
+    for (let i = 0; i < others.length; i++) {
+      const other = keyString(others[i], index, `touches[${i}]`);
+      if (other === undefined) {
+        throw new SelectorError(
+          "INVALID_SCORECARD_INPUT",
+          `samples[${index}].touches[${i}] must be a key value`,
+        );
+      }
+      touched.add(homeOf(other).member);
+    }
+    if (touched.size === 1) local++;
+    else cross++;
+    for (const m of touched) {
+      traffic[m]! += cost;
+      if (write) writeTraffic[m]! += cost;
+    }
+  }
+
+  const keysPerMember = new Array<number>(n).fill(0);
+  let cardinality = 0;
+  for (const s of stats.values()) {
+    if (s.operations === 0) continue; // only ever touched, never the operation's own key
+    cardinality++;
+    keysPerMember[s.member]!++;
+  }
+
+  const heaviest = topEntries(stats, top);
+  const ratio = (part: number) => (total > 0 ? part / total : 0);
+  let topTraffic = 0;
+  const topList: ShardKeyTopEntry[] = heaviest.map(([key, s]) => {
+    topTraffic += s.traffic;
+    return {
+      key,
+      operations: s.operations,
+      traffic: s.traffic,
+      share: ratio(s.traffic),
+      member: memberNumbers[s.member]!,
+    };
+  });
+  let hottest = 0;
+  for (let m = 1; m < n; m++) if (traffic[m]! > traffic[hottest]!) hottest = m;
+  return {
+    operations,
+    reads: operations - writes,
+    writes,
+    traffic: total,
+    cardinality,
+    top: topList,
+    topShare: ratio(topTraffic),
+    members: memberNumbers,
+    load: {
+      traffic: [...traffic],
+      writeTraffic: [...writeTraffic],
+      keys: keysPerMember,
+      imbalance: imbalance(traffic),
+      writeImbalance: imbalance(writeTraffic),
+      keyImbalance: imbalance(keysPerMember),
+      hottestMember: memberNumbers[hottest]!,
+    },
+    locality: {
+      local,
+      crossMember: cross,
+      keyless,
+      lostShare: operations > 0 ? (cross + keyless) / operations : 0,
+    },
+  };
+}
+
+function memberList(options: ShardKeyAnalysisOptions): number[] {
+  const members = options?.members;
+  if (typeof members === "number") {
+    if (Number.isInteger(members) && members >= 1 && members <= 64)
+      return Array.from({ length: members }, (_, i) => i);
+  } else if (Array.isArray(members) && members.length > 0) {
+    const list = [...new Set(members as number[])].sort((a, b) => a - b);
+    if (list.length === members.length && list.every((m) => Number.isInteger(m) && m >= 0 && m <= 63))
+      return list;
+  }
+  throw new SelectorError(
+    "INVALID_SCORECARD_INPUT",
+    `options.members must be a count 1..64 or a non-empty list of distinct member numbers 0..63, got ${JSON.stringify(members)}`,
+  );
+}
+
+function keyString(value: unknown, index: number, field: string): string | undefined {
+  if (typeof value === "string") return value.length > 0 ? value : undefined;
+  if (value === null || value === undefined) return undefined;
+  if ((typeof value === "number" && Number.isFinite(value)) || typeof value === "bigint")
+    return String(value);
+  throw new SelectorError(
+    "INVALID_SCORECARD_INPUT",
+    `samples[${index}].${field} must be a string, a finite number, a bigint or null, got ${typeof value}`,
+  );
+}
+
+function imbalance(load: ArrayLike<number>): number {
+  let sum = 0;
+  let max = 0;
+  for (let i = 0; i < load.length; i++) {
+    sum += load[i]!;
+    if (load[i]! > max) max = load[i]!;
+  }
+  return sum > 0 ? (max * load.length) / sum : 1;
+}
+
+/** The `k` keys with the most traffic (ties: more operations, then key order), heaviest first. O(n log k). */
+function topEntries(stats: Map<string, KeyStats>, k: number): [string, KeyStats][] {
+  if (k === 0) return [];
+  const heavier = (a: [string, KeyStats], b: [string, KeyStats]) =>
+    a[1].traffic !== b[1].traffic
+      ? a[1].traffic > b[1].traffic
+      : a[1].operations !== b[1].operations
+        ? a[1].operations > b[1].operations
+        : a[0] < b[0];
+  // Min-heap (lightest at the root) of at most k entries.
+  const heap: [string, KeyStats][] = [];
+  const down = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let lightest = i;
+      if (l < heap.length && heavier(heap[lightest]!, heap[l]!)) lightest = l;
+      if (r < heap.length && heavier(heap[lightest]!, heap[r]!)) lightest = r;
+      if (lightest === i) return;
+      [heap[i], heap[lightest]] = [heap[lightest]!, heap[i]!];
+      i = lightest;
+    }
+  };
+  for (const entry of stats) {
+    if (entry[1].operations === 0) continue;
+    if (heap.length < k) {
+      heap.push(entry);
+      for (let i = heap.length - 1; i > 0; ) {
+        const parent = (i - 1) >> 1;
+        if (!heavier(heap[parent]!, heap[i]!)) break;
+        [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+        i = parent;
+      }
+    } else if (heavier(entry, heap[0]!)) {
+      heap[0] = entry;
+      down(0);
+    }
+  }
+  return heap.sort((a, b) => (heavier(a, b) ? -1 : heavier(b, a) ? 1 : 0));
+}
