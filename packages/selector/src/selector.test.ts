@@ -204,6 +204,26 @@ describe("hot tenants", () => {
     expect(selector.select({ ...mxBank, tenantId: "megabank", accountId: "acct-7" })).toBe(again);
   });
 
+  it('hot-tenant keys compare as the routing key\'s text: 42 and "42" are the same tenant', () => {
+    const s = createShardSelector({
+      routingKey: "tenantId",
+      groups: [
+        {
+          group: 0,
+          members: [0, 1, 2],
+          hotTenants: [
+            { key: 42, member: 2 },
+            { key: "7", member: 1 },
+          ],
+        },
+      ],
+      defaultGroup: 0,
+    });
+    expect(s.select({ tenantId: 42 })).toBe(ShardIdentifier.of(0, 2));
+    expect(s.select({ tenantId: "42" })).toBe(ShardIdentifier.of(0, 2));
+    expect(s.select({ tenantId: 7n })).toBe(ShardIdentifier.of(0, 1));
+  });
+
   it("a pre-split tenant without its secondary key is refused", () => {
     const err = thrown(() => selector.select({ ...mxBank, tenantId: "megabank" }));
     expect(err.code).toBe("MISSING_ROUTING_KEY");
