@@ -2,7 +2,12 @@ import { compareBy, isAfter, mergePage, planPage, ScatterError, scatter } from "
 
 // Three in-memory "shards" with different latencies; "ap" is down for now.
 const shards = [
-  { name: "eu", latencyMs: 5, up: true, orders: [120, 75, 300, 42].map((t, i) => ({ id: `eu-${i}`, total: t })) },
+  {
+    name: "eu",
+    latencyMs: 5,
+    up: true,
+    orders: [120, 75, 300, 42].map((t, i) => ({ id: `eu-${i}`, total: t })),
+  },
   { name: "us", latencyMs: 30, up: true, orders: [99, 300, 15].map((t, i) => ({ id: `us-${i}`, total: t })) },
   { name: "ap", latencyMs: 10, up: false, orders: [250, 75].map((t, i) => ({ id: `ap-${i}`, total: t })) },
 ];
@@ -15,7 +20,14 @@ function fetchPage(shard, plan, signal) {
       const rows = shard.orders.filter((o) => plan.after === null || isAfter(o, plan.after));
       resolve(rows.sort(compareBy(plan.orderBy)).slice(0, plan.take));
     }, shard.latencyMs);
-    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
   });
 }
 
@@ -24,10 +36,17 @@ const options = { key: (s) => s.name, concurrency: 8, deadlineMs: 1000 };
 
 // 'partial': the shards that answered, and exactly which one did not.
 const plan = planPage(request);
-const partial = await scatter(shards, (s, signal) => fetchPage(s, plan, signal), { ...options, policy: "partial" });
+const partial = await scatter(shards, (s, signal) => fetchPage(s, plan, signal), {
+  ...options,
+  policy: "partial",
+});
 const missing = partial.missing.map((m) => `${m.key} (${m.reason}: ${m.error.message})`);
 console.log(`complete: ${partial.complete}, missing: ${missing.join(", ")}`);
-console.log(`partial page: ${mergePage(plan, partial.values).rows.map((o) => `${o.id}=${o.total}`).join(" ")}`);
+console.log(
+  `partial page: ${mergePage(plan, partial.values)
+    .rows.map((o) => `${o.id}=${o.total}`)
+    .join(" ")}`,
+);
 
 // 'fail' (the default): the error names every missing shard.
 try {

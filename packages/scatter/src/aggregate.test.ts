@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AggregateResult, type GroupRow, mergeAggregates, mergeGroupBy, planAggregate } from "./aggregate.js";
+import {
+  type AggregateResult,
+  type GroupRow,
+  mergeAggregates,
+  mergeGroupBy,
+  planAggregate,
+} from "./aggregate.js";
 import { compareNonNull } from "./sort.js";
 import { spread } from "./testing/rows.js";
 
@@ -15,12 +21,16 @@ const tx = fc.record({
   currency: fc.constantFrom("EUR", "USD", "GBP"),
   amount: fc.option(fc.integer({ min: -1000, max: 1000 }), { freq: 4 }),
   cents: fc.bigInt({ min: -(10n ** 20n), max: 10n ** 20n }),
-  at: fc.option(fc.integer({ min: 0, max: 1e12 }).map((t) => new Date(t)), { freq: 4 }),
+  at: fc.option(
+    fc.integer({ min: 0, max: 1e12 }).map((t) => new Date(t)),
+    { freq: 4 },
+  ),
 });
 
 /** What a database computes for a planned request over its rows (SQL semantics: aggregates skip nulls). */
 function aggregateRows(rows: readonly Tx[]): AggregateResult {
-  const nonNull = <K extends keyof Tx>(k: K) => rows.map((r) => r[k]).filter((v) => v !== null) as NonNullable<Tx[K]>[];
+  const nonNull = <K extends keyof Tx>(k: K) =>
+    rows.map((r) => r[k]).filter((v) => v !== null) as NonNullable<Tx[K]>[];
   const amounts = nonNull("amount");
   const ats = nonNull("at");
   const pick = (xs: Date[], sign: number) =>
@@ -71,7 +81,9 @@ describe("aggregate merge", () => {
   });
 
   it("avg is the merged sum over the merged count: 3 rows of 10 and 1 row of 50 average 20, not 30", () => {
-    const shardA = aggregateRows([10, 10, 10].map((amount) => ({ currency: "EUR", amount, cents: 0n, at: null })));
+    const shardA = aggregateRows(
+      [10, 10, 10].map((amount) => ({ currency: "EUR", amount, cents: 0n, at: null })),
+    );
     const shardB = aggregateRows([{ currency: "EUR", amount: 50, cents: 0n, at: null }]);
     expect(mergeAggregates([shardA, shardB], { _avg: { amount: true }, _count: true })).toEqual({
       _count: 4,

@@ -74,7 +74,9 @@ export function mergeAggregates(
   }
   if (request._count === true) out._count = counts.get("_all") as number | bigint;
   else if (request._count !== undefined)
-    out._count = Object.fromEntries(selected(request._count).map((f) => [f, counts.get(f) as number | bigint]));
+    out._count = Object.fromEntries(
+      selected(request._count).map((f) => [f, counts.get(f) as number | bigint]),
+    );
   const sums = new Map<string, number | bigint | null>();
   for (const f of [...selected(request._sum), ...avg]) {
     let total: number | bigint | null = null;
@@ -128,7 +130,9 @@ export function mergeGroupBy(
       g.parts.push(row);
     }
   }
-  const merged = [...groups.values()].map((g) => ({ ...g.keys, ...mergeAggregates(g.parts, request) }) as GroupRow);
+  const merged = [...groups.values()].map(
+    (g) => ({ ...g.keys, ...mergeAggregates(g.parts, request) }) as GroupRow,
+  );
   return merged.sort(compareBy(by.map((field) => ({ field }))));
 }
 

@@ -71,7 +71,10 @@ describe("cursors", () => {
     const order = normalizeOrderBy([{ score: "desc" }, { name: "asc" }], "id");
     const pos = positionOf({ score: 7, name: null, id: "u1" }, order);
     expect(keysetWhere(pos)).toEqual({
-      OR: [{ score: { lt: 7 } }, { AND: [{ score: 7 }, { name: null }, { OR: [{ id: { gt: "u1" } }, { id: null }] }] }],
+      OR: [
+        { score: { lt: 7 } },
+        { AND: [{ score: 7 }, { name: null }, { OR: [{ id: { gt: "u1" } }, { id: null }] }] },
+      ],
     });
     expect(keysetSql(pos, { firstParam: 3 })).toEqual({
       text: '("score" < $3 OR ("score" = $3 AND "name" IS NULL AND ("id" > $4 OR "id" IS NULL)))',
@@ -98,15 +101,53 @@ describe("cursors", () => {
       ["at", "desc", "first"],
       ["id", "asc", "last"],
     ];
-    expect(invalid(b64({ v: 1, k, p: [["d", "yesterday"], ["s", "a"]] }), order).message).toMatch(/malformed d/);
-    expect(invalid(b64({ v: 1, k, p: [["b", "1.5"], ["s", "a"]] }), order).message).toMatch(/malformed b/);
-    expect(invalid(b64({ v: 1, k, p: [["x", 1], ["s", "a"]] }), order).message).toMatch(/malformed x/);
+    expect(
+      invalid(
+        b64({
+          v: 1,
+          k,
+          p: [
+            ["d", "yesterday"],
+            ["s", "a"],
+          ],
+        }),
+        order,
+      ).message,
+    ).toMatch(/malformed d/);
+    expect(
+      invalid(
+        b64({
+          v: 1,
+          k,
+          p: [
+            ["b", "1.5"],
+            ["s", "a"],
+          ],
+        }),
+        order,
+      ).message,
+    ).toMatch(/malformed b/);
+    expect(
+      invalid(
+        b64({
+          v: 1,
+          k,
+          p: [
+            ["x", 1],
+            ["s", "a"],
+          ],
+        }),
+        order,
+      ).message,
+    ).toMatch(/malformed x/);
     expect(invalid(b64({ v: 1, k, p: [["s", "a"]] }), order).message).toMatch(/malformed payload/);
     expect(invalid("A".repeat(20_000), order).message).toMatch(/longer than/);
   });
 
   it("need every sort field in the row and supported values", () => {
-    expect(() => encodeCursor({ id: "a" }, [{ field: "at" }, { field: "id" }])).toThrow(/no value for sort field "at"/);
+    expect(() => encodeCursor({ id: "a" }, [{ field: "at" }, { field: "id" }])).toThrow(
+      /no value for sort field "at"/,
+    );
     expect(() => encodeCursor({ id: { x: 1 } }, [{ field: "id" }])).toThrow(/holds a object/);
     expect(() => encodeCursor({ id: new Date(Number.NaN) }, [{ field: "id" }])).toThrow(/invalid Date/);
   });

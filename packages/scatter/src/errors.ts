@@ -64,7 +64,9 @@ export class ScatterError extends ShardkitError<ScatterErrorCode> {
 export function describeError(error: unknown): string {
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
-    return typeof code === "string" && !error.message.includes(code) ? `${code}: ${error.message}` : error.message;
+    return typeof code === "string" && !error.message.includes(code)
+      ? `${code}: ${error.message}`
+      : error.message;
   }
   return String(error);
 }

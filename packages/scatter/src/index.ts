@@ -33,6 +33,7 @@ export {
   type NormalizedSortKey,
   normalizeOrderBy,
   type OrderByInput,
+  type OrderByObject,
   type SortKey,
   type SortValue,
 } from "./sort.js";

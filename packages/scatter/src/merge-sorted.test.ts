@@ -30,9 +30,20 @@ describe("mergeSorted", () => {
   });
 
   it("keeps equal rows in source order and handles empty sources", () => {
-    const a = [{ k: 1, s: "a0" }, { k: 2, s: "a1" }];
-    const b = [{ k: 1, s: "b0" }, { k: 2, s: "b1" }];
-    expect(mergeSorted([[], a, [], b, []], [{ field: "k" }]).map((r) => r.s)).toEqual(["a0", "b0", "a1", "b1"]);
+    const a = [
+      { k: 1, s: "a0" },
+      { k: 2, s: "a1" },
+    ];
+    const b = [
+      { k: 1, s: "b0" },
+      { k: 2, s: "b1" },
+    ];
+    expect(mergeSorted([[], a, [], b, []], [{ field: "k" }]).map((r) => r.s)).toEqual([
+      "a0",
+      "b0",
+      "a1",
+      "b1",
+    ]);
     expect(mergeSorted([], [{ field: "k" }])).toEqual([]);
     expect(mergeSorted([a], [{ field: "k" }], { limit: 0 })).toEqual([]);
   });

@@ -27,7 +27,10 @@ export function mergeSorted<Row>(
   // heap of source indices ordered by their current row, then by source index
   const heap: number[] = [];
   const less = (s: number, t: number): boolean => {
-    const c = cmp((sources[s] as Row[])[pos[s] as number] as Row, (sources[t] as Row[])[pos[t] as number] as Row);
+    const c = cmp(
+      (sources[s] as Row[])[pos[s] as number] as Row,
+      (sources[t] as Row[])[pos[t] as number] as Row,
+    );
     return c < 0 || (c === 0 && s < t);
   };
   const down = (start: number): void => {

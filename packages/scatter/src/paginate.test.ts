@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ScatterError } from "./errors.js";
+import type { ScatterError } from "./errors.js";
 import { mergePage, planPage } from "./paginate.js";
 import { compareBy } from "./sort.js";
 import { fetchFromShard, type Row, rowFields, rows, sortKeys, spread } from "./testing/rows.js";
@@ -19,7 +19,12 @@ describe("planPage", () => {
       limit: 20,
     });
     const page = mergePage(plan, [[{ createdAt: new Date(5), id: "x" }]]);
-    const next = planPage({ orderBy: { createdAt: "desc" }, tiebreaker: "id", limit: 20, cursor: page.nextCursor });
+    const next = planPage({
+      orderBy: { createdAt: "desc" },
+      tiebreaker: "id",
+      limit: 20,
+      cursor: page.nextCursor,
+    });
     expect(page.nextCursor).toBeNull();
     expect(next.after).toBeNull();
     const withCursor = planPage({
@@ -40,7 +45,10 @@ describe("planPage", () => {
     expect(() => planPage({ ...base, orderBy: [{ id: "asc" }, { a: "asc" }] })).toThrow(/must be the last/);
     expect(() => planPage({ ...base, limit: 0 })).toThrow(/limit/);
     expect(() => planPage({ ...base, offset: -5 })).toThrow(/offset/);
-    const cursor = mergePage(planPage({ ...base, limit: 1 }), [[{ a: 1, id: "x" }], [{ a: 2, id: "y" }]]).nextCursor;
+    const cursor = mergePage(planPage({ ...base, limit: 1 }), [
+      [{ a: 1, id: "x" }],
+      [{ a: 2, id: "y" }],
+    ]).nextCursor;
     expect(cursor).not.toBeNull();
     try {
       planPage({ ...base, orderBy: { b: "asc" }, cursor });
@@ -52,7 +60,15 @@ describe("planPage", () => {
 
   it("refuses a shard result that ignored the keyset filter", () => {
     const base = { orderBy: { a: "asc" as const }, tiebreaker: "id", limit: 1 };
-    const plan = planPage({ ...base, cursor: mergePage(planPage(base), [[{ a: 5, id: "x" }, { a: 6, id: "y" }]]).nextCursor });
+    const plan = planPage({
+      ...base,
+      cursor: mergePage(planPage(base), [
+        [
+          { a: 5, id: "x" },
+          { a: 6, id: "y" },
+        ],
+      ]).nextCursor,
+    });
     expect(() => mergePage(plan, [[{ a: 1, id: "w" }]])).toThrow(/not after the cursor/);
   });
 });
@@ -75,7 +91,8 @@ describe("pagination across shards", () => {
           const page = mergePage(plan, fetched);
           const expected = [...all].sort(compareBy(plan.orderBy));
           expect(page.rows).toEqual(expected.slice(offset, offset + limit));
-          if (expected.length <= offset + limit) expect(page.hasMore).toBe(fetched.some((f) => f.length === plan.take));
+          if (expected.length <= offset + limit)
+            expect(page.hasMore).toBe(fetched.some((f) => f.length === plan.take));
           else expect(page.hasMore).toBe(true);
         },
       ),
@@ -119,7 +136,8 @@ describe("pagination across shards", () => {
             }
           }
           const cmp = compareBy<Row>(planPage(order).orderBy);
-          for (let i = 1; i < seen.length; i++) expect(cmp(seen[i - 1] as Row, seen[i] as Row)).toBeLessThan(0);
+          for (let i = 1; i < seen.length; i++)
+            expect(cmp(seen[i - 1] as Row, seen[i] as Row)).toBeLessThan(0);
           const ids = seen.map((r) => r.id);
           expect(new Set(ids).size).toBe(ids.length);
           for (const id of mustSee) expect(ids).toContain(id);

@@ -70,7 +70,10 @@ export function planPage(request: PageRequest): PagePlan {
  * `plan.take` rows, after `plan.after`) into the page, and makes the cursor of the next page.
  * Rows equal in the whole order cannot occur when the tiebreaker is unique.
  */
-export function mergePage<Row extends object>(plan: PagePlan, sources: readonly (readonly Row[])[]): Page<Row> {
+export function mergePage<Row extends object>(
+  plan: PagePlan,
+  sources: readonly (readonly Row[])[],
+): Page<Row> {
   let total = 0;
   let someFull = false;
   sources.forEach((rows, s) => {
@@ -86,5 +89,9 @@ export function mergePage<Row extends object>(plan: PagePlan, sources: readonly 
   const rows = mergeSorted(sources, plan.orderBy, { offset: plan.offset, limit: plan.limit });
   const hasMore = total > plan.take || someFull;
   const last = rows[rows.length - 1];
-  return { rows, nextCursor: hasMore && last !== undefined ? encodeCursor(last, plan.orderBy) : null, hasMore };
+  return {
+    rows,
+    nextCursor: hasMore && last !== undefined ? encodeCursor(last, plan.orderBy) : null,
+    hasMore,
+  };
 }

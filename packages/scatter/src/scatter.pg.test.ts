@@ -35,7 +35,15 @@ const types = {
     oid === BIGINT ? (v: string) => BigInt(v) : pg.types.getTypeParser(oid, format)) as never,
 };
 const newPool = (port: number, database: string) => {
-  const pool = new pg.Pool({ host: "127.0.0.1", port, user: "postgres", database, max: 6, connectionTimeoutMillis: 5000, types });
+  const pool = new pg.Pool({
+    host: "127.0.0.1",
+    port,
+    user: "postgres",
+    database,
+    max: 6,
+    connectionTimeoutMillis: 5000,
+    types,
+  });
   pool.on("error", () => {}); // idle connections die when the shardb server is stopped
   return pool;
 };
@@ -116,7 +124,9 @@ async function query<R extends pg.QueryResultRow>(
 }
 
 const orderSql = (plan: PagePlan) =>
-  plan.orderBy.map((k) => `"${k.field}" ${k.direction.toUpperCase()} NULLS ${k.nulls.toUpperCase()}`).join(", ");
+  plan.orderBy
+    .map((k) => `"${k.field}" ${k.direction.toUpperCase()} NULLS ${k.nulls.toUpperCase()}`)
+    .join(", ");
 
 /** What one shard runs for a page plan. */
 function fetchPage(shard: Shard, plan: PagePlan, signal: AbortSignal): Promise<Item[]> {
@@ -169,11 +179,16 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const s of shards) await s.pool.end().catch(() => {});
-  await reference?.pool?.end?.();
   await reference?.end().catch(() => {});
   await monitor?.end().catch(() => {});
   await ensureShardb().catch(() => {});
-  for (const [n, port] of [[0, 5432], [1, 5432], [2, 5432], [3, SHARDB_PORT], ["all", 5432]] as const)
+  for (const [n, port] of [
+    [0, 5432],
+    [1, 5432],
+    [2, 5432],
+    [3, SHARDB_PORT],
+    ["all", 5432],
+  ] as const)
     await adminQuery(port, `DROP DATABASE IF EXISTS ${dbName(n)} WITH (FORCE)`).catch(() => {});
 });
 
@@ -181,15 +196,22 @@ describe("scatter over real PostgreSQL shards", () => {
   const key = (s: Shard) => s.name;
 
   it("keyset pages across 4 servers' shards match PostgreSQL's own order, with rows inserted between pages", async () => {
-    const request = { orderBy: [{ score: "desc" as const }, { name: "asc" as const }], tiebreaker: "id", limit: 9 };
+    const request = {
+      orderBy: [{ score: "desc" as const }, { name: "asc" as const }],
+      tiebreaker: "id",
+      limit: 9,
+    };
     const plan0 = planPage(request);
-    const mustSee = new Set((await reference.query<{ id: string }>("SELECT id FROM item")).rows.map((r) => r.id));
+    const mustSee = new Set(
+      (await reference.query<{ id: string }>("SELECT id FROM item")).rows.map((r) => r.id),
+    );
     const seen: string[] = [];
     let cursor: string | null = null;
     for (let page = 0; page < 100; page++) {
       const plan = planPage({ ...request, cursor });
       const result = await scatter(shards, (s, signal) => fetchPage(s, plan, signal), { key });
-      for (const o of result.outcomes) expect(o.status === "fulfilled" && (o.rows ?? 0) <= plan.take).toBe(true);
+      for (const o of result.outcomes)
+        expect(o.status === "fulfilled" && (o.rows ?? 0) <= plan.take).toBe(true);
       const { rows, nextCursor } = mergePage(plan, result.values);
       seen.push(...rows.map((r) => r.id));
       cursor = nextCursor;
@@ -203,7 +225,8 @@ describe("scatter over real PostgreSQL shards", () => {
         if (compareBy<Item>(plan0.orderBy)(item, last) > 0) mustSee.add(item.id);
       }
     }
-    const all = (await reference.query<{ id: string }>(`SELECT id FROM item ORDER BY ${orderSql(plan0)}`)).rows;
+    const all = (await reference.query<{ id: string }>(`SELECT id FROM item ORDER BY ${orderSql(plan0)}`))
+      .rows;
     expect(seen).toEqual(all.map((r) => r.id).filter((id) => mustSee.has(id)));
   });
 
@@ -211,7 +234,9 @@ describe("scatter over real PostgreSQL shards", () => {
     const plan = planPage({ orderBy: { created_at: "desc" }, tiebreaker: "id", offset: 30, limit: 10 });
     const result = await scatter(shards, (s, signal) => fetchPage(s, plan, signal), { key });
     expect(result.outcomes.map((o) => (o.status === "fulfilled" ? o.rows : -1))).toEqual([40, 40, 40, 40]);
-    const expected = await reference.query<Item>(`SELECT * FROM item ORDER BY ${orderSql(plan)} OFFSET 30 LIMIT 10`);
+    const expected = await reference.query<Item>(
+      `SELECT * FROM item ORDER BY ${orderSql(plan)} OFFSET 30 LIMIT 10`,
+    );
     expect(mergePage(plan, result.values).rows).toEqual(expected.rows);
   });
 
@@ -233,15 +258,20 @@ describe("scatter over real PostgreSQL shards", () => {
     const select = `count(*)::int AS c_all, count(score)::int AS c_score, count(amount)::int AS c_amount,
       sum(amount)::bigint AS s_amount, sum(score)::int AS s_score, min(created_at) AS min_at,
       min(name) AS min_name, max(score) AS max_score, max(name) AS max_name`;
-    type Agg = Record<string, never>;
+    type Agg = Record<string, any>;
     const toPartial = (r: Agg) => ({
       _count: { _all: r.c_all, score: r.c_score, amount: r.c_amount },
       _sum: { amount: r.s_amount, score: r.s_score },
       _min: { created_at: r.min_at, name: r.min_name },
       _max: { score: r.max_score, name: r.max_name },
     });
-    const whole = await scatter(shards, (s, signal) => query<Agg>(s.pool, `SELECT ${select} FROM item`, [], signal));
-    const merged = mergeAggregates(whole.values.map((rows) => toPartial(rows[0] as Agg)), request);
+    const whole = await scatter(shards, (s, signal) =>
+      query<Agg>(s.pool, `SELECT ${select} FROM item`, [], signal),
+    );
+    const merged = mergeAggregates(
+      whole.values.map((rows) => toPartial(rows[0] as Agg)),
+      request,
+    );
     const [ref] = (
       await reference.query(
         `SELECT ${select}, avg(score)::float8 AS avg_score, avg(amount)::float8 AS avg_amount FROM item`,
@@ -268,12 +298,18 @@ describe("scatter over real PostgreSQL shards", () => {
       `SELECT currency, count(*)::int AS n, sum(amount)::bigint AS total, max(name) AS top FROM item GROUP BY currency ORDER BY currency`,
     );
     expect(groups).toEqual(
-      refGroups.rows.map((r) => ({ currency: r.currency, _count: r.n, _sum: { amount: r.total }, _max: { name: r.top } })),
+      refGroups.rows.map((r) => ({
+        currency: r.currency,
+        _count: r.n,
+        _sum: { amount: r.total },
+        _max: { name: r.top },
+      })),
     );
   });
 
   it("with the second server stopped, 'fail' names its shard and 'partial' reports it missing", async () => {
-    const count = (s: Shard, signal: AbortSignal) => query(s.pool, "SELECT count(*)::int AS n FROM item", [], signal);
+    const count = (s: Shard, signal: AbortSignal) =>
+      query(s.pool, "SELECT count(*)::int AS n FROM item", [], signal);
     await withShardbStopped(async () => {
       let err: unknown;
       try {
@@ -291,7 +327,9 @@ describe("scatter over real PostgreSQL shards", () => {
       expect(partial.complete).toBe(false);
       expect(partial.values).toHaveLength(3);
       expect(partial.missing.map((m) => [m.key, m.reason])).toEqual([["pg5433-3", "error"]]);
-      expect(String((partial.missing[0]?.error as { code?: string }).code)).toMatch(/ECONNREFUSED|57P01|ECONNRESET/);
+      expect(String((partial.missing[0]?.error as { code?: string } | undefined)?.code)).toMatch(
+        /ECONNREFUSED|57P01|ECONNRESET/,
+      );
     });
     const healed = await scatter(shards, count, { key });
     expect(healed.complete).toBe(true);
@@ -311,10 +349,18 @@ describe("scatter over real PostgreSQL shards", () => {
       { key, signal: controller.signal },
     );
     run.catch(() => {});
-    await eventually(() => activeWith(tag), (rows) => rows.length === 2, "both pg_sleep queries to run");
+    await eventually(
+      () => activeWith(tag),
+      (rows) => rows.length === 2,
+      "both pg_sleep queries to run",
+    );
     controller.abort();
     await expect(run).rejects.toMatchObject({ code: "ABORTED" });
-    await eventually(() => activeWith(tag), (rows) => rows.length === 0, "the pg_sleep queries to be cancelled");
+    await eventually(
+      () => activeWith(tag),
+      (rows) => rows.length === 0,
+      "the pg_sleep queries to be cancelled",
+    );
     for (const call of calls) await expect(call).rejects.toMatchObject({ code: "57014" }); // query_canceled
   });
 
@@ -333,7 +379,11 @@ describe("scatter over real PostgreSQL shards", () => {
     );
     expect(result.values).toEqual([[{ one: 1 }], [{ one: 1 }]]);
     expect(result.missing.map((m) => [m.key, m.reason])).toEqual([["pg5432-1", "deadline"]]);
-    await eventually(() => activeWith(tag), (rows) => rows.length === 0, "the pg_sleep query to be cancelled");
+    await eventually(
+      () => activeWith(tag),
+      (rows) => rows.length === 0,
+      "the pg_sleep query to be cancelled",
+    );
     await expect(calls[1]).rejects.toMatchObject({ code: "57014" });
   });
 });

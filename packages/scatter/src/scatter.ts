@@ -83,13 +83,16 @@ export function scatter<Target, Value>(
   const seen = new Set<string>();
   for (const k of keys) {
     if (typeof k !== "string") throw new ScatterError("INVALID_OPTIONS", "key() must return a string");
-    if (seen.has(k)) throw new ScatterError("INVALID_OPTIONS", `two targets are both named ${JSON.stringify(k)}`);
+    if (seen.has(k))
+      throw new ScatterError("INVALID_OPTIONS", `two targets are both named ${JSON.stringify(k)}`);
     seen.add(k);
   }
   const callerSignal = options.signal;
   if (callerSignal?.aborted) {
     return Promise.reject(
-      new ScatterError("ABORTED", "scatter aborted by the caller before it started", { cause: callerSignal.reason }),
+      new ScatterError("ABORTED", "scatter aborted by the caller before it started", {
+        cause: callerSignal.reason,
+      }),
     );
   }
   const countRows = options.rows ?? defaultRows;
@@ -182,13 +185,20 @@ export function scatter<Target, Value>(
       pending.then(
         (value) => {
           const durationMs = since() - startedMs;
+          let rows: number | undefined;
+          try {
+            rows = countRows(value);
+          } catch (error) {
+            settle(i, missingOutcome(i, "error", error, startedMs));
+            return;
+          }
           settle(i, {
             status: "fulfilled",
             target: list[i] as Target,
             key: keys[i] as string,
             index: i,
             value,
-            rows: countRows(value),
+            rows,
             startedMs,
             durationMs,
           });
@@ -307,6 +317,9 @@ function defaultRows(value: unknown): number | undefined {
 
 function describeMissing(missing: readonly MissingTarget[]): string {
   return missing
-    .map((m) => `${JSON.stringify(m.key)} (${m.reason}${m.reason === "error" ? `: ${describeError(m.error)}` : ""})`)
+    .map(
+      (m) =>
+        `${JSON.stringify(m.key)} (${m.reason}${m.reason === "error" ? `: ${describeError(m.error)}` : ""})`,
+    )
     .join(", ");
 }

@@ -4,7 +4,10 @@ import { compareBy, normalizeOrderBy } from "./sort.js";
 
 const sortOf = (values: unknown[], key: Parameters<typeof compareBy>[0] & object) => {
   const field = Array.isArray(key) ? "v" : (key as { field: string }).field;
-  return values.map((v) => ({ [field]: v })).sort(compareBy(key)).map((r) => r[field]);
+  return values
+    .map((v) => ({ [field]: v }))
+    .sort(compareBy(key))
+    .map((r) => r[field]);
 };
 
 describe("sort semantics (PostgreSQL's)", () => {
@@ -29,7 +32,7 @@ describe("sort semantics (PostgreSQL's)", () => {
     expect(sortOf([true, false, true], { field: "v" })).toEqual([false, true, true]);
   });
 
-  it("orders strings by code point, like PostgreSQL's \"C\" collation on UTF-8 bytes (property)", () => {
+  it('orders strings by code point, like PostgreSQL\'s "C" collation on UTF-8 bytes (property)', () => {
     fc.assert(
       fc.property(fc.string({ unit: "binary" }), fc.string({ unit: "binary" }), (a, b) => {
         const byBytes = Math.sign(Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")));
@@ -38,7 +41,12 @@ describe("sort semantics (PostgreSQL's)", () => {
       { numRuns: 2000 },
     );
     // U+FFFF sorts before an astral character, although its UTF-16 code unit is larger.
-    expect(sortOf(["\u{1F600}", "\uffff", "Z", "a"], { field: "v" })).toEqual(["Z", "a", "\uffff", "\u{1F600}"]);
+    expect(sortOf(["\u{1F600}", "\uffff", "Z", "a"], { field: "v" })).toEqual([
+      "Z",
+      "a",
+      "\uffff",
+      "\u{1F600}",
+    ]);
   });
 
   it("refuses to compare values of different kinds or unsupported types", () => {
@@ -48,7 +56,9 @@ describe("sort semantics (PostgreSQL's)", () => {
   });
 
   it("accepts sort keys and ORM-style orderBy objects, and appends a tiebreaker", () => {
-    expect(normalizeOrderBy([{ createdAt: "desc" }, { name: { sort: "asc", nulls: "first" } }], "id")).toEqual([
+    expect(
+      normalizeOrderBy([{ createdAt: "desc" }, { name: { sort: "asc", nulls: "first" } }], "id"),
+    ).toEqual([
       { field: "createdAt", direction: "desc", nulls: "first" },
       { field: "name", direction: "asc", nulls: "first" },
       { field: "id", direction: "asc", nulls: "last" },

@@ -21,13 +21,12 @@ export interface NormalizedSortKey {
  * A sort order: a list of {@link SortKey}s, or the `orderBy` shape of an ORM (`{ field: 'asc' }`,
  * `{ field: { sort: 'desc', nulls: 'last' } }`, or a list of those, one field per object).
  */
-export type OrderByInput =
-  | SortKey
-  | Readonly<Record<string, "asc" | "desc" | { sort: "asc" | "desc"; nulls?: "first" | "last" }>>
-  | readonly (
-      | SortKey
-      | Readonly<Record<string, "asc" | "desc" | { sort: "asc" | "desc"; nulls?: "first" | "last" }>>
-    )[];
+export type OrderByInput = SortKey | OrderByObject | readonly (SortKey | OrderByObject)[];
+
+/** `{ field: 'asc' }` or `{ field: { sort: 'desc', nulls: 'last' } }`: one defined field per object. */
+export type OrderByObject = Readonly<
+  Record<string, "asc" | "desc" | { sort: "asc" | "desc"; nulls?: "first" | "last" } | undefined>
+>;
 
 /**
  * Makes a sort order explicit: a list of keys with direction and null placement. With
@@ -45,7 +44,7 @@ export function normalizeOrderBy(orderBy: OrderByInput, tiebreaker?: string): No
       keys.push(key(k.field, k.direction ?? "asc", k.nulls));
       continue;
     }
-    const entries = Object.entries(item as Record<string, unknown>);
+    const entries = Object.entries(item as Record<string, unknown>).filter(([, v]) => v !== undefined);
     if (entries.length !== 1)
       throw new ScatterError(
         "INVALID_OPTIONS",
@@ -62,7 +61,8 @@ export function normalizeOrderBy(orderBy: OrderByInput, tiebreaker?: string): No
         `orderBy.${field} must be 'asc', 'desc' or { sort, nulls } (nested relations are not supported)`,
       );
   }
-  if (tiebreaker !== undefined && !keys.some((k) => k.field === tiebreaker)) keys.push(key(tiebreaker, "asc"));
+  if (tiebreaker !== undefined && !keys.some((k) => k.field === tiebreaker))
+    keys.push(key(tiebreaker, "asc"));
   if (keys.length === 0) throw new ScatterError("INVALID_OPTIONS", "orderBy is empty");
   const fields = new Set<string>();
   for (const k of keys) {
@@ -110,7 +110,10 @@ export function compareNonNull(a: NonNullable<SortValue>, b: NonNullable<SortVal
   const ka = kindOf(a);
   const kb = kindOf(b);
   if (ka !== kb)
-    throw new ScatterError("UNSORTABLE_VALUE", `cannot compare a ${typeof a} with a ${typeof b} in one sort key`);
+    throw new ScatterError(
+      "UNSORTABLE_VALUE",
+      `cannot compare a ${typeof a} with a ${typeof b} in one sort key`,
+    );
   if (ka === 4) {
     const x = (a as Date).getTime();
     const y = (b as Date).getTime();
@@ -172,7 +175,11 @@ export function compareBy<Row = Record<string, unknown>>(orderBy: OrderByInput):
   }
   return (a, b) => {
     for (const k of keys) {
-      const c = compareKey((a as Record<string, unknown>)[k.field], (b as Record<string, unknown>)[k.field], k);
+      const c = compareKey(
+        (a as Record<string, unknown>)[k.field],
+        (b as Record<string, unknown>)[k.field],
+        k,
+      );
       if (c !== 0) return c;
     }
     return 0;

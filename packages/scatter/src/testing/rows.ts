@@ -35,7 +35,9 @@ export const rowFields = (id: string) =>
 export const rows = (maxLength = 40) =>
   fc
     .integer({ min: 0, max: maxLength })
-    .chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => rowFields(`id-${String(i).padStart(3, "0")}`))));
+    .chain((n) =>
+      fc.tuple(...Array.from({ length: n }, (_, i) => rowFields(`id-${String(i).padStart(3, "0")}`))),
+    );
 
 export const sortKeys = fc
   .shuffledSubarray([...SORT_FIELDS], { minLength: 1, maxLength: 3 })
@@ -58,7 +60,9 @@ export const sortKeys = fc
 /** Spreads rows over `shards` arrays by a list of random shard numbers. */
 export function spread<T>(items: readonly T[], where: readonly number[], shards: number): T[][] {
   const out: T[][] = Array.from({ length: shards }, () => []);
-  items.forEach((item, i) => out[(where[i % Math.max(1, where.length)] ?? 0) % shards]?.push(item));
+  items.forEach((item, i) => {
+    out[(where[i % Math.max(1, where.length)] ?? 0) % shards]?.push(item);
+  });
   return out;
 }
 
