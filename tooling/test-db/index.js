@@ -1,20 +1,32 @@
 // Shard databases for tests: real PostgreSQL servers on this machine, one database per shard.
+// Cluster management is idempotent and guarded by a lock directory per cluster, shared by every
+// process on the machine, so test files of different packages never create, start or stop the
+// same cluster at the same time.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, rmdirSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import pg from "pg";
 
 export const MAIN_PORT = 5432;
+const LOCK_STALE_MS = 180_000;
 
 export function pgUrl(port, database) {
   return `postgresql://postgres@127.0.0.1:${port}/${database}`;
 }
 
 function sh(cmd, args) {
-  return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
 }
 
-async function ready(port, tries = 60) {
-  for (let i = 0; i < tries; i++) {
+function version() {
+  const versions = readdirSync("/etc/postgresql").sort();
+  const v = versions[versions.length - 1];
+  if (!v) throw new Error("no PostgreSQL under /etc/postgresql");
+  return v;
+}
+
+async function ready(port, timeoutMs = 30_000) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
     const client = new pg.Client({ connectionString: pgUrl(port, "postgres"), connectionTimeoutMillis: 1000 });
     try {
       await client.connect();
@@ -22,59 +34,83 @@ async function ready(port, tries = 60) {
       return true;
     } catch {
       await client.end().catch(() => {});
-      await new Promise((r) => setTimeout(r, 500));
+      if (Date.now() > until) return false;
+      await new Promise((r) => setTimeout(r, 200));
     }
   }
-  return false;
-}
-
-function version() {
-  return sh("ls", ["/etc/postgresql"]).trim().split("\n")[0];
 }
 
 async function withLock(name, fn) {
-  const dir = `/tmp/shardkit-${name}.lock`;
-  for (let i = 0; ; i++) {
+  const dir = `/tmp/shardkit-pg-${name}.lock`;
+  const until = Date.now() + 150_000;
+  for (;;) {
     try {
       mkdirSync(dir);
       break;
     } catch {
-      if (i > 600) throw new Error(`timed out waiting for ${dir}`);
+      try {
+        if (Date.now() - statSync(dir).mtimeMs > LOCK_STALE_MS) rmSync(dir, { recursive: true, force: true });
+      } catch {}
+      if (Date.now() > until) throw new Error(`timed out waiting for ${dir}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }
   try {
     return await fn();
   } finally {
-    rmdirSync(dir);
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
+function state(name) {
+  for (const line of sh("pg_lsclusters", ["--no-header"]).split("\n")) {
+    const [v, cluster, , status] = line.trim().split(/\s+/);
+    if (v === version() && cluster === name) return status === "online" ? "online" : "down";
+  }
+  return "absent";
+}
+
+async function start(name, port) {
+  sh("pg_ctlcluster", ["--skip-systemctl-redirect", version(), name, "start"]);
+  if (!(await ready(port))) throw new Error(`PostgreSQL cluster ${name} on port ${port} did not start`);
+}
+
 /**
- * A PostgreSQL cluster `name` listening on 127.0.0.1:`port`, created (trust auth) if it does not
- * exist and started if it is down. `main` on 5432 is the machine's own server.
+ * A PostgreSQL cluster `name` on 127.0.0.1:`port`: created if absent (trust auth, loopback only),
+ * started if down. `main` on 5432 is the machine's own server.
  */
 export async function ensureCluster(name = "main", port = MAIN_PORT) {
-  await withLock(`cluster-${name}`, async () => {
-    const v = version();
-    const listed = sh("pg_lsclusters", ["--no-header"]);
-    const line = listed.split("\n").find((l) => l.split(/\s+/)[1] === name);
-    if (!line) {
-      sh("pg_createcluster", [v, name, "--port", String(port), "--", "--auth=trust"]);
+  await withLock(name, async () => {
+    const current = state(name);
+    if (current === "absent") {
+      sh("pg_createcluster", [
+        version(),
+        name,
+        "--port",
+        String(port),
+        "--start-conf=manual",
+        "--",
+        "--auth-host=trust",
+        "--auth-local=trust",
+      ]);
+      // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address).
+      writeFileSync(`/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`, "listen_addresses = '127.0.0.1'\n");
     }
-    if (!(await ready(port, 1))) {
-      sh("pg_ctlcluster", ["--skip-systemctl-redirect", v, name, "start"]);
-      if (!(await ready(port))) throw new Error(`PostgreSQL cluster ${name} on port ${port} did not start`);
-    }
+    if (current !== "online" || !(await ready(port, 1000))) await start(name, port);
   });
   return port;
 }
 
-/** Stops or starts a cluster (for "a shard's server is down" tests). */
-export async function setClusterRunning(name, port, running) {
-  const v = version();
-  sh("pg_ctlcluster", ["--skip-systemctl-redirect", v, name, running ? "start" : "stop", ...(running ? [] : ["-m", "fast"])]);
-  if (running && !(await ready(port))) throw new Error(`PostgreSQL cluster ${name} did not restart`);
+/** Stops a cluster, runs `fn` while it is down, then starts it again (even when `fn` throws). */
+export async function withClusterStopped(name, port, fn) {
+  return withLock(name, async () => {
+    sh("pg_ctlcluster", ["--skip-systemctl-redirect", version(), name, "stop", "-m", "fast"]);
+    try {
+      return await fn();
+    } finally {
+      await start(name, port);
+    }
+  });
 }
 
 async function admin(port, sql) {

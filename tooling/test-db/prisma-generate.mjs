@@ -17,5 +17,10 @@ writeFileSync(stub, "#!/bin/sh\nexit 1\n");
 chmodSync(stub, 0o755);
 execFileSync("prisma", ["generate", "--schema", schema], {
   stdio: ["ignore", "inherit", "inherit"],
-  env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: stub, CHECKPOINT_DISABLE: "1", PRISMA_HIDE_UPDATE_MESSAGE: "1" },
+  env: {
+    ...process.env,
+    PRISMA_SCHEMA_ENGINE_BINARY: stub,
+    CHECKPOINT_DISABLE: "1",
+    PRISMA_HIDE_UPDATE_MESSAGE: "1",
+  },
 });

@@ -16,6 +16,7 @@ export function library(options = {}) {
     platform: "node",
     splitting: false,
     treeshake: true,
+    shims: true,
     external: options.external ?? [],
   });
 }

@@ -15,7 +15,8 @@ const newCustomer = (shard: ShardIdentifier, name = "c") => ({
 });
 const countAll = async () => {
   let n = 0;
-  for (const client of Object.values(clients)) n += (await client.customer.count()) + (await client.wallet.count());
+  for (const client of Object.values(clients))
+    n += (await client.customer.count()) + (await client.wallet.count());
   return n;
 };
 
@@ -89,7 +90,9 @@ describe("$action: one unit of work, grouped by shard", () => {
       .$action(
         (unit) => {
           unit.create("customer", { data: first });
-          unit.create("wallet", { data: { id: ShardedId.colocatedWith("Wallet", orphanOwner), customerId: orphanOwner } });
+          unit.create("wallet", {
+            data: { id: ShardedId.colocatedWith("Wallet", orphanOwner), customerId: orphanOwner },
+          });
           unit.create("customer", { data: third });
         },
         { allowCrossShard: true },
@@ -173,7 +176,9 @@ describe("$action: one unit of work, grouped by shard", () => {
 
   it("createMany rows spanning shards split into one write per shard when cross-shard is allowed", async () => {
     const rows = [newCustomer(S.g0m0), newCustomer(S.g0m0), newCustomer(S.g1m1)];
-    const result = await db.$action((unit) => unit.createMany("customer", { data: rows }), { allowCrossShard: true });
+    const result = await db.$action((unit) => unit.createMany("customer", { data: rows }), {
+      allowCrossShard: true,
+    });
     expect(result.shards.map((s) => s.key)).toEqual(["0/0", "1/1"]);
     expect(result.result).toEqual({ count: 3 });
     expect(await clients.a.customer.count()).toBe(2);

@@ -12,18 +12,10 @@ export type ModelKey<Client> = {
   string;
 
 type WriteOperation = "create" | "createMany" | "update" | "updateMany" | "upsert" | "delete" | "deleteMany";
-type ArgsOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> = Client[M] extends Record<
-  Op,
-  (args: infer A) => unknown
->
-  ? A
-  : never;
-type ResultOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> = Client[M] extends Record<
-  Op,
-  (...args: never[]) => infer R
->
-  ? Awaited<R>
-  : unknown;
+type ArgsOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> =
+  Client[M] extends Record<Op, (args: infer A) => unknown> ? A : never;
+type ResultOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> =
+  Client[M] extends Record<Op, (...args: never[]) => infer R> ? Awaited<R> : unknown;
 
 export type StagedStatus = "staged" | "committed" | "rolled-back" | "not-attempted";
 
@@ -59,7 +51,9 @@ export class StagedWrite<T = unknown> {
       );
     }
     if (this.parts.length === 0) return this.value as T;
-    return { count: this.parts.reduce((sum, part) => sum + (part.result as { count: number }).count, 0) } as T;
+    return {
+      count: this.parts.reduce((sum, part) => sum + (part.result as { count: number }).count, 0),
+    } as T;
   }
 
   /** @internal */
@@ -89,25 +83,46 @@ export class ActionUnit<Client extends ShardClient> {
   /** @internal */
   constructor(private readonly executor: ShardExecutor<Client>) {}
 
-  create<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "create">): StagedWrite<ResultOf<Client, M, "create">> {
+  create<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "create">,
+  ): StagedWrite<ResultOf<Client, M, "create">> {
     return this.stage(model, "create", args);
   }
-  createMany<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "createMany">): StagedWrite<{ count: number }> {
+  createMany<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "createMany">,
+  ): StagedWrite<{ count: number }> {
     return this.stage(model, "createMany", args);
   }
-  update<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "update">): StagedWrite<ResultOf<Client, M, "update">> {
+  update<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "update">,
+  ): StagedWrite<ResultOf<Client, M, "update">> {
     return this.stage(model, "update", args);
   }
-  updateMany<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "updateMany">): StagedWrite<{ count: number }> {
+  updateMany<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "updateMany">,
+  ): StagedWrite<{ count: number }> {
     return this.stage(model, "updateMany", args);
   }
-  upsert<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "upsert">): StagedWrite<ResultOf<Client, M, "upsert">> {
+  upsert<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "upsert">,
+  ): StagedWrite<ResultOf<Client, M, "upsert">> {
     return this.stage(model, "upsert", args);
   }
-  delete<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "delete">): StagedWrite<ResultOf<Client, M, "delete">> {
+  delete<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "delete">,
+  ): StagedWrite<ResultOf<Client, M, "delete">> {
     return this.stage(model, "delete", args);
   }
-  deleteMany<M extends ModelKey<Client>>(model: M, args: ArgsOf<Client, M, "deleteMany">): StagedWrite<{ count: number }> {
+  deleteMany<M extends ModelKey<Client>>(
+    model: M,
+    args: ArgsOf<Client, M, "deleteMany">,
+  ): StagedWrite<{ count: number }> {
     return this.stage(model, "deleteMany", args);
   }
 
@@ -117,7 +132,9 @@ export class ActionUnit<Client extends ShardClient> {
    */
   on<T>(shardOrId: ShardOrId, fn: (tx: TransactionClient<Client>) => Promise<T>): StagedWrite<T> {
     const shard = this.executor.registry.resolve(shardOrId);
-    const write = new StagedWrite<T>([shard], `step on ${shard.key}`, (tx) => fn(tx as TransactionClient<Client>));
+    const write = new StagedWrite<T>([shard], `step on ${shard.key}`, (tx) =>
+      fn(tx as TransactionClient<Client>),
+    );
     this.staged.push(write);
     return write;
   }
@@ -180,7 +197,7 @@ export class ActionUnit<Client extends ShardClient> {
         if (order.length === 1) throw error;
         throw new PartialCommitError(committed, [{ shard, error }], rest);
       }
-      writes.forEach((write, j) => write.settle("committed", results[j]));
+      for (const [j, write] of writes.entries()) write.settle("committed", results[j]);
       committed.push(shard);
     }
   }
@@ -193,7 +210,10 @@ export async function runAction<Client extends ShardClient, R>(
   options: ActionOptions = {},
 ): Promise<R> {
   if (shardScope.getStore()) {
-    throw new ShardRoutingError("UNSUPPORTED", "$action cannot run inside a shard transaction or another action");
+    throw new ShardRoutingError(
+      "UNSUPPORTED",
+      "$action cannot run inside a shard transaction or another action",
+    );
   }
   const unit = new ActionUnit(executor);
   const result = await shardScope.run({ kind: "staging" }, async () => await fn(unit));

@@ -21,17 +21,14 @@ const shardEntry = z.strictObject({
   url: z.string().min(1),
 });
 
-const registryConfig = z.union([
-  z.array(shardEntry).min(1),
-  z.strictObject({
-    shards: z.array(shardEntry).min(1),
-    defaultShard: shardKey.optional(),
-    unknownShard: z.enum(["fail", "default"]).optional(),
-  }),
-]);
+const registryConfig = z.strictObject({
+  shards: z.array(shardEntry).min(1),
+  defaultShard: shardKey.optional(),
+  unknownShard: z.enum(["fail", "default"]).optional(),
+});
 
 /** The JSON form of a registry: `[{ group, member, url }]` or `{ shards, defaultShard?, unknownShard? }`. */
-export type ShardRegistryConfig = z.input<typeof registryConfig>;
+export type ShardRegistryConfig = z.input<typeof registryConfig> | z.input<typeof registryConfig>["shards"];
 
 export interface FromConfigOptions<Client extends ShardClient> {
   /** Builds the client of one physical database; called once per distinct URL. */
@@ -50,13 +47,14 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   config: unknown,
   options: FromConfigOptions<Client>,
 ): ShardRegistry<Client> {
-  const parsed = registryConfig.safeParse(config);
+  // The bare-array form is the `shards` list; errors name paths as `shards[i]...` either way.
+  const parsed = registryConfig.safeParse(Array.isArray(config) ? { shards: config } : config);
   if (!parsed.success) {
     throw new RegistryConfigError(
       parsed.error.issues.map((issue) => `${formatPath(issue.path) || "(root)"}: ${issue.message}`),
     );
   }
-  const value = Array.isArray(parsed.data) ? { shards: parsed.data } : parsed.data;
+  const value = parsed.data;
   const protocols = options.protocols ?? ["postgres:", "postgresql:"];
   const issues: string[] = [];
   const byUrl = new Map<string, ShardIdentifier[]>();
@@ -64,7 +62,8 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   value.shards.forEach((entry, i) => {
     const shard = ShardIdentifier.of(entry.group, entry.member);
     const previous = seen.get(shard.key);
-    if (previous !== undefined) issues.push(`shards[${i}]: duplicate shard ${shard.key} (also shards[${previous}])`);
+    if (previous !== undefined)
+      issues.push(`shards[${i}]: duplicate shard ${shard.key} (also shards[${previous}])`);
     seen.set(shard.key, i);
     let url: URL;
     try {
@@ -122,7 +121,9 @@ export function shardRegistryFromEnv<Client extends ShardClient>(
 }
 
 function formatPath(path: PropertyKey[]): string {
-  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`)).join("");
+  return path
+    .map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`))
+    .join("");
 }
 
 /** Hides a password in a URL-ish string before it reaches an error message. */

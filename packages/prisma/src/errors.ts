@@ -11,7 +11,9 @@ export type PrismaShardErrorCode =
   | "ROLLOUT_FAILED";
 
 /** Base class of every error @shardkit/prisma throws (a `ShardkitError` with a typed code). */
-export class ShardRoutingError<Code extends PrismaShardErrorCode = PrismaShardErrorCode> extends ShardkitError<Code> {}
+export class ShardRoutingError<
+  Code extends PrismaShardErrorCode = PrismaShardErrorCode,
+> extends ShardkitError<Code> {}
 
 /** Registry configuration that cannot work: caught at start-up, before any connection. */
 export class RegistryConfigError extends ShardRoutingError<"INVALID_CONFIG"> {

@@ -6,13 +6,21 @@ import type { ShardClient, ShardRegistry } from "./registry.js";
 import type { Router } from "./router.js";
 
 type Obj = Record<string, unknown>;
+
+/** The client a routing extension is installed on, and the query hook's `query` for the current call. */
+export interface LocalClient {
+  client: object;
+  query(args: unknown): Promise<unknown>;
+}
 type Delegate = Record<string, (args?: unknown) => Promise<unknown>>;
 
 /**
  * What the current async context is inside: a shard transaction (set by `$transactionOn` and by
  * `$action` while it commits) or an action's staging function.
  */
-export type ShardScope = { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object } | { kind: "staging" };
+export type ShardScope =
+  | { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object }
+  | { kind: "staging" };
 
 /** One per routed client; also read by the transaction guard. */
 export const shardScope = new AsyncLocalStorage<ShardScope>();
@@ -71,7 +79,12 @@ export class ShardExecutor<Client extends ShardClient> {
     return model;
   }
 
-  run(model: string, operation: string, args: Obj | undefined): Promise<unknown> {
+  /**
+   * Runs a routed model operation. `local` is the client the extension is installed on with the
+   * hook's `query`: an operation for a shard that client holds runs through `query`, without a
+   * second trip through Prisma.
+   */
+  run(model: string, operation: string, args: Obj | undefined, local?: LocalClient): Promise<unknown> {
     const scope = shardScope.getStore();
     if (scope?.kind === "tx") return this.callInScope(scope.tx, scope.shard, model, operation, args);
     if (scope?.kind === "staging" && WRITES.has(operation)) {
@@ -82,18 +95,29 @@ export class ShardExecutor<Client extends ShardClient> {
     const plan = this.router.plan(model, operation, args);
     switch (plan.kind) {
       case "shard":
-        return callModel(this.registry.clientFor(plan.shard), model, operation, args);
+        return this.callOn(this.registry.clientFor(plan.shard), model, operation, args, local);
       case "split":
         return this.runSplit(model, operation, args ?? {}, plan.parts);
       case "keyless":
-        return callModel(this.keylessClient(model, operation, plan.hint), model, operation, args);
+        return this.callOn(this.keylessClient(model, operation, plan.hint), model, operation, args, local);
     }
   }
 
+  private callOn(client: Client, model: string, operation: string, args: unknown, local?: LocalClient) {
+    return local?.client === client ? local.query(args) : callModel(client, model, operation, args);
+  }
+
   /** Runs a model operation in the transaction `tx` on `shard`, after checking it names no other shard. */
-  callInScope(tx: object, shard: ShardIdentifier, model: string, operation: string, args: unknown): Promise<unknown> {
+  callInScope(
+    tx: object,
+    shard: ShardIdentifier,
+    model: string,
+    operation: string,
+    args: unknown,
+  ): Promise<unknown> {
     const plan = this.router.plan(model, operation, args as Obj | undefined);
-    const named = plan.kind === "shard" ? [plan.shard] : plan.kind === "split" ? plan.parts.map((p) => p.shard) : [];
+    const named =
+      plan.kind === "shard" ? [plan.shard] : plan.kind === "split" ? plan.parts.map((p) => p.shard) : [];
     const other = named.find((s) => s !== shard);
     if (other) {
       throw new CrossShardError(
@@ -136,10 +160,16 @@ export class ShardExecutor<Client extends ShardClient> {
     const skip = typeof args.skip === "number" ? args.skip : 0;
     const take = typeof args.take === "number" ? args.take : undefined;
     if (take !== undefined && take < 0) {
-      throw new UnsupportedShardOperationError(`${model}.${operation} with a negative take over several shards`);
+      throw new UnsupportedShardOperationError(
+        `${model}.${operation} with a negative take over several shards`,
+      );
     }
     const run = (partArgs: Obj) =>
-      Promise.all(parts.map((p) => callModel(this.registry.clientFor(p.shard), model, operation, { ...p.args, ...partArgs })));
+      Promise.all(
+        parts.map((p) =>
+          callModel(this.registry.clientFor(p.shard), model, operation, { ...p.args, ...partArgs }),
+        ),
+      );
     switch (operation) {
       case "count":
         return mergeCounts(await run({}));
@@ -148,7 +178,9 @@ export class ShardExecutor<Client extends ShardClient> {
         return mergeAggregates((await run({})) as Obj[]);
       case "findMany": {
         // Each shard returns at most skip + take rows; the global page is cut after merging.
-        const lists = (await run(take === undefined ? { skip: undefined } : { skip: undefined, take: skip + take })) as Obj[][];
+        const lists = (await run(
+          take === undefined ? { skip: undefined } : { skip: undefined, take: skip + take },
+        )) as Obj[][];
         const rows = lists.flat();
         if (args.orderBy !== undefined) rows.sort(orderByComparator(args.orderBy));
         return rows.slice(skip, take === undefined ? undefined : skip + take);
@@ -157,7 +189,11 @@ export class ShardExecutor<Client extends ShardClient> {
         // findFirst / findFirstOrThrow: each shard's first skip + 1 rows, merged, then the row at skip.
         const lists = (await Promise.all(
           parts.map((p) =>
-            callModel(this.registry.clientFor(p.shard), model, "findMany", { ...p.args, skip: undefined, take: skip + 1 }),
+            callModel(this.registry.clientFor(p.shard), model, "findMany", {
+              ...p.args,
+              skip: undefined,
+              take: skip + 1,
+            }),
           ),
         )) as Obj[][];
         const rows = lists.flat();

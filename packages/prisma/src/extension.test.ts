@@ -1,7 +1,12 @@
 import { InvalidShardedIdError, ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { makeWorld, S } from "../test/world.js";
-import { CrossShardError, ShardKeyRequiredError, UnknownShardError, UnsupportedShardOperationError } from "./errors.js";
+import {
+  CrossShardError,
+  ShardKeyRequiredError,
+  UnknownShardError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
 
 const world = makeWorld();
 const { db } = world;
@@ -24,7 +29,9 @@ describe("routing single-shard operations by key", () => {
       // And only there: the other databases do not have the row.
       for (const [name, client] of Object.entries(world.clients)) {
         const found = await client.customer.findUnique({ where: { id } });
-        expect(found === null, `${shard.key} on ${name}`).toBe(name !== expected[shard.key as keyof typeof expected]);
+        expect(found === null, `${shard.key} on ${name}`).toBe(
+          name !== expected[shard.key as keyof typeof expected],
+        );
       }
     }
   });
@@ -40,7 +47,13 @@ describe("routing single-shard operations by key", () => {
     expect((await db.customer.update({ where: { id }, data: { name: "after" } })).name).toBe("after");
     expect((await db.customer.updateMany({ where: { id }, data: { region: "us" } })).count).toBe(1);
     expect(
-      (await db.customer.upsert({ where: { id }, create: { id, name: "x", region: "x" }, update: { name: "upserted" } })).name,
+      (
+        await db.customer.upsert({
+          where: { id },
+          create: { id, name: "x", region: "x" },
+          update: { name: "upserted" },
+        })
+      ).name,
     ).toBe("upserted");
     expect(world.landed("Customer")).toEqual(["c"]);
     await db.customer.delete({ where: { id } });
@@ -51,13 +64,19 @@ describe("routing single-shard operations by key", () => {
   it("aggregate and groupBy by a key field run on that shard", async () => {
     const customerId = await customerOn(S.g0m2);
     for (const balance of [5n, 7n]) {
-      await db.wallet.create({ data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, balance } });
+      await db.wallet.create({
+        data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, balance },
+      });
     }
     world.clear();
     const agg = await db.wallet.aggregate({ where: { customerId }, _sum: { balance: true }, _count: true });
     expect(agg._sum.balance).toBe(12n);
     expect(agg._count).toBe(2);
-    const groups = await db.wallet.groupBy({ by: ["customerId"], where: { customerId }, _count: { _all: true } });
+    const groups = await db.wallet.groupBy({
+      by: ["customerId"],
+      where: { customerId },
+      _count: { _all: true },
+    });
     expect(groups).toEqual([{ customerId, _count: { _all: 2 } }]);
     expect(world.landed("Wallet")).toEqual(["b"]);
   });
@@ -74,7 +93,9 @@ describe("routing single-shard operations by key", () => {
 
   it("the fluent API returns the relation, not the wrapper, from another database", async () => {
     const customerId = await customerOn(S.g1m1);
-    await db.wallet.create({ data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, balance: 3n } });
+    await db.wallet.create({
+      data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, balance: 3n },
+    });
     const wallets = await db.customer.findUnique({ where: { id: customerId } }).wallets();
     expect(wallets).toHaveLength(1);
     expect(wallets?.[0]?.balance).toBe(3n);
@@ -85,17 +106,21 @@ describe("refusing what cannot be routed", () => {
   it("keys that disagree throw CrossShardError", async () => {
     const customerId = await customerOn(S.g0m0);
     const foreign = ShardedId.generate("Wallet", S.g1m0);
-    await expect(db.wallet.create({ data: { id: foreign, customerId } })).rejects.toBeInstanceOf(CrossShardError);
-    await expect(db.wallet.findFirst({ where: { id: foreign, customerId } })).rejects.toThrow(/keys disagree/);
+    await expect(db.wallet.create({ data: { id: foreign, customerId } })).rejects.toBeInstanceOf(
+      CrossShardError,
+    );
+    await expect(db.wallet.findFirst({ where: { id: foreign, customerId } })).rejects.toThrow(
+      /keys disagree/,
+    );
   });
 
   it("keyless operations are refused with ShardKeyRequiredError", async () => {
     await expect(db.customer.findMany()).rejects.toBeInstanceOf(ShardKeyRequiredError);
     await expect(db.customer.findMany({ where: { name: "x" } })).rejects.toThrow(/names no shard/);
     await expect(db.customer.count()).rejects.toBeInstanceOf(ShardKeyRequiredError);
-    await expect(db.customer.create({ data: { id: undefined as unknown as string, name: "x", region: "x" } })).rejects.toThrow(
-      /ShardedId.generate/,
-    );
+    await expect(
+      db.customer.create({ data: { id: undefined as unknown as string, name: "x", region: "x" } }),
+    ).rejects.toThrow(/ShardedId.generate/);
     await expect(db.setting.findMany()).rejects.toThrow(/Setting has no shard key fields/);
     await expect(db.$queryRaw`SELECT 1`).rejects.toBeInstanceOf(ShardKeyRequiredError);
     await expect(db.$executeRawUnsafe("SELECT 1")).rejects.toThrow(/\$shard/);
@@ -104,14 +129,16 @@ describe("refusing what cannot be routed", () => {
   it("an ID of a shard the registry does not have throws UnknownShardError (the default)", async () => {
     const id = ShardedId.generate("Customer", ShardIdentifier.of(7, 3));
     await expect(db.customer.findUnique({ where: { id } })).rejects.toBeInstanceOf(UnknownShardError);
-    await expect(db.customer.create({ data: { id, name: "x", region: "x" } })).rejects.toThrow(/Shard 7\/3 is not in the registry/);
+    await expect(db.customer.create({ data: { id, name: "x", region: "x" } })).rejects.toThrow(
+      /Shard 7\/3 is not in the registry/,
+    );
     for (const client of Object.values(world.clients)) expect(await client.customer.count()).toBe(0);
   });
 
   it("an ID that is not a ShardedUUID (a v4 UUID) throws InvalidShardedIdError, never a default shard", async () => {
-    await expect(db.customer.findUnique({ where: { id: "0f8fad5b-d9cb-469f-a165-70867728950e" } })).rejects.toBeInstanceOf(
-      InvalidShardedIdError,
-    );
+    await expect(
+      db.customer.findUnique({ where: { id: "0f8fad5b-d9cb-469f-a165-70867728950e" } }),
+    ).rejects.toBeInstanceOf(InvalidShardedIdError);
   });
 
   it("db.$transaction on the routed client is refused when there are several databases", async () => {
@@ -134,7 +161,12 @@ describe("nested writes stay on the parent's shard", () => {
         id,
         name: "n",
         region: "mx",
-        wallets: { create: [{ id: ShardedId.colocatedWith("Wallet", id) }, { id: ShardedId.colocatedWith("Wallet", id) }] },
+        wallets: {
+          create: [
+            { id: ShardedId.colocatedWith("Wallet", id) },
+            { id: ShardedId.colocatedWith("Wallet", id) },
+          ],
+        },
       },
     });
     expect(world.landed("Wallet")).toEqual(["b"]);
@@ -145,7 +177,12 @@ describe("nested writes stay on the parent's shard", () => {
     const id = ShardedId.generate("Customer", S.g0m0);
     await expect(
       db.customer.create({
-        data: { id, name: "n", region: "eu", wallets: { create: { id: ShardedId.generate("Wallet", S.g0m1) } } },
+        data: {
+          id,
+          name: "n",
+          region: "eu",
+          wallets: { create: { id: ShardedId.generate("Wallet", S.g0m1) } },
+        },
       }),
     ).rejects.toThrow(/Wallet.id names shard 0\/1, but the operation runs on shard 0\/0/);
     expect(await world.clients.a.customer.count()).toBe(0);
@@ -172,26 +209,36 @@ describe("nested writes stay on the parent's shard", () => {
     const walletId = ShardedId.colocatedWith("Wallet", customerId);
     await db.wallet.create({ data: { id: walletId, customerId } });
     const elsewhere = await customerOn(S.g1m1);
-    await expect(db.wallet.update({ where: { id: walletId }, data: { customerId: elsewhere } })).rejects.toBeInstanceOf(
-      CrossShardError,
-    );
+    await expect(
+      db.wallet.update({ where: { id: walletId }, data: { customerId: elsewhere } }),
+    ).rejects.toBeInstanceOf(CrossShardError);
   });
 });
 
 describe("`in` lists and createMany rows spanning shards", () => {
   it("findMany with `in` runs once per shard and merges, honouring orderBy, skip and take", async () => {
     const ids: string[] = [];
-    for (const [i, shard] of [S.g0m0, S.g0m2, S.g1m1, S.g1m2, S.g0m1].entries()) ids.push(await customerOn(shard, `n${i}`));
+    for (const [i, shard] of [S.g0m0, S.g0m2, S.g1m1, S.g1m2, S.g0m1].entries())
+      ids.push(await customerOn(shard, `n${i}`));
     world.clear();
     const all = await db.customer.findMany({ where: { id: { in: ids } }, orderBy: { name: "desc" } });
     expect(all.map((c) => c.name)).toEqual(["n4", "n3", "n2", "n1", "n0"]);
     expect(world.landed("Customer")).toEqual(["a", "b", "c"]);
-    const page = await db.customer.findMany({ where: { id: { in: ids } }, orderBy: { name: "asc" }, skip: 1, take: 2 });
+    const page = await db.customer.findMany({
+      where: { id: { in: ids } },
+      orderBy: { name: "asc" },
+      skip: 1,
+      take: 2,
+    });
     expect(page.map((c) => c.name)).toEqual(["n1", "n2"]);
     expect(await db.customer.count({ where: { id: { in: ids } } })).toBe(5);
-    expect((await db.customer.findFirst({ where: { id: { in: ids } }, orderBy: { name: "desc" } }))?.name).toBe("n4");
+    expect(
+      (await db.customer.findFirst({ where: { id: { in: ids } }, orderBy: { name: "desc" } }))?.name,
+    ).toBe("n4");
     expect(await db.customer.findFirst({ where: { id: { in: ids }, name: "none" } })).toBeNull();
-    await expect(db.customer.findFirstOrThrow({ where: { id: { in: ids }, name: "none" } })).rejects.toThrow();
+    await expect(
+      db.customer.findFirstOrThrow({ where: { id: { in: ids }, name: "none" } }),
+    ).rejects.toThrow();
   });
 
   it("aggregate with `in` adds counts and sums and compares min/max; avg is refused", async () => {
@@ -209,18 +256,23 @@ describe("`in` lists and createMany rows spanning shards", () => {
       _min: { balance: true },
       _max: { balance: true },
     });
-    expect(agg).toEqual({ _count: { _all: 2 }, _sum: { balance: 30n }, _min: { balance: 10n }, _max: { balance: 20n } });
-    await expect(db.wallet.aggregate({ where: { id: { in: walletIds } }, _avg: { balance: true } })).rejects.toThrow(
-      /average of averages/,
-    );
+    expect(agg).toEqual({
+      _count: { _all: 2 },
+      _sum: { balance: 30n },
+      _min: { balance: 10n },
+      _max: { balance: 20n },
+    });
+    await expect(
+      db.wallet.aggregate({ where: { id: { in: walletIds } }, _avg: { balance: true } }),
+    ).rejects.toThrow(/average of averages/);
   });
 
   it("a write whose `in` list or rows span shards is refused: it would not be atomic", async () => {
     const a = await customerOn(S.g0m0);
     const b = await customerOn(S.g1m1);
-    await expect(db.customer.updateMany({ where: { id: { in: [a, b] } }, data: { name: "z" } })).rejects.toBeInstanceOf(
-      CrossShardError,
-    );
+    await expect(
+      db.customer.updateMany({ where: { id: { in: [a, b] } }, data: { name: "z" } }),
+    ).rejects.toBeInstanceOf(CrossShardError);
     await expect(
       db.customer.createMany({
         data: [
@@ -229,14 +281,25 @@ describe("`in` lists and createMany rows spanning shards", () => {
         ],
       }),
     ).rejects.toThrow(/\$action/);
-    expect((await db.customer.findMany({ where: { id: { in: [a, b] } } })).map((c) => c.name)).toEqual(["c", "c"]);
+    expect((await db.customer.findMany({ where: { id: { in: [a, b] } } })).map((c) => c.name)).toEqual([
+      "c",
+      "c",
+    ]);
   });
 
   it("createMany and createManyAndReturn on one shard run there", async () => {
-    const rows = [0, 1, 2].map((i) => ({ id: ShardedId.generate("Customer", S.g1m2), name: `m${i}`, region: "mx" }));
+    const rows = [0, 1, 2].map((i) => ({
+      id: ShardedId.generate("Customer", S.g1m2),
+      name: `m${i}`,
+      region: "mx",
+    }));
     world.clear();
     expect((await db.customer.createMany({ data: rows })).count).toBe(3);
-    const more = [0, 1].map((i) => ({ id: ShardedId.generate("Customer", S.g1m1), name: `r${i}`, region: "mx" }));
+    const more = [0, 1].map((i) => ({
+      id: ShardedId.generate("Customer", S.g1m1),
+      name: `r${i}`,
+      region: "mx",
+    }));
     expect(await db.customer.createManyAndReturn({ data: more })).toHaveLength(2);
     expect(world.landed("Customer")).toEqual(["c"]);
   });

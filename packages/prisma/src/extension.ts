@@ -1,7 +1,7 @@
 import { Prisma } from "@prisma/client/extension";
 import { type ActionOptions, type ActionUnit, runAction } from "./action.js";
 import { dataModelOf } from "./data-model.js";
-import { UnsupportedShardOperationError } from "./errors.js";
+import { ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
 import { ShardExecutor, shardScope } from "./execute.js";
 import { prismaCallInfo, unpackFluent } from "./internals.js";
 import type { ShardClient, ShardOrId, ShardRegistry } from "./registry.js";
@@ -40,76 +40,103 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
   const executor = new ShardExecutor(registry, router, Object.keys(dataModel.models));
   const single = registry.physical.length === 1;
 
-  const rawHook = (operation: (typeof RAW_OPERATIONS)[number]) =>
-    async ({ args, query }: { args: any; query: (args: any) => Promise<unknown> }) => {
-      // Raw SQL carries no key: it runs only where the database is unambiguous.
-      const scope = shardScope.getStore();
-      const hint =
-        scope?.kind === "tx"
-          ? `inside a shard transaction use the tx client it hands you (tx.${operation})`
-          : `raw SQL names no shard; use $shard(shardOrId).${operation}`;
-      executor.keylessClient(undefined, operation, hint);
-      return query(args);
-    };
-
-  return Prisma.defineExtension({
-    name: "@shardkit/prisma",
-    query: {
-      $allModels: {
-        async $allOperations(params) {
-          const { model, operation, query } = params;
-          const args = params.args as Record<string, unknown>;
-          const call = prismaCallInfo(params);
-          if (!shardScope.getStore() && (call.inTransaction || single)) {
-            if (!single) {
-              throw new UnsupportedShardOperationError(
-                `${model}.${operation} inside $transaction of the routed client: that transaction belongs to one database and routed queries would escape it. Use $transactionOn(shardOrId, fn) or $action(fn).`,
+  return Prisma.defineExtension((base) => {
+    // When the extension is installed on one of the registry's clients, queries for the shards that
+    // client holds run through the hook's own `query`: no second trip through Prisma, and Prisma's
+    // fluent API and `$transaction` work on them as on the plain client.
+    const own = registry.physical.some((p) => (p.client as unknown) === base) ? base : undefined;
+    // Raw SQL carries no key: it runs only where the database is unambiguous (one database, and
+    // the extension installed on its client); inside a shard transaction, through its tx client.
+    const rawHook =
+      (operation: (typeof RAW_OPERATIONS)[number]) =>
+      async ({ args, query }: { args: any; query: (args: any) => Promise<unknown> }) => {
+        const hint =
+          shardScope.getStore()?.kind === "tx"
+            ? `inside a shard transaction use the tx client it hands you (tx.${operation})`
+            : `raw SQL names no shard; use $shard(shardOrId).${operation}`;
+        if (
+          shardScope.getStore()?.kind === "tx" ||
+          (executor.keylessClient(undefined, operation, hint) as unknown) !== own
+        ) {
+          throw new ShardKeyRequiredError(undefined, operation, hint);
+        }
+        return query(args);
+      };
+    return base.$extends({
+      name: "@shardkit/prisma",
+      query: {
+        $allModels: {
+          $allOperations(params) {
+            const { model, operation, query } = params;
+            const call = prismaCallInfo(params);
+            try {
+              if (call.inTransaction && !shardScope.getStore() && !(single && own)) {
+                throw new UnsupportedShardOperationError(
+                  `${model}.${operation} inside $transaction of the routed client: that transaction belongs to one database and routed queries would escape it. Use $transactionOn(shardOrId, fn) or $action(fn).`,
+                );
+              }
+              let direct = false;
+              const local = own && {
+                client: own,
+                query: (a: unknown) => {
+                  direct = true;
+                  return query(a as typeof params.args);
+                },
+              };
+              const pending = executor.run(
+                model,
+                operation,
+                params.args as Record<string, unknown>,
+                local || undefined,
               );
+              // A call that ran on another client comes back whole: cut out a fluent relation ourselves.
+              return direct || call.fluentPath.length === 0
+                ? pending
+                : pending.then((result) => unpackFluent(result, call.fluentPath));
+            } catch (error) {
+              return Promise.reject(error);
             }
-            // One database: keys are still checked (an ID of an unknown shard is refused), then the
-            // call runs exactly as on the plain client.
-            executor.router.plan(model, operation, args);
-            return query(params.args);
-          }
-          const result = await executor.run(model, operation, args);
-          return call.fluentPath.length > 0 ? unpackFluent(result, call.fluentPath) : result;
+          },
+        },
+        $queryRaw: rawHook("$queryRaw"),
+        $executeRaw: rawHook("$executeRaw"),
+        $queryRawUnsafe: rawHook("$queryRawUnsafe"),
+        $executeRawUnsafe: rawHook("$executeRawUnsafe"),
+      },
+      client: {
+        /** The registry this client routes with. */
+        $shardRegistry(): ShardRegistry<Client> {
+          return registry;
+        },
+        /** The (unrouted) client of the database that holds the shard or ID. */
+        $shard(shardOrId: ShardOrId): Client {
+          return registry.clientFor(shardOrId);
+        },
+        /**
+         * An interactive transaction on one shard. Inside it, routed queries (through `tx` or this
+         * client) run in the transaction; a key that names another shard throws `CrossShardError`.
+         */
+        $transactionOn<R>(
+          shardOrId: ShardOrId,
+          fn: (tx: TransactionClient<Client>) => Promise<R>,
+          txOptions: TransactionOptions = {},
+        ): Promise<R> {
+          return runInShardTransaction(executor, registry.resolve(shardOrId), txOptions, (tx) =>
+            fn(tx as TransactionClient<Client>),
+          );
+        },
+        /**
+         * A unit of work: `fn` stages writes on `unit`; then they run grouped by shard, one
+         * transaction per shard. Several shards throw `CrossShardError` before anything is written
+         * unless `allowCrossShard` is set (then: shard-bits order, `PartialCommitError` on failure).
+         */
+        $action<R>(
+          fn: (unit: ActionUnit<Client>) => Promise<R> | R,
+          actionOptions: ActionOptions = {},
+        ): Promise<R> {
+          return runAction(executor, fn, actionOptions);
         },
       },
-      $queryRaw: rawHook("$queryRaw"),
-      $executeRaw: rawHook("$executeRaw"),
-      $queryRawUnsafe: rawHook("$queryRawUnsafe"),
-      $executeRawUnsafe: rawHook("$executeRawUnsafe"),
-    },
-    client: {
-      /** The registry this client routes with. */
-      $shardRegistry(): ShardRegistry<Client> {
-        return registry;
-      },
-      /** The (unrouted) client of the database that holds the shard or ID. */
-      $shard(shardOrId: ShardOrId): Client {
-        return registry.clientFor(shardOrId);
-      },
-      /**
-       * An interactive transaction on one shard. Inside it, routed queries (through `tx` or this
-       * client) run in the transaction; a key that names another shard throws `CrossShardError`.
-       */
-      $transactionOn<R>(
-        shardOrId: ShardOrId,
-        fn: (tx: TransactionClient<Client>) => Promise<R>,
-        txOptions: TransactionOptions = {},
-      ): Promise<R> {
-        return runInShardTransaction(executor, registry.resolve(shardOrId), txOptions, (tx) =>
-          fn(tx as TransactionClient<Client>),
-        );
-      },
-      /**
-       * A unit of work: `fn` stages writes on `unit`; then they run grouped by shard, one
-       * transaction per shard. Several shards throw `CrossShardError` before anything is written
-       * unless `allowCrossShard` is set (then: shard-bits order, `PartialCommitError` on failure).
-       */
-      $action<R>(fn: (unit: ActionUnit<Client>) => Promise<R> | R, actionOptions: ActionOptions = {}): Promise<R> {
-        return runAction(executor, fn, actionOptions);
-      },
-    },
+    });
   });
 }

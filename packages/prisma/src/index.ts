@@ -1,5 +1,10 @@
 export { type ActionOptions, ActionUnit, type ModelKey, type StagedStatus, StagedWrite } from "./action.js";
-export { type FromConfigOptions, type ShardRegistryConfig, shardRegistryFromConfig, shardRegistryFromEnv } from "./config.js";
+export {
+  type FromConfigOptions,
+  type ShardRegistryConfig,
+  shardRegistryFromConfig,
+  shardRegistryFromEnv,
+} from "./config.js";
 export {
   CrossShardError,
   PartialCommitError,

@@ -31,7 +31,7 @@ export function orderByComparator(orderBy: unknown): (a: Row, b: Row) => number 
       const y = b[field];
       if (x == null || y == null) {
         if (x == null && y == null) continue;
-        return x == null === nullsFirst ? -1 : 1;
+        return (x == null) === nullsFirst ? -1 : 1;
       }
       const c = compareValues(x, y);
       if (c !== 0) return desc ? -c : c;
@@ -75,8 +75,10 @@ function mergeFields(parts: unknown[], pick: (x: unknown, y: unknown) => unknown
   return out;
 }
 
-const pickMin = (x: unknown, y: unknown) => (x == null ? y : y == null ? x : compareValues(x, y) <= 0 ? x : y);
-const pickMax = (x: unknown, y: unknown) => (x == null ? y : y == null ? x : compareValues(x, y) >= 0 ? x : y);
+const pickMin = (x: unknown, y: unknown) =>
+  x == null ? y : y == null ? x : compareValues(x, y) <= 0 ? x : y;
+const pickMax = (x: unknown, y: unknown) =>
+  x == null ? y : y == null ? x : compareValues(x, y) >= 0 ? x : y;
 
 /** Merges `count` results from several shards: a number or a per-field object, summed. */
 export function mergeCounts(parts: unknown[]): unknown {

@@ -77,11 +77,14 @@ export class SchemaRolloutError extends ShardRoutingError<"ROLLOUT_FAILED"> {
  */
 export async function rolloutSchema(options: RolloutOptions): Promise<RolloutReport> {
   const mode = options.mode ?? (options.migrations ? "migrate" : "push");
-  if (mode === "push" && !options.schema) throw new ShardRoutingError("INVALID_CONFIG", "rolloutSchema: push needs `schema`");
+  if (mode === "push" && !options.schema)
+    throw new ShardRoutingError("INVALID_CONFIG", "rolloutSchema: push needs `schema`");
   if (mode === "migrate" && !options.migrations) {
     throw new ShardRoutingError("INVALID_CONFIG", "rolloutSchema: migrate needs `migrations`");
   }
-  const files = options.schema ? await readSchemaFiles(options.schema) : [["schema.prisma", EMPTY_DATAMODEL] as const];
+  const files = options.schema
+    ? await readSchemaFiles(options.schema)
+    : [["schema.prisma", EMPTY_DATAMODEL] as const];
   const migrationsList = mode === "migrate" ? await readMigrations(options.migrations!) : undefined;
   const progress = options.onProgress ?? defaultProgress;
   const total = options.targets.length;
@@ -111,11 +114,16 @@ export async function rolloutSchema(options: RolloutOptions): Promise<RolloutRep
           });
           entry.warnings = [...result.warnings, ...result.unexecutable];
           if (result.executedSteps === 0 && entry.warnings.length > 0) {
-            throw new Error(`push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`);
+            throw new Error(
+              `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`,
+            );
           }
           entry.changes = result.executedSteps;
         } else {
-          const result = await engine.applyMigrations({ migrationsList: migrationsList!, filters: NO_FILTERS });
+          const result = await engine.applyMigrations({
+            migrationsList: migrationsList!,
+            filters: NO_FILTERS,
+          });
           entry.appliedMigrations = result.appliedMigrationNames;
           entry.changes = result.appliedMigrationNames.length;
         }
@@ -139,8 +147,11 @@ function defaultProgress(event: RolloutEvent): void {
   if (event.type === "start") process.stderr.write(`schema rollout ${at} ${event.target}: applying\n`);
   else {
     const r = event.report;
-    const detail = r.error ?? (r.appliedMigrations.length ? r.appliedMigrations.join(", ") : `${r.changes} change(s)`);
-    process.stderr.write(`schema rollout ${at} ${event.target}: ${r.status} (${detail}) in ${r.durationMs} ms\n`);
+    const detail =
+      r.error ?? (r.appliedMigrations.length ? r.appliedMigrations.join(", ") : `${r.changes} change(s)`);
+    process.stderr.write(
+      `schema rollout ${at} ${event.target}: ${r.status} (${detail}) in ${r.durationMs} ms\n`,
+    );
   }
 }
 
@@ -168,13 +179,21 @@ async function readMigrations(dir: string) {
     );
     migrationDirectories.push({ path: name, migrationFile: { path: "migration.sql", content } });
   }
-  return { baseDir: abs, lockfile: { path: "migration_lock.toml", content: lock }, shadowDbInitScript: "", migrationDirectories };
+  return {
+    baseDir: abs,
+    lockfile: { path: "migration_lock.toml", content: lock },
+    shadowDbInitScript: "",
+    migrationDirectories,
+  };
 }
 
 // ---- the WebAssembly schema engine -------------------------------------------------------------
 
 type WasmApi = {
-  instantiate(bytes: Uint8Array, imports: object): Promise<{ instance: { exports: Record<string, unknown> } }>;
+  instantiate(
+    bytes: Uint8Array,
+    imports: object,
+  ): Promise<{ instance: { exports: Record<string, unknown> } }>;
 };
 type Bg = typeof import("@prisma/schema-engine-wasm/schema_engine_bg");
 type Engine = Awaited<ReturnType<Bg["SchemaEngine"]["new"]>>;
@@ -249,7 +268,11 @@ function trackAdapters(inner: SqlMigrationAwareDriverAdapterFactory) {
     };
     return q;
   };
-  const track = <A extends { dispose(): Promise<void>; startTransaction(...args: never[]): Promise<unknown> }>(adapter: A): A => {
+  const track = <
+    A extends { dispose(): Promise<void>; startTransaction(...args: never[]): Promise<unknown> },
+  >(
+    adapter: A,
+  ): A => {
     live.add(adapter);
     patchQueryable(adapter);
     const startTransaction = adapter.startTransaction.bind(adapter);

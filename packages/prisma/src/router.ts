@@ -1,4 +1,4 @@
-import { type ShardIdentifier, ShardedUUID } from "@shardkit/id";
+import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import type { DataModel } from "./data-model.js";
 import { CrossShardError, RegistryConfigError, ShardKeyRequiredError } from "./errors.js";
 
@@ -51,7 +51,7 @@ export class Router {
   private readonly relations = new Map<string, Map<string, string>>();
 
   constructor(
-    private readonly dataModel: DataModel,
+    dataModel: DataModel,
     private readonly resolve: Resolve,
     models: Record<string, ModelRouting> = {},
   ) {
@@ -67,7 +67,9 @@ export class Router {
         const field = model.fields[key];
         if (!field) issues.push(`models.${name}.keys: ${name} has no field ${key}`);
         else if (field.kind !== "scalar" || field.type !== "String") {
-          issues.push(`models.${name}.keys: ${name}.${key} is not a String scalar (a ShardedUUID is stored as a string/uuid)`);
+          issues.push(
+            `models.${name}.keys: ${name}.${key} is not a String scalar (a ShardedUUID is stored as a string/uuid)`,
+          );
         }
       }
       this.keys.set(name, keys);
@@ -98,7 +100,10 @@ export class Router {
       case "createManyAndReturn":
         return this.splitRows(model, a, label);
       case "upsert":
-        plan = this.combine(label, [this.fromWhere(model, a.where, label), this.fromData(model, a.create, label)]);
+        plan = this.combine(label, [
+          this.fromWhere(model, a.where, label),
+          this.fromData(model, a.create, label),
+        ]);
         break;
       default:
         if (!WHERE_OPERATIONS.has(operation)) {
@@ -106,7 +111,10 @@ export class Router {
         }
         plan = this.fromWhere(model, a.where, label);
         if (plan.kind === "split") {
-          plan = { kind: "split", parts: plan.parts.map((part) => ({ shard: part.shard, args: { ...a, ...part.args } })) };
+          plan = {
+            kind: "split",
+            parts: plan.parts.map((part) => ({ shard: part.shard, args: { ...a, ...part.args } })),
+          };
         }
     }
     if (plan.kind === "shard") {
@@ -208,7 +216,11 @@ export class Router {
     for (const [i, row] of rows.entries()) {
       const plan = this.fromData(model, row, `${label} data[${i}]`);
       if (plan.kind !== "shard") {
-        throw new ShardKeyRequiredError(model, `${label.split(".")[1]} data[${i}]`, plan.kind === "keyless" ? plan.hint : "");
+        throw new ShardKeyRequiredError(
+          model,
+          `${label.split(".")[1]} data[${i}]`,
+          plan.kind === "keyless" ? plan.hint : "",
+        );
       }
       const list = byShard.get(plan.shard);
       if (list) list.push(row);
@@ -278,7 +290,8 @@ export class Router {
             this.checkData(model, it, shard, at);
             break;
           case "createMany":
-            for (const row of Array.isArray(it.data) ? it.data : [it.data]) this.checkData(model, row, shard, at);
+            for (const row of Array.isArray(it.data) ? it.data : [it.data])
+              this.checkData(model, row, shard, at);
             break;
           case "connectOrCreate":
             this.checkWhere(model, it.where, shard, at);
@@ -321,7 +334,13 @@ export class Router {
     }
   }
 
-  private expectShard(model: string, field: string, value: unknown, shard: ShardIdentifier, label: string): void {
+  private expectShard(
+    model: string,
+    field: string,
+    value: unknown,
+    shard: ShardIdentifier,
+    label: string,
+  ): void {
     const named = this.shardOf(value);
     if (named !== shard) {
       throw new CrossShardError(

@@ -13,7 +13,9 @@ describe("$transactionOn", () => {
     const id = ShardedId.generate("Customer", S.g1m1);
     await db.$transactionOn(id, async (tx) => {
       await tx.customer.create({ data: { id, name: "t", region: "mx" } });
-      await tx.wallet.create({ data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 1n } });
+      await tx.wallet.create({
+        data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 1n },
+      });
     });
     expect(await clients.c.wallet.count({ where: { customerId: id } })).toBe(1);
   });
@@ -44,7 +46,9 @@ describe("$transactionOn", () => {
     expect((error as Error).message).toMatch(/names shard 0\/1 inside a transaction on shard 0\/0/);
     expect(await clients.a.customer.count()).toBe(0);
     await expect(
-      db.$transactionOn(id, () => db.customer.findUnique({ where: { id: ShardedId.generate("Customer", S.g1m1) } })),
+      db.$transactionOn(id, () =>
+        db.customer.findUnique({ where: { id: ShardedId.generate("Customer", S.g1m1) } }),
+      ),
     ).rejects.toBeInstanceOf(CrossShardError);
     expect(world.landed("Customer")).toEqual(["a"]);
   });

@@ -5,7 +5,7 @@ import type { ShardClient } from "./registry.js";
 
 /** The client an interactive `$transaction(fn)` of `Client` hands to `fn`. */
 export type TransactionClient<Client> = Client extends {
-  $transaction(fn: (tx: infer Tx) => Promise<unknown>, ...rest: never[]): unknown;
+  $transaction(fn: (tx: infer Tx) => any, ...rest: any[]): any;
 }
   ? Tx
   : never;
@@ -41,15 +41,12 @@ export async function runInShardTransaction<Client extends ShardClient, R>(
     return fn(scope.guarded);
   }
   const client = executor.registry.clientFor(shard) as unknown as Interactive;
-  return (await client.$transaction(
-    (tx) => {
-      const guarded = guardTransaction(executor, tx, shard);
-      // `async`/`await` inside run(): Prisma's promises are lazy, so a query returned unawaited
-      // from fn must still start inside the scope.
-      return shardScope.run({ kind: "tx", shard, tx, guarded }, async () => await fn(guarded));
-    },
-    cleanOptions(options),
-  )) as R;
+  return (await client.$transaction((tx) => {
+    const guarded = guardTransaction(executor, tx, shard);
+    // `async`/`await` inside run(): Prisma's promises are lazy, so a query returned unawaited
+    // from fn must still start inside the scope.
+    return shardScope.run({ kind: "tx", shard, tx, guarded }, async () => await fn(guarded));
+  }, cleanOptions(options))) as R;
 }
 
 function cleanOptions(options: TransactionOptions): object | undefined {
@@ -64,7 +61,11 @@ function cleanOptions(options: TransactionOptions): object | undefined {
  * Wraps a transaction client so each model operation is checked against the transaction's shard
  * before it runs; everything else (raw queries, ...) passes through.
  */
-function guardTransaction<Client extends ShardClient>(executor: ShardExecutor<Client>, tx: object, shard: ShardIdentifier): object {
+function guardTransaction<Client extends ShardClient>(
+  executor: ShardExecutor<Client>,
+  tx: object,
+  shard: ShardIdentifier,
+): object {
   const delegates = new Map<string, object>();
   return new Proxy(tx, {
     get(target, prop, receiver) {
@@ -79,7 +80,8 @@ function guardTransaction<Client extends ShardClient>(executor: ShardExecutor<Cl
           get(d, operation, r) {
             const method = Reflect.get(d, operation, r);
             if (typeof operation !== "string" || typeof method !== "function") return method;
-            return (args?: Record<string, unknown>) => executor.callInScope(tx, shard, model, operation, args);
+            return (args?: Record<string, unknown>) =>
+              executor.callInScope(tx, shard, model, operation, args);
           },
         });
         delegates.set(prop, delegate);

@@ -73,7 +73,9 @@ export function makeWorld() {
     },
     async truncate() {
       for (const client of Object.values(clients)) {
-        await client.$executeRawUnsafe('TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting" RESTART IDENTITY');
+        await client.$executeRawUnsafe(
+          'TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting" RESTART IDENTITY',
+        );
       }
       log.length = 0;
     },

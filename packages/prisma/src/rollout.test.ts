@@ -1,0 +1,148 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardIdentifier } from "@shardkit/id";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import pg from "pg";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { afterAll, describe, expect, it } from "vitest";
+import { type RolloutEvent, rolloutSchema, SchemaRolloutError } from "./rollout.js";
+
+const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
+
+async function tables(
+  query: (sql: string) => Promise<{ rows: { table_name: string }[] }>,
+): Promise<string[]> {
+  const { rows } = await query(
+    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+  );
+  return rows.map((r) => r.table_name);
+}
+
+describe("rolloutSchema on PGlite (push)", () => {
+  const dbs = [new PGlite(), new PGlite()];
+  afterAll(async () => {
+    for (const db of dbs) await db.close();
+  });
+
+  it("pushes the schema to every shard with progress, and a rerun changes nothing", async () => {
+    const events: RolloutEvent[] = [];
+    const targets = dbs.map((db, i) => ({
+      name: `pglite-${i}`,
+      adapter: new PrismaPGlite(db),
+      shards: [ShardIdentifier.of(i, 0), ShardIdentifier.of(i, 1)],
+    }));
+    const first = await rolloutSchema({ schema: schemaPath, targets, onProgress: (e) => events.push(e) });
+    expect(first.ok).toBe(true);
+    expect(first.targets.map((t) => [t.name, t.status, t.shards])).toEqual([
+      ["pglite-0", "applied", ["0/0", "0/1"]],
+      ["pglite-1", "applied", ["1/0", "1/1"]],
+    ]);
+    expect(first.targets[0]!.changes).toBeGreaterThan(5);
+    expect(events.map((e) => `${e.type} ${e.index + 1}/${e.total}`)).toEqual([
+      "start 1/2",
+      "done 1/2",
+      "start 2/2",
+      "done 2/2",
+    ]);
+    for (const db of dbs) {
+      expect(await tables((sql) => db.query(sql))).toEqual([
+        "Customer",
+        "Order",
+        "OrderItem",
+        "Setting",
+        "Wallet",
+      ]);
+    }
+    const again = await rolloutSchema({ schema: schemaPath, targets, onProgress: () => {} });
+    expect(again.targets.map((t) => [t.status, t.changes])).toEqual([
+      ["unchanged", 0],
+      ["unchanged", 0],
+    ]);
+  });
+
+  it("refuses a push that would lose data unless acceptDataLoss is set", async () => {
+    const db = dbs[0]!;
+    await db.query(`INSERT INTO "Setting" (name, value) VALUES ('k', 'v')`);
+    const dir = mkdtempSync(join(tmpdir(), "sk-schema-"));
+    const smaller = join(dir, "schema.prisma");
+    writeFileSync(
+      smaller,
+      'datasource db {\n  provider = "postgresql"\n}\n\nmodel Other {\n  id Int @id\n}\n',
+    );
+    const target = [{ name: "pglite-0", adapter: new PrismaPGlite(db) }];
+    const error = await rolloutSchema({ schema: smaller, targets: target, onProgress: () => {} }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(SchemaRolloutError);
+    expect((error as SchemaRolloutError).report.targets[0]?.error).toMatch(/acceptDataLoss/);
+    expect(await tables((sql) => db.query(sql))).toContain("Setting");
+  });
+});
+
+describe("rolloutSchema on PostgreSQL (migrate)", () => {
+  const names = [0, 1, 2].map((i) => `sk_rollout_${process.pid}_${i}`);
+  afterAll(async () => {
+    for (const name of names) await dropDatabase(MAIN_PORT, name);
+  });
+
+  function migrationsDir(): string {
+    const dir = mkdtempSync(join(tmpdir(), "sk-migrations-"));
+    writeFileSync(join(dir, "migration_lock.toml"), 'provider = "postgresql"\n');
+    mkdirSync(join(dir, "20260101000000_init"));
+    writeFileSync(
+      join(dir, "20260101000000_init", "migration.sql"),
+      'CREATE TABLE "Ledger" ("id" UUID NOT NULL PRIMARY KEY, "amount" BIGINT NOT NULL);\n',
+    );
+    mkdirSync(join(dir, "20260102000000_memo"));
+    writeFileSync(
+      join(dir, "20260102000000_memo", "migration.sql"),
+      'ALTER TABLE "Ledger" ADD COLUMN "memo" TEXT;\n',
+    );
+    return dir;
+  }
+
+  it("applies migrations shard by shard, stops at the first failure, and a rerun finishes the rest", async () => {
+    const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+    // Someone created a table by hand on the second shard: Prisma refuses to migrate a non-empty
+    // database that has no migration history.
+    const blocker = new pg.Client({ connectionString: urls[1] });
+    blocker.on("error", () => {});
+    await blocker.connect();
+    await blocker.query('CREATE TABLE "Ledger" ("id" INT PRIMARY KEY)');
+    const targets = urls.map((url, i) => ({
+      name: names[i]!,
+      adapter: new PrismaPg({ connectionString: url }),
+    }));
+    const migrations = migrationsDir();
+
+    const error = await rolloutSchema({ migrations, targets, onProgress: () => {} }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SchemaRolloutError);
+    const report = (error as SchemaRolloutError).report;
+    expect(report.ok).toBe(false);
+    expect(report.targets.map((t) => t.status)).toEqual(["applied", "failed", "skipped"]);
+    expect(report.targets[0]!.appliedMigrations).toEqual(["20260101000000_init", "20260102000000_memo"]);
+    expect(report.targets[1]!.error).toMatch(/not empty/);
+
+    // An operator removes the stray table, then reruns the same rollout.
+    await blocker.query('DROP TABLE "Ledger"');
+    await blocker.end();
+    const rerun = await rolloutSchema({ migrations, targets, onProgress: () => {} });
+    expect(rerun.targets.map((t) => [t.status, t.appliedMigrations.length])).toEqual([
+      ["unchanged", 0],
+      ["applied", 2],
+      ["applied", 2],
+    ]);
+    for (const url of urls) {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const { rows } = await client.query(
+        `SELECT column_name FROM information_schema.columns WHERE table_name = 'Ledger' ORDER BY column_name`,
+      );
+      await client.end();
+      expect(rows.map((r) => r.column_name)).toEqual(["amount", "id", "memo"]);
+    }
+  });
+});
