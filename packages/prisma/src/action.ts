@@ -1,6 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, PartialCommitError, ShardKeyRequiredError, ShardRoutingError } from "./errors.js";
 import { type ShardExecutor, shardScope } from "./execute.js";
+import { type OutboxEventInput, outboxRecord } from "./outbox.js";
 import type { ShardClient, ShardOrId } from "./registry.js";
 import type { TransactionClient, TransactionOptions } from "./transaction.js";
 import { runInShardTransaction } from "./transaction.js";
@@ -137,6 +138,22 @@ export class ActionUnit<Client extends ShardClient> {
     );
     this.staged.push(write);
     return write;
+  }
+
+  /**
+   * Stages an outbox event on a shard: written in that shard's transaction, so it commits exactly
+   * when the state does. Needs the models of `schema/shardkit.prisma` in the schema.
+   */
+  emit(shardOrId: ShardOrId, event: OutboxEventInput): StagedWrite<{ id: string }> {
+    if (!this.executor.isDelegate("outboxEvent")) {
+      throw new ShardRoutingError(
+        "INVALID_CONFIG",
+        "this client has no OutboxEvent model: add the models of @shardkit/prisma/schema/shardkit.prisma to your schema",
+      );
+    }
+    return this.stage("outboxEvent", "create", {
+      data: outboxRecord(this.executor.registry.resolve(shardOrId), event),
+    });
   }
 
   /** The shards the staged writes touch, in the order their transactions will run. */

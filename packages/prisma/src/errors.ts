@@ -8,7 +8,9 @@ export type PrismaShardErrorCode =
   | "CROSS_SHARD"
   | "PARTIAL_COMMIT"
   | "UNSUPPORTED"
-  | "ROLLOUT_FAILED";
+  | "ROLLOUT_FAILED"
+  | "SCATTER_REFUSED"
+  | "IDEMPOTENCY_CONFLICT";
 
 /** Base class of every error @shardkit/prisma throws (a `ShardkitError` with a typed code). */
 export class ShardRoutingError<
@@ -86,5 +88,21 @@ export class PartialCommitError extends ShardRoutingError<"PARTIAL_COMMIT"> {
 export class UnsupportedShardOperationError extends ShardRoutingError<"UNSUPPORTED"> {
   constructor(message: string) {
     super("UNSUPPORTED", message);
+  }
+}
+
+/**
+ * A keyless read that would scatter wider than allowed (`maxShards`) or without a limit
+ * (`requireLimit`), refused before any query runs. Override per call with `db.$scatter({ ... })`.
+ */
+export class ScatterRefusedError extends ShardRoutingError<"SCATTER_REFUSED"> {
+  readonly model: string;
+  readonly operation: string;
+  readonly reason: "maxShards" | "requireLimit";
+  constructor(model: string, operation: string, reason: "maxShards" | "requireLimit", message: string) {
+    super("SCATTER_REFUSED", `${model}.${operation}: ${message}`);
+    this.model = model;
+    this.operation = operation;
+    this.reason = reason;
   }
 }

@@ -17,6 +17,8 @@ export {
   UnsupportedShardOperationError,
 } from "./errors.js";
 export { type ShardRoutingOptions, shardRouting } from "./extension.js";
+export { consumeOnce, IdempotencyConflictError, idempotent } from "./idempotency.js";
+export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
 export {
   createShardRegistry,
   type PhysicalShard,
@@ -26,5 +28,13 @@ export {
   ShardRegistry,
   type ShardRegistryOptions,
 } from "./registry.js";
+export {
+  createOutboxRelay,
+  type OutboxLag,
+  type OutboxRelay,
+  type OutboxRelayOptions,
+  type RelayDatabaseReport,
+  type RelayPollReport,
+} from "./relay.js";
 export type { ModelRouting, RoutePlan } from "./router.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";

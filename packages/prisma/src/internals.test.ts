@@ -12,7 +12,16 @@ describe("Prisma internals shardkit reads", () => {
 
   it("_runtimeDataModel lists models, scalar keys and relations", () => {
     const model = dataModelOf(client);
-    expect(Object.keys(model.models).sort()).toEqual(["Customer", "Order", "OrderItem", "Setting", "Wallet"]);
+    expect(Object.keys(model.models).sort()).toEqual([
+      "Customer",
+      "IdempotencyKey",
+      "Order",
+      "OrderItem",
+      "OutboxEvent",
+      "ProcessedEvent",
+      "Setting",
+      "Wallet",
+    ]);
     expect(model.models.Wallet?.fields.customerId).toEqual({ kind: "scalar", type: "String" });
     expect(model.models.Customer?.fields.wallets).toEqual({ kind: "object", type: "Wallet" });
     expect(() => dataModelOf({})).toThrow(/runtime data model/);

@@ -9,7 +9,7 @@ const pkgDir = fileURLToPath(new URL("..", import.meta.url));
 describe("published package", () => {
   it("passes publint and are-the-types-wrong, and imports from ESM and CommonJS in a fresh project", () => {
     const report = checkPublishedPackage(pkgDir, {
-      alsoPack: [fileURLToPath(new URL("../../id", import.meta.url))],
+      alsoPack: ["../../id", "../../scatter"].map((dir) => fileURLToPath(new URL(dir, import.meta.url))),
     });
     expect(report.name).toBe("@shardkit/prisma");
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
@@ -25,7 +25,12 @@ describe("published package", () => {
       "StagedWrite",
       "UnknownShardError",
       "UnsupportedShardOperationError",
+      "IdempotencyConflictError",
+      "consumeOnce",
+      "createOutboxRelay",
       "createShardRegistry",
+      "emitEvent",
+      "idempotent",
       "shardRegistryFromConfig",
       "shardRegistryFromEnv",
       "shardRouting",

@@ -50,8 +50,11 @@ describe("rolloutSchema on PGlite (push)", () => {
     for (const db of dbs) {
       expect(await tables((sql) => db.query(sql))).toEqual([
         "Customer",
+        "IdempotencyKey",
         "Order",
         "OrderItem",
+        "OutboxEvent",
+        "ProcessedEvent",
         "Setting",
         "Wallet",
       ]);

@@ -74,7 +74,7 @@ export function makeWorld() {
     async truncate() {
       for (const client of Object.values(clients)) {
         await client.$executeRawUnsafe(
-          'TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting" RESTART IDENTITY',
+          'TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting", "OutboxEvent", "ProcessedEvent", "IdempotencyKey" RESTART IDENTITY',
         );
       }
       log.length = 0;

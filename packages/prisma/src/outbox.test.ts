@@ -1,0 +1,281 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ShardedId } from "@shardkit/id";
+import { withClusterStopped } from "@shardkit/test-db";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { makeWorld, S } from "../test/world.js";
+import { PartialCommitError } from "./errors.js";
+import { consumeOnce, IdempotencyConflictError, idempotent } from "./idempotency.js";
+import { emitEvent, type OutboxMessage } from "./outbox.js";
+import { createOutboxRelay } from "./relay.js";
+
+const world = makeWorld();
+const { db, clients, registry } = world;
+afterAll(() => world.close());
+beforeEach(() => world.truncate());
+
+const customer = (shard = S.g1m1) => ({ id: ShardedId.generate("Customer", shard), name: "c", region: "x" });
+const outboxRows = async () =>
+  (
+    await Promise.all(
+      Object.values(clients).map((c) => c.outboxEvent.findMany({ orderBy: { createdAt: "asc" } })),
+    )
+  ).flat();
+
+describe("outbox: events commit with the state, in one shard transaction", () => {
+  it("the schema snippet users paste is the one the tests run on", () => {
+    const snippet = readFileSync(new URL("../schema/shardkit.prisma", import.meta.url), "utf8");
+    expect(readFileSync(new URL("../test/schema.prisma", import.meta.url), "utf8")).toContain(snippet);
+  });
+
+  it("an action's emitted event is written with its state, on its shard", async () => {
+    const c = customer();
+    await db.$action((unit) => {
+      unit.create("customer", { data: c });
+      unit.emit(c.id, {
+        topic: "customer.created",
+        aggregateId: c.id,
+        payload: { name: c.name, credit: 10n ** 20n },
+      });
+    });
+    const rows = await clients.c.outboxEvent.findMany();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      topic: "customer.created",
+      aggregateId: c.id,
+      status: "pending",
+      attempts: 0,
+    });
+    expect(ShardedId.shardOf(rows[0]!.id)).toBe(S.g1m1);
+  });
+
+  it("no event survives a rolled-back shard transaction", async () => {
+    const c = customer(S.g0m0);
+    const orphan = ShardedId.generate("Customer", S.g1m2);
+    const error = await db
+      .$action(
+        (unit) => {
+          unit.create("customer", { data: c });
+          unit.emit(c.id, { topic: "customer.created", aggregateId: c.id, payload: {} });
+          unit.create("wallet", {
+            data: { id: ShardedId.colocatedWith("Wallet", orphan), customerId: orphan },
+          });
+          unit.emit(orphan, { topic: "wallet.opened", aggregateId: orphan, payload: {} });
+        },
+        { allowCrossShard: true },
+      )
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartialCommitError);
+    expect((await outboxRows()).map((r) => r.topic)).toEqual(["customer.created"]);
+  });
+
+  it("emitEvent writes inside $transactionOn and rolls back with it", async () => {
+    const c = customer(S.g0m2);
+    await db.$transactionOn(c.id, async (tx) => {
+      await tx.customer.create({ data: c });
+      await emitEvent(tx, c.id, { topic: "a", aggregateId: c.id, payload: 1 });
+    });
+    await expect(
+      db.$transactionOn(c.id, async (tx) => {
+        await emitEvent(tx, c.id, { topic: "b", aggregateId: c.id, payload: 2 });
+        throw new Error("abort");
+      }),
+    ).rejects.toThrow("abort");
+    expect((await outboxRows()).map((r) => r.topic)).toEqual(["a"]);
+  });
+});
+
+describe("relay", () => {
+  async function seed(n: number, shards = Object.values(S)) {
+    for (let i = 0; i < n; i++) {
+      const shard = shards[i % shards.length]!;
+      const aggregateId = ShardedId.generate("Customer", shard);
+      await db.$action((unit) => {
+        unit.emit(shard, { topic: "t", aggregateId, payload: { i, amount: BigInt(i) } });
+      });
+    }
+  }
+
+  it("delivers every pending event once, from every database in one poll, payload decoded", async () => {
+    await seed(12);
+    const seen: OutboxMessage[] = [];
+    const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m) });
+    const report = await relay.runOnce();
+    expect(report.missing).toEqual([]);
+    expect(report.databases.map((d) => [d.shards, d.delivered])).toEqual([
+      ["0/0,0/1", 4],
+      ["0/2,1/0", 4],
+      ["1/1,1/2", 4],
+    ]);
+    expect(seen.map((m) => (m.payload as { i: number }).i).sort((a, b) => a - b)).toEqual([
+      ...Array(12).keys(),
+    ]);
+    expect(typeof (seen[0]!.payload as { amount: unknown }).amount).toBe("bigint");
+    expect((await relay.runOnce()).databases.every((d) => d.claimed === 0)).toBe(true);
+    expect((await relay.lag()).map((l) => l.pending)).toEqual([0, 0, 0]);
+    expect((await outboxRows()).every((r) => r.status === "delivered" && r.deliveredAt)).toBe(true);
+  });
+
+  it("retries with backoff, then moves an event that keeps failing to the dead-letter state", async () => {
+    await seed(1, [S.g0m0]);
+    let calls = 0;
+    const relay = createOutboxRelay({
+      registry,
+      maxAttempts: 3,
+      backoff: { baseMs: 60_000 },
+      deliver: async () => {
+        calls++;
+        throw new Error("broker unavailable");
+      },
+    });
+    expect((await relay.runOnce()).databases[0]).toMatchObject({ claimed: 1, retried: 1 });
+    expect((await relay.runOnce()).databases[0]!.claimed).toBe(0); // backing off: not yet available
+    expect((await relay.lag())[0]).toMatchObject({ pending: 1, dead: 0 });
+    const fast = createOutboxRelay({
+      registry,
+      maxAttempts: 3,
+      backoff: { baseMs: 0 },
+      deliver: async () => {
+        calls++;
+        throw new Error("broker unavailable");
+      },
+    });
+    await clients.a.$executeRawUnsafe(`UPDATE "OutboxEvent" SET "availableAt" = now()`);
+    expect((await fast.runOnce()).databases[0]).toMatchObject({ retried: 1 });
+    expect((await fast.runOnce()).databases[0]).toMatchObject({ dead: 1 });
+    expect(calls).toBe(3);
+    const [row] = await clients.a.outboxEvent.findMany();
+    expect(row).toMatchObject({ status: "dead", attempts: 3, lastError: "broker unavailable" });
+    expect((await fast.lag())[0]).toMatchObject({ pending: 0, dead: 1 });
+  });
+
+  it("two relays polling at once never deliver the same event twice (claims skip locked rows)", async () => {
+    await seed(30, [S.g0m0, S.g1m0]);
+    const seen: string[] = [];
+    const slow = async (m: OutboxMessage) => {
+      seen.push(m.id);
+      await new Promise((r) => setTimeout(r, 5));
+    };
+    const one = createOutboxRelay({ registry, deliver: slow, batchSize: 5 });
+    const two = createOutboxRelay({ registry, deliver: slow, batchSize: 5 });
+    for (let round = 0; round < 6; round++) await Promise.all([one.runOnce(), two.runOnce()]);
+    expect(seen).toHaveLength(30);
+    expect(new Set(seen).size).toBe(30);
+  });
+
+  it("a database that is down is reported missing; the others are delivered", async () => {
+    await seed(6);
+    const seen: string[] = [];
+    const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
+    const report = await withClusterStopped("skprisma", 5434, () => relay.runOnce());
+    expect(report.missing.map((m) => m.shards)).toEqual(["1/1,1/2"]);
+    expect(report.databases.map((d) => d.delivered)).toEqual([2, 2]);
+    const after = await relay.runOnce();
+    expect(after.missing).toEqual([]);
+    expect(seen).toHaveLength(6);
+  });
+
+  it("a relay killed mid-batch loses nothing: its unconfirmed deliveries are delivered again", async () => {
+    await seed(8, [S.g0m0]);
+    const out = join(mkdtempSync(join(tmpdir(), "sk-relay-")), "delivered.txt");
+    const child = spawn("pnpm", ["exec", "tsx", "test/relay-child.ts"], {
+      cwd: new URL("..", import.meta.url).pathname,
+      env: {
+        ...process.env,
+        RELAY_CHILD: JSON.stringify({
+          urls: [inject("shardUrls").a],
+          shards: [["0/0", "0/1"]],
+          out,
+          hangAfter: 3,
+        }),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+      detached: true,
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("hanging") && resolve());
+      child.on("exit", (code) => reject(new Error(`relay child exited early (${code})`)));
+    });
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    process.kill(-child.pid!, "SIGKILL");
+    await exited;
+    const firstRun = readFileSync(out, "utf8").trim().split("\n");
+    expect(firstRun).toHaveLength(3);
+    const seen: string[] = [];
+    const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
+    // The killed relay's claim is released when its connection dies.
+    for (let i = 0; i < 50 && seen.length < 8; i++) {
+      await relay.runOnce();
+      if (seen.length < 8) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(seen).toHaveLength(8);
+    expect(seen).toEqual(expect.arrayContaining(firstRun)); // delivered again: at least once, never lost
+    expect((await relay.lag())[0]!.pending).toBe(0);
+  }, 60_000);
+
+  it("start() keeps polling until stop()", async () => {
+    await seed(3);
+    const seen: string[] = [];
+    const relay = createOutboxRelay({
+      registry,
+      pollIntervalMs: 20,
+      deliver: async (m) => void seen.push(m.id),
+    });
+    relay.start();
+    await seed(3);
+    for (let i = 0; i < 100 && seen.length < 6; i++) await new Promise((r) => setTimeout(r, 20));
+    await relay.stop();
+    expect(seen).toHaveLength(6);
+  });
+});
+
+describe("idempotency", () => {
+  it("a retried command returns the recorded result instead of deciding twice", async () => {
+    const c = customer(S.g1m0);
+    await db.customer.create({ data: c });
+    let runs = 0;
+    const rename = (key: string, name: string) =>
+      db.$transactionOn(c.id, (tx) =>
+        idempotent(tx, key, { customer: c.id, name }, async () => {
+          runs++;
+          const updated = await tx.customer.update({ where: { id: c.id }, data: { name } });
+          return { name: updated.name, at: 7n };
+        }),
+      );
+    expect(await rename("k1", "first")).toEqual({ result: { name: "first", at: 7n }, replayed: false });
+    expect(await rename("k1", "first")).toEqual({ result: { name: "first", at: 7n }, replayed: true });
+    await expect(rename("k1", "other")).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(runs).toBe(1);
+    const concurrent = await Promise.all([
+      rename("k2", "twice"),
+      rename("k2", "twice"),
+      rename("k2", "twice"),
+    ]);
+    expect(runs).toBe(2);
+    expect(concurrent.filter((r) => !r.replayed)).toHaveLength(1);
+  });
+
+  it("a failed command records nothing: the retry runs it", async () => {
+    const c = customer(S.g0m1);
+    await db.customer.create({ data: c });
+    const attempt = (fail: boolean) =>
+      db.$transactionOn(c.id, (tx) =>
+        idempotent(tx, "k", { c: c.id }, async () => {
+          if (fail) throw new Error("declined");
+          return "ok";
+        }),
+      );
+    await expect(attempt(true)).rejects.toThrow("declined");
+    expect((await attempt(false)).replayed).toBe(false);
+  });
+
+  it("consumeOnce says whether a consumer sees an event for the first time", async () => {
+    const eventId = ShardedId.generate("Event", S.g0m2);
+    const once = () => db.$transactionOn(S.g0m2, (tx) => consumeOnce(tx, "credit", eventId));
+    expect(await once()).toBe(true);
+    expect(await once()).toBe(false);
+    expect(await db.$transactionOn(S.g0m2, (tx) => consumeOnce(tx, "audit", eventId))).toBe(true);
+  });
+});

@@ -1,0 +1,62 @@
+import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import { encodeJson } from "./codec.js";
+import { ShardRoutingError } from "./errors.js";
+import { type ShardOrId, toShard } from "./registry.js";
+
+/** An event to write to the outbox, in the same shard transaction as the state it describes. */
+export interface OutboxEventInput {
+  /** e.g. "wallet.debited" */
+  topic: string;
+  /** The entity the event is about: a ShardedUUID. */
+  aggregateId: string;
+  /** Any JSON value; bigints and Dates survive the trip. */
+  payload: unknown;
+}
+
+/** An event as the relay hands it to `deliver`. */
+export interface OutboxMessage<Payload = unknown> {
+  id: string;
+  topic: string;
+  aggregateId: string;
+  payload: Payload;
+  createdAt: Date;
+  /** Deliveries tried before this one. */
+  attempts: number;
+  /** The shard whose transaction wrote it. */
+  shard: ShardIdentifier;
+}
+
+/** The `data` of an OutboxEvent row for `event`, with an ID on `shardOrId`'s shard. */
+export function outboxRecord(shardOrId: ShardOrId, event: OutboxEventInput) {
+  if (!event || typeof event.topic !== "string" || event.topic.length === 0) {
+    throw new ShardRoutingError("INVALID_CONFIG", "outbox event: topic must be a non-empty string");
+  }
+  ShardedUUID.shardOf(event.aggregateId); // aggregateId must be a ShardedUUID
+  return {
+    id: ShardedUUID.generate(toShard(shardOrId)),
+    topic: event.topic,
+    aggregateId: event.aggregateId,
+    payload: encodeJson(event.payload),
+  };
+}
+
+type TxWithOutbox = {
+  outboxEvent: { create(args: { data: ReturnType<typeof outboxRecord> }): PromiseLike<unknown> };
+};
+
+/**
+ * Writes an event in the shard transaction `tx` (from `$transactionOn` or `unit.on`): it commits
+ * or rolls back with the state. Returns the event's ID.
+ */
+export async function emitEvent(tx: unknown, shardOrId: ShardOrId, event: OutboxEventInput): Promise<string> {
+  const data = outboxRecord(shardOrId, event);
+  const outbox = (tx as Partial<TxWithOutbox>).outboxEvent;
+  if (!outbox) {
+    throw new ShardRoutingError(
+      "INVALID_CONFIG",
+      "this client has no OutboxEvent model: add the models of @shardkit/prisma/schema/shardkit.prisma to your schema",
+    );
+  }
+  await outbox.create({ data });
+  return data.id;
+}

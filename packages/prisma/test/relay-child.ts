@@ -1,0 +1,30 @@
+// A relay process for the "killed mid-batch" test: delivers events by appending their IDs to a
+// file, and after DELIVER_THEN_HANG deliveries stops answering (the parent then SIGKILLs it).
+import { appendFileSync } from "node:fs";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { createShardRegistry } from "../src/registry.js";
+import { createOutboxRelay } from "../src/relay.js";
+import { PrismaClient } from "./generated/prisma/client.js";
+
+const { urls, shards, out, hangAfter } = JSON.parse(process.env.RELAY_CHILD!) as {
+  urls: string[];
+  shards: string[][];
+  out: string;
+  hangAfter: number;
+};
+const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
+const registry = createShardRegistry({
+  shards: shards.flatMap((keys, i) => keys.map((shard) => ({ shard, client: clients[i]! }))),
+});
+let delivered = 0;
+const relay = createOutboxRelay({
+  registry,
+  deliver: async (message) => {
+    appendFileSync(out, `${message.id}\n`);
+    if (++delivered === hangAfter) {
+      process.stdout.write("hanging\n");
+      await new Promise(() => {});
+    }
+  },
+});
+await relay.runOnce();
