@@ -85,6 +85,15 @@ describe("cursors", () => {
     expect(keysetWhere(last)).toEqual({ OR: [] });
   });
 
+  it("leave out null branches for required (NOT NULL) fields", () => {
+    const order = normalizeOrderBy([{ createdAt: "desc" }], "id");
+    const at = new Date(0);
+    const pos = positionOf({ createdAt: at, id: "u1" }, order);
+    expect(keysetWhere(pos, { required: ["createdAt", "id"] })).toEqual({
+      OR: [{ createdAt: { lt: at } }, { AND: [{ createdAt: at }, { id: { gt: "u1" } }] }],
+    });
+  });
+
   it("are validated on decode: garbage, other versions, other orders and tampered values throw INVALID_CURSOR", () => {
     const order = normalizeOrderBy([{ at: "desc" }], "id");
     const good = encodeCursor({ at: new Date(0), id: "a" }, order);

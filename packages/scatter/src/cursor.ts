@@ -102,12 +102,17 @@ export type KeysetFilter = { OR: Record<string, unknown>[] };
  * `{ field: { gt | lt: value } }`, `{ field: value }`, `{ field: null }` and
  * `{ field: { not: null } }` terms (the shape Prisma's `where` accepts). Null placement and mixed
  * directions are expanded, so it is exact where a SQL row comparison `(a, b) > ($1, $2)` is not.
+ * List NOT NULL fields in `required` (Prisma refuses `{ id: null }` on a required field).
  */
-export function keysetWhere(position: KeysetPosition): KeysetFilter {
+export function keysetWhere(
+  position: KeysetPosition,
+  options: { required?: readonly string[] } = {},
+): KeysetFilter {
   const branches: Record<string, unknown>[] = [];
   const prefix: Record<string, unknown>[] = [];
   for (const k of position.keys) {
-    const after = afterTerm(k);
+    // A required (NOT NULL) field has no null rows to include, and ORMs reject `{ field: null }` for it.
+    const after = afterTerm(options.required?.includes(k.field) ? { ...k, nulls: "first" } : k);
     if (after !== null) branches.push(prefix.length === 0 ? after : { AND: [...prefix, after] });
     prefix.push({ [k.field]: k.value });
   }
