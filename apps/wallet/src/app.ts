@@ -1,0 +1,129 @@
+import { isShardkitError } from "@shardkit/id";
+import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import { z } from "zod";
+import { WalletError } from "./errors.js";
+import type { Outcome, WalletService } from "./wallet-service.js";
+
+/** Largest amount one call may move, in minor units (10^12 cents = 10 billion). */
+export const MAX_AMOUNT = 10n ** 12n;
+
+const AMOUNT =
+  "must be a positive integer number of minor units (e.g. 1250 for 12.50), as a number or a string";
+const amount = z
+  .union([z.string(), z.number()], { error: AMOUNT })
+  .transform((value, ctx) => {
+    const integer =
+      typeof value === "number" ? Number.isSafeInteger(value) && value >= 0 : /^\d{1,19}$/.test(value);
+    if (!integer) {
+      ctx.addIssue({ code: "custom", message: AMOUNT });
+      return z.NEVER;
+    }
+    return BigInt(value);
+  })
+  .refine((value) => value > 0n, { error: "must be greater than 0" })
+  .refine((value) => value <= MAX_AMOUNT, { error: `must be at most ${MAX_AMOUNT} minor units` });
+
+const id = z.string({ error: "must be an ID" }).min(1, { error: "must be an ID" });
+const schemas = {
+  customer: z.strictObject({
+    name: z.string().trim().min(1).max(200),
+    region: z.string().regex(/^[A-Z]{2}$/, { error: "must be an ISO 3166 country code such as MX or DE" }),
+    tenant: z.string().trim().min(1).max(100),
+  }),
+  wallet: z.strictObject({
+    currency: z.string().regex(/^[A-Z]{3}$/, { error: "must be an ISO 4217 code such as EUR" }),
+  }),
+  money: z.strictObject({ amount }),
+  transfer: z.strictObject({ fromWalletId: id, toWalletId: id, amount }),
+  list: z.strictObject({
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+    cursor: z.string().optional(),
+  }),
+};
+
+function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
+  const result = schema.safeParse(value ?? {});
+  if (!result.success) {
+    const issues = result.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`);
+    throw new WalletError("VALIDATION", issues.join("; "), issues);
+  }
+  return result.data;
+}
+
+function idempotencyKey(request: FastifyRequest): string {
+  const key = request.headers["idempotency-key"];
+  if (typeof key !== "string" || !/^[\w.:-]{8,128}$/.test(key)) {
+    throw new WalletError(
+      "IDEMPOTENCY_KEY_REQUIRED",
+      "every change needs an Idempotency-Key header (8 to 128 letters, digits, '.', ':', '_' or '-')",
+    );
+  }
+  return key;
+}
+
+function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
+  if (outcome.replayed) reply.header("idempotent-replayed", "true");
+  return reply.code(status).send(outcome.result);
+}
+
+/** The HTTP API of the wallet service. Money travels as strings of minor units. */
+export function buildApp(service: WalletService, options: { logger?: boolean } = {}) {
+  const app = Fastify({ logger: options.logger ?? false });
+  app.setReplySerializer((payload) =>
+    JSON.stringify(payload, (_k, v) => (typeof v === "bigint" ? v.toString() : v)),
+  );
+
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof WalletError) {
+      return reply.code(error.status).send({ error: error.code, message: error.message });
+    }
+    if (isShardkitError(error, "INVALID_SHARDED_ID")) {
+      return reply.code(400).send({ error: "VALIDATION", message: error.message });
+    }
+    const fastifyStatus = (error as { statusCode?: number }).statusCode;
+    if (typeof fastifyStatus === "number" && fastifyStatus >= 400 && fastifyStatus < 500) {
+      return reply.code(fastifyStatus).send({ error: "VALIDATION", message: (error as Error).message });
+    }
+    request.log.error(error);
+    return reply.code(500).send({ error: "INTERNAL", message: "internal error" });
+  });
+
+  app.post("/customers", async (req, reply) => {
+    const body = parse(schemas.customer, req.body);
+    return send(reply, 201, await service.createCustomer(body, idempotencyKey(req)));
+  });
+  app.post<{ Params: { customerId: string } }>("/customers/:customerId/wallets", async (req, reply) => {
+    const { currency } = parse(schemas.wallet, req.body);
+    return send(reply, 201, await service.openWallet(req.params.customerId, currency, idempotencyKey(req)));
+  });
+  app.post<{ Params: { walletId: string } }>("/wallets/:walletId/deposits", async (req, reply) => {
+    const { amount } = parse(schemas.money, req.body);
+    return send(reply, 200, await service.deposit(req.params.walletId, amount, idempotencyKey(req)));
+  });
+  app.post<{ Params: { walletId: string } }>("/wallets/:walletId/withdrawals", async (req, reply) => {
+    const { amount } = parse(schemas.money, req.body);
+    return send(reply, 200, await service.withdraw(req.params.walletId, amount, idempotencyKey(req)));
+  });
+  app.post("/transfers", async (req, reply) => {
+    const body = parse(schemas.transfer, req.body);
+    const outcome = await service.transfer(
+      body.fromWalletId,
+      body.toWalletId,
+      body.amount,
+      idempotencyKey(req),
+    );
+    // 201: done (same shard); 202: accepted, the saga finishes it (GET /transfers/:id).
+    return send(reply, outcome.result.status === "pending" ? 202 : 201, outcome);
+  });
+  app.get<{ Params: { transferId: string } }>("/transfers/:transferId", (req) =>
+    service.getTransfer(req.params.transferId),
+  );
+  app.get<{ Params: { walletId: string } }>("/wallets/:walletId", (req) =>
+    service.getWallet(req.params.walletId),
+  );
+  app.get("/admin/wallets", (req) => {
+    const query = parse(schemas.list, req.query);
+    return service.listWallets(query.limit, query.cursor);
+  });
+  return app;
+}

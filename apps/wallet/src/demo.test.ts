@@ -1,0 +1,20 @@
+import { execFileSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+
+describe("pnpm demo", () => {
+  it("runs on embedded PGlite shards with no configuration, and money is conserved", () => {
+    const output = execFileSync("pnpm", ["exec", "tsx", "src/demo.ts"], {
+      cwd: new URL("..", import.meta.url).pathname,
+      encoding: "utf8",
+      env: { ...process.env, SHARDKIT_SHARDS: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    expect(output).toContain("embedded PGlite, one database per shard");
+    expect(output).toMatch(/Ana -> Ana savings, 25.00 \(same shard: one transaction\): HTTP 201 completed/);
+    expect(output).toMatch(/Ana -> Carla EUR: completed/);
+    expect(output).toMatch(/Bruno -> Diego MXN: refunded \(destination holds MXN, not EUR\)/);
+    expect(output).toContain("HTTP 409 INSUFFICIENT_FUNDS");
+    expect(output).toMatch(/total EUR: 200.00 = deposits 200.00 - withdrawals 0.00: conserved/);
+    expect(output).toMatch(/total MXN: 200.00 = deposits 200.00 - withdrawals 0.00: conserved/);
+  }, 120_000);
+});

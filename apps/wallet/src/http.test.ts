@@ -1,0 +1,212 @@
+import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
+import { walletWorld } from "./test/world.js";
+
+let world: Awaited<ReturnType<typeof walletWorld>>;
+beforeAll(async () => {
+  world = await walletWorld();
+});
+afterAll(() => world.close());
+
+const countRows = async () => {
+  let n = 0;
+  for (const table of ["customer", "wallet", "entry", "transfer", "outboxEvent"] as const)
+    n += (await world.all(table)).length;
+  return n;
+};
+
+describe("customers and wallets", () => {
+  it("places a customer by region and tenant, and colocates its wallets", async () => {
+    const mx = await world.http("POST", "/customers", { name: "Carla", region: "MX", tenant: "acme" });
+    expect(mx.status).toBe(201);
+    expect(ShardedUUID.shardOf(mx.body.id).group).toBe(1);
+    const eu = await world.http("POST", "/customers", { name: "Ana", region: "DE", tenant: "acme" });
+    expect(ShardedUUID.shardOf(eu.body.id).group).toBe(0);
+    const wallet = await world.http("POST", `/customers/${mx.body.id}/wallets`, { currency: "MXN" });
+    expect(wallet.status).toBe(201);
+    expect(ShardedUUID.shardOf(wallet.body.id)).toBe(ShardedUUID.shardOf(mx.body.id));
+    expect(wallet.body.balance).toBe("0");
+  });
+
+  it("refuses a region no rule serves, with nothing written", async () => {
+    const before = await countRows();
+    const res = await world.http("POST", "/customers", { name: "X", region: "US", tenant: "t" });
+    expect(res.status).toBe(422);
+    expect(res.body.error).toBe("REGION_NOT_SERVED");
+    expect(await countRows()).toBe(before);
+  });
+});
+
+describe("money moves", () => {
+  it("deposit and withdraw change the balance and write the ledger; overdrafts are refused", async () => {
+    const { walletId } = await world.customerWithWallet("DE", "t1", "EUR", "1000");
+    const out = await world.http("POST", `/wallets/${walletId}/withdrawals`, { amount: 300 });
+    expect(out.status).toBe(200);
+    expect(out.body.balance).toBe("700");
+    const over = await world.http("POST", `/wallets/${walletId}/withdrawals`, { amount: "701" });
+    expect(over.status).toBe(409);
+    expect(over.body.error).toBe("INSUFFICIENT_FUNDS");
+    const view = await world.http("GET", `/wallets/${walletId}`);
+    expect(view.body.wallet.balance).toBe("700");
+    expect(view.body.entries.map((e: Entry) => [e.kind, String(e.amount), String(e.balanceAfter)])).toEqual([
+      ["deposit", "1000", "1000"],
+      ["withdrawal", "-300", "700"],
+    ]);
+  });
+
+  it("a same-shard transfer completes in one transaction", async () => {
+    const a = await world.customerWithWallet("FR", "t2", "EUR", "500");
+    const second = (await world.http("POST", `/customers/${a.customerId}/wallets`, { currency: "EUR" }))
+      .body as Wallet;
+    const res = await world.http("POST", "/transfers", {
+      fromWalletId: a.walletId,
+      toWalletId: second.id,
+      amount: "200",
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.status).toBe("completed");
+    expect((await world.http("GET", `/wallets/${second.id}`)).body.wallet.balance).toBe("200");
+    expect(
+      (await world.all("outboxEvent")).filter(
+        (e) => (e as { aggregateId: string }).aggregateId === res.body.id,
+      ),
+    ).toEqual([]);
+  });
+
+  it("a cross-shard transfer is a saga: pending, then completed once the relay runs", async () => {
+    const eu = await world.customerWithWallet("ES", "t3", "EUR", "1000");
+    const mx = await world.customerWithWallet("MX", "t3", "EUR");
+    const res = await world.http("POST", "/transfers", {
+      fromWalletId: eu.walletId,
+      toWalletId: mx.walletId,
+      amount: "400",
+    });
+    expect(res.status).toBe(202);
+    expect(res.body.status).toBe("pending");
+    expect((await world.http("GET", `/wallets/${eu.walletId}`)).body.wallet.balance).toBe("600");
+    await world.drain();
+    expect((await world.http("GET", `/transfers/${res.body.id}`)).body.status).toBe("completed");
+    expect((await world.http("GET", `/wallets/${mx.walletId}`)).body.wallet.balance).toBe("400");
+  });
+
+  it("a transfer the destination refuses is refunded, and the state says why", async () => {
+    const eu = await world.customerWithWallet("IT", "t4", "EUR", "1000");
+    const mx = await world.customerWithWallet("MX", "t4", "MXN");
+    const res = await world.http("POST", "/transfers", {
+      fromWalletId: eu.walletId,
+      toWalletId: mx.walletId,
+      amount: "250",
+    });
+    expect(res.status).toBe(202);
+    await world.drain();
+    const transfer = (await world.http("GET", `/transfers/${res.body.id}`)).body as Transfer;
+    expect(transfer.status).toBe("refunded");
+    expect(transfer.reason).toMatch(/holds MXN, not EUR/);
+    const source = (await world.http("GET", `/wallets/${eu.walletId}`)).body;
+    expect(source.wallet.balance).toBe("1000");
+    expect(source.entries.map((e: Entry) => e.kind)).toEqual(["deposit", "transfer_out", "refund"]);
+    expect((await world.http("GET", `/wallets/${mx.walletId}`)).body.wallet.balance).toBe("0");
+  });
+});
+
+describe("bad input gets a clear 4xx and writes nothing", () => {
+  it.each([
+    ["negative amount", { amount: -5 }, /amount: must be a positive integer/],
+    ["zero", { amount: "0" }, /amount: must be greater than 0/],
+    ["fractional", { amount: 1.5 }, /amount: must be a positive integer/],
+    ["huge", { amount: "99999999999999999" }, /amount: must be at most 1000000000000/],
+    ["not a number", { amount: "12.50" }, /amount: must be a positive integer/],
+    ["extra field", { amount: "5", note: "x" }, /Unrecognized key/],
+  ])("%s", async (_label, body, message) => {
+    const { walletId } = await world.customerWithWallet("PT", "bad", "EUR", "100");
+    const before = await countRows();
+    const res = await world.http("POST", `/wallets/${walletId}/deposits`, body);
+    expect(res.status).toBe(400);
+    expect(res.body.message).toMatch(message);
+    expect(await countRows()).toBe(before);
+  });
+
+  it("malformed and unknown IDs", async () => {
+    const malformed = await world.http("POST", "/wallets/not-an-id/deposits", { amount: "5" });
+    expect([malformed.status, malformed.body.error]).toEqual([400, "VALIDATION"]);
+    const v4 = await world.http("GET", "/wallets/0f8fad5b-d9cb-469f-a165-70867728950e");
+    expect(v4.status).toBe(400);
+    const unknownShard = await world.http(
+      "GET",
+      `/wallets/${ShardedId.generate("Wallet", ShardIdentifier.of(9, 9))}`,
+    );
+    expect([unknownShard.status, unknownShard.body.error]).toEqual([404, "NOT_FOUND"]);
+    const missing = await world.http(
+      "GET",
+      `/wallets/${ShardedId.generate("Wallet", ShardIdentifier.of(0, 1))}`,
+    );
+    expect(missing.status).toBe(404);
+    const unknownTarget = await world.customerWithWallet("DE", "u", "EUR", "10");
+    const before = await countRows();
+    const res = await world.http("POST", "/transfers", {
+      fromWalletId: unknownTarget.walletId,
+      toWalletId: ShardedId.generate("Wallet", ShardIdentifier.of(7, 0)),
+      amount: "5",
+    });
+    expect(res.status).toBe(404);
+    expect(await countRows()).toBe(before);
+  });
+
+  it("mutations need an Idempotency-Key; a retry replays the result; another body with the key is a conflict", async () => {
+    const { walletId } = await world.customerWithWallet("NL", "idem", "EUR");
+    const none = await world.http("POST", `/wallets/${walletId}/deposits`, { amount: "5" }, null);
+    expect([none.status, none.body.error]).toEqual([400, "IDEMPOTENCY_KEY_REQUIRED"]);
+    const first = await world.http("POST", `/wallets/${walletId}/deposits`, { amount: "5" }, "deposit-key-1");
+    const retry = await world.http("POST", `/wallets/${walletId}/deposits`, { amount: "5" }, "deposit-key-1");
+    expect(retry.status).toBe(200);
+    expect(retry.body).toEqual(first.body);
+    expect(retry.headers["idempotent-replayed"]).toBe("true");
+    const before = await countRows();
+    const conflict = await world.http(
+      "POST",
+      `/wallets/${walletId}/deposits`,
+      { amount: "6" },
+      "deposit-key-1",
+    );
+    expect([conflict.status, conflict.body.error]).toEqual([409, "IDEMPOTENCY_CONFLICT"]);
+    expect(await countRows()).toBe(before);
+    expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("5");
+  });
+});
+
+describe("admin list across shards", () => {
+  it("pages every wallet newest first, exactly, across all databases", async () => {
+    for (const [i, region] of ["DE", "MX", "ES", "MX", "FR", "MX", "IT"].entries()) {
+      await world.customerWithWallet(region, `list-${i}`, region === "MX" ? "MXN" : "EUR");
+    }
+    const everything = (await world.all<Wallet>("wallet")).sort(
+      (a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? -1 : 1),
+    );
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res = await world.http("GET", `/admin/wallets?limit=3${cursor ? `&cursor=${cursor}` : ""}`);
+      expect(res.status).toBe(200);
+      seen.push(...res.body.wallets.map((w: Wallet) => w.id));
+      cursor = res.body.nextCursor;
+    } while (cursor);
+    expect(seen).toEqual(everything.map((w) => w.id));
+    const bad = await world.http("GET", "/admin/wallets?cursor=garbage");
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe("a real listening port", () => {
+  it("serves the same API over HTTP", async () => {
+    const base = await world.app.listen({ port: 0, host: "127.0.0.1" });
+    const response = await fetch(`${base}/customers`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "idempotency-key": "port-test-1" },
+      body: JSON.stringify({ name: "Net", region: "IE", tenant: "net" }),
+    });
+    expect(response.status).toBe(201);
+    const body = (await response.json()) as { id: string };
+    expect(ShardedUUID.shardOf(body.id).group).toBe(0);
+  });
+});

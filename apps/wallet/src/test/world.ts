@@ -1,0 +1,71 @@
+import { randomUUID } from "node:crypto";
+import { createOutboxRelay } from "@shardkit/prisma";
+import { inject } from "vitest";
+import { buildApp } from "../app.js";
+import { openShards } from "../shards.js";
+import { WalletService } from "../wallet-service.js";
+
+/** The wallet service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
+export async function walletWorld() {
+  const shards = await openShards({ shardsJson: inject("shardsJson"), log: () => {} });
+  for (const physical of shards.registry.physical) {
+    await physical.client.$executeRawUnsafe(
+      'TRUNCATE "Entry", "Transfer", "Wallet", "Customer", "OutboxEvent", "ProcessedEvent", "IdempotencyKey"',
+    );
+  }
+  const service = new WalletService(shards);
+  const app = buildApp(service);
+  const relay = createOutboxRelay({ registry: shards.registry, deliver: (m) => service.handle(m) });
+  async function http(
+    method: "GET" | "POST",
+    url: string,
+    body?: unknown,
+    key: string | null = randomUUID(),
+  ) {
+    const response = await app.inject({
+      method,
+      url,
+      headers: key ? { "idempotency-key": key } : {},
+      ...(body === undefined ? {} : { payload: body as object }),
+    });
+    return { status: response.statusCode, body: response.json(), headers: response.headers };
+  }
+  /** Runs the relay until no database has anything left to deliver. */
+  async function drain(rounds = 20) {
+    for (let i = 0; i < rounds; i++) {
+      const report = await relay.runOnce();
+      if (report.missing.length === 0 && report.databases.every((d) => d.claimed === 0)) return;
+    }
+    throw new Error("relay did not drain");
+  }
+  async function customerWithWallet(region: string, tenant: string, currency: string, deposit?: string) {
+    const customer = (await http("POST", "/customers", { name: `${region}-${tenant}`, region, tenant })).body;
+    const wallet = (await http("POST", `/customers/${customer.id}/wallets`, { currency })).body;
+    if (deposit) await http("POST", `/wallets/${wallet.id}/deposits`, { amount: deposit });
+    return { customerId: customer.id as string, walletId: wallet.id as string };
+  }
+  /** Every row of a table on every database. */
+  async function all<T>(
+    table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent",
+  ) {
+    const rows: T[] = [];
+    for (const physical of shards.registry.physical) {
+      rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
+    }
+    return rows;
+  }
+  return {
+    shards,
+    service,
+    app,
+    relay,
+    http,
+    drain,
+    customerWithWallet,
+    all,
+    async close() {
+      await app.close();
+      await shards.close();
+    },
+  };
+}

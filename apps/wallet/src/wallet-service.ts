@@ -1,0 +1,346 @@
+import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import {
+  consumeOnce,
+  emitEvent,
+  IdempotencyConflictError,
+  idempotent,
+  type OutboxMessage,
+} from "@shardkit/prisma";
+import { keysetWhere, mergePage, planPage, scatter } from "@shardkit/scatter";
+import { WalletError } from "./errors.js";
+import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
+import { type CustomerPlacement, createPlacement } from "./placement.js";
+import type { Shards } from "./shards.js";
+
+export const TOPICS = {
+  debited: "transfer.debited",
+  credited: "transfer.credited",
+  refused: "transfer.credit_refused",
+} as const;
+
+type TransferDebited = {
+  transferId: string;
+  fromWalletId: string;
+  toWalletId: string;
+  amount: bigint;
+  currency: string;
+};
+type TransferCredited = { transferId: string };
+type TransferRefused = { transferId: string; reason: string };
+
+/** What each mutating call returns: the result, and whether it is a recorded one (a retry). */
+export interface Outcome<T> {
+  result: T;
+  replayed: boolean;
+}
+
+/**
+ * The wallet service. Money never leaves a shard without a record on it: a transfer between two
+ * shards debits the source and writes a `transfer.debited` event in one source-shard transaction;
+ * the relay delivers it; the destination credits (or refuses) in one destination-shard
+ * transaction with its own event; the source then completes or refunds the transfer.
+ */
+export class WalletService {
+  private readonly placement;
+
+  constructor(private readonly shards: Shards) {
+    this.placement = createPlacement(shards.registry.shards);
+  }
+
+  private get db() {
+    return this.shards.db;
+  }
+
+  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
+  shardOf(id: string, what: string): ShardIdentifier {
+    try {
+      return this.shards.registry.resolve(ShardedUUID.shardOf(id));
+    } catch (error) {
+      if (isShardkitError(error, "INVALID_SHARDED_ID"))
+        throw new WalletError("VALIDATION", `${what}: not a valid ID`);
+      if (isShardkitError(error, "UNKNOWN_SHARD"))
+        throw new WalletError("NOT_FOUND", `${what} ${id} not found`);
+      throw error;
+    }
+  }
+
+  private idempotently<R>(
+    tx: unknown,
+    key: string,
+    request: unknown,
+    run: () => Promise<R>,
+  ): Promise<Outcome<R>> {
+    return idempotent(tx, key, request, run).catch((error: unknown) => {
+      if (error instanceof IdempotencyConflictError) {
+        throw new WalletError(
+          "IDEMPOTENCY_CONFLICT",
+          "this Idempotency-Key was used with a different request",
+        );
+      }
+      throw error;
+    });
+  }
+
+  createCustomer(input: CustomerPlacement & { name: string }, key: string): Promise<Outcome<Customer>> {
+    let shard: ShardIdentifier;
+    try {
+      shard = this.placement.select(input);
+    } catch (error) {
+      if (isShardkitError(error, "NO_GROUP_MATCH")) {
+        throw new WalletError("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);
+      }
+      throw error;
+    }
+    return this.db.$transactionOn(shard, (tx) =>
+      this.idempotently(tx, `customer:${key}`, input, () =>
+        tx.customer.create({
+          data: {
+            id: ShardedId.generate("Customer", shard),
+            name: input.name,
+            region: input.region,
+            tenant: input.tenant,
+          },
+        }),
+      ),
+    );
+  }
+
+  openWallet(customerId: string, currency: string, key: string): Promise<Outcome<Wallet>> {
+    const shard = this.shardOf(customerId, "customer");
+    return this.db.$transactionOn(shard, (tx) =>
+      this.idempotently(tx, `wallet:${key}`, { customerId, currency }, async () => {
+        const customer = await tx.customer.findUnique({ where: { id: customerId } });
+        if (!customer) throw new WalletError("NOT_FOUND", `customer ${customerId} not found`);
+        return tx.wallet.create({
+          data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, currency },
+        });
+      }),
+    );
+  }
+
+  deposit(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
+    this.shardOf(walletId, "wallet");
+    return this.db.$transactionOn(walletId, (tx) =>
+      this.idempotently(tx, `deposit:${key}`, { walletId, amount }, () =>
+        this.move(tx, walletId, amount, "deposit"),
+      ),
+    );
+  }
+
+  withdraw(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
+    this.shardOf(walletId, "wallet");
+    return this.db.$transactionOn(walletId, (tx) =>
+      this.idempotently(tx, `withdraw:${key}`, { walletId, amount }, () =>
+        this.move(tx, walletId, -amount, "withdrawal"),
+      ),
+    );
+  }
+
+  /**
+   * Changes a balance and writes its ledger entry, in the caller's shard transaction. A debit
+   * only applies when the balance covers it (checked by the UPDATE itself, so concurrent debits
+   * cannot overdraw).
+   */
+  private async move(
+    tx: Tx,
+    walletId: string,
+    delta: bigint,
+    kind: string,
+    transferId?: string,
+  ): Promise<Wallet> {
+    const where = delta < 0n ? { id: walletId, balance: { gte: -delta } } : { id: walletId };
+    const { count } = await tx.wallet.updateMany({ where, data: { balance: { increment: delta } } });
+    if (count === 0) {
+      const exists = await tx.wallet.findUnique({ where: { id: walletId } });
+      if (!exists) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
+      throw new WalletError(
+        "INSUFFICIENT_FUNDS",
+        `wallet ${walletId} has ${exists.balance}, needs ${-delta}`,
+      );
+    }
+    const wallet = await tx.wallet.findUniqueOrThrow({ where: { id: walletId } });
+    await tx.entry.create({
+      data: {
+        id: ShardedId.colocatedWith("Entry", walletId),
+        walletId,
+        kind,
+        amount: delta,
+        balanceAfter: wallet.balance,
+        transferId: transferId ?? null,
+      },
+    });
+    return wallet;
+  }
+
+  /**
+   * Same shard: one transaction, completed at once. Across shards: debit and a pending transfer
+   * on the source shard with a `transfer.debited` event; the saga finishes it.
+   */
+  transfer(
+    fromWalletId: string,
+    toWalletId: string,
+    amount: bigint,
+    key: string,
+  ): Promise<Outcome<Transfer>> {
+    const from = this.shardOf(fromWalletId, "source wallet");
+    const to = this.shardOf(toWalletId, "destination wallet");
+    if (fromWalletId === toWalletId)
+      throw new WalletError("VALIDATION", "a transfer needs two different wallets");
+    return this.db.$transactionOn(from, (tx) =>
+      this.idempotently(tx, `transfer:${key}`, { fromWalletId, toWalletId, amount }, async () => {
+        const transferId = ShardedId.colocatedWith("Transfer", fromWalletId);
+        const source = await tx.wallet.findUnique({ where: { id: fromWalletId } });
+        if (!source) throw new WalletError("NOT_FOUND", `wallet ${fromWalletId} not found`);
+        if (from === to) {
+          const target = await tx.wallet.findUnique({ where: { id: toWalletId } });
+          if (!target) throw new WalletError("NOT_FOUND", `wallet ${toWalletId} not found`);
+          if (target.currency !== source.currency) {
+            throw new WalletError(
+              "CURRENCY_MISMATCH",
+              `cannot move ${source.currency} into a ${target.currency} wallet`,
+            );
+          }
+          const transfer = await tx.transfer.create({
+            data: { id: transferId, fromWalletId, toWalletId, amount, status: "completed" },
+          });
+          await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
+          await this.move(tx, toWalletId, amount, "transfer_in", transferId);
+          return transfer;
+        }
+        const transfer = await tx.transfer.create({
+          data: { id: transferId, fromWalletId, toWalletId, amount, status: "pending" },
+        });
+        await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
+        const payload: TransferDebited = {
+          transferId,
+          fromWalletId,
+          toWalletId,
+          amount,
+          currency: source.currency,
+        };
+        await emitEvent(tx, from, { topic: TOPICS.debited, aggregateId: transferId, payload });
+        return transfer;
+      }),
+    );
+  }
+
+  /**
+   * The saga, driven by the relay. Each step is one transaction on one shard, guarded by
+   * `consumeOnce`, so a redelivered event changes nothing twice.
+   */
+  async handle(message: OutboxMessage): Promise<void> {
+    switch (message.topic) {
+      case TOPICS.debited: {
+        const p = message.payload as TransferDebited;
+        await this.db.$transactionOn(p.toWalletId, async (tx) => {
+          if (!(await consumeOnce(tx, "wallet.credit", message.id))) return;
+          const target = await tx.wallet.findUnique({ where: { id: p.toWalletId } });
+          const reason = !target
+            ? `wallet ${p.toWalletId} not found`
+            : target.currency !== p.currency
+              ? `wallet ${p.toWalletId} holds ${target.currency}, not ${p.currency}`
+              : undefined;
+          if (reason) {
+            const refused: TransferRefused = { transferId: p.transferId, reason };
+            await emitEvent(tx, p.toWalletId, {
+              topic: TOPICS.refused,
+              aggregateId: p.transferId,
+              payload: refused,
+            });
+            return;
+          }
+          await this.move(tx, p.toWalletId, p.amount, "transfer_in", p.transferId);
+          const credited: TransferCredited = { transferId: p.transferId };
+          await emitEvent(tx, p.toWalletId, {
+            topic: TOPICS.credited,
+            aggregateId: p.transferId,
+            payload: credited,
+          });
+        });
+        return;
+      }
+      case TOPICS.credited: {
+        const p = message.payload as TransferCredited;
+        await this.db.$transactionOn(p.transferId, async (tx) => {
+          if (!(await consumeOnce(tx, "wallet.complete", message.id))) return;
+          await tx.transfer.update({ where: { id: p.transferId }, data: { status: "completed" } });
+        });
+        return;
+      }
+      case TOPICS.refused: {
+        const p = message.payload as TransferRefused;
+        await this.db.$transactionOn(p.transferId, async (tx) => {
+          if (!(await consumeOnce(tx, "wallet.refund", message.id))) return;
+          const transfer = await tx.transfer.findUniqueOrThrow({ where: { id: p.transferId } });
+          await this.move(tx, transfer.fromWalletId, transfer.amount, "refund", transfer.id);
+          await tx.transfer.update({
+            where: { id: transfer.id },
+            data: { status: "refunded", reason: p.reason },
+          });
+        });
+        return;
+      }
+      default:
+        throw new Error(`wallet service: no handler for topic ${message.topic}`);
+    }
+  }
+
+  async getWallet(walletId: string): Promise<{ wallet: Wallet; entries: Entry[] }> {
+    this.shardOf(walletId, "wallet");
+    const wallet = await this.db.wallet.findUnique({ where: { id: walletId } });
+    if (!wallet) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
+    const entries = await this.db.entry.findMany({
+      where: { walletId },
+      orderBy: [{ createdAt: "asc" }, { id: "asc" }],
+    });
+    return { wallet, entries };
+  }
+
+  async getTransfer(transferId: string): Promise<Transfer> {
+    this.shardOf(transferId, "transfer");
+    const transfer = await this.db.transfer.findUnique({ where: { id: transferId } });
+    if (!transfer) throw new WalletError("NOT_FOUND", `transfer ${transferId} not found`);
+    return transfer;
+  }
+
+  /**
+   * Every wallet, newest first, across all shards: one query per database in parallel, merged in
+   * order; `cursor` continues exactly where the previous page ended. A database that does not
+   * answer makes the call fail naming its shards, never a silently short page.
+   */
+  async listWallets(
+    limit: number,
+    cursor?: string | null,
+  ): Promise<{ wallets: Wallet[]; nextCursor: string | null }> {
+    let plan: ReturnType<typeof planPage>;
+    try {
+      plan = planPage({ orderBy: [{ createdAt: "desc" }], tiebreaker: "id", limit, cursor: cursor ?? null });
+    } catch (error) {
+      if (isShardkitError(error, "INVALID_CURSOR"))
+        throw new WalletError("VALIDATION", "cursor: not a cursor of this list");
+      throw error;
+    }
+    const where = plan.after ? keysetWhere(plan.after, { required: ["createdAt", "id"] }) : {};
+    const orderBy = plan.orderBy.map((key) => ({ [key.field]: key.direction }));
+    const result = await scatter(
+      this.shards.registry.physical,
+      (physical) => physical.client.wallet.findMany({ where, orderBy, take: plan.take }),
+      { key: (physical) => physical.shards.map((s) => s.key).join(",") },
+    );
+    const page = mergePage(plan, result.values);
+    return { wallets: page.rows, nextCursor: page.nextCursor };
+  }
+
+  /** Where each customer and wallet lives, and the balances: for the demo and operators. */
+  async census(): Promise<{ shard: string; customers: Customer[]; wallets: Wallet[] }[]> {
+    const out = [];
+    for (const physical of this.shards.registry.physical) {
+      const customers = await physical.client.customer.findMany({ orderBy: { name: "asc" } });
+      const wallets = await physical.client.wallet.findMany({ orderBy: { createdAt: "asc" } });
+      out.push({ shard: physical.shards.map((s) => s.key).join(","), customers, wallets });
+    }
+    return out;
+  }
+}
+
+type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
