@@ -27,7 +27,10 @@ function version() {
 async function ready(port, timeoutMs = 30_000) {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const client = new pg.Client({ connectionString: pgUrl(port, "postgres"), connectionTimeoutMillis: 1000 });
+    const client = new pg.Client({
+      connectionString: pgUrl(port, "postgres"),
+      connectionTimeoutMillis: 1000,
+    });
     try {
       await client.connect();
       await client.end();
@@ -94,7 +97,10 @@ export async function ensureCluster(name = "main", port = MAIN_PORT) {
         "--auth-local=trust",
       ]);
       // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address).
-      writeFileSync(`/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`, "listen_addresses = '127.0.0.1'\n");
+      writeFileSync(
+        `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`,
+        "listen_addresses = '127.0.0.1'\n",
+      );
     }
     if (current !== "online" || !(await ready(port, 1000))) await start(name, port);
   });

@@ -1,0 +1,354 @@
+import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Order, OrderItem } from "./generated/prisma/client.js";
+import { ordersWorld } from "./test/world.js";
+
+let world: Awaited<ReturnType<typeof ordersWorld>>;
+beforeAll(async () => {
+  world = await ordersWorld();
+});
+afterAll(() => world.close());
+
+describe("customers and orders", () => {
+  it("places a customer by region and tenant, and colocates its orders and items", async () => {
+    const mx = await world.http("POST", "/customers", {
+      name: "Carla",
+      region: "MX",
+      tenant: "acme",
+      currency: "MXN",
+      creditLimit: "500000",
+    });
+    expect(mx.status).toBe(201);
+    expect(mx.body.creditLimit).toBe("500000");
+    const shard = ShardedUUID.shardOf(mx.body.id);
+    expect(shard.group).toBe(1);
+    const placed = await world.http("POST", `/customers/${mx.body.id}/orders`, {
+      currency: "MXN",
+      items: [
+        { sku: "LP-14", qty: 1, unitPrice: "149900" },
+        { sku: "CB-03", qty: 3, unitPrice: 1800 },
+      ],
+    });
+    expect(placed.status).toBe(201);
+    expect(placed.body).toMatchObject({ status: "placed", total: "155300", currency: "MXN" });
+    expect(ShardedUUID.shardOf(placed.body.id)).toBe(shard);
+    expect(placed.body.items.map((i: OrderItem) => [i.sku, i.qty, i.unitPrice])).toEqual([
+      ["LP-14", 1, "149900"],
+      ["CB-03", 3, "1800"],
+    ]);
+    for (const item of placed.body.items) expect(ShardedUUID.shardOf(item.id)).toBe(shard);
+    expect(new Date(placed.body.createdAt).getTime()).toBe(ShardedUUID.timestampOf(placed.body.id));
+    expect(placed.body.placedDay.slice(0, 10)).toBe(placed.body.createdAt.slice(0, 10));
+
+    const got = await world.http("GET", `/orders/${placed.body.id}`);
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual(placed.body);
+    // The order, its items and its order.placed event are on the customer's shard, in its database.
+    const own = world.shards.registry.clientFor(shard);
+    expect(await own.orderItem.count({ where: { orderId: placed.body.id } })).toBe(2);
+    const [event] = await own.outboxEvent.findMany({ where: { aggregateId: placed.body.id } });
+    expect(event?.topic).toBe("order.placed");
+    expect(ShardedUUID.shardOf(event!.id)).toBe(shard);
+  });
+
+  it("refuses a region no rule serves, with nothing written", async () => {
+    const before = await world.countRows();
+    const res = await world.http("POST", "/customers", {
+      name: "X",
+      region: "US",
+      tenant: "t",
+      currency: "USD",
+      creditLimit: "100",
+    });
+    expect([res.status, res.body.error]).toEqual([422, "REGION_NOT_SERVED"]);
+    expect(await world.countRows()).toBe(before);
+  });
+
+  it("cancels a placed order once, with an order.cancelled event; the freed credit can be used again", async () => {
+    const c = await world.customer("DE", "cancel", "1000");
+    const first = await world.order(c, "800");
+    expect(first.status).toBe(201);
+    const refused = await world.order(c, "300");
+    expect([refused.status, refused.body.error]).toEqual([409, "CREDIT_LIMIT_EXCEEDED"]);
+    expect(refused.body.message).toMatch(/has 800 of 1000 in open orders; this order needs 300/);
+    const cancel = await world.http("POST", `/orders/${first.body.id}/cancel`);
+    expect(cancel.status).toBe(200);
+    expect(cancel.body.status).toBe("cancelled");
+    expect(cancel.body.cancelledAt).toEqual(expect.any(String));
+    const again = await world.http("POST", `/orders/${first.body.id}/cancel`);
+    expect([again.status, again.body.error]).toEqual([409, "ORDER_NOT_OPEN"]);
+    expect((await world.order(c, "300")).status).toBe(201);
+    const events = (await world.all<{ aggregateId: string; topic: string }>("outboxEvent"))
+      .filter((e) => e.aggregateId === first.body.id)
+      .map((e) => e.topic)
+      .sort();
+    expect(events).toEqual(["order.cancelled", "order.placed"]);
+  });
+
+  it("lists a customer's orders newest first, page by page, on its shard alone", async () => {
+    const c = await world.customer("FR", "pages");
+    const other = await world.customer("FR", "pages"); // same tenant: same shard, other customer
+    const placed: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      placed.push((await world.order(c, 100 + i)).body.id);
+      await world.order(other, 5);
+    }
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const res = await world.http(
+        "GET",
+        `/customers/${c.id}/orders?limit=3${cursor ? `&cursor=${cursor}` : ""}`,
+      );
+      expect(res.status).toBe(200);
+      expect(res.body.orders.length).toBeLessThanOrEqual(3);
+      seen.push(...res.body.orders.map((o: Order) => o.id));
+      cursor = res.body.nextCursor;
+      pages++;
+    } while (cursor);
+    expect(seen).toEqual([...placed].reverse());
+    expect(pages).toBe(3);
+    const empty = await world.customer("IT", "none");
+    expect((await world.http("GET", `/customers/${empty.id}/orders`)).body).toEqual({
+      orders: [],
+      nextCursor: null,
+    });
+    const missing = await world.http(
+      "GET",
+      `/customers/${ShardedId.generate("Customer", ShardIdentifier.of(0, 0))}/orders`,
+    );
+    expect([missing.status, missing.body.error]).toEqual([404, "NOT_FOUND"]);
+    const bad = await world.http("GET", `/customers/${c.id}/orders?cursor=garbage`);
+    expect([bad.status, bad.body.message]).toEqual([400, "cursor: not a cursor of this list"]);
+  });
+});
+
+describe("idempotency keys", () => {
+  it("placing: a retry replays the recorded order; the key with another body is a conflict", async () => {
+    const c = await world.customer("NL", "idem");
+    const none = await world.order(c, "5", 1, "");
+    expect([none.status, none.body.error]).toEqual([400, "IDEMPOTENCY_KEY_REQUIRED"]);
+    const first = await world.order(c, "500", 2, "place-key-1");
+    expect(first.status).toBe(201);
+    const retry = await world.order(c, "500", 2, "place-key-1");
+    expect(retry.status).toBe(201);
+    expect(retry.headers["idempotent-replayed"]).toBe("true");
+    expect(retry.body).toEqual(first.body);
+    const before = await world.countRows();
+    const conflict = await world.order(c, "501", 2, "place-key-1");
+    expect([conflict.status, conflict.body.error]).toEqual([409, "IDEMPOTENCY_CONFLICT"]);
+    expect(await world.countRows()).toBe(before);
+    expect((await world.http("GET", `/customers/${c.id}/orders`)).body.orders).toHaveLength(1);
+  });
+
+  it("concurrent retries of one placement make one order", async () => {
+    const c = await world.customer("PT", "idem-race");
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => world.order(c, "70", 1, "race-key-01")),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(8).fill(201));
+    expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
+    expect(results.filter((r) => r.headers["idempotent-replayed"] !== "true")).toHaveLength(1);
+    expect((await world.http("GET", `/customers/${c.id}/orders`)).body.orders).toHaveLength(1);
+  });
+
+  it("cancelling: a retry replays the recorded cancel; the key on another order is a conflict", async () => {
+    const c = await world.customer("IE", "idem-cancel");
+    const a = (await world.order(c, "10")).body.id;
+    const b = (await world.order(c, "20")).body.id;
+    const first = await world.http("POST", `/orders/${a}/cancel`, undefined, "cancel-key-1");
+    expect(first.status).toBe(200);
+    const retry = await world.http("POST", `/orders/${a}/cancel`, undefined, "cancel-key-1");
+    expect(retry.status).toBe(200);
+    expect(retry.headers["idempotent-replayed"]).toBe("true");
+    expect(retry.body).toEqual(first.body);
+    const before = await world.countRows();
+    const conflict = await world.http("POST", `/orders/${b}/cancel`, undefined, "cancel-key-1");
+    expect([conflict.status, conflict.body.error]).toEqual([409, "IDEMPOTENCY_CONFLICT"]);
+    expect(await world.countRows()).toBe(before);
+    expect((await world.http("GET", `/orders/${b}`)).body.status).toBe("placed");
+    const events = (await world.all<{ aggregateId: string; topic: string }>("outboxEvent")).filter(
+      (e) => e.aggregateId === a && e.topic === "order.cancelled",
+    );
+    expect(events).toHaveLength(1);
+    const none = await world.http("POST", `/orders/${b}/cancel`, undefined, null);
+    expect([none.status, none.body.error]).toEqual([400, "IDEMPOTENCY_KEY_REQUIRED"]);
+  });
+});
+
+describe("bad input gets a clear 4xx and writes nothing", () => {
+  const item = { sku: "SKU-1", qty: 1, unitPrice: "100" };
+  it.each([
+    [
+      "negative price",
+      { currency: "EUR", items: [{ ...item, unitPrice: -5 }] },
+      /items.0.unitPrice: must be a positive integer/,
+    ],
+    [
+      "zero price",
+      { currency: "EUR", items: [{ ...item, unitPrice: "0" }] },
+      /items.0.unitPrice: must be greater than 0/,
+    ],
+    [
+      "fractional price",
+      { currency: "EUR", items: [{ ...item, unitPrice: 1.5 }] },
+      /items.0.unitPrice: must be a positive integer/,
+    ],
+    [
+      "decimal string",
+      { currency: "EUR", items: [{ ...item, unitPrice: "12.50" }] },
+      /items.0.unitPrice: must be a positive integer/,
+    ],
+    [
+      "huge price",
+      { currency: "EUR", items: [{ ...item, unitPrice: "99999999999999999" }] },
+      /items.0.unitPrice: must be at most 1000000000000/,
+    ],
+    [
+      "zero qty",
+      { currency: "EUR", items: [{ ...item, qty: 0 }] },
+      /items.0.qty: must be a whole number from 1 to 10000/,
+    ],
+    [
+      "fractional qty",
+      { currency: "EUR", items: [{ ...item, qty: 2.5 }] },
+      /items.0.qty: must be a whole number/,
+    ],
+    [
+      "qty as text",
+      { currency: "EUR", items: [{ ...item, qty: "2" }] },
+      /items.0.qty: must be a whole number/,
+    ],
+    [
+      "huge total",
+      { currency: "EUR", items: [{ ...item, qty: 10_000, unitPrice: "1000000000" }] },
+      /items: the order's total .* must be at most 1000000000000/,
+    ],
+    ["no items", { currency: "EUR", items: [] }, /items: must hold at least one item/],
+    ["items missing", { currency: "EUR" }, /items: must be a list/],
+    ["duplicate sku", { currency: "EUR", items: [item, item] }, /items.1.sku: SKU-1 is listed twice/],
+    ["bad sku", { currency: "EUR", items: [{ ...item, sku: "" }] }, /items.0.sku: must be 1 to 64/],
+    ["bad currency", { currency: "euro", items: [item] }, /currency: must be an ISO 4217 code/],
+    ["extra field", { currency: "EUR", items: [item], note: "x" }, /Unrecognized key/],
+    ["extra item field", { currency: "EUR", items: [{ ...item, discount: 1 }] }, /items.0: Unrecognized key/],
+  ])("%s", async (_label, body, message) => {
+    const c = await world.customer("DE", "bad");
+    const before = await world.countRows();
+    const res = await world.http("POST", `/customers/${c.id}/orders`, body);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe("VALIDATION");
+    expect(res.body.message).toMatch(message);
+    expect(await world.countRows()).toBe(before);
+  });
+
+  it("customers: bad credit limit, currency or region", async () => {
+    const before = await world.countRows();
+    const base = { name: "N", region: "DE", tenant: "t", currency: "EUR", creditLimit: "100" };
+    for (const [patch, message] of [
+      [{ creditLimit: "-1" }, /creditLimit: must be a positive integer/],
+      [{ creditLimit: 0 }, /creditLimit: must be greater than 0/],
+      [{ creditLimit: "10000000000000" }, /creditLimit: must be at most/],
+      [{ currency: "eur" }, /currency: must be an ISO 4217 code/],
+      [{ region: "Germany" }, /region: must be an ISO 3166 country code/],
+    ] as const) {
+      const res = await world.http("POST", "/customers", { ...base, ...patch });
+      expect(res.status).toBe(400);
+      expect(res.body.message).toMatch(message);
+    }
+    expect(await world.countRows()).toBe(before);
+  });
+
+  it("an order in another currency than the customer's is refused", async () => {
+    const c = await world.customer("MX", "cur");
+    const before = await world.countRows();
+    const res = await world.http("POST", `/customers/${c.id}/orders`, {
+      currency: "EUR",
+      items: [{ sku: "A", qty: 1, unitPrice: "1" }],
+    });
+    expect([res.status, res.body.error]).toEqual([422, "CURRENCY_MISMATCH"]);
+    expect(res.body.message).toMatch(/orders in MXN, not EUR/);
+    expect(await world.countRows()).toBe(before);
+  });
+
+  it("malformed and unknown IDs", async () => {
+    const before = await world.countRows();
+    const body = { currency: "EUR", items: [{ sku: "A", qty: 1, unitPrice: "1" }] };
+    const malformed = await world.http("POST", "/customers/not-an-id/orders", body);
+    expect([malformed.status, malformed.body.error, malformed.body.message]).toEqual([
+      400,
+      "VALIDATION",
+      "customer: not a valid ID",
+    ]);
+    const v4 = await world.http("GET", "/orders/0f8fad5b-d9cb-469f-a165-70867728950e");
+    expect([v4.status, v4.body.message]).toEqual([400, "order: not a valid ID"]);
+    const unknownShard = await world.http(
+      "POST",
+      `/customers/${ShardedId.generate("Customer", ShardIdentifier.of(9, 9))}/orders`,
+      body,
+    );
+    expect([unknownShard.status, unknownShard.body.error]).toEqual([404, "NOT_FOUND"]);
+    const missingCustomer = await world.http(
+      "POST",
+      `/customers/${ShardedId.generate("Customer", ShardIdentifier.of(0, 1))}/orders`,
+      body,
+    );
+    expect([missingCustomer.status, missingCustomer.body.error]).toEqual([404, "NOT_FOUND"]);
+    const missingOrder = await world.http(
+      "POST",
+      `/orders/${ShardedId.generate("Order", ShardIdentifier.of(1, 1))}/cancel`,
+    );
+    expect([missingOrder.status, missingOrder.body.error]).toEqual([404, "NOT_FOUND"]);
+    expect(await world.countRows()).toBe(before);
+  });
+
+  it("back-office queries: bad status, dates, limits and cursors", async () => {
+    for (const [query, message] of [
+      ["status=shipped", /status: must be placed or cancelled/],
+      ["from=yesterday", /from: must be a date/],
+      ["from=2026-02-30", /from: must be a date/],
+      ["to=2026-11-30T12:00:00", /to: must be a date .* or a timestamp with a zone/],
+      ["from=2026-12-01&to=2026-11-01", /to: must be later than from/],
+      ["limit=0", /limit/],
+      ["limit=500", /limit/],
+      ["partial=yes", /partial: must be true or false/],
+      ["cursor=garbage", /cursor: not a cursor of this list/],
+      ["sort=asc", /Unrecognized key/],
+    ] as const) {
+      const res = await world.http("GET", `/admin/orders?${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.body.message, query).toMatch(message);
+    }
+    const totals = await world.http("GET", "/admin/totals?from=2026-12-01&to=2026-12-01");
+    expect([totals.status, totals.body.message]).toEqual([400, "to: must be later than from"]);
+  });
+});
+
+describe("a real listening port", () => {
+  it("serves the same API over HTTP", async () => {
+    const base = await world.app.listen({ port: 0, host: "127.0.0.1" });
+    const post = (path: string, body: unknown, key: string) =>
+      fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": key },
+        body: JSON.stringify(body),
+      });
+    const customer = await post(
+      "/customers",
+      { name: "Net", region: "ES", tenant: "net", currency: "EUR", creditLimit: 10_000 },
+      "port-test-customer",
+    );
+    expect(customer.status).toBe(201);
+    const { id } = (await customer.json()) as { id: string };
+    const placed = await post(
+      `/customers/${id}/orders`,
+      { currency: "EUR", items: [{ sku: "NET-1", qty: 2, unitPrice: "2500" }] },
+      "port-test-order",
+    );
+    expect(placed.status).toBe(201);
+    const order = (await placed.json()) as { id: string; total: string };
+    expect(order.total).toBe("5000");
+    const got = await fetch(`${base}/orders/${order.id}`);
+    expect(((await got.json()) as { id: string }).id).toBe(order.id);
+  });
+});

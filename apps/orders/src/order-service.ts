@@ -1,0 +1,446 @@
+import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import { emitEvent, IdempotencyConflictError, idempotent } from "@shardkit/prisma";
+import {
+  type AggregateRequest,
+  keysetWhere,
+  type MissingTarget,
+  mergeGroupBy,
+  mergePage,
+  type PagePlan,
+  planAggregate,
+  planPage,
+  scatter,
+} from "@shardkit/scatter";
+import { OrdersError } from "./errors.js";
+import type { Customer, Order, OrderItem, PrismaClient } from "./generated/prisma/client.js";
+import { type CustomerPlacement, createPlacement } from "./placement.js";
+import type { Shards } from "./shards.js";
+
+/** Outbox topics. A downstream consumer (fulfilment, invoicing, a search index) would read them. */
+export const TOPICS = {
+  placed: "order.placed",
+  cancelled: "order.cancelled",
+} as const;
+
+/** The payload of an `order.placed` event (OrderPlaced). */
+export type OrderPlaced = {
+  orderId: string;
+  customerId: string;
+  total: bigint;
+  currency: string;
+  items: { sku: string; qty: number; unitPrice: bigint }[];
+};
+/** The payload of an `order.cancelled` event (OrderCancelled). */
+export type OrderCancelled = { orderId: string; customerId: string; total: bigint; currency: string };
+
+/** What each mutating call returns: the result, and whether it is a recorded one (a retry). */
+export interface Outcome<T> {
+  result: T;
+  replayed: boolean;
+}
+
+export type OrderView = Order & { items: OrderItem[] };
+
+export interface NewCustomer extends CustomerPlacement {
+  name: string;
+  currency: string;
+  creditLimit: bigint;
+}
+
+export interface NewOrder {
+  currency: string;
+  items: { sku: string; qty: number; unitPrice: bigint }[];
+}
+
+/** How a read across shards treats a database that does not answer. */
+export interface AcrossShards {
+  /** false (default): fail with SHARDS_UNAVAILABLE naming the missing shards. true: answer without them. */
+  partial?: boolean;
+}
+
+/** Whether a read across shards saw every shard, and which ones it did not. */
+export interface Coverage {
+  complete: boolean;
+  /** Keys of the logical shards whose database did not answer (empty when complete). */
+  missing: string[];
+}
+
+export interface Period {
+  /** Inclusive. */
+  from?: Date | undefined;
+  /** Exclusive. */
+  to?: Date | undefined;
+}
+
+export interface DayTotal {
+  /** YYYY-MM-DD, UTC. */
+  day: string;
+  status: string;
+  /** Totals are only added up within one currency. */
+  currency: string;
+  count: number;
+  total: bigint;
+}
+
+/** Newest first; the ID breaks ties (IDs are UUIDv7s that carry the same instant as createdAt). */
+const NEWEST_FIRST = [{ createdAt: "desc" as const }, { id: "desc" as const }];
+/** Sort keys are NOT NULL columns: the keyset filter needs no null branches. */
+const KEYSET_REQUIRED = ["createdAt", "id"];
+/** A database that has not answered by then counts as missing. */
+const SCATTER_DEADLINE_MS = 10_000;
+
+/**
+ * The orders service. A customer's orders and order items live on the customer's shard, so
+ * placing an order (credit check, order, items, `order.placed` event) is one transaction there.
+ * The back office reads across shards: one query per database in parallel, merged exactly, and
+ * an answer that says which shards are missing, or an error, never a silently short list.
+ */
+export class OrderService {
+  private readonly placement;
+
+  constructor(private readonly shards: Shards) {
+    this.placement = createPlacement(shards.registry.shards);
+  }
+
+  private get db() {
+    return this.shards.db;
+  }
+
+  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
+  shardOf(id: string, what: string): ShardIdentifier {
+    try {
+      return this.shards.registry.resolve(ShardedUUID.shardOf(id));
+    } catch (error) {
+      if (isShardkitError(error, "INVALID_SHARDED_ID"))
+        throw new OrdersError("VALIDATION", `${what}: not a valid ID`);
+      if (isShardkitError(error, "UNKNOWN_SHARD"))
+        throw new OrdersError("NOT_FOUND", `${what} ${id} not found`);
+      throw error;
+    }
+  }
+
+  private idempotently<R>(
+    tx: unknown,
+    key: string,
+    request: unknown,
+    run: () => Promise<R>,
+  ): Promise<Outcome<R>> {
+    return idempotent(tx, key, request, run).catch((error: unknown) => {
+      if (error instanceof IdempotencyConflictError) {
+        throw new OrdersError(
+          "IDEMPOTENCY_CONFLICT",
+          "this Idempotency-Key was used with a different request",
+        );
+      }
+      throw error;
+    });
+  }
+
+  /**
+   * Runs `run` against one shard; a database that cannot be reached becomes 503 SHARDS_UNAVAILABLE
+   * naming the shard (a command may then be retried with the same Idempotency-Key: if it did
+   * commit, the retry returns the recorded result).
+   */
+  private async onShard<R>(shard: ShardIdentifier, run: () => Promise<R>): Promise<R> {
+    try {
+      return await run();
+    } catch (error) {
+      if (!unreachable(error)) throw error;
+      throw new OrdersError("SHARDS_UNAVAILABLE", `shard ${shard.key} is unavailable; retry later`, {
+        missing: [shard.key],
+      });
+    }
+  }
+
+  createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {
+    let shard: ShardIdentifier;
+    try {
+      shard = this.placement.select(input);
+    } catch (error) {
+      if (isShardkitError(error, "NO_GROUP_MATCH")) {
+        throw new OrdersError("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);
+      }
+      throw error;
+    }
+    return this.onShard(shard, () =>
+      this.db.$transactionOn(shard, (tx) =>
+        this.idempotently(tx, `customer:${key}`, input, () =>
+          tx.customer.create({
+            data: {
+              id: ShardedId.generate("Customer", shard),
+              name: input.name,
+              region: input.region,
+              tenant: input.tenant,
+              currency: input.currency,
+              creditLimit: input.creditLimit,
+            },
+          }),
+        ),
+      ),
+    );
+  }
+
+  async getCustomer(customerId: string): Promise<Customer> {
+    const shard = this.shardOf(customerId, "customer");
+    const customer = await this.onShard(shard, () =>
+      this.db.customer.findUnique({ where: { id: customerId } }),
+    );
+    if (!customer) throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
+    return customer;
+  }
+
+  /**
+   * Places an order: in one transaction on the customer's shard, lock the customer row, check
+   * that its open orders plus this one stay within its credit limit, write the order, its items
+   * and an `order.placed` event. Concurrent placements for one customer queue on the lock, so
+   * they cannot overshoot the limit together.
+   */
+  placeOrder(customerId: string, input: NewOrder, key: string): Promise<Outcome<OrderView>> {
+    const shard = this.shardOf(customerId, "customer");
+    const total = input.items.reduce((sum, item) => sum + BigInt(item.qty) * item.unitPrice, 0n);
+    return this.onShard(shard, () =>
+      this.db.$transactionOn(shard, (tx) =>
+        this.idempotently(tx, `order:${key}`, { customerId, ...input }, async () => {
+          const [customer] = await tx.$queryRawUnsafe<{ currency: string; creditLimit: string }[]>(
+            `SELECT currency, "creditLimit"::text AS "creditLimit" FROM "Customer" WHERE id = $1::uuid FOR UPDATE`,
+            customerId,
+          );
+          if (!customer) throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
+          if (customer.currency !== input.currency) {
+            throw new OrdersError(
+              "CURRENCY_MISMATCH",
+              `customer ${customerId} orders in ${customer.currency}, not ${input.currency}`,
+            );
+          }
+          const limit = BigInt(customer.creditLimit);
+          const open = await tx.order.aggregate({
+            where: { customerId, status: "placed" },
+            _sum: { total: true },
+          });
+          const used = open._sum.total ?? 0n;
+          if (used + total > limit) {
+            throw new OrdersError(
+              "CREDIT_LIMIT_EXCEEDED",
+              `customer ${customerId} has ${used} of ${limit} in open orders; this order needs ${total}`,
+            );
+          }
+          const id = ShardedId.colocatedWith("Order", customerId);
+          const createdAt = new Date(ShardedUUID.timestampOf(id));
+          const order = await tx.order.create({
+            data: {
+              id,
+              customerId,
+              status: "placed",
+              total,
+              currency: input.currency,
+              createdAt,
+              placedDay: dayOf(createdAt),
+              items: {
+                create: input.items.map((item) => ({
+                  id: ShardedId.colocatedWith("OrderItem", id),
+                  sku: item.sku,
+                  qty: item.qty,
+                  unitPrice: item.unitPrice,
+                })),
+              },
+            },
+            include: { items: { orderBy: { id: "asc" } } },
+          });
+          const payload: OrderPlaced = {
+            orderId: id,
+            customerId,
+            total,
+            currency: input.currency,
+            items: input.items,
+          };
+          await emitEvent(tx, shard, { topic: TOPICS.placed, aggregateId: id, payload });
+          return order;
+        }),
+      ),
+    );
+  }
+
+  /** Cancels a placed order (its total no longer counts against the limit) and writes `order.cancelled`. */
+  cancelOrder(orderId: string, key: string): Promise<Outcome<OrderView>> {
+    const shard = this.shardOf(orderId, "order");
+    return this.onShard(shard, () =>
+      this.db.$transactionOn(shard, (tx) =>
+        this.idempotently(tx, `cancel:${key}`, { orderId }, async () => {
+          const { count } = await tx.order.updateMany({
+            where: { id: orderId, status: "placed" },
+            data: { status: "cancelled", cancelledAt: new Date() },
+          });
+          const order = await tx.order.findUnique({
+            where: { id: orderId },
+            include: { items: { orderBy: { id: "asc" } } },
+          });
+          if (!order) throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
+          if (count === 0) throw new OrdersError("ORDER_NOT_OPEN", `order ${orderId} is ${order.status}`);
+          const payload: OrderCancelled = {
+            orderId,
+            customerId: order.customerId,
+            total: order.total,
+            currency: order.currency,
+          };
+          await emitEvent(tx, shard, { topic: TOPICS.cancelled, aggregateId: orderId, payload });
+          return order;
+        }),
+      ),
+    );
+  }
+
+  async getOrder(orderId: string): Promise<OrderView> {
+    const shard = this.shardOf(orderId, "order");
+    const order = await this.onShard(shard, () =>
+      this.db.order.findUnique({ where: { id: orderId }, include: { items: { orderBy: { id: "asc" } } } }),
+    );
+    if (!order) throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
+    return order;
+  }
+
+  /** One customer's orders, newest first: one query on the customer's shard, keyset pagination. */
+  async listCustomerOrders(
+    customerId: string,
+    limit: number,
+    cursor?: string | null,
+  ): Promise<{ orders: Order[]; nextCursor: string | null }> {
+    const plan = pagePlan(limit, cursor);
+    const customer = await this.getCustomer(customerId);
+    const rows = await this.onShard(ShardedUUID.shardOf(customer.id), () =>
+      this.db.order.findMany({
+        where: plan.after
+          ? { customerId, AND: [keysetWhere(plan.after, { required: KEYSET_REQUIRED })] }
+          : { customerId },
+        orderBy: NEWEST_FIRST,
+        take: plan.take,
+      }),
+    );
+    const page = mergePage(plan, [rows]);
+    return { orders: page.rows, nextCursor: page.nextCursor };
+  }
+
+  /**
+   * Every order of every customer, newest first, optionally by status and period: one query per
+   * database in parallel, merged in order; `nextCursor` continues exactly where the page ended
+   * (orders placed meanwhile are newer than the first page, so they never show up on later pages).
+   * A database that does not answer fails the call naming its shards, or with `partial` is left
+   * out and named in `missing` (and the page has no `nextCursor`: a cursor from a partial page
+   * would skip the missing shards' rows for good).
+   */
+  async listOrders(
+    filter: { status?: string | undefined } & Period,
+    limit: number,
+    cursor?: string | null,
+    options: AcrossShards = {},
+  ): Promise<{ orders: Order[]; nextCursor: string | null } & Coverage> {
+    const plan = pagePlan(limit, cursor);
+    const base = {
+      ...(filter.status ? { status: filter.status } : {}),
+      ...periodWhere(filter),
+    };
+    const where = plan.after ? { AND: [base, keysetWhere(plan.after, { required: KEYSET_REQUIRED })] } : base;
+    const { values, coverage } = await this.acrossShards(
+      (client) => client.order.findMany({ where, orderBy: NEWEST_FIRST, take: plan.take }),
+      options,
+    );
+    const page = mergePage(plan, values);
+    return { orders: page.rows, nextCursor: coverage.complete ? page.nextCursor : null, ...coverage };
+  }
+
+  /**
+   * Count and sum of order totals per day (UTC), status and currency, over every shard: each
+   * database groups its own rows, and the groups are merged (counts and sums add).
+   */
+  async totals(period: Period, options: AcrossShards = {}): Promise<{ totals: DayTotal[] } & Coverage> {
+    const request = { _count: true, _sum: { total: true } } satisfies AggregateRequest;
+    // What each database computes (an average would become a sum and a count; counts and sums stay).
+    const plan = planAggregate(request) as typeof request;
+    const { values, coverage } = await this.acrossShards(
+      (client) =>
+        client.order.groupBy({
+          by: ["placedDay", "status", "currency"],
+          where: periodWhere(period),
+          ...plan,
+        }),
+      options,
+    );
+    const merged = mergeGroupBy(values, ["placedDay", "status", "currency"], request);
+    const totals = merged.map((row) => ({
+      day: (row.placedDay as Date).toISOString().slice(0, 10),
+      status: row.status as string,
+      currency: row.currency as string,
+      count: Number(row._count),
+      total: BigInt((row._sum as { total: bigint | null }).total ?? 0n),
+    }));
+    return { totals, ...coverage };
+  }
+
+  /** Runs `query` on every database in parallel; a database that does not answer is reported or fails the call. */
+  private async acrossShards<T>(
+    query: (client: PrismaClient) => Promise<T>,
+    options: AcrossShards,
+  ): Promise<{ values: T[]; coverage: Coverage }> {
+    const shardsOf = (missing: readonly MissingTarget[]) => missing.flatMap((m) => m.key.split(","));
+    try {
+      const result = await scatter(this.shards.registry.physical, (physical) => query(physical.client), {
+        key: (physical) => physical.shards.map((s) => s.key).join(","),
+        policy: options.partial ? "partial" : "fail",
+        deadlineMs: SCATTER_DEADLINE_MS,
+      });
+      return {
+        values: result.values,
+        coverage: { complete: result.complete, missing: shardsOf(result.missing) },
+      };
+    } catch (error) {
+      if (isShardkitError(error, "TARGETS_FAILED") || isShardkitError(error, "DEADLINE_EXCEEDED")) {
+        const missing = shardsOf((error as unknown as { missing: MissingTarget[] }).missing);
+        throw new OrdersError(
+          "SHARDS_UNAVAILABLE",
+          `shards ${missing.join(", ")} did not answer, so the answer would be incomplete; retry later, or ask for partial=true`,
+          { missing },
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Where each customer and order lives: for the demo and operators. */
+  async census(): Promise<{ shard: string; customers: Customer[]; orders: Order[] }[]> {
+    const out = [];
+    for (const physical of this.shards.registry.physical) {
+      const customers = await physical.client.customer.findMany({ orderBy: { name: "asc" } });
+      const orders = await physical.client.order.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+      out.push({ shard: physical.shards.map((s) => s.key).join(","), customers, orders });
+    }
+    return out;
+  }
+}
+
+function pagePlan(limit: number, cursor?: string | null): PagePlan {
+  try {
+    return planPage({ orderBy: NEWEST_FIRST, tiebreaker: "id", limit, cursor: cursor ?? null });
+  } catch (error) {
+    if (isShardkitError(error, "INVALID_CURSOR"))
+      throw new OrdersError("VALIDATION", "cursor: not a cursor of this list");
+    throw error;
+  }
+}
+
+function periodWhere(period: Period) {
+  if (!period.from && !period.to) return {};
+  return {
+    createdAt: { ...(period.from ? { gte: period.from } : {}), ...(period.to ? { lt: period.to } : {}) },
+  };
+}
+
+/** Prisma's errors for a database it cannot reach, or whose connection broke. */
+const UNREACHABLE = new Set(["P1001", "P1002", "P1008", "P1017", "P2024"]);
+function unreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return (error as Error | null)?.name === "PrismaClientKnownRequestError" && UNREACHABLE.has(String(code));
+}
+
+/** The UTC day of an instant, as a DATE value. */
+function dayOf(instant: Date): Date {
+  return new Date(Date.UTC(instant.getUTCFullYear(), instant.getUTCMonth(), instant.getUTCDate()));
+}

@@ -1,0 +1,13 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+
+describe("schema", () => {
+  it("carries @shardkit/prisma's outbox models unchanged", () => {
+    const ours = readFileSync(new URL("../prisma/schema/shardkit.prisma", import.meta.url), "utf8");
+    const upstream = readFileSync(
+      new URL("../../../packages/prisma/schema/shardkit.prisma", import.meta.url),
+      "utf8",
+    );
+    expect(ours).toBe(upstream);
+  });
+});

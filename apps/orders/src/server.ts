@@ -1,0 +1,34 @@
+// Starts the orders service: embedded PGlite shards under ./.data by default, or the PostgreSQL
+// shards in SHARDKIT_SHARDS ([{ "group": 0, "member": 0, "url": "postgresql://..." }, ...]).
+// The relay hands every outbox event (order.placed, order.cancelled) to `publish`: here it logs
+// them; a deployment publishes them to its broker for the downstream consumers (fulfilment,
+// invoicing, ...), which apply each one once with consumeOnce.
+import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
+import { buildApp } from "./app.js";
+import { OrderService } from "./order-service.js";
+import { openShards } from "./shards.js";
+
+const shards = await openShards({ shardsJson: process.env.SHARDKIT_SHARDS });
+const service = new OrderService(shards);
+const app = buildApp(service, { logger: true });
+const publish = async (message: OutboxMessage) => {
+  app.log.info({ event: message.topic, id: message.id, aggregateId: message.aggregateId }, "outbox event");
+};
+const relay = createOutboxRelay({
+  registry: shards.registry,
+  pollIntervalMs: 200,
+  deliver: publish,
+  onError: (error, where) => console.error(`relay: shards ${where} unavailable: ${(error as Error).message}`),
+});
+relay.start();
+const port = Number(process.env.PORT ?? 3000);
+await app.listen({ port, host: "127.0.0.1" });
+console.error(`orders service on http://127.0.0.1:${port} (${shards.describe})`);
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, async () => {
+    await app.close();
+    await relay.stop();
+    await shards.close();
+    process.exit(0);
+  });
+}

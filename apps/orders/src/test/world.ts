@@ -1,0 +1,82 @@
+import { randomUUID } from "node:crypto";
+import { inject } from "vitest";
+import { buildApp } from "../app.js";
+import { OrderService } from "../order-service.js";
+import { openShards } from "../shards.js";
+
+/** The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
+export async function ordersWorld() {
+  const shards = await openShards({ shardsJson: inject("shardsJson"), log: () => {} });
+  for (const physical of shards.registry.physical) {
+    await physical.client.$executeRawUnsafe(
+      'TRUNCATE "OrderItem", "Order", "Customer", "OutboxEvent", "ProcessedEvent", "IdempotencyKey"',
+    );
+  }
+  const service = new OrderService(shards);
+  const app = buildApp(service);
+  async function http(
+    method: "GET" | "POST",
+    url: string,
+    body?: unknown,
+    key: string | null = randomUUID(),
+  ) {
+    const response = await app.inject({
+      method,
+      url,
+      headers: key ? { "idempotency-key": key } : {},
+      ...(body === undefined ? {} : { payload: body as object }),
+    });
+    return { status: response.statusCode, body: response.json(), headers: response.headers };
+  }
+  /** A customer (EUR unless the region is MX) with the given credit limit in minor units. */
+  async function customer(region: string, tenant: string, creditLimit = "1000000") {
+    const currency = region === "MX" ? "MXN" : "EUR";
+    const res = await http("POST", "/customers", {
+      name: `${region}-${tenant}`,
+      region,
+      tenant,
+      currency,
+      creditLimit,
+    });
+    if (res.status !== 201) throw new Error(`customer: ${JSON.stringify(res.body)}`);
+    return { id: res.body.id as string, currency };
+  }
+  /** Places an order of `qty` x `unitPrice` of one SKU; returns the HTTP response. */
+  function order(c: { id: string; currency: string }, unitPrice: string | number, qty = 1, key?: string) {
+    return http(
+      "POST",
+      `/customers/${c.id}/orders`,
+      { currency: c.currency, items: [{ sku: "SKU-1", qty, unitPrice }] },
+      key ?? randomUUID(),
+    );
+  }
+  /** Every row of a table on every database. */
+  async function all<T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") {
+    const rows: T[] = [];
+    for (const physical of shards.registry.physical) {
+      rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
+    }
+    return rows;
+  }
+  /** Rows of every table on every database (to check that a refused call wrote nothing). */
+  async function countRows() {
+    let n = 0;
+    for (const table of ["customer", "order", "orderItem", "outboxEvent", "idempotencyKey"] as const)
+      n += (await all(table)).length;
+    return n;
+  }
+  return {
+    shards,
+    service,
+    app,
+    http,
+    customer,
+    order,
+    all,
+    countRows,
+    async close() {
+      await app.close();
+      await shards.close();
+    },
+  };
+}
