@@ -1,9 +1,9 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { assertMergeableAggregate, mergeAggregates, mergeCounts, orderByComparator } from "./merge.js";
 import type { ShardClient, ShardRegistry } from "./registry.js";
 import type { Router } from "./router.js";
+import { databaseTargets, type ReadTarget, SCATTER_READS, type ScatterReads } from "./scatter-reads.js";
 
 type Obj = Record<string, unknown>;
 
@@ -37,7 +37,14 @@ const WRITES = new Set([
   "deleteMany",
 ]);
 
-const READS_THAT_SPLIT = new Set(["findMany", "findFirst", "findFirstOrThrow", "count", "aggregate"]);
+const READS_THAT_SPLIT = new Set([
+  "findMany",
+  "findFirst",
+  "findFirstOrThrow",
+  "count",
+  "aggregate",
+  "groupBy",
+]);
 
 /** `OrderItem` -> `orderItem`: the delegate property of a model on a Prisma client. */
 export function delegateKey(model: string): string {
@@ -62,6 +69,8 @@ export class ShardExecutor<Client extends ShardClient> {
     readonly registry: ShardRegistry<Client>,
     readonly router: Router,
     modelNames: readonly string[],
+    /** Reads that span databases: keyless scatter and `in` lists over several shards. */
+    readonly reads: ScatterReads,
   ) {
     this.models = new Map(modelNames.map((name) => [delegateKey(name), name]));
   }
@@ -98,8 +107,18 @@ export class ShardExecutor<Client extends ShardClient> {
         return this.callOn(this.registry.clientFor(plan.shard), model, operation, args, local);
       case "split":
         return this.runSplit(model, operation, args ?? {}, plan.parts);
-      case "keyless":
+      case "keyless": {
+        // Keyless reads scatter over every database when the policy says so; writes never do.
+        if (SCATTER_READS.has(operation) && this.registry.physical.length > 1) {
+          const options = this.reads.optionsFor(model);
+          if (options && this.router.keysOf(model).length > 0) {
+            const targets = databaseTargets(this.registry.physical);
+            this.reads.guard(model, operation, args ?? {}, targets, options);
+            return this.reads.read(model, operation, args ?? {}, targets, options);
+          }
+        }
         return this.callOn(this.keylessClient(model, operation, plan.hint), model, operation, args, local);
+      }
     }
   }
 
@@ -152,58 +171,12 @@ export class ShardExecutor<Client extends ShardClient> {
         shards,
       );
     }
-    if (args.cursor !== undefined || args.distinct !== undefined) {
-      throw new UnsupportedShardOperationError(
-        `${model}.${operation} with cursor or distinct over several shards (${shards.map((s) => s.key).join(", ")})`,
-      );
-    }
-    const skip = typeof args.skip === "number" ? args.skip : 0;
-    const take = typeof args.take === "number" ? args.take : undefined;
-    if (take !== undefined && take < 0) {
-      throw new UnsupportedShardOperationError(
-        `${model}.${operation} with a negative take over several shards`,
-      );
-    }
-    const run = (partArgs: Obj) =>
-      Promise.all(
-        parts.map((p) =>
-          callModel(this.registry.clientFor(p.shard), model, operation, { ...p.args, ...partArgs }),
-        ),
-      );
-    switch (operation) {
-      case "count":
-        return mergeCounts(await run({}));
-      case "aggregate":
-        assertMergeableAggregate(args);
-        return mergeAggregates((await run({})) as Obj[]);
-      case "findMany": {
-        // Each shard returns at most skip + take rows; the global page is cut after merging.
-        const lists = (await run(
-          take === undefined ? { skip: undefined } : { skip: undefined, take: skip + take },
-        )) as Obj[][];
-        const rows = lists.flat();
-        if (args.orderBy !== undefined) rows.sort(orderByComparator(args.orderBy));
-        return rows.slice(skip, take === undefined ? undefined : skip + take);
-      }
-      default: {
-        // findFirst / findFirstOrThrow: each shard's first skip + 1 rows, merged, then the row at skip.
-        const lists = (await Promise.all(
-          parts.map((p) =>
-            callModel(this.registry.clientFor(p.shard), model, "findMany", {
-              ...p.args,
-              skip: undefined,
-              take: skip + 1,
-            }),
-          ),
-        )) as Obj[][];
-        const rows = lists.flat();
-        if (args.orderBy !== undefined) rows.sort(orderByComparator(args.orderBy));
-        const row = rows[skip];
-        if (row !== undefined) return row;
-        if (operation === "findFirst") return null;
-        // Let Prisma raise its own not-found error (P2025) from an empty shard.
-        return callModel(this.registry.clientFor(parts[0]!.shard), model, operation, parts[0]!.args);
-      }
-    }
+    const targets: ReadTarget[] = parts.map((p) => ({
+      key: `${p.shard.key} (database #${this.registry.physicalOf(p.shard).index})`,
+      shards: [p.shard],
+      client: this.registry.clientFor(p.shard),
+      args: p.args,
+    }));
+    return this.reads.read(model, operation, args, targets, {});
   }
 }

@@ -1,23 +1,35 @@
 import { Prisma } from "@prisma/client/extension";
 import { type ActionOptions, type ActionUnit, runAction } from "./action.js";
 import { dataModelOf } from "./data-model.js";
-import { ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { ShardExecutor, shardScope } from "./execute.js";
+import { RegistryConfigError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
+import { callModel, ShardExecutor, shardScope } from "./execute.js";
 import { prismaCallInfo, unpackFluent } from "./internals.js";
 import type { ShardClient, ShardOrId, ShardRegistry } from "./registry.js";
 import { type ModelRouting, Router } from "./router.js";
+import {
+  type KeylessPolicy,
+  type KeylessScatterOptions,
+  parseKeyless,
+  type ScatterReadOptions,
+  ScatterReads,
+  scatterView,
+} from "./scatter-reads.js";
 import { runInShardTransaction, type TransactionClient, type TransactionOptions } from "./transaction.js";
 
 export interface ShardRoutingOptions<Client extends ShardClient> {
   registry: ShardRegistry<Client>;
-  /** Key fields per model (Prisma model names); models not listed are routed by a String `id`. */
+  /** Key fields (and an optional `keyless` policy) per model (Prisma model names); models not listed are routed by a String `id`. */
   models?: Record<string, ModelRouting>;
   /**
    * What an operation whose arguments name no shard does when the registry has more than one
-   * database: `'refuse'` (the only policy for now) throws `ShardKeyRequiredError`. With one
-   * database it simply runs there.
+   * database: `'refuse'` (default) throws `ShardKeyRequiredError`; `'scatter'` or
+   * `{ mode: 'scatter', maxShards?, requireLimit?, policy?, concurrency?, deadlineMs?, onReport? }`
+   * runs keyless `findMany`, `findFirst(OrThrow)`, `count`, `aggregate` and `groupBy` on every
+   * database and merges them exactly. Keyless writes are always refused. With one database every
+   * keyless operation simply runs there. Per model: `models: { Wallet: { keyless } }`; per call:
+   * `db.$scatter(options)`.
    */
-  keyless?: "refuse";
+  keyless?: KeylessPolicy;
 }
 
 const RAW_OPERATIONS = ["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$executeRawUnsafe"] as const;
@@ -32,12 +44,25 @@ const RAW_OPERATIONS = ["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$execute
  */
 export function shardRouting<Client extends ShardClient>(options: ShardRoutingOptions<Client>) {
   const { registry } = options;
-  if (options.keyless !== undefined && options.keyless !== "refuse") {
-    throw new TypeError(`shardRouting: keyless must be 'refuse', got ${JSON.stringify(options.keyless)}`);
+  const issues: string[] = [];
+  const keyless = parseKeyless(options.keyless, "keyless", issues) ?? null;
+  const perModel: Record<string, KeylessScatterOptions | null> = {};
+  for (const [name, routing] of Object.entries(options.models ?? {})) {
+    const parsed = parseKeyless(routing?.keyless, `models.${name}.keyless`, issues);
+    if (parsed !== undefined) perModel[name] = parsed;
   }
+  if (issues.length > 0) throw new RegistryConfigError(issues);
   const dataModel = dataModelOf(registry.physical[0]!.client);
   const router = new Router(dataModel, (shard) => registry.resolve(shard), options.models);
-  const executor = new ShardExecutor(registry, router, Object.keys(dataModel.models));
+  const reads = new ScatterReads(
+    dataModel,
+    (model) => router.keysOf(model),
+    (id) => registry.clientFor(id),
+    callModel,
+    keyless,
+    perModel,
+  );
+  const executor = new ShardExecutor(registry, router, Object.keys(dataModel.models), reads);
   const single = registry.physical.length === 1;
 
   return Prisma.defineExtension((base) => {
@@ -107,6 +132,18 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         /** The registry this client routes with. */
         $shardRegistry(): ShardRegistry<Client> {
           return registry;
+        },
+        /**
+         * A view of this client whose keyless reads scatter over every database with `options`
+         * (overriding the `keyless` setting and its guard for the calls made through the view):
+         * `await db.$scatter({ policy: "partial", onReport }).wallet.findMany({ take: 20 })`.
+         */
+        $scatter<This>(this: This, scatterOptions: ScatterReadOptions = {}): This {
+          return scatterView(
+            Prisma.getExtensionContext(this) as This & object,
+            (key) => executor.isDelegate(key),
+            scatterOptions,
+          );
         },
         /** The (unrouted) client of the database that holds the shard or ID. */
         $shard(shardOrId: ShardOrId): Client {

@@ -1,3 +1,4 @@
+export { ScatterError } from "@shardkit/scatter";
 export { type ActionOptions, ActionUnit, type ModelKey, type StagedStatus, StagedWrite } from "./action.js";
 export {
   type FromConfigOptions,
@@ -10,6 +11,7 @@ export {
   PartialCommitError,
   type PrismaShardErrorCode,
   RegistryConfigError,
+  ScatterRefusedError,
   type ShardFailure,
   ShardKeyRequiredError,
   ShardRoutingError,
@@ -37,4 +39,11 @@ export {
   type RelayPollReport,
 } from "./relay.js";
 export type { ModelRouting, RoutePlan } from "./router.js";
+export type {
+  KeylessPolicy,
+  KeylessScatterOptions,
+  ScatterReadOptions,
+  ScatterReport,
+  ScatterTargetReport,
+} from "./scatter-reads.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";

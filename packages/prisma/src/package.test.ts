@@ -25,6 +25,8 @@ describe("published package", () => {
       "StagedWrite",
       "UnknownShardError",
       "UnsupportedShardOperationError",
+      "ScatterError",
+      "ScatterRefusedError",
       "IdempotencyConflictError",
       "consumeOnce",
       "createOutboxRelay",

@@ -1,6 +1,7 @@
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import type { DataModel } from "./data-model.js";
 import { CrossShardError, RegistryConfigError, ShardKeyRequiredError } from "./errors.js";
+import type { KeylessPolicy } from "./scatter-reads.js";
 
 /** How one model is routed. */
 export interface ModelRouting {
@@ -10,6 +11,8 @@ export interface ModelRouting {
    * String `id`, otherwise none (such a model is reached through `$shard` or a transaction).
    */
   keys?: string[];
+  /** What keyless reads of this model do; overrides the extension's `keyless` (see `KeylessPolicy`). */
+  keyless?: KeylessPolicy;
 }
 
 /** Where an operation goes, decided from (model, operation, args) alone. */
