@@ -105,8 +105,18 @@ export class ShardExecutor<Client extends ShardClient> {
     switch (plan.kind) {
       case "shard":
         return this.callOn(this.registry.clientFor(plan.shard), model, operation, args, local);
-      case "split":
+      case "split": {
+        // Shards that all live in one database: the read as written is exact there, in one query
+        // (and inside the client's own transaction in single-database mode).
+        const client = this.registry.clientFor(plan.parts[0]!.shard);
+        if (
+          READS_THAT_SPLIT.has(operation) &&
+          plan.parts.every((p) => this.registry.clientFor(p.shard) === client)
+        ) {
+          return this.callOn(client, model, operation, args, local);
+        }
         return this.runSplit(model, operation, args ?? {}, plan.parts);
+      }
       case "keyless": {
         // Keyless reads scatter over every database when the policy says so; writes never do.
         if (SCATTER_READS.has(operation) && this.registry.physical.length > 1) {

@@ -241,6 +241,14 @@ describe("`in` lists and createMany rows spanning shards", () => {
     ).rejects.toThrow();
   });
 
+  it("an `in` list whose shards share one database runs as one query there", async () => {
+    const ids = [await customerOn(S.g0m0, "x"), await customerOn(S.g0m1, "y")];
+    world.clear();
+    const rows = await db.customer.findMany({ where: { id: { in: ids } }, orderBy: { name: "asc" } });
+    expect(rows.map((c) => c.name)).toEqual(["x", "y"]);
+    expect(world.log.filter((l) => l.sql.includes('"Customer"')).map((l) => l.db)).toEqual(["a"]);
+  });
+
   it("aggregate with `in` adds counts and sums, compares min/max, and takes avg as merged sum / count", async () => {
     const owners = [await customerOn(S.g0m0), await customerOn(S.g1m2)];
     const walletIds: string[] = [];
