@@ -1,4 +1,4 @@
-// pnpm exec tsx bench/scatter.ts (in packages/prisma): keyless reads scattered over three databases
+// Part of `pnpm bench` (in packages/prisma, after routing.ts): keyless reads scattered over three databases
 // against the same read on one database holding every row, measured in the same run. Calls
 // alternate between the two; medians are reported.
 import { PrismaPg } from "@prisma/adapter-pg";
