@@ -4,15 +4,25 @@ import { fileURLToPath } from "node:url";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** `@shardkit/<name>` -> its `src/index.ts`, so tests always run against source, never a stale build. */
+/**
+ * `@shardkit/<name>` -> its `src/index.ts`, and each subpath export `@shardkit/<name>/<sub>` ->
+ * `src/<sub>.ts`, so tests always run against source (one copy of every module), never a stale build.
+ */
 function workspaceAliases() {
   const dir = join(repoRoot, "packages");
-  return readdirSync(dir)
-    .filter((name) => existsSync(join(dir, name, "src/index.ts")))
-    .map((name) => ({
-      find: new RegExp(`^@shardkit/${name}$`),
-      replacement: join(dir, name, "src/index.ts"),
-    }));
+  const aliases = [];
+  for (const name of readdirSync(dir)) {
+    const src = join(dir, name, "src");
+    if (!existsSync(join(src, "index.ts"))) continue;
+    const { exports = {} } = JSON.parse(readFileSync(join(dir, name, "package.json"), "utf8"));
+    for (const key of Object.keys(exports)) {
+      const sub = key === "." ? "index" : key.slice(2);
+      if (!existsSync(join(src, `${sub}.ts`))) continue;
+      const specifier = key === "." ? `@shardkit/${name}` : `@shardkit/${name}/${sub}`;
+      aliases.push({ find: new RegExp(`^${specifier}$`), replacement: join(src, `${sub}.ts`) });
+    }
+  }
+  return aliases;
 }
 
 /**

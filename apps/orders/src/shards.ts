@@ -1,16 +1,7 @@
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { PGlite } from "@electric-sql/pglite";
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
-import {
-  createShardRegistry,
-  type ShardRegistry,
-  shardRegistryFromEnv,
-  shardRouting,
-} from "@shardkit/prisma";
-import { type RolloutTarget, rolloutSchema } from "@shardkit/prisma/rollout";
-import { PrismaPGlite } from "pglite-prisma-adapter";
+import { type ShardRegistry, shardRouting } from "@shardkit/prisma";
+import { openShards as openShardDatabases } from "@shardkit/prisma/rollout";
 import { PrismaClient } from "./generated/prisma/client.js";
 
 /** Key fields: every model is colocated with its customer, so each row routes by its own ID or its parent's. */
@@ -58,70 +49,15 @@ export interface OpenOptions {
  */
 export async function openShards(options: OpenOptions = {}): Promise<Shards> {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const onProgress = (event: {
-    type: string;
-    index: number;
-    total: number;
-    target: string;
-    report?: { status: string };
-  }) => {
-    if (event.type === "done")
-      log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report?.status}`);
-  };
-  if (options.shardsJson) {
-    const urls = new Map<string, ShardIdentifier[]>();
-    const registry = shardRegistryFromEnv({
-      env: { SHARDKIT_SHARDS: options.shardsJson },
-      createClient: (url, shards) => {
-        urls.set(url, shards);
-        return new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
-      },
-    });
-    const targets: RolloutTarget[] = [...urls].map(([url, shards]) => ({
-      name: redact(url),
-      adapter: new PrismaPg({ connectionString: url }),
-      shards,
-    }));
-    await rolloutSchema({ schema: SCHEMA_DIR, targets, onProgress });
-    return {
-      registry,
-      db: routed(registry),
-      describe: targets.map((t) => t.name).join(", "),
-      close: () => registry.disconnect(),
-    };
-  }
-  const dataDir = options.dataDir ?? join(process.cwd(), ".data");
-  mkdirSync(dataDir, { recursive: true });
-  const databases = EMBEDDED_SHARDS.map((shard) => ({
-    shard,
-    pglite: new PGlite(join(dataDir, `shard-${shard.group}-${shard.member}`)),
-  }));
-  await rolloutSchema({
+  const opened = await openShardDatabases({
     schema: SCHEMA_DIR,
-    targets: databases.map(({ shard, pglite }) => ({
-      name: `shard ${shard.key}`,
-      adapter: new PrismaPGlite(pglite),
-      shards: [shard],
-    })),
-    onProgress,
-  });
-  const registry = createShardRegistry({
-    shards: databases.map(({ shard, pglite }) => ({
-      shard,
-      client: new PrismaClient({ adapter: new PrismaPGlite(pglite) }),
-    })),
-  });
-  return {
-    registry,
-    db: routed(registry),
-    describe: `embedded PGlite, one database per shard, under ${dataDir}`,
-    async close() {
-      await registry.disconnect();
-      for (const { pglite } of databases) await pglite.close();
+    createClient: (adapter) => new PrismaClient({ adapter }),
+    shardsJson: options.shardsJson,
+    embedded: { dataDir: options.dataDir ?? join(process.cwd(), ".data"), shards: EMBEDDED_SHARDS },
+    onProgress: (event) => {
+      if (event.type === "done")
+        log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}`);
     },
-  };
-}
-
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
+  });
+  return { ...opened, db: routed(opened.registry) };
 }

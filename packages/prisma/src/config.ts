@@ -69,7 +69,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     try {
       url = new URL(entry.url);
     } catch {
-      issues.push(`shards[${i}].url: not a URL: ${redact(entry.url)}`);
+      issues.push(`shards[${i}].url: not a URL: ${redactUrl(entry.url)}`);
       return;
     }
     if (!protocols.includes(url.protocol)) {
@@ -127,6 +127,6 @@ function formatPath(path: PropertyKey[]): string {
 }
 
 /** Hides a password in a URL-ish string before it reaches an error message. */
-function redact(url: string): string {
+function redactUrl(url: string): string {
   return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
 }

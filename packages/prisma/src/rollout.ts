@@ -6,7 +6,10 @@ import {
   type SqlMigrationAwareDriverAdapterFactory,
 } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import { ShardRoutingError } from "./errors.js";
+// The package's main entry by name: this entry shares its error classes instead of copying them.
+import { ShardRoutingError } from "@shardkit/prisma";
+
+export { type OpenShards, type OpenShardsOptions, openShards } from "./open.js";
 
 /** One physical database to roll the schema out to. */
 export interface RolloutTarget {

@@ -1,0 +1,56 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { describe, expect, it } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
+import { RegistryConfigError } from "./errors.js";
+import { openShards } from "./open.js";
+import type { RolloutEvent } from "./rollout.js";
+
+const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
+const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(1, 0)];
+
+describe("openShards", () => {
+  it("embedded: one PGlite database per shard, schema pushed, data kept across reopening", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sk-open-"));
+    const events: RolloutEvent[] = [];
+    const open = () =>
+      openShards({
+        schema,
+        createClient: (adapter) => new PrismaClient({ adapter }),
+        embedded: { dataDir, shards },
+        onProgress: (e) => events.push(e),
+      });
+    const first = await open();
+    expect(first.describe).toContain(dataDir);
+    expect(first.registry.physical.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["1/0"]]);
+    const id = ShardedId.generate("Customer", shards[1]!);
+    await first.registry.clientFor(id).customer.create({ data: { id, name: "kept", region: "mx" } });
+    await first.close();
+    const statuses = () =>
+      events.filter((e) => e.type === "done").map((e) => (e.type === "done" ? e.report.status : ""));
+    expect(statuses()).toEqual(["applied", "applied"]);
+    events.length = 0;
+    const again = await open();
+    expect(statuses()).toEqual(["unchanged", "unchanged"]);
+    expect((await again.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe("kept");
+    await again.close();
+  }, 60_000);
+
+  it("a bad shardsJson is a RegistryConfigError before anything connects", async () => {
+    const createClient = () => {
+      throw new Error("must not be called");
+    };
+    await expect(openShards({ schema, createClient, shardsJson: "[" })).rejects.toBeInstanceOf(
+      RegistryConfigError,
+    );
+    await expect(
+      openShards({
+        schema,
+        createClient,
+        shardsJson: JSON.stringify([{ group: 0, member: 0, url: "nope" }]),
+      }),
+    ).rejects.toThrow(/shards\[0\]\.url: not a URL/);
+  });
+});
