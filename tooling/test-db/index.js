@@ -129,10 +129,18 @@ async function admin(port, sql) {
   }
 }
 
-/** Creates an empty database (dropping a leftover of the same name). */
-export async function createDatabase(port, name) {
+/**
+ * Creates a database (dropping a leftover of the same name): empty, with the "C" collation when
+ * `collation: "C"` (string order = code point order), or a copy of `template`.
+ */
+export async function createDatabase(port, name, options = {}) {
   await admin(port, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-  await admin(port, `CREATE DATABASE "${name}"`);
+  const how = options.template
+    ? ` TEMPLATE "${options.template}"`
+    : options.collation === "C"
+      ? ` TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`
+      : "";
+  await admin(port, `CREATE DATABASE "${name}"${how}`);
   return pgUrl(port, name);
 }
 

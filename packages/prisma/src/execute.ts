@@ -37,15 +37,6 @@ const WRITES = new Set([
   "deleteMany",
 ]);
 
-const READS_THAT_SPLIT = new Set([
-  "findMany",
-  "findFirst",
-  "findFirstOrThrow",
-  "count",
-  "aggregate",
-  "groupBy",
-]);
-
 /** `OrderItem` -> `orderItem`: the delegate property of a model on a Prisma client. */
 export function delegateKey(model: string): string {
   return model.charAt(0).toLowerCase() + model.slice(1);
@@ -110,7 +101,7 @@ export class ShardExecutor<Client extends ShardClient> {
         // (and inside the client's own transaction in single-database mode).
         const client = this.registry.clientFor(plan.parts[0]!.shard);
         if (
-          READS_THAT_SPLIT.has(operation) &&
+          SCATTER_READS.has(operation) &&
           plan.parts.every((p) => this.registry.clientFor(p.shard) === client)
         ) {
           return this.callOn(client, model, operation, args, local);
@@ -174,7 +165,7 @@ export class ShardExecutor<Client extends ShardClient> {
     parts: { shard: ShardIdentifier; args: Obj }[],
   ): Promise<unknown> {
     const shards = parts.map((p) => p.shard);
-    if (!READS_THAT_SPLIT.has(operation)) {
+    if (!SCATTER_READS.has(operation)) {
       throw new CrossShardError(
         `${model}.${operation} would write to shards ${shards.map((s) => s.key).join(", ")}: writes to several shards are not atomic. ` +
           "Stage them in $action(fn, { allowCrossShard: true }) (one transaction per shard, reported exactly), or split the call per shard.",

@@ -1,8 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
-import { MAIN_PORT, pgUrl } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, pgUrl } from "@shardkit/test-db";
 import fc from "fast-check";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Prisma, PrismaClient } from "../test/generated/prisma/client.js";
 import { models, S } from "../test/world.js";
@@ -14,16 +13,6 @@ import { rolloutSchema } from "./rollout.js";
 // database: every scattered read must return what the reference returns. Databases use the "C"
 // collation, whose string order is the merge's (code point order).
 const names = ["a", "b", "c", "ref"].map((k) => `sk_scatter_eq_${k}_${process.pid}`);
-const admin = async (sql: string) => {
-  const client = new pg.Client({ connectionString: pgUrl(MAIN_PORT, "postgres") });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-};
-
 let clients: PrismaClient[] = [];
 let ref: PrismaClient;
 let db: ReturnType<typeof makeDb>;
@@ -42,16 +31,15 @@ function makeDb(a: PrismaClient, b: PrismaClient, c: PrismaClient) {
 }
 
 beforeAll(async () => {
-  for (const name of names) await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   // One rollout through the schema engine, then copies (CREATE DATABASE ... TEMPLATE is cheap).
   const [first, ...rest] = names as [string, ...string[]];
-  await admin(`CREATE DATABASE "${first}" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`);
+  await createDatabase(MAIN_PORT, first, { collation: "C" });
   await rolloutSchema({
     schema: new URL("../test/schema.prisma", import.meta.url).pathname,
     targets: [{ name: first, adapter: new PrismaPg({ connectionString: pgUrl(MAIN_PORT, first) }) }],
     onProgress: () => {},
   });
-  for (const name of rest) await admin(`CREATE DATABASE "${name}" TEMPLATE "${first}"`);
+  for (const name of rest) await createDatabase(MAIN_PORT, name, { template: first });
   const all = names.map(
     (name) => new PrismaClient({ adapter: new PrismaPg({ connectionString: pgUrl(MAIN_PORT, name) }) }),
   );
@@ -62,7 +50,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const client of [...clients, ref]) await client?.$disconnect();
-  for (const name of names) await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  for (const name of names) await dropDatabase(MAIN_PORT, name);
 });
 
 const shardList = Object.values(S);
