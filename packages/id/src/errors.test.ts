@@ -1,5 +1,15 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { InvalidShardError, InvalidShardedIdError, isShardkitError, ShardkitError } from "./errors.js";
+import {
+  type IdErrorCode,
+  InvalidShardError,
+  InvalidShardedIdError,
+  isShardkitError,
+  ShardkitError,
+} from "./errors.js";
+import { ShardIdentifier } from "./shard-identifier.js";
+import { ShardedUUID } from "./sharded-uuid.js";
 
 describe("ShardkitError", () => {
   it("carries a typed code, a name and a cause", () => {
@@ -34,5 +44,44 @@ describe("ShardkitError", () => {
     expect(wrapped.code).toBe("WRAPPED");
     expect(wrapped.message).toBe("boom");
     expect(wrapped.cause).toBe("boom");
+  });
+});
+
+/** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
+const byCode: Record<IdErrorCode, [cls: new (...args: never[]) => ShardkitError, trigger: () => unknown]> = {
+  INVALID_SHARD: [InvalidShardError, () => ShardIdentifier.of(256, 0)],
+  INVALID_SHARDED_ID: [InvalidShardedIdError, () => ShardedUUID.shardOf("not-a-uuid")],
+};
+const table = Object.entries(byCode) as [IdErrorCode, (typeof byCode)[IdErrorCode]][];
+
+describe("one class per code", () => {
+  it.each(table)("%s is thrown by its own class, and only by it", (code, [cls, trigger]) => {
+    let err: unknown;
+    try {
+      trigger();
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(cls);
+    expect((err as ShardkitError).code).toBe(code);
+    expect((err as ShardkitError).name).toBe(cls.name);
+    expect(isShardkitError(err, code)).toBe(true);
+    for (const [other, [otherCls]] of table) {
+      if (other === code) continue;
+      expect(err).not.toBeInstanceOf(otherCls);
+      expect(isShardkitError(err, other)).toBe(false);
+    }
+  });
+
+  it("the source throws no plain Error", () => {
+    const dir = fileURLToPath(new URL(".", import.meta.url));
+    const sources = readdirSync(dir).filter(
+      (f) => f.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(f),
+    );
+    expect(sources).toContain("sharded-uuid.ts");
+    for (const file of sources) {
+      const text = readFileSync(`${dir}/${file}`, "utf8");
+      expect(text, file).not.toMatch(/\bnew (?:Type|Range|Syntax)?Error\(/);
+    }
   });
 });

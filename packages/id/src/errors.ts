@@ -1,6 +1,6 @@
 const MARK = Symbol.for("shardkit.error");
 
-/** Error codes raised by @shardkit/id. */
+/** Error codes raised by @shardkit/id; each is thrown by exactly one class ({@link IdErrorByCode}). */
 export type IdErrorCode = "INVALID_SHARD" | "INVALID_SHARDED_ID";
 
 /**
@@ -53,6 +53,12 @@ export class InvalidShardedIdError extends ShardkitError<"INVALID_SHARDED_ID"> {
     super("INVALID_SHARDED_ID", `Invalid sharded ID ${describe(value)}: ${reason}`);
     this.value = value;
   }
+}
+
+/** Which class throws which code: each code of @shardkit/id is thrown by exactly one class. */
+export interface IdErrorByCode {
+  INVALID_SHARD: InvalidShardError;
+  INVALID_SHARDED_ID: InvalidShardedIdError;
 }
 
 function describe(value: unknown): string {

@@ -1,4 +1,5 @@
 export {
+  type IdErrorByCode,
   type IdErrorCode,
   InvalidShardError,
   InvalidShardedIdError,

@@ -1,4 +1,4 @@
-import { compareBy, isAfter, mergePage, planPage, ScatterError, scatter } from "@shardkit/scatter";
+import { compareBy, isAfter, isShardkitError, mergePage, planPage, scatter } from "@shardkit/scatter";
 
 // Three in-memory "shards" with different latencies; "ap" is down for now.
 const shards = [
@@ -52,7 +52,7 @@ console.log(
 try {
   await scatter(shards, (s, signal) => fetchPage(s, plan, signal), options);
 } catch (err) {
-  if (err instanceof ScatterError) console.log(`${err.name} ${err.code}: ${err.message}`);
+  if (isShardkitError(err, "TARGETS_FAILED")) console.log(`${err.name} ${err.code}: ${err.message}`);
 }
 
 // "ap" is back: page through all three shards with an opaque cursor.

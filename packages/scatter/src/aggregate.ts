@@ -1,4 +1,4 @@
-import { ScatterError } from "./errors.js";
+import { InvalidScatterOptionsError, UnsortableValueError } from "./errors.js";
 import { compareBy, compareNonNull, type SortValue } from "./sort.js";
 
 /** Fields to aggregate: `{ amount: true }`. */
@@ -117,7 +117,7 @@ export function mergeGroupBy(
   by: readonly string[],
   request: AggregateRequest,
 ): GroupRow[] {
-  if (by.length === 0) throw new ScatterError("INVALID_OPTIONS", "groupBy needs at least one field in `by`");
+  if (by.length === 0) throw new InvalidScatterOptionsError("groupBy needs at least one field in `by`");
   const groups = new Map<string, { keys: Record<string, unknown>; parts: GroupRow[] }>();
   for (const rows of partials) {
     for (const row of rows) {
@@ -149,21 +149,20 @@ function groupKey(v: unknown, field: string): string {
       return `t${v}`;
     default:
       if (v instanceof Date) return `d${v.getTime()}`;
-      throw new ScatterError("UNSORTABLE_VALUE", `group field ${field} holds a ${typeof v}`);
+      throw new UnsortableValueError(`group field ${field} holds a ${typeof v}`);
   }
 }
 
 function countOf(count: AggregateResult["_count"], field: string): number | bigint {
-  if (count === undefined) throw new ScatterError("INVALID_OPTIONS", `a source returned no _count.${field}`);
+  if (count === undefined) throw new InvalidScatterOptionsError(`a source returned no _count.${field}`);
   const v = typeof count === "object" ? count[field] : field === "_all" ? count : undefined;
-  if (v === undefined) throw new ScatterError("INVALID_OPTIONS", `a source returned no _count.${field}`);
+  if (v === undefined) throw new InvalidScatterOptionsError(`a source returned no _count.${field}`);
   return v;
 }
 
 function check(v: unknown, what: string): number | bigint {
   if (typeof v === "number" || typeof v === "bigint") return v;
-  throw new ScatterError(
-    "UNSORTABLE_VALUE",
+  throw new UnsortableValueError(
     `${what} is a ${typeof v}: aggregates merge numbers and bigints (convert numeric text or decimals first)`,
   );
 }
@@ -178,7 +177,7 @@ function add(a: number | bigint, b: unknown, what: string): number | bigint {
 function toBigInt(v: number | bigint, what: string): bigint {
   if (typeof v === "bigint") return v;
   if (Number.isSafeInteger(v)) return BigInt(v);
-  throw new ScatterError("UNSORTABLE_VALUE", `${what} mixes bigint with the non-integer number ${v}`);
+  throw new UnsortableValueError(`${what} mixes bigint with the non-integer number ${v}`);
 }
 
 function extremes(

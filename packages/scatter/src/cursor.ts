@@ -1,4 +1,4 @@
-import { ScatterError } from "./errors.js";
+import { InvalidCursorError, InvalidScatterOptionsError, UnsortableValueError } from "./errors.js";
 import {
   compareKey,
   type NormalizedSortKey,
@@ -29,8 +29,7 @@ export function positionOf(row: object, orderBy: OrderByInput): KeysetPosition {
     keys: keys.map((k) => {
       const value = (row as Record<string, unknown>)[k.field];
       if (value === undefined)
-        throw new ScatterError(
-          "INVALID_OPTIONS",
+        throw new InvalidScatterOptionsError(
           `row has no value for sort field ${JSON.stringify(k.field)} (select every sort field)`,
         );
       return { ...k, value: checkValue(value, k.field) };
@@ -62,7 +61,7 @@ export function encodeCursor(row: object, orderBy: OrderByInput): string {
 export function decodeCursor(cursor: string, orderBy: OrderByInput): KeysetPosition {
   const keys = normalizeOrderBy(orderBy);
   const bad = (why: string): never => {
-    throw new ScatterError("INVALID_CURSOR", `invalid cursor: ${why}`);
+    throw new InvalidCursorError(`invalid cursor: ${why}`);
   };
   if (typeof cursor !== "string" || cursor.length === 0) bad("not a non-empty string");
   if (cursor.length > MAX_CURSOR_LENGTH) bad(`longer than ${MAX_CURSOR_LENGTH} characters`);
@@ -168,11 +167,10 @@ function checkValue(value: unknown, field: string): SortValue {
     return value;
   if (value instanceof Date) {
     if (Number.isNaN(value.getTime()))
-      throw new ScatterError("UNSORTABLE_VALUE", `sort field ${field} holds an invalid Date`);
+      throw new UnsortableValueError(`sort field ${field} holds an invalid Date`);
     return value;
   }
-  throw new ScatterError(
-    "UNSORTABLE_VALUE",
+  throw new UnsortableValueError(
     `sort field ${field} holds a ${typeof value}: sort values are number, bigint, string, Date, boolean or null`,
   );
 }

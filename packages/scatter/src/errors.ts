@@ -1,4 +1,4 @@
-import { ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
 
 /** Error codes raised by @shardkit/scatter. */
 export type ScatterErrorCode =
@@ -43,21 +43,109 @@ export interface MissingTarget<Target = unknown> {
 }
 
 /**
- * Every error @shardkit/scatter throws. A failed scatter lists every failed, timed-out or cancelled
- * target in `missing` (each with its own `error`), and `cause` is an AggregateError of those errors.
+ * Base class of every error @shardkit/scatter throws: one subclass per code (see
+ * {@link ScatterErrorByCode}), so `instanceof ScatterError` catches all of them. Throw the
+ * subclasses; this class is not meant to be constructed directly.
  */
-export class ScatterError extends ShardkitError<ScatterErrorCode> {
+export class ScatterError<Code extends ScatterErrorCode = ScatterErrorCode> extends ShardkitError<Code> {
   /** Targets with no value (empty for errors that are not about a scatter run). */
   readonly missing: readonly MissingTarget[];
 
   constructor(
-    code: ScatterErrorCode,
+    code: Code,
     message: string,
     options?: { cause?: unknown; missing?: readonly MissingTarget[] },
   ) {
     super(code, message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.missing = options?.missing ?? [];
   }
+}
+
+/**
+ * `TARGETS_FAILED`: one or more targets failed or timed out and the policy is `'fail'`. `missing`
+ * lists every failed, timed-out or cancelled target (each with its own `error`), and `cause` is
+ * an AggregateError of those errors.
+ */
+export class ScatterFailedError extends ScatterError<"TARGETS_FAILED"> {
+  constructor(message: string, options?: { cause?: unknown; missing?: readonly MissingTarget[] }) {
+    super("TARGETS_FAILED", message, options);
+  }
+}
+
+/**
+ * `DEADLINE_EXCEEDED`: the whole-scatter deadline expired before every target answered and the
+ * policy is `'fail'` (`missing` and `cause` as for {@link ScatterFailedError}). Also the abort
+ * reason given to a target whose own timeout expired.
+ */
+export class ScatterDeadlineError extends ScatterError<"DEADLINE_EXCEEDED"> {
+  constructor(message: string, options?: { cause?: unknown; missing?: readonly MissingTarget[] }) {
+    super("DEADLINE_EXCEEDED", message, options);
+  }
+}
+
+/** `ABORTED`: the caller's AbortSignal fired; `cause` is the signal's reason, `missing` the cancelled targets. */
+export class ScatterAbortedError extends ScatterError<"ABORTED"> {
+  constructor(message: string, options?: { cause?: unknown; missing?: readonly MissingTarget[] }) {
+    super("ABORTED", message, options);
+  }
+}
+
+/** `INVALID_CURSOR`: a cursor that is malformed, of another version, or made for another sort order. */
+export class InvalidCursorError extends ScatterError<"INVALID_CURSOR"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("INVALID_CURSOR", message, options);
+  }
+}
+
+/** `INVALID_OPTIONS`: options or arguments that make no sense (negative limit, empty sort, unknown policy...). */
+export class InvalidScatterOptionsError extends ScatterError<"INVALID_OPTIONS"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("INVALID_OPTIONS", message, options);
+  }
+}
+
+/** `UNSORTED_INPUT`: a source handed to a merge is not sorted by the requested order (often a collation mismatch). */
+export class UnsortedInputError extends ScatterError<"UNSORTED_INPUT"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("UNSORTED_INPUT", message, options);
+  }
+}
+
+/** `UNSORTABLE_VALUE`: a sort or aggregate value of a type the merge cannot compare (objects, mixed types...). */
+export class UnsortableValueError extends ScatterError<"UNSORTABLE_VALUE"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("UNSORTABLE_VALUE", message, options);
+  }
+}
+
+/** Which class throws which code: each code of @shardkit/scatter is thrown by exactly one class. */
+export interface ScatterErrorByCode {
+  TARGETS_FAILED: ScatterFailedError;
+  DEADLINE_EXCEEDED: ScatterDeadlineError;
+  ABORTED: ScatterAbortedError;
+  INVALID_CURSOR: InvalidCursorError;
+  INVALID_OPTIONS: InvalidScatterOptionsError;
+  UNSORTED_INPUT: UnsortedInputError;
+  UNSORTABLE_VALUE: UnsortableValueError;
+}
+
+/**
+ * True for any shardkit error, from this copy of the package or another one (it checks a global
+ * mark and the code, not the class: it is `isShardkitError` of `@shardkit/id`). With a code of
+ * this package it narrows to that code's class, e.g.
+ * `if (isShardkitError(err, "TARGETS_FAILED")) err.missing`; with any other code, or none, to
+ * `ShardkitError`.
+ */
+export function isShardkitError<C extends ScatterErrorCode>(
+  value: unknown,
+  code: C,
+): value is ScatterErrorByCode[C];
+export function isShardkitError<C extends string = string>(
+  value: unknown,
+  code?: C,
+): value is ShardkitError<C>;
+export function isShardkitError(value: unknown, code?: string): boolean {
+  return isAnyShardkitError(value, code);
 }
 
 /** A short description of a thrown value for messages. */

@@ -18,7 +18,21 @@ export {
   keysetWhere,
   positionOf,
 } from "./cursor.js";
-export { type MissingReason, type MissingTarget, ScatterError, type ScatterErrorCode } from "./errors.js";
+export {
+  InvalidCursorError,
+  InvalidScatterOptionsError,
+  isShardkitError,
+  type MissingReason,
+  type MissingTarget,
+  ScatterAbortedError,
+  ScatterDeadlineError,
+  ScatterError,
+  type ScatterErrorByCode,
+  type ScatterErrorCode,
+  ScatterFailedError,
+  UnsortableValueError,
+  UnsortedInputError,
+} from "./errors.js";
 export { type MergeOptions, mergeSorted } from "./merge-sorted.js";
 export { mergePage, type Page, type PagePlan, type PageRequest, planPage } from "./paginate.js";
 export {

@@ -1,4 +1,4 @@
-import { ScatterError } from "./errors.js";
+import { InvalidScatterOptionsError, UnsortedInputError } from "./errors.js";
 import { compareBy, type OrderByInput } from "./sort.js";
 
 /** Which slice of the merged order to return. */
@@ -61,8 +61,7 @@ export function mergeSorted<Row>(
     if (taken >= offset) out.push(row);
     if (p + 1 < src.length) {
       if (cmp(row, src[p + 1] as Row) > 0)
-        throw new ScatterError(
-          "UNSORTED_INPUT",
+        throw new UnsortedInputError(
           `source ${s} is not sorted by the requested order at rows ${p} and ${p + 1} (does the database sort strings with a different collation?)`,
         );
       pos[s] = p + 1;
@@ -80,8 +79,8 @@ export function checkSlice(options: MergeOptions): { offset: number; limit: numb
   const offset = options.offset ?? 0;
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   if (!Number.isSafeInteger(offset) || offset < 0)
-    throw new ScatterError("INVALID_OPTIONS", `offset must be an integer >= 0, got ${String(offset)}`);
+    throw new InvalidScatterOptionsError(`offset must be an integer >= 0, got ${String(offset)}`);
   if (!(limit === Number.POSITIVE_INFINITY || (Number.isSafeInteger(limit) && limit >= 0)))
-    throw new ScatterError("INVALID_OPTIONS", `limit must be an integer >= 0, got ${String(limit)}`);
+    throw new InvalidScatterOptionsError(`limit must be an integer >= 0, got ${String(limit)}`);
   return { offset, limit };
 }

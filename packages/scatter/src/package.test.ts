@@ -14,11 +14,19 @@ describe("published package", () => {
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
     expect(report.attw.ok, report.attw.output).toBe(true);
     const api = [
+      "InvalidCursorError",
+      "InvalidScatterOptionsError",
+      "ScatterAbortedError",
+      "ScatterDeadlineError",
       "ScatterError",
+      "ScatterFailedError",
+      "UnsortableValueError",
+      "UnsortedInputError",
       "compareBy",
       "decodeCursor",
       "encodeCursor",
       "isAfter",
+      "isShardkitError",
       "keysetSql",
       "keysetWhere",
       "mergeAggregates",
@@ -43,7 +51,7 @@ describe("published package", () => {
     expect(lines).toEqual([
       "complete: false, missing: ap (error: connect ECONNREFUSED 127.0.0.1:5433)",
       "partial page: eu-2=300 us-1=300 eu-0=120 us-0=99",
-      'ScatterError TARGETS_FAILED: 1 of 3 targets missing: "ap" (error: connect ECONNREFUSED 127.0.0.1:5433)',
+      'ScatterFailedError TARGETS_FAILED: 1 of 3 targets missing: "ap" (error: connect ECONNREFUSED 127.0.0.1:5433)',
       "page: eu-2=300 us-1=300 ap-0=250 eu-0=120  (fetched eu:4 us:3 ap:2)",
       expect.stringMatching(/^next cursor: [A-Za-z0-9_-]+$/),
       "page: us-0=99 ap-1=75 eu-1=75 eu-3=42  (fetched eu:2 us:2 ap:1)",

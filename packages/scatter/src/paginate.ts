@@ -1,5 +1,5 @@
 import { decodeCursor, encodeCursor, isAfter, type KeysetPosition } from "./cursor.js";
-import { ScatterError } from "./errors.js";
+import { InvalidScatterOptionsError, UnsortedInputError } from "./errors.js";
 import { mergeSorted } from "./merge-sorted.js";
 import { type NormalizedSortKey, normalizeOrderBy, type OrderByInput } from "./sort.js";
 
@@ -47,19 +47,18 @@ export interface Page<Row> {
  */
 export function planPage(request: PageRequest): PagePlan {
   if (typeof request.tiebreaker !== "string" || request.tiebreaker === "")
-    throw new ScatterError("INVALID_OPTIONS", "tiebreaker must name a unique field (e.g. 'id')");
+    throw new InvalidScatterOptionsError("tiebreaker must name a unique field (e.g. 'id')");
   const orderBy = normalizeOrderBy(request.orderBy, request.tiebreaker);
   if (orderBy[orderBy.length - 1]?.field !== request.tiebreaker)
-    throw new ScatterError(
-      "INVALID_OPTIONS",
+    throw new InvalidScatterOptionsError(
       `the tiebreaker ${request.tiebreaker} must be the last sort key (keys after a unique one never apply)`,
     );
   const limit = request.limit;
   const offset = request.offset ?? 0;
   if (!Number.isSafeInteger(limit) || limit < 1)
-    throw new ScatterError("INVALID_OPTIONS", `limit must be an integer >= 1, got ${String(limit)}`);
+    throw new InvalidScatterOptionsError(`limit must be an integer >= 1, got ${String(limit)}`);
   if (!Number.isSafeInteger(offset) || offset < 0)
-    throw new ScatterError("INVALID_OPTIONS", `offset must be an integer >= 0, got ${String(offset)}`);
+    throw new InvalidScatterOptionsError(`offset must be an integer >= 0, got ${String(offset)}`);
   const after =
     request.cursor === undefined || request.cursor === null ? null : decodeCursor(request.cursor, orderBy);
   return { orderBy, take: offset + limit, after, offset, limit };
@@ -81,8 +80,7 @@ export function mergePage<Row extends object>(
     if (rows.length >= plan.take) someFull = true;
     const first = rows[0];
     if (plan.after && first !== undefined && !isAfter(first, plan.after))
-      throw new ScatterError(
-        "UNSORTED_INPUT",
+      throw new UnsortedInputError(
         `source ${s} returned a row that is not after the cursor: apply the keyset filter on every source`,
       );
   });

@@ -2,7 +2,7 @@ import { getEventListeners } from "node:events";
 import { isShardkitError, ShardkitError } from "@shardkit/id";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ScatterError } from "./errors.js";
+import { ScatterError, ScatterFailedError } from "./errors.js";
 import { scatter } from "./scatter.js";
 
 /** A promise that settles when told to, or rejects with the signal's reason when aborted. */
@@ -143,7 +143,8 @@ describe("scatter: the partial policy", () => {
     expect(err.code).toBe("TARGETS_FAILED");
     expect(err).toBeInstanceOf(ShardkitError);
     expect(isShardkitError(err, "TARGETS_FAILED")).toBe(true);
-    expect(err.name).toBe("ScatterError");
+    expect(err).toBeInstanceOf(ScatterFailedError);
+    expect(err.name).toBe("ScatterFailedError");
     expect(err.message).toBe(
       '2 of 4 targets missing: "us" (error: connect ECONNREFUSED 127.0.0.1:5433), "sa" (error: relation does not exist)',
     );

@@ -1,4 +1,12 @@
-import { describeError, type MissingReason, type MissingTarget, ScatterError } from "./errors.js";
+import {
+  describeError,
+  InvalidScatterOptionsError,
+  type MissingReason,
+  type MissingTarget,
+  ScatterAbortedError,
+  ScatterDeadlineError,
+  ScatterFailedError,
+} from "./errors.js";
 
 /** `'fail'` (default): any missing target makes the scatter throw. `'partial'`: return what answered, and say what is missing. */
 export type PartialPolicy = "fail" | "partial";
@@ -65,8 +73,10 @@ export interface ScatterResult<Target, Value> {
  * because the scatter settles at once and does not wait for a call it has given up on.
  *
  * With policy `'fail'` (default) a scatter with any failed, timed-out or skipped target throws a
- * {@link ScatterError} (`TARGETS_FAILED`, or `DEADLINE_EXCEEDED` when the deadline expired) that
- * lists every one of them. With `'partial'` it resolves with `complete: false` and `missing`.
+ * {@link ScatterFailedError} (`TARGETS_FAILED`), or a {@link ScatterDeadlineError}
+ * (`DEADLINE_EXCEEDED`) when the deadline expired, that lists every one of them in `missing`.
+ * With `'partial'` it resolves with `complete: false` and `missing`. The caller's signal makes it
+ * throw a {@link ScatterAbortedError} (`ABORTED`), whatever the policy.
  * No timer or listener outlives the call.
  */
 export function scatter<Target, Value>(
@@ -82,15 +92,14 @@ export function scatter<Target, Value>(
   const keys = list.map((t, i) => (options.key ? options.key(t, i) : String(i)));
   const seen = new Set<string>();
   for (const k of keys) {
-    if (typeof k !== "string") throw new ScatterError("INVALID_OPTIONS", "key() must return a string");
-    if (seen.has(k))
-      throw new ScatterError("INVALID_OPTIONS", `two targets are both named ${JSON.stringify(k)}`);
+    if (typeof k !== "string") throw new InvalidScatterOptionsError("key() must return a string");
+    if (seen.has(k)) throw new InvalidScatterOptionsError(`two targets are both named ${JSON.stringify(k)}`);
     seen.add(k);
   }
   const callerSignal = options.signal;
   if (callerSignal?.aborted) {
     return Promise.reject(
-      new ScatterError("ABORTED", "scatter aborted by the caller before it started", {
+      new ScatterAbortedError("scatter aborted by the caller before it started", {
         cause: callerSignal.reason,
       }),
     );
@@ -111,7 +120,7 @@ export function scatter<Target, Value>(
     const onCallerAbort = () =>
       stopAll(
         "aborted",
-        new ScatterError("ABORTED", "scatter aborted by the caller", { cause: callerSignal?.reason }),
+        new ScatterAbortedError("scatter aborted by the caller", { cause: callerSignal?.reason }),
       );
 
     const missingOutcome = (
@@ -148,7 +157,7 @@ export function scatter<Target, Value>(
       ) {
         stopAll(
           "cancelled",
-          new ScatterError("TARGETS_FAILED", `cancelled: target ${JSON.stringify(outcome.key)} failed first`),
+          new ScatterFailedError(`cancelled: target ${JSON.stringify(outcome.key)} failed first`),
         );
         return;
       }
@@ -168,8 +177,7 @@ export function scatter<Target, Value>(
       const timeout = options.targetTimeoutMs;
       if (timeout !== undefined) {
         slot.timer = setTimeout(() => {
-          const error = new ScatterError(
-            "DEADLINE_EXCEEDED",
+          const error = new ScatterDeadlineError(
             `target ${JSON.stringify(keys[i])} exceeded its ${timeout} ms timeout`,
           );
           controller.abort(error);
@@ -247,24 +255,26 @@ export function scatter<Target, Value>(
       }
       if (stop?.reason === "aborted") {
         reject(
-          new ScatterError(
-            "ABORTED",
+          new ScatterAbortedError(
             `scatter aborted by the caller; ${missing.length} of ${n} targets missing: ${describeMissing(missing)}`,
-            { cause: (stop.error as ScatterError).cause, missing },
+            { cause: (stop.error as ScatterAbortedError).cause, missing },
           ),
         );
         return;
       }
       if (missing.length > 0 && policy === "fail") {
-        const code = stop?.reason === "deadline" ? "DEADLINE_EXCEEDED" : "TARGETS_FAILED";
+        const message = `${missing.length} of ${n} targets missing: ${describeMissing(missing)}`;
+        const details = {
+          cause: new AggregateError(
+            missing.map((m) => m.error),
+            "errors of the missing targets",
+          ),
+          missing,
+        };
         reject(
-          new ScatterError(code, `${missing.length} of ${n} targets missing: ${describeMissing(missing)}`, {
-            cause: new AggregateError(
-              missing.map((m) => m.error),
-              "errors of the missing targets",
-            ),
-            missing,
-          }),
+          stop?.reason === "deadline"
+            ? new ScatterDeadlineError(message, details)
+            : new ScatterFailedError(message, details),
         );
         return;
       }
@@ -279,8 +289,7 @@ export function scatter<Target, Value>(
     if (options.deadlineMs !== undefined) {
       const ms = options.deadlineMs;
       deadlineTimer = setTimeout(
-        () =>
-          stopAll("deadline", new ScatterError("DEADLINE_EXCEEDED", `scatter deadline of ${ms} ms exceeded`)),
+        () => stopAll("deadline", new ScatterDeadlineError(`scatter deadline of ${ms} ms exceeded`)),
         ms,
       );
     }
@@ -296,13 +305,13 @@ interface Slot {
 
 function validate<T, V>(options: ScatterOptions<T, V>, policy: unknown, limit: number): void {
   if (policy !== "fail" && policy !== "partial")
-    throw new ScatterError("INVALID_OPTIONS", `policy must be 'fail' or 'partial', got ${String(policy)}`);
+    throw new InvalidScatterOptionsError(`policy must be 'fail' or 'partial', got ${String(policy)}`);
   if (!(limit === Number.POSITIVE_INFINITY || (Number.isInteger(limit) && limit >= 1)))
-    throw new ScatterError("INVALID_OPTIONS", `concurrency must be a positive integer, got ${String(limit)}`);
+    throw new InvalidScatterOptionsError(`concurrency must be a positive integer, got ${String(limit)}`);
   for (const name of ["deadlineMs", "targetTimeoutMs"] as const) {
     const v = options[name];
     if (v !== undefined && !(typeof v === "number" && Number.isFinite(v) && v >= 0))
-      throw new ScatterError("INVALID_OPTIONS", `${name} must be a finite number >= 0, got ${String(v)}`);
+      throw new InvalidScatterOptionsError(`${name} must be a finite number >= 0, got ${String(v)}`);
   }
 }
 

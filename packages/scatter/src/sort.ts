@@ -1,4 +1,4 @@
-import { ScatterError } from "./errors.js";
+import { InvalidScatterOptionsError, UnsortableValueError } from "./errors.js";
 
 /** Values a sort key, a cursor or min/max may hold. `undefined` is read as null. */
 export type SortValue = number | bigint | string | Date | boolean | null;
@@ -38,7 +38,7 @@ export function normalizeOrderBy(orderBy: OrderByInput, tiebreaker?: string): No
   const keys: NormalizedSortKey[] = [];
   for (const item of items as unknown[]) {
     if (typeof item !== "object" || item === null)
-      throw new ScatterError("INVALID_OPTIONS", `orderBy entries must be objects, got ${String(item)}`);
+      throw new InvalidScatterOptionsError(`orderBy entries must be objects, got ${String(item)}`);
     if (typeof (item as SortKey).field === "string") {
       const k = item as SortKey;
       keys.push(key(k.field, k.direction ?? "asc", k.nulls));
@@ -46,8 +46,7 @@ export function normalizeOrderBy(orderBy: OrderByInput, tiebreaker?: string): No
     }
     const entries = Object.entries(item as Record<string, unknown>).filter(([, v]) => v !== undefined);
     if (entries.length !== 1)
-      throw new ScatterError(
-        "INVALID_OPTIONS",
+      throw new InvalidScatterOptionsError(
         `each orderBy object must name exactly one field (got ${entries.length}); use a list for several`,
       );
     const [field, spec] = entries[0] as [string, unknown];
@@ -56,28 +55,27 @@ export function normalizeOrderBy(orderBy: OrderByInput, tiebreaker?: string): No
       const s = spec as { sort: unknown; nulls?: unknown };
       keys.push(key(field, s.sort, s.nulls));
     } else
-      throw new ScatterError(
-        "INVALID_OPTIONS",
+      throw new InvalidScatterOptionsError(
         `orderBy.${field} must be 'asc', 'desc' or { sort, nulls } (nested relations are not supported)`,
       );
   }
   if (tiebreaker !== undefined && !keys.some((k) => k.field === tiebreaker))
     keys.push(key(tiebreaker, "asc"));
-  if (keys.length === 0) throw new ScatterError("INVALID_OPTIONS", "orderBy is empty");
+  if (keys.length === 0) throw new InvalidScatterOptionsError("orderBy is empty");
   const fields = new Set<string>();
   for (const k of keys) {
-    if (fields.has(k.field)) throw new ScatterError("INVALID_OPTIONS", `orderBy names ${k.field} twice`);
+    if (fields.has(k.field)) throw new InvalidScatterOptionsError(`orderBy names ${k.field} twice`);
     fields.add(k.field);
   }
   return keys;
 }
 
 function key(field: string, direction: unknown, nulls?: unknown): NormalizedSortKey {
-  if (field === "") throw new ScatterError("INVALID_OPTIONS", "a sort field name is empty");
+  if (field === "") throw new InvalidScatterOptionsError("a sort field name is empty");
   if (direction !== "asc" && direction !== "desc")
-    throw new ScatterError("INVALID_OPTIONS", `direction of ${field} must be 'asc' or 'desc'`);
+    throw new InvalidScatterOptionsError(`direction of ${field} must be 'asc' or 'desc'`);
   if (nulls !== undefined && nulls !== "first" && nulls !== "last")
-    throw new ScatterError("INVALID_OPTIONS", `nulls of ${field} must be 'first' or 'last'`);
+    throw new InvalidScatterOptionsError(`nulls of ${field} must be 'first' or 'last'`);
   return { field, direction, nulls: nulls ?? (direction === "asc" ? "last" : "first") };
 }
 
@@ -92,8 +90,7 @@ function kindOf(v: unknown): number {
       return 3;
     default:
       if (v instanceof Date) return 4;
-      throw new ScatterError(
-        "UNSORTABLE_VALUE",
+      throw new UnsortableValueError(
         `cannot compare a value of type ${v === null ? "null" : typeof v}${typeof v === "object" ? ` (${(v as object).constructor?.name ?? "Object"})` : ""}: sort values are number, bigint, string, Date, boolean or null`,
       );
   }
@@ -110,10 +107,7 @@ export function compareNonNull(a: NonNullable<SortValue>, b: NonNullable<SortVal
   const ka = kindOf(a);
   const kb = kindOf(b);
   if (ka !== kb)
-    throw new ScatterError(
-      "UNSORTABLE_VALUE",
-      `cannot compare a ${typeof a} with a ${typeof b} in one sort key`,
-    );
+    throw new UnsortableValueError(`cannot compare a ${typeof a} with a ${typeof b} in one sort key`);
   if (ka === 4) {
     const x = (a as Date).getTime();
     const y = (b as Date).getTime();

@@ -9,12 +9,12 @@ function issuesOf(config: unknown): readonly string[] {
     createShardSelector(config as never);
   } catch (err) {
     expect(err).toBeInstanceOf(SelectorError);
-    expect(isShardkitError(err, "INVALID_CONFIG")).toBe(true);
+    expect(isShardkitError(err, "INVALID_SELECTOR_CONFIG")).toBe(true);
     const e = err as SelectorError;
     for (const issue of e.issues) expect(e.message).toContain(issue);
     return e.issues;
   }
-  throw new Error("expected INVALID_CONFIG");
+  throw new Error("expected INVALID_SELECTOR_CONFIG");
 }
 
 const ok = { routingKey: "tenantId", groups: [{ group: 1, members: [0, 1] }], defaultGroup: 1 };

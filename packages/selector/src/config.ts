@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SelectorError } from "./errors.js";
+import { InvalidSelectorConfigError } from "./errors.js";
 
 /** A value a rule compares a property with (strict equality: `"1"` is not `1`). */
 export type RuleValue = string | number | boolean;
@@ -212,7 +212,10 @@ export function formatPath(path: readonly PathPart[]): string {
   return out || "config";
 }
 
-/** Validates `input` and returns the normalized config, or throws `SelectorError` INVALID_CONFIG listing every issue. */
+/**
+ * Validates `input` and returns the normalized config, or throws `InvalidSelectorConfigError`
+ * (`INVALID_SELECTOR_CONFIG`) listing every issue.
+ */
 export function parseConfig(input: unknown): NormalizedConfig {
   const parsed = configSchema.safeParse(input);
   if (!parsed.success) {
@@ -313,10 +316,5 @@ export function parseConfig(input: unknown): NormalizedConfig {
 }
 
 function fail(issues: string[]): never {
-  const unique = [...new Set(issues)];
-  throw new SelectorError(
-    "INVALID_CONFIG",
-    `Invalid shard selector config (${unique.length} issue${unique.length === 1 ? "" : "s"}):\n  - ${unique.join("\n  - ")}`,
-    { issues: unique },
-  );
+  throw new InvalidSelectorConfigError([...new Set(issues)]);
 }

@@ -1,27 +1,121 @@
-import { isShardkitError, ShardkitError } from "@shardkit/id";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
-import { SelectorError } from "./errors.js";
+import {
+  InvalidRoutingKeyError,
+  InvalidScorecardInputError,
+  InvalidSelectorConfigError,
+  isShardkitError,
+  MissingRoutingKeyError,
+  NoGroupMatchError,
+  SelectorError,
+  type SelectorErrorCode,
+} from "./errors.js";
+import { analyzeShardKey } from "./scorecard.js";
+import { createShardSelector } from "./selector.js";
 
 describe("SelectorError", () => {
   it("is a ShardkitError with a typed code, a name, issues and a cause", () => {
     const cause = new Error("root");
-    const err = new SelectorError("INVALID_CONFIG", "bad", { cause, issues: ["a: b"] });
+    const err = new InvalidSelectorConfigError(["a: b"], { cause });
+    expect(err).toBeInstanceOf(SelectorError);
     expect(err).toBeInstanceOf(ShardkitError);
     expect(err).toBeInstanceOf(Error);
-    expect(err.name).toBe("SelectorError");
-    expect(err.code).toBe("INVALID_CONFIG");
+    expect(err.name).toBe("InvalidSelectorConfigError");
+    expect(err.code).toBe("INVALID_SELECTOR_CONFIG");
+    expect(err.message).toBe("Invalid shard selector config (1 issue):\n  - a: b");
     expect(err.cause).toBe(cause);
     expect(err.issues).toEqual(["a: b"]);
     expect(Object.isFrozen(err.issues)).toBe(true);
-    expect(new SelectorError("NO_GROUP_MATCH", "x").issues).toEqual([]);
-    expect("cause" in new SelectorError("NO_GROUP_MATCH", "x")).toBe(false);
+    expect(new NoGroupMatchError("x").issues).toEqual([]);
+    expect("cause" in new NoGroupMatchError("x")).toBe(false);
+    expect("cause" in new InvalidSelectorConfigError(["a: b"])).toBe(false);
   });
 
   it("is recognised by isShardkitError, with and without its code", () => {
-    const err = new SelectorError("MISSING_ROUTING_KEY", "x");
-    expect(isShardkitError(err)).toBe(true);
-    expect(isShardkitError(err, "MISSING_ROUTING_KEY")).toBe(true);
-    expect(isShardkitError(err, "NO_GROUP_MATCH")).toBe(false);
+    const err = new MissingRoutingKeyError("x");
+    for (const guard of [isShardkitError, isAnyShardkitError]) {
+      expect(guard(err)).toBe(true);
+      expect(guard(err, "MISSING_ROUTING_KEY")).toBe(true);
+      expect(guard(err, "NO_GROUP_MATCH")).toBe(false);
+    }
     expect(ShardkitError.from(err, "OTHER")).toBe(err);
+  });
+
+  it("isShardkitError checks the global mark, not the class (duplicate installs)", () => {
+    const foreign = Object.assign(new Error("from another copy"), {
+      code: "NO_GROUP_MATCH",
+      [Symbol.for("shardkit.error")]: true,
+    });
+    expect(foreign instanceof SelectorError).toBe(false);
+    expect(isShardkitError(foreign, "NO_GROUP_MATCH")).toBe(true);
+    expect(isShardkitError(Object.assign(new Error("look-alike"), { code: "NO_GROUP_MATCH" }))).toBe(false);
+    expect(isShardkitError(null)).toBe(false);
+  });
+});
+
+const selector = createShardSelector({
+  routingKey: "tenantId",
+  groups: [{ group: 0, members: [0, 1] }],
+  rules: [{ when: { region: "MX" }, group: 0 }],
+});
+
+/** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
+const byCode: Record<
+  SelectorErrorCode,
+  [cls: abstract new (...args: never[]) => SelectorError, () => unknown]
+> = {
+  INVALID_SELECTOR_CONFIG: [
+    InvalidSelectorConfigError,
+    () => createShardSelector({ routingKey: "k", groups: [] }),
+  ],
+  NO_GROUP_MATCH: [NoGroupMatchError, () => selector.select({ tenantId: "t", region: "US" })],
+  MISSING_ROUTING_KEY: [MissingRoutingKeyError, () => selector.select({ region: "MX" })],
+  INVALID_ROUTING_KEY: [InvalidRoutingKeyError, () => selector.select({ tenantId: {}, region: "MX" })],
+  INVALID_SCORECARD_INPUT: [InvalidScorecardInputError, () => analyzeShardKey([], { members: 0 })],
+};
+const table = Object.entries(byCode) as [SelectorErrorCode, (typeof byCode)[SelectorErrorCode]][];
+
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected a throw");
+}
+
+describe("one class per code", () => {
+  it.each(table)("%s is thrown by its own class, and only by it", (code, [cls, trigger]) => {
+    const err = thrown(trigger);
+    expect(err).toBeInstanceOf(cls);
+    expect(err).toBeInstanceOf(SelectorError);
+    expect((err as SelectorError).code).toBe(code);
+    expect((err as SelectorError).name).toBe(cls.name);
+    expect(isShardkitError(err, code)).toBe(true);
+    expect(isAnyShardkitError(err, code)).toBe(true);
+    for (const [other, [otherCls]] of table) {
+      if (other === code) continue;
+      expect(err).not.toBeInstanceOf(otherCls);
+      expect(isShardkitError(err, other)).toBe(false);
+    }
+  });
+
+  it("no two codes share a class", () => {
+    const classes = table.map(([, [cls]]) => cls);
+    expect(new Set(classes).size).toBe(classes.length);
+  });
+
+  it("the source throws no plain Error and never constructs the base class", () => {
+    const dir = fileURLToPath(new URL(".", import.meta.url));
+    const sources = readdirSync(dir).filter(
+      (f) => f.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(f),
+    );
+    expect(sources).toContain("selector.ts");
+    for (const file of sources) {
+      const text = readFileSync(`${dir}/${file}`, "utf8");
+      expect(text, file).not.toMatch(/\bnew (?:Selector|Type|Range|Syntax)?Error\(/);
+    }
   });
 });

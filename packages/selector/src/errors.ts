@@ -1,28 +1,100 @@
-import { ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
 
-/** Error codes raised by @shardkit/selector. */
+/** Error codes raised by @shardkit/selector; each is thrown by exactly one class ({@link SelectorErrorByCode}). */
 export type SelectorErrorCode =
-  | "INVALID_CONFIG"
+  /** The config is invalid: `issues` lists every problem with its path. */
+  | "INVALID_SELECTOR_CONFIG"
+  /** No rule places the row and there is no default group. */
   | "NO_GROUP_MATCH"
+  /** The row has no routing key (or no `splitBy` value for a pre-split tenant). */
   | "MISSING_ROUTING_KEY"
+  /** The routing key is not a non-empty string, a finite number or a bigint. */
   | "INVALID_ROUTING_KEY"
+  /** `analyzeShardKey` was given samples or options it cannot score. */
   | "INVALID_SCORECARD_INPUT";
 
 /**
- * Everything the selector refuses: a bad config (`issues` lists each problem with its path), a row
- * no rule places (and no default group), a missing or malformed routing key, bad scorecard input.
- * The selector never falls back to a guess.
+ * Base class of everything the selector refuses: one subclass per code (see
+ * {@link SelectorErrorByCode}), so `instanceof SelectorError` catches all of them. The selector
+ * never falls back to a guess.
  */
-export class SelectorError extends ShardkitError<SelectorErrorCode> {
-  /** For `INVALID_CONFIG`: one line per problem, `path: message` (e.g. `groups[1].members[3].weight: must be > 0`). */
+export class SelectorError<Code extends SelectorErrorCode = SelectorErrorCode> extends ShardkitError<Code> {
+  /** For `INVALID_SELECTOR_CONFIG`: one line per problem, `path: message` (e.g. `groups[1].members[3].weight: must be > 0`); empty for the other codes. */
   readonly issues: readonly string[];
 
-  constructor(
-    code: SelectorErrorCode,
+  protected constructor(
+    code: Code,
     message: string,
     options?: { cause?: unknown; issues?: readonly string[] },
   ) {
     super(code, message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.issues = Object.freeze([...(options?.issues ?? [])]);
   }
+}
+
+/** `INVALID_SELECTOR_CONFIG`: a config that cannot work; the message and `issues` list every problem with its path. */
+export class InvalidSelectorConfigError extends SelectorError<"INVALID_SELECTOR_CONFIG"> {
+  constructor(issues: readonly string[], options?: { cause?: unknown }) {
+    super(
+      "INVALID_SELECTOR_CONFIG",
+      `Invalid shard selector config (${issues.length} issue${issues.length === 1 ? "" : "s"}):\n  - ${issues.join("\n  - ")}`,
+      { ...options, issues },
+    );
+  }
+}
+
+/** `NO_GROUP_MATCH`: no rule places the row and there is no default group, so the selector refuses to guess. */
+export class NoGroupMatchError extends SelectorError<"NO_GROUP_MATCH"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("NO_GROUP_MATCH", message, options);
+  }
+}
+
+/** `MISSING_ROUTING_KEY`: the row lacks the routing key (or a pre-split tenant's `splitBy` value). */
+export class MissingRoutingKeyError extends SelectorError<"MISSING_ROUTING_KEY"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("MISSING_ROUTING_KEY", message, options);
+  }
+}
+
+/** `INVALID_ROUTING_KEY`: the routing key is not a non-empty string, a finite number or a bigint. */
+export class InvalidRoutingKeyError extends SelectorError<"INVALID_ROUTING_KEY"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("INVALID_ROUTING_KEY", message, options);
+  }
+}
+
+/** `INVALID_SCORECARD_INPUT`: a sample or an option of `analyzeShardKey` that cannot be scored. */
+export class InvalidScorecardInputError extends SelectorError<"INVALID_SCORECARD_INPUT"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("INVALID_SCORECARD_INPUT", message, options);
+  }
+}
+
+/** Which class throws which code: each code of @shardkit/selector is thrown by exactly one class. */
+export interface SelectorErrorByCode {
+  INVALID_SELECTOR_CONFIG: InvalidSelectorConfigError;
+  NO_GROUP_MATCH: NoGroupMatchError;
+  MISSING_ROUTING_KEY: MissingRoutingKeyError;
+  INVALID_ROUTING_KEY: InvalidRoutingKeyError;
+  INVALID_SCORECARD_INPUT: InvalidScorecardInputError;
+}
+
+/**
+ * True for any shardkit error, from this copy of the package or another one (it checks a global
+ * mark and the code, not the class: it is `isShardkitError` of `@shardkit/id`). With a code of
+ * this package it narrows to that code's class, e.g.
+ * `if (isShardkitError(err, "INVALID_SELECTOR_CONFIG")) err.issues`; with any other code, or
+ * none, to `ShardkitError`.
+ */
+export function isShardkitError<C extends SelectorErrorCode>(
+  value: unknown,
+  code: C,
+): value is SelectorErrorByCode[C];
+export function isShardkitError<C extends string = string>(
+  value: unknown,
+  code?: C,
+): value is ShardkitError<C>;
+export function isShardkitError(value: unknown, code?: string): boolean {
+  return isAnyShardkitError(value, code);
 }

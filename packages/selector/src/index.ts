@@ -7,7 +7,17 @@ export type {
   RuleValue,
   ShardSelectorConfig,
 } from "./config.js";
-export { SelectorError, type SelectorErrorCode } from "./errors.js";
+export {
+  InvalidRoutingKeyError,
+  InvalidScorecardInputError,
+  InvalidSelectorConfigError,
+  isShardkitError,
+  MissingRoutingKeyError,
+  NoGroupMatchError,
+  SelectorError,
+  type SelectorErrorByCode,
+  type SelectorErrorCode,
+} from "./errors.js";
 export {
   analyzeShardKey,
   type ShardKeyAnalysisOptions,

@@ -15,7 +15,17 @@ describe("published package", () => {
     expect(report.name).toBe("@shardkit/selector");
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
     expect(report.attw.ok, report.attw.output).toBe(true);
-    const api = ["SelectorError", "analyzeShardKey", "createShardSelector"].sort();
+    const api = [
+      "InvalidRoutingKeyError",
+      "InvalidScorecardInputError",
+      "InvalidSelectorConfigError",
+      "MissingRoutingKeyError",
+      "NoGroupMatchError",
+      "SelectorError",
+      "analyzeShardKey",
+      "createShardSelector",
+      "isShardkitError",
+    ].sort();
     expect(report.esm).toEqual(api);
     expect(report.cjs).toEqual(api);
   }, 120_000);
@@ -36,7 +46,7 @@ describe("published package", () => {
       'shard 0/1: group 0 "us" by rule 1 "us" (region in ["US", "PR"]); member 1 of [0, 1, 2, 3] by rendezvous hash of tenantId "tenant-7" (murmur3 0x3d20cd07)',
       'NO_GROUP_MATCH: No group rule matches this row (region="DE", regulatoryClass=undefined) and there is no defaultGroup: refusing to guess where it may live',
       "MISSING_ROUTING_KEY: The row has no tenantId (got undefined): it is needed to choose the member",
-      "INVALID_CONFIG: groups[0].members[1].weight: must be > 0",
+      "INVALID_SELECTOR_CONFIG: groups[0].members[1].weight: must be > 0",
     ]);
 
     // The scorecard's figures are deterministic: the README's worked example quotes them.

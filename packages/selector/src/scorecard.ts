@@ -1,4 +1,4 @@
-import { SelectorError } from "./errors.js";
+import { InvalidScorecardInputError } from "./errors.js";
 import { type Candidates, murmur3, prepareCandidates, rendezvous } from "./hash.js";
 
 /** One sampled operation, as seen by a candidate shard key. */
@@ -91,10 +91,7 @@ export function analyzeShardKey(
   const memberNumbers = memberList(options);
   const top = options.top ?? 10;
   if (!Number.isInteger(top) || top < 0) {
-    throw new SelectorError(
-      "INVALID_SCORECARD_INPUT",
-      `options.top must be an integer >= 0, got ${String(top)}`,
-    );
+    throw new InvalidScorecardInputError(`options.top must be an integer >= 0, got ${String(top)}`);
   }
   const candidates: Candidates = prepareCandidates(memberNumbers.map((member) => ({ member, weight: 1 })));
   const n = memberNumbers.length;
@@ -121,15 +118,13 @@ export function analyzeShardKey(
     const index = operations++;
     const cost = sample.cost ?? 1;
     if (typeof cost !== "number" || !(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
-      throw new SelectorError(
-        "INVALID_SCORECARD_INPUT",
+      throw new InvalidScorecardInputError(
         `samples[${index}].cost must be a finite number >= 0, got ${String(cost)}`,
       );
     }
     const write = sample.op === "write";
     if (!write && sample.op !== undefined && sample.op !== "read") {
-      throw new SelectorError(
-        "INVALID_SCORECARD_INPUT",
+      throw new InvalidScorecardInputError(
         `samples[${index}].op must be "read" or "write", got ${String(sample.op)}`,
       );
     }
@@ -160,10 +155,7 @@ export function analyzeShardKey(
     for (let i = 0; i < others.length; i++) {
       const other = keyString(others[i], index, `touches[${i}]`);
       if (other === undefined) {
-        throw new SelectorError(
-          "INVALID_SCORECARD_INPUT",
-          `samples[${index}].touches[${i}] must be a key value`,
-        );
+        throw new InvalidScorecardInputError(`samples[${index}].touches[${i}] must be a key value`);
       }
       touched.add(homeOf(other).member);
     }
@@ -235,8 +227,7 @@ function memberList(options: ShardKeyAnalysisOptions): number[] {
     if (list.length === members.length && list.every((m) => Number.isInteger(m) && m >= 0 && m <= 63))
       return list;
   }
-  throw new SelectorError(
-    "INVALID_SCORECARD_INPUT",
+  throw new InvalidScorecardInputError(
     `options.members must be a count 1..64 or a non-empty list of distinct member numbers 0..63, got ${JSON.stringify(members)}`,
   );
 }
@@ -246,8 +237,7 @@ function keyString(value: unknown, index: number, field: string): string | undef
   if (value === null || value === undefined) return undefined;
   if ((typeof value === "number" && Number.isFinite(value)) || typeof value === "bigint")
     return String(value);
-  throw new SelectorError(
-    "INVALID_SCORECARD_INPUT",
+  throw new InvalidScorecardInputError(
     `samples[${index}].${field} must be a string, a finite number, a bigint or null, got ${typeof value}`,
   );
 }

@@ -1,6 +1,6 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { describe, expectTypeOf, it } from "vitest";
-import { SelectorError, type SelectorErrorCode } from "./errors.js";
+import { NoGroupMatchError, type SelectorError, type SelectorErrorCode } from "./errors.js";
 import type { ShardSelectorConfig } from "./index.js";
 import { createShardSelector, type SelectionExplanation, type ShardSelector } from "./index.js";
 
@@ -49,9 +49,11 @@ describe("types", () => {
   });
 
   it("error codes are a closed union", () => {
-    expectTypeOf(new SelectorError("NO_GROUP_MATCH", "x").code).toEqualTypeOf<SelectorErrorCode>();
+    expectTypeOf<SelectorError["code"]>().toEqualTypeOf<SelectorErrorCode>();
+    expectTypeOf(new NoGroupMatchError("x").code).toEqualTypeOf<"NO_GROUP_MATCH">();
     // @ts-expect-error not a selector error code
-    new SelectorError("NOPE", "x");
+    const nope: SelectorErrorCode = "NOPE";
+    void nope;
   });
 
   it("a config can be declared on its own and passed in later", () => {

@@ -7,7 +7,7 @@ import {
   type RuleValue,
   type ShardSelectorConfig,
 } from "./config.js";
-import { SelectorError } from "./errors.js";
+import { InvalidRoutingKeyError, MissingRoutingKeyError, NoGroupMatchError } from "./errors.js";
 import { type Candidates, murmur3, prepareCandidates, rendezvous } from "./hash.js";
 
 /** How the group was chosen. */
@@ -57,7 +57,7 @@ export interface SelectionExplanation {
 
 /** Chooses the shard of a new row. Created by {@link createShardSelector}. */
 export interface ShardSelector<Props extends object = Record<string, unknown>> {
-  /** The shard for a new row with these properties. Throws `SelectorError` rather than guess. */
+  /** The shard for a new row with these properties. Throws a `SelectorError` subclass rather than guess. */
   select(props: Props): ShardIdentifier;
   /** The same choice as `select`, with which rule matched and how the member was chosen. */
   explain(props: Props): SelectionExplanation;
@@ -91,9 +91,10 @@ interface Rule {
 }
 
 /**
- * Validates `config` (throws `SelectorError` INVALID_CONFIG listing every issue with its path) and
- * returns a selector: the first matching rule (else `defaultGroup`) picks the group, a rendezvous
- * hash of `props[routingKey]` picks the member among the group's members that are not draining.
+ * Validates `config` (throws `InvalidSelectorConfigError`, code `INVALID_SELECTOR_CONFIG`,
+ * listing every issue with its path) and returns a selector: the first matching rule (else
+ * `defaultGroup`) picks the group, a rendezvous hash of `props[routingKey]` picks the member
+ * among the group's members that are not draining.
  */
 export function createShardSelector<Props extends object = Record<string, unknown>>(
   config: ShardSelectorConfig<NoInfer<Props>>,
@@ -242,8 +243,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
 
   #noMatch(row: Record<string, unknown>): never {
     const seen = this.#ruleFields.map((f) => `${f}=${show(row[f])}`).join(", ");
-    throw new SelectorError(
-      "NO_GROUP_MATCH",
+    throw new NoGroupMatchError(
       `No group rule matches this row (${seen || "no rules"}) and there is no defaultGroup: ` +
         "refusing to guess where it may live",
     );
@@ -259,15 +259,13 @@ export function routingValue(value: unknown, property: string): string {
     throw invalidKey(property, value);
   } else if (typeof value === "bigint") return String(value);
   else if (value !== undefined && value !== null) throw invalidKey(property, value);
-  throw new SelectorError(
-    "MISSING_ROUTING_KEY",
+  throw new MissingRoutingKeyError(
     `The row has no ${property} (got ${show(value)}): it is needed to choose the member`,
   );
 }
 
-function invalidKey(property: string, value: unknown): SelectorError {
-  return new SelectorError(
-    "INVALID_ROUTING_KEY",
+function invalidKey(property: string, value: unknown): InvalidRoutingKeyError {
+  return new InvalidRoutingKeyError(
     `${property} must be a non-empty string, a finite number or a bigint, got ${show(value)}`,
   );
 }

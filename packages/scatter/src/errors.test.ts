@@ -1,0 +1,115 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { describe, expect, it } from "vitest";
+import { decodeCursor } from "./cursor.js";
+import {
+  InvalidCursorError,
+  InvalidScatterOptionsError,
+  isShardkitError,
+  ScatterAbortedError,
+  ScatterDeadlineError,
+  ScatterError,
+  type ScatterErrorCode,
+  ScatterFailedError,
+  UnsortableValueError,
+  UnsortedInputError,
+} from "./errors.js";
+import { mergeSorted } from "./merge-sorted.js";
+import { scatter } from "./scatter.js";
+import { compareBy, normalizeOrderBy } from "./sort.js";
+
+async function thrown(run: () => unknown): Promise<unknown> {
+  try {
+    await run();
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected an error");
+}
+
+/** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
+const byCode: Record<
+  ScatterErrorCode,
+  [cls: new (...args: never[]) => ScatterError, trigger: () => unknown]
+> = {
+  TARGETS_FAILED: [
+    ScatterFailedError,
+    () =>
+      scatter([1], async () => {
+        throw new Error("down");
+      }),
+  ],
+  DEADLINE_EXCEEDED: [
+    ScatterDeadlineError,
+    () => scatter([1], () => new Promise(() => {}), { deadlineMs: 1 }),
+  ],
+  ABORTED: [ScatterAbortedError, () => scatter([1], async () => 1, { signal: AbortSignal.abort() })],
+  INVALID_CURSOR: [InvalidCursorError, () => decodeCursor("garbage", [{ field: "id" }])],
+  INVALID_OPTIONS: [InvalidScatterOptionsError, () => normalizeOrderBy([])],
+  UNSORTED_INPUT: [UnsortedInputError, () => mergeSorted([[{ k: 2 }, { k: 1 }]], [{ field: "k" }])],
+  UNSORTABLE_VALUE: [UnsortableValueError, () => compareBy([{ field: "v" }])({ v: "1" }, { v: 1 })],
+};
+const table = Object.entries(byCode) as [ScatterErrorCode, (typeof byCode)[ScatterErrorCode]][];
+
+describe("one class per code", () => {
+  it.each(table)("%s is thrown by its own class, and only by it", async (code, [cls, trigger]) => {
+    const err = await thrown(trigger);
+    expect(err).toBeInstanceOf(cls);
+    expect(err).toBeInstanceOf(ScatterError);
+    expect(err).toBeInstanceOf(ShardkitError);
+    expect((err as ScatterError).code).toBe(code);
+    expect((err as ScatterError).name).toBe(cls.name);
+    expect(isShardkitError(err, code)).toBe(true);
+    expect(isAnyShardkitError(err, code)).toBe(true);
+    for (const [other, [otherCls]] of table) {
+      if (other === code) continue;
+      expect(err).not.toBeInstanceOf(otherCls);
+      expect(isShardkitError(err, other)).toBe(false);
+    }
+  });
+
+  it("no two codes share a class", () => {
+    const classes = table.map(([, [cls]]) => cls);
+    expect(new Set(classes).size).toBe(classes.length);
+  });
+
+  it("the source throws no plain Error and never constructs the base class", () => {
+    const dir = fileURLToPath(new URL(".", import.meta.url));
+    const sources = readdirSync(dir).filter(
+      (f) => f.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(f),
+    );
+    expect(sources).toContain("scatter.ts");
+    for (const file of sources) {
+      const text = readFileSync(`${dir}/${file}`, "utf8");
+      expect(text, file).not.toMatch(/\bnew (?:Scatter|Type|Range|Syntax)?Error\(/);
+    }
+  });
+});
+
+describe("ScatterError", () => {
+  it("keeps missing and cause, and defaults missing to empty", () => {
+    const cause = new Error("root");
+    const missing = [{ target: "a", key: "a", index: 0, reason: "error" as const, error: cause }];
+    const failed = new ScatterFailedError("x", { cause, missing });
+    expect(failed.cause).toBe(cause);
+    expect(failed.missing).toBe(missing);
+    const bad = new InvalidCursorError("bad");
+    expect(bad.missing).toEqual([]);
+    expect("cause" in bad).toBe(false);
+  });
+
+  it("isShardkitError is @shardkit/id's guard: a mark and a code, across duplicate installs", () => {
+    const foreign = Object.assign(new Error("from another copy"), {
+      code: "TARGETS_FAILED",
+      [Symbol.for("shardkit.error")]: true,
+    });
+    expect(foreign instanceof ScatterError).toBe(false);
+    expect(isShardkitError(foreign, "TARGETS_FAILED")).toBe(true);
+    expect(isShardkitError(foreign, "ABORTED")).toBe(false);
+    expect(isShardkitError(foreign)).toBe(true);
+    expect(isShardkitError(new Error("plain"))).toBe(false);
+    expect(isShardkitError(Object.assign(new Error("look-alike"), { code: "TARGETS_FAILED" }))).toBe(false);
+    expect(isShardkitError(new ScatterAbortedError("x"), "UNKNOWN_SHARD")).toBe(false);
+  });
+});
