@@ -14,7 +14,8 @@ export function library(options = {}) {
     clean: true,
     target: "node20",
     platform: "node",
-    splitting: false,
+    // Splitting (shared chunks) for packages with several entries, so they share one copy of each class.
+    splitting: options.splitting ?? false,
     treeshake: true,
     shims: true,
     external: options.external ?? [],

@@ -1,10 +1,22 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import { CrossShardError, PartialCommitError, ShardKeyRequiredError, ShardRoutingError } from "./errors.js";
-import { type ShardExecutor, shardScope } from "./execute.js";
+import {
+  CrossShardError,
+  MissingModelError,
+  NotCommittedError,
+  PartialCommitError,
+  ShardKeyRequiredError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
+import type { Executor, View } from "./executor.js";
 import { type OutboxEventInput, outboxRecord } from "./outbox.js";
-import type { ShardClient, ShardOrId } from "./registry.js";
-import type { TransactionClient, TransactionOptions } from "./transaction.js";
-import { runInShardTransaction } from "./transaction.js";
+import type { Obj, PlanTarget } from "./plan.js";
+import { type ShardClient, type ShardOrId, toShard } from "./registry.js";
+import {
+  inDatabaseTransaction,
+  inShard,
+  type TransactionClient,
+  type TransactionOptions,
+} from "./transaction.js";
 
 /** The model delegates of a client: `wallet`, `orderItem`, ... */
 export type ModelKey<Client> = {
@@ -20,69 +32,62 @@ type ResultOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> =
 
 export type StagedStatus = "staged" | "committed" | "rolled-back" | "not-attempted";
 
+/** One statement (or step) of a staged write, on one database. */
+interface Step {
+  database: number;
+  /** The logical shards it writes to. */
+  shards: readonly ShardIdentifier[];
+  run(tx: object): PromiseLike<unknown>;
+  status: StagedStatus;
+  value?: unknown;
+}
+
 /**
- * A write staged in an action. Its result is readable once its shard's transaction committed.
- * A write whose `in` list or rows span shards is one write per shard; its result adds up counts.
+ * A write staged in an action. Its result is readable once its shard's transaction committed. A
+ * write whose `in` list or rows span databases is one statement per database; its result adds up
+ * the counts.
  */
 export class StagedWrite<T = unknown> {
-  private state: StagedStatus = "staged";
-  private value: unknown;
-
   /** @internal */
   constructor(
     /** The shards it writes to (one, unless an `in` list or createMany rows span shards). */
     readonly shards: readonly ShardIdentifier[],
     readonly description: string,
-    /** @internal */ readonly execute: ((tx: object) => Promise<unknown>) | undefined,
-    private readonly parts: readonly StagedWrite[] = [],
+    /** @internal */ readonly steps: readonly Step[],
   ) {}
 
   get status(): StagedStatus {
-    if (this.parts.length === 0) return this.state;
-    return this.parts.find((part) => part.status !== "committed")?.status ?? "committed";
+    return this.steps.find((step) => step.status !== "committed")?.status ?? "committed";
   }
 
-  /** The operation's result. Throws unless every shard it writes to committed. */
+  /** The operation's result. Throws `NotCommittedError` unless every shard it writes to committed. */
   get result(): T {
     const status = this.status;
-    if (status !== "committed") {
-      throw new ShardRoutingError(
-        "PARTIAL_COMMIT",
-        `${this.description} on shard ${this.shards.map((s) => s.key).join(", ")} is ${status}`,
-      );
-    }
-    if (this.parts.length === 0) return this.value as T;
-    return {
-      count: this.parts.reduce((sum, part) => sum + (part.result as { count: number }).count, 0),
-    } as T;
-  }
-
-  /** @internal */
-  settle(status: StagedStatus, value?: unknown): void {
-    this.state = status;
-    if (status === "committed") this.value = value;
+    if (status !== "committed") throw new NotCommittedError(this.description, this.shards, status);
+    if (this.steps.length === 1) return this.steps[0]!.value as T;
+    return { count: this.steps.reduce((sum, step) => sum + (step.value as { count: number }).count, 0) } as T;
   }
 }
 
 export interface ActionOptions extends TransactionOptions {
   /**
-   * Let the action write to several shards: one transaction per shard, in shard-bits order, no
-   * retry, and a `PartialCommitError` that says exactly what committed if one fails. It is never
-   * atomic across shards. Default `false`: staging for two shards throws `CrossShardError`
-   * before anything is written.
+   * Let the action write to several shards: one transaction per database (the shards it holds
+   * commit together), in database order, no retry, and a `PartialCommitError` that says exactly
+   * which shards committed if one fails. It is never atomic across databases. Default `false`:
+   * staging for two shards throws `CrossShardError` before anything is written.
    */
   allowCrossShard?: boolean;
 }
 
 /**
  * A unit of work: writes are staged (nothing runs while the action's function runs), then grouped
- * by shard and run in one transaction per shard. Reads through the routed client run at once.
+ * by database and run in one transaction per database. Reads through the routed client run at once.
  */
 export class ActionUnit<Client extends ShardClient> {
   private readonly staged: StagedWrite[] = [];
 
   /** @internal */
-  constructor(private readonly executor: ShardExecutor<Client>) {}
+  constructor(private readonly executor: Executor) {}
 
   create<M extends ModelKey<Client>>(
     model: M,
@@ -132,12 +137,15 @@ export class ActionUnit<Client extends ShardClient> {
    * writes staged before it (a balance check that throws rolls the shard back).
    */
   on<T>(shardOrId: ShardOrId, fn: (tx: TransactionClient<Client>) => Promise<T>): StagedWrite<T> {
-    const shard = this.executor.registry.resolve(shardOrId);
-    const write = new StagedWrite<T>([shard], `step on ${shard.key}`, (tx) =>
-      fn(tx as TransactionClient<Client>),
-    );
-    this.staged.push(write);
-    return write;
+    const { placement } = this.executor.planner;
+    const shard = placement.resolve(toShard(shardOrId));
+    const step: Step = {
+      database: placement.physicalOf(shard).index,
+      shards: [shard],
+      run: (tx) => inShard(this.executor, tx, shard, (guarded) => fn(guarded as TransactionClient<Client>)),
+      status: "staged",
+    };
+    return this.push(new StagedWrite<T>([shard], `step on ${shard.key}`, [step]));
   }
 
   /**
@@ -145,95 +153,118 @@ export class ActionUnit<Client extends ShardClient> {
    * when the state does. Needs the models of `schema/shardkit.prisma` in the schema.
    */
   emit(shardOrId: ShardOrId, event: OutboxEventInput): StagedWrite<{ id: string }> {
-    if (!this.executor.isDelegate("outboxEvent")) {
-      throw new ShardRoutingError(
-        "INVALID_CONFIG",
-        "this client has no OutboxEvent model: add the models of @shardkit/prisma/schema/shardkit.prisma to your schema",
-      );
-    }
-    return this.stage("outboxEvent", "create", {
-      data: outboxRecord(this.executor.registry.resolve(shardOrId), event),
-    });
+    if (!this.executor.planner.delegates.has("outboxEvent")) throw new MissingModelError("OutboxEvent");
+    const shard = this.executor.planner.placement.resolve(toShard(shardOrId));
+    return this.stage("outboxEvent", "create", { data: outboxRecord(shard, event) });
   }
 
-  /** The shards the staged writes touch, in the order their transactions will run. */
+  /** The shards the staged writes touch, ordered by bits. */
   get shards(): ShardIdentifier[] {
-    return [...new Set(this.staged.map((w) => w.shards[0]!))].sort((a, b) => a.bits - b.bits);
+    return sortShards(this.staged.flatMap((w) => w.shards));
   }
 
   private stage<T>(delegate: string, operation: WriteOperation, args: unknown): StagedWrite<T> {
-    const model = this.executor.modelOf(delegate);
-    const plan = this.executor.router.plan(model, operation, args as Record<string, unknown>);
-    if (plan.kind === "keyless") throw new ShardKeyRequiredError(model, operation, plan.hint);
-    const parts = plan.kind === "shard" ? [{ shard: plan.shard, args }] : plan.parts;
-    const writes = parts.map(
-      (part) =>
-        new StagedWrite([part.shard], `${model}.${operation}`, (tx) =>
-          this.executor.callInScope(tx, part.shard, model, operation, part.args),
-        ),
+    const { planner } = this.executor;
+    const model = planner.delegates.get(delegate);
+    if (model === undefined) {
+      throw new UnsupportedShardOperationError(`${delegate} is not a model delegate of this Prisma schema`);
+    }
+    const a = (args ?? {}) as Obj;
+    // A staged write names its shard, also in single-database mode (where a keyless call would run).
+    const named = planner.keys.named(model, operation, a);
+    if (named.kind === "none") throw new ShardKeyRequiredError(model, operation, named.hint);
+    const plan = planner.plan(model, operation, a, { allowCrossShard: true });
+    let targets: PlanTarget[];
+    switch (plan.kind) {
+      case "refuse":
+        throw plan.error;
+      case "shard":
+        targets = [{ database: plan.database, shards: [plan.shard], args: a }];
+        break;
+      case "database":
+        targets = [plan.target];
+        break;
+      case "split":
+        targets = plan.targets;
+        break;
+      case "scatter":
+        throw new UnsupportedShardOperationError(`${model}.${operation} is not a write`);
+    }
+    const steps = targets.map(
+      (target): Step => ({
+        database: target.database,
+        shards: target.shards,
+        run: (tx) => this.executor.callOn(tx, model, operation, target.args),
+        status: "staged",
+      }),
     );
-    this.staged.push(...writes);
-    if (writes.length === 1) return writes[0] as StagedWrite<T>;
-    return new StagedWrite<T>(
-      parts.map((p) => p.shard),
-      `${model}.${operation}`,
-      undefined,
-      writes,
-    );
+    const shards = sortShards(targets.flatMap((t) => t.shards));
+    return this.push(new StagedWrite<T>(shards, `${model}.${operation}`, steps));
   }
 
-  /** @internal Groups the staged writes by shard and runs them. */
-  async commit(options: ActionOptions): Promise<void> {
-    const groups = new Map<ShardIdentifier, StagedWrite[]>();
-    for (const write of this.staged) {
-      const shard = write.shards[0]!;
-      const list = groups.get(shard);
-      if (list) list.push(write);
-      else groups.set(shard, [write]);
-    }
-    const order = [...groups.keys()].sort((a, b) => a.bits - b.bits);
-    if (order.length > 1 && !options.allowCrossShard) {
+  private push<W extends StagedWrite<any>>(write: W): W {
+    this.staged.push(write);
+    return write;
+  }
+
+  /** @internal Groups the staged writes by database and runs them, one transaction per database. */
+  async commit(view: View, options: ActionOptions): Promise<void> {
+    const steps = this.staged.flatMap((w) => w.steps);
+    const shards = sortShards(steps.flatMap((s) => s.shards));
+    if (shards.length > 1 && !options.allowCrossShard) {
       throw new CrossShardError(
-        `Action writes to shards ${order.map((s) => s.key).join(", ")}; nothing was written. ` +
-          "Keep a unit of work on one shard (colocate what is decided together), or pass { allowCrossShard: true } for one transaction per shard (not atomic).",
-        order,
+        `Action writes to shards ${shards.map((s) => s.key).join(", ")}; nothing was written. ` +
+          "Keep a unit of work on one shard (colocate what is decided together), or pass { allowCrossShard: true } for one transaction per database (not atomic).",
+        shards,
       );
     }
+    const databases = [...new Set(steps.map((s) => s.database))].sort((x, y) => x - y);
     const committed: ShardIdentifier[] = [];
-    for (const [i, shard] of order.entries()) {
-      const writes = groups.get(shard)!;
+    for (const [i, database] of databases.entries()) {
+      const group = steps.filter((s) => s.database === database);
       const results: unknown[] = [];
       try {
-        await runInShardTransaction(this.executor, shard, options, async (tx) => {
-          for (const write of writes) results.push(await write.execute!(tx));
+        await inDatabaseTransaction(view, database, options, async (tx) => {
+          for (const step of group) results.push(await step.run(tx));
         });
       } catch (error) {
-        for (const write of writes) write.settle("rolled-back");
-        const rest = order.slice(i + 1);
-        for (const later of rest) for (const write of groups.get(later)!) write.settle("not-attempted");
-        if (order.length === 1) throw error;
-        throw new PartialCommitError(committed, [{ shard, error }], rest);
+        for (const step of group) step.status = "rolled-back";
+        const later = steps.filter((s) => databases.indexOf(s.database) > i);
+        for (const step of later) step.status = "not-attempted";
+        if (databases.length === 1) throw error;
+        throw new PartialCommitError(
+          committed,
+          sortShards(group.flatMap((s) => s.shards)).map((shard) => ({ shard, error })),
+          sortShards(later.flatMap((s) => s.shards)),
+        );
       }
-      for (const [j, write] of writes.entries()) write.settle("committed", results[j]);
-      committed.push(shard);
+      for (const [j, step] of group.entries()) {
+        step.status = "committed";
+        step.value = results[j];
+      }
+      committed.push(...sortShards(group.flatMap((s) => s.shards)));
     }
   }
 }
 
 /** Runs an action: `fn` stages writes (direct writes through the routed client are refused meanwhile). */
 export async function runAction<Client extends ShardClient, R>(
-  executor: ShardExecutor<Client>,
+  executor: Executor,
+  view: View,
   fn: (unit: ActionUnit<Client>) => Promise<R> | R,
   options: ActionOptions = {},
 ): Promise<R> {
-  if (shardScope.getStore()) {
-    throw new ShardRoutingError(
-      "UNSUPPORTED",
+  if (executor.scope.getStore()) {
+    throw new UnsupportedShardOperationError(
       "$action cannot run inside a shard transaction or another action",
     );
   }
-  const unit = new ActionUnit(executor);
-  const result = await shardScope.run({ kind: "staging" }, async () => await fn(unit));
-  await unit.commit(options);
+  const unit = new ActionUnit<Client>(executor);
+  const result = await executor.scope.run({ kind: "staging" }, async () => await fn(unit));
+  await unit.commit(view, options);
   return result;
+}
+
+function sortShards(shards: readonly ShardIdentifier[]): ShardIdentifier[] {
+  return [...new Set(shards)].sort((a, b) => a.bits - b.bits);
 }

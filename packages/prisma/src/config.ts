@@ -1,5 +1,6 @@
 import { MAX_GROUP, MAX_MEMBER, ShardIdentifier } from "@shardkit/id";
 import { z } from "zod";
+import { DEFAULT_POOL_SIZE } from "./budget.js";
 import { RegistryConfigError } from "./errors.js";
 import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
 
@@ -19,6 +20,8 @@ const shardEntry = z.strictObject({
   group: z.int().min(0).max(MAX_GROUP),
   member: z.int().min(0).max(MAX_MEMBER),
   url: z.string().min(1),
+  /** Connections the database's pool may open (entries with the same URL share one pool). */
+  pool: z.int().min(1).max(10_000).optional(),
 });
 
 const registryConfig = z.strictObject({
@@ -27,12 +30,16 @@ const registryConfig = z.strictObject({
   unknownShard: z.enum(["fail", "default"]).optional(),
 });
 
-/** The JSON form of a registry: `[{ group, member, url }]` or `{ shards, defaultShard?, unknownShard? }`. */
+/** The JSON form of a registry: `[{ group, member, url, pool? }]` or `{ shards, defaultShard?, unknownShard? }`. */
 export type ShardRegistryConfig = z.input<typeof registryConfig> | z.input<typeof registryConfig>["shards"];
 
 export interface FromConfigOptions<Client extends ShardClient> {
-  /** Builds the client of one physical database; called once per distinct URL. */
-  createClient(url: string, shards: ShardIdentifier[]): Client;
+  /**
+   * Builds the client of one physical database; called once per distinct URL. `database.pool` is
+   * the pool size to give its driver adapter (`new PrismaPg({ connectionString: url, max: pool })`):
+   * the entry's `pool`, else `DEFAULT_POOL_SIZE` (10).
+   */
+  createClient(url: string, shards: ShardIdentifier[], database: { pool: number }): Client;
   /** URL schemes accepted. Default `["postgres:", "postgresql:"]`. */
   protocols?: string[];
   logger?: { warn(message: string): void };
@@ -57,7 +64,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   const value = parsed.data;
   const protocols = options.protocols ?? ["postgres:", "postgresql:"];
   const issues: string[] = [];
-  const byUrl = new Map<string, ShardIdentifier[]>();
+  const byUrl = new Map<string, { shards: ShardIdentifier[]; pool: number | undefined; first: number }>();
   const seen = new Map<string, number>();
   value.shards.forEach((entry, i) => {
     const shard = ShardIdentifier.of(entry.group, entry.member);
@@ -76,9 +83,17 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       issues.push(`shards[${i}].url: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
       return;
     }
-    const list = byUrl.get(entry.url) ?? [];
-    list.push(shard);
-    byUrl.set(entry.url, list);
+    const database = byUrl.get(entry.url) ?? { shards: [], pool: undefined, first: i };
+    database.shards.push(shard);
+    if (entry.pool !== undefined) {
+      if (database.pool !== undefined && database.pool !== entry.pool) {
+        issues.push(
+          `shards[${i}].pool: ${entry.pool} differs from the pool ${database.pool} given for the same database (shards[${database.first}]); entries with one URL share one pool`,
+        );
+      }
+      database.pool = entry.pool;
+    }
+    byUrl.set(entry.url, database);
   });
   if (value.defaultShard !== undefined && !seen.has(value.defaultShard)) {
     issues.push(`defaultShard: ${value.defaultShard} is not one of the listed shards`);
@@ -89,12 +104,16 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   if (issues.length > 0) throw new RegistryConfigError(issues);
 
   const shards: { shard: ShardIdentifier; client: Client }[] = [];
-  for (const [url, list] of byUrl) {
-    const client = options.createClient(url, list);
-    for (const shard of list) shards.push({ shard, client });
+  const databases: { client: Client; name: string; pool: number }[] = [];
+  for (const [url, database] of byUrl) {
+    const pool = database.pool ?? DEFAULT_POOL_SIZE;
+    const client = options.createClient(url, database.shards, { pool });
+    for (const shard of database.shards) shards.push({ shard, client });
+    databases.push({ client, name: redactUrl(url), pool });
   }
   return createShardRegistry({
     shards,
+    databases,
     ...(value.defaultShard !== undefined ? { defaultShard: value.defaultShard } : {}),
     ...(value.unknownShard !== undefined ? { unknownShard: value.unknownShard } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
@@ -127,6 +146,6 @@ function formatPath(path: PropertyKey[]): string {
 }
 
 /** Hides a password in a URL-ish string before it reaches an error message. */
-function redactUrl(url: string): string {
+export function redactUrl(url: string): string {
   return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
 }

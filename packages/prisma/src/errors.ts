@@ -1,16 +1,8 @@
-import { type ShardIdentifier, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, type ShardIdentifier, ShardkitError } from "@shardkit/id";
+import type { RolloutReport } from "./schema-rollout.js";
 
-/** Error codes raised by @shardkit/prisma. */
-export type PrismaShardErrorCode =
-  | "INVALID_CONFIG"
-  | "UNKNOWN_SHARD"
-  | "SHARD_KEY_REQUIRED"
-  | "CROSS_SHARD"
-  | "PARTIAL_COMMIT"
-  | "UNSUPPORTED"
-  | "ROLLOUT_FAILED"
-  | "SCATTER_REFUSED"
-  | "IDEMPOTENCY_CONFLICT";
+/** Error codes raised by @shardkit/prisma; each is thrown by exactly one class. */
+export type PrismaShardErrorCode = keyof PrismaErrorByCode;
 
 /** Base class of every error @shardkit/prisma throws (a `ShardkitError` with a typed code). */
 export class ShardRoutingError<
@@ -21,7 +13,16 @@ export class ShardRoutingError<
 export class RegistryConfigError extends ShardRoutingError<"INVALID_CONFIG"> {
   readonly issues: string[];
   constructor(issues: string[]) {
-    super("INVALID_CONFIG", `Invalid shard registry config:\n${issues.map((i) => `  - ${i}`).join("\n")}`);
+    super("INVALID_CONFIG", `Invalid shard registry config:\n${list(issues)}`);
+    this.issues = issues;
+  }
+}
+
+/** Options of `shardRouting`, `$scatter` or `$scatterPage` that cannot work (no registry involved). */
+export class RoutingOptionsError extends ShardRoutingError<"INVALID_ROUTING_OPTIONS"> {
+  readonly issues: string[];
+  constructor(issues: string[]) {
+    super("INVALID_ROUTING_OPTIONS", `Invalid routing options:\n${list(issues)}`);
     this.issues = issues;
   }
 }
@@ -30,8 +31,8 @@ export class RegistryConfigError extends ShardRoutingError<"INVALID_CONFIG"> {
 export class UnknownShardError extends ShardRoutingError<"UNKNOWN_SHARD"> {
   readonly shard: ShardIdentifier;
   constructor(shard: ShardIdentifier, known: readonly ShardIdentifier[]) {
-    const list = known.length > 8 ? `${known.length} shards` : known.map((s) => s.key).join(", ");
-    super("UNKNOWN_SHARD", `Shard ${shard.key} is not in the registry (it has ${list})`);
+    const names = known.length > 8 ? `${known.length} shards` : known.map((s) => s.key).join(", ");
+    super("UNKNOWN_SHARD", `Shard ${shard.key} is not in the registry (it has ${names})`);
     this.shard = shard;
   }
 }
@@ -72,7 +73,8 @@ export class PartialCommitError extends ShardRoutingError<"PARTIAL_COMMIT"> {
   readonly failed: ShardFailure[];
   readonly notAttempted: ShardIdentifier[];
   constructor(committed: ShardIdentifier[], failed: ShardFailure[], notAttempted: ShardIdentifier[]) {
-    const keys = (list: ShardIdentifier[]) => (list.length ? list.map((s) => s.key).join(", ") : "none");
+    const keys = (shards: ShardIdentifier[]) =>
+      shards.length ? shards.map((s) => s.key).join(", ") : "none";
     super(
       "PARTIAL_COMMIT",
       `Cross-shard action partially committed: committed [${keys(committed)}], failed [${keys(failed.map((f) => f.shard))}], not attempted [${keys(notAttempted)}]`,
@@ -81,6 +83,15 @@ export class PartialCommitError extends ShardRoutingError<"PARTIAL_COMMIT"> {
     this.committed = committed;
     this.failed = failed;
     this.notAttempted = notAttempted;
+  }
+}
+
+/** The result of a staged write was read although its shard's transaction did not commit. */
+export class NotCommittedError extends ShardRoutingError<"NOT_COMMITTED"> {
+  readonly status: string;
+  constructor(description: string, shards: readonly ShardIdentifier[], status: string) {
+    super("NOT_COMMITTED", `${description} on shard ${shards.map((s) => s.key).join(", ")} is ${status}`);
+    this.status = status;
   }
 }
 
@@ -105,4 +116,110 @@ export class ScatterRefusedError extends ShardRoutingError<"SCATTER_REFUSED"> {
     this.operation = operation;
     this.reason = reason;
   }
+}
+
+/** The same idempotency key came with a different request: refused, nothing decided twice. */
+export class IdempotencyConflictError extends ShardRoutingError<"IDEMPOTENCY_CONFLICT"> {
+  readonly key: string;
+  constructor(key: string) {
+    super(
+      "IDEMPOTENCY_CONFLICT",
+      `Idempotency key ${JSON.stringify(key)} was already used with a different request`,
+    );
+    this.key = key;
+  }
+}
+
+/** An outbox event that cannot be written (no topic, an aggregate ID that is not a ShardedUUID). */
+export class InvalidEventError extends ShardRoutingError<"INVALID_EVENT"> {
+  constructor(message: string) {
+    super("INVALID_EVENT", `outbox event: ${message}`);
+  }
+}
+
+/** The Prisma schema lacks a model a feature needs (the outbox tables of `schema/shardkit.prisma`). */
+export class MissingModelError extends ShardRoutingError<"MISSING_MODEL"> {
+  readonly model: string;
+  constructor(model: string) {
+    super(
+      "MISSING_MODEL",
+      `this client has no ${model} model: add the models of @shardkit/prisma/schema/shardkit.prisma to your schema`,
+    );
+    this.model = model;
+  }
+}
+
+/** One server whose connection pools add up to more than it accepts. */
+export interface ServerBudget {
+  /** How the server was told apart from others (its system identifier, or host:port). */
+  server: string;
+  maxConnections: number;
+  /** Connections reserved for superusers (`superuser_reserved_connections`). */
+  reserved: number;
+  /** Sum of the pool sizes of every database of the registry on that server. */
+  pools: number;
+  databases: { name: string; pool: number }[];
+}
+
+/** The pools of the registry's databases on one server add up to more than its `max_connections`. */
+export class ConnectionBudgetError extends ShardRoutingError<"CONNECTION_BUDGET"> {
+  readonly servers: ServerBudget[];
+  constructor(servers: ServerBudget[]) {
+    super("CONNECTION_BUDGET", `Connection budget exceeded:\n${list(servers.map(describeBudget))}`);
+    this.servers = servers;
+  }
+}
+
+export function describeBudget(s: ServerBudget): string {
+  return `server ${s.server}: pools add up to ${s.pools} connections (${s.databases.map((d) => `${d.name}: ${d.pool}`).join(", ")}), but it accepts ${s.maxConnections - s.reserved} (max_connections ${s.maxConnections} - ${s.reserved} reserved); lower each database's pool or raise max_connections`;
+}
+
+/** A rollout that stopped at a failing target. `report` says what every target did. */
+export class SchemaRolloutError extends ShardRoutingError<"ROLLOUT_FAILED"> {
+  readonly report: RolloutReport;
+  constructor(report: RolloutReport, cause: unknown) {
+    const failed = report.targets.find((t) => t.status === "failed");
+    super("ROLLOUT_FAILED", `Schema rollout failed on ${failed?.name}: ${failed?.error}`, { cause });
+    this.report = report;
+  }
+}
+
+/** `rolloutSchema` called without what its mode needs (a schema to push, a migrations folder). */
+export class RolloutOptionsError extends ShardRoutingError<"INVALID_ROLLOUT_OPTIONS"> {
+  constructor(message: string) {
+    super("INVALID_ROLLOUT_OPTIONS", message);
+  }
+}
+
+/** Which class throws which code. */
+export interface PrismaErrorByCode {
+  INVALID_CONFIG: RegistryConfigError;
+  INVALID_ROUTING_OPTIONS: RoutingOptionsError;
+  UNKNOWN_SHARD: UnknownShardError;
+  SHARD_KEY_REQUIRED: ShardKeyRequiredError;
+  CROSS_SHARD: CrossShardError;
+  PARTIAL_COMMIT: PartialCommitError;
+  NOT_COMMITTED: NotCommittedError;
+  UNSUPPORTED: UnsupportedShardOperationError;
+  SCATTER_REFUSED: ScatterRefusedError;
+  IDEMPOTENCY_CONFLICT: IdempotencyConflictError;
+  INVALID_EVENT: InvalidEventError;
+  MISSING_MODEL: MissingModelError;
+  CONNECTION_BUDGET: ConnectionBudgetError;
+  ROLLOUT_FAILED: SchemaRolloutError;
+  INVALID_ROLLOUT_OPTIONS: RolloutOptionsError;
+}
+
+/**
+ * True for any shardkit error (from this copy of the package or another: it checks a global mark
+ * and the code, not the class). With a code of this package it narrows to that code's class:
+ * `if (isShardkitError(err, "CROSS_SHARD")) err.shards`.
+ */
+export const isShardkitError: {
+  <C extends PrismaShardErrorCode>(value: unknown, code: C): value is PrismaErrorByCode[C];
+  <C extends string = string>(value: unknown, code?: C): value is ShardkitError<C>;
+} = isAnyShardkitError;
+
+function list(issues: readonly string[]): string {
+  return issues.map((i) => `  - ${i}`).join("\n");
 }

@@ -1,19 +1,12 @@
 import { Prisma } from "@prisma/client/extension";
 import { type ActionOptions, type ActionUnit, runAction } from "./action.js";
-import { dataModelOf } from "./data-model.js";
-import { RegistryConfigError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { callModel, ShardExecutor, shardScope } from "./execute.js";
-import { prismaCallInfo, unpackFluent } from "./internals.js";
+import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
+import { Executor, lazyReject, type View } from "./executor.js";
+import { dataModelOf } from "./internals.js";
+import { delegateKey, type ModelRouting } from "./keys.js";
+import { Planner, routingConfig } from "./planner.js";
 import type { ShardClient, ShardOrId, ShardRegistry } from "./registry.js";
-import { type ModelRouting, Router } from "./router.js";
-import {
-  type KeylessPolicy,
-  type KeylessScatterOptions,
-  parseKeyless,
-  type ScatterReadOptions,
-  ScatterReads,
-  scatterView,
-} from "./scatter-reads.js";
+import { type KeylessPolicy, type ScatterReadOptions, scatterOptionIssues } from "./scatter/options.js";
 import { runInShardTransaction, type TransactionClient, type TransactionOptions } from "./transaction.js";
 
 export interface ShardRoutingOptions<Client extends ShardClient> {
@@ -32,7 +25,46 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
   keyless?: KeylessPolicy;
 }
 
-const RAW_OPERATIONS = ["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$executeRawUnsafe"] as const;
+/** Every model operation of a Prisma 7 client for PostgreSQL. */
+const OPERATIONS = new Set([
+  "findUnique",
+  "findUniqueOrThrow",
+  "findFirst",
+  "findFirstOrThrow",
+  "findMany",
+  "create",
+  "createMany",
+  "createManyAndReturn",
+  "update",
+  "updateMany",
+  "updateManyAndReturn",
+  "upsert",
+  "delete",
+  "deleteMany",
+  "count",
+  "aggregate",
+  "groupBy",
+]);
+const RAW = new Set(["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$executeRawUnsafe", "$queryRawTyped"]);
+
+/** One routed client: the router it shares with every client derived from it, and its own view of the databases. */
+interface Routed {
+  executor: Executor;
+  registry: ShardRegistry<ShardClient>;
+  view: View;
+  /** The Prisma client that answers everything that is not routed ($on, $connect, client extensions, ...). */
+  target: object;
+}
+
+const routedOf = new WeakMap<object, Routed>();
+
+function own(that: unknown): Routed {
+  const routed = routedOf.get(that as object);
+  if (!routed) {
+    throw new UnsupportedShardOperationError("call this method on the client that shardRouting returned");
+  }
+  return routed;
+}
 
 /**
  * A Prisma client extension that routes every model operation to the shard its key names.
@@ -41,97 +73,30 @@ const RAW_OPERATIONS = ["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$execute
  * const db = registry.physical[0].client.$extends(shardRouting({ registry, models: { Wallet: { keys: ["id", "customerId"] } } }));
  * await db.wallet.findUnique({ where: { id } }); // runs on the database holding id's shard
  * ```
+ *
+ * A call is planned before it enters Prisma, then runs once through the client of the database
+ * that holds its shard. Extensions added on the routed client (`db.$extends(audit)`) are added to
+ * every database's client, so they apply wherever a call runs.
  */
 export function shardRouting<Client extends ShardClient>(options: ShardRoutingOptions<Client>) {
-  const { registry } = options;
-  const issues: string[] = [];
-  const keyless = parseKeyless(options.keyless, "keyless", issues) ?? null;
-  const perModel: Record<string, KeylessScatterOptions | null> = {};
-  for (const [name, routing] of Object.entries(options.models ?? {})) {
-    const parsed = parseKeyless(routing?.keyless, `models.${name}.keyless`, issues);
-    if (parsed !== undefined) perModel[name] = parsed;
+  const registry = options?.registry as ShardRegistry<Client> | undefined;
+  if (!registry || typeof registry.resolve !== "function" || !Array.isArray(registry.physical)) {
+    throw new RoutingOptionsError(["registry: expected a ShardRegistry (from createShardRegistry)"]);
   }
-  if (issues.length > 0) throw new RegistryConfigError(issues);
-  const dataModel = dataModelOf(registry.physical[0]!.client);
-  const router = new Router(dataModel, (shard) => registry.resolve(shard), options.models);
-  const reads = new ScatterReads(
-    dataModel,
-    (model) => router.keysOf(model),
-    (id) => registry.clientFor(id),
-    callModel,
-    keyless,
-    perModel,
-  );
-  const executor = new ShardExecutor(registry, router, Object.keys(dataModel.models), reads);
-  const single = registry.physical.length === 1;
-
+  const config = routingConfig(options);
   return Prisma.defineExtension((base) => {
-    // When the extension is installed on one of the registry's clients, queries for the shards that
-    // client holds run through the hook's own `query`: no second trip through Prisma, and Prisma's
-    // fluent API and `$transaction` work on them as on the plain client.
-    const own = registry.physical.some((p) => (p.client as unknown) === base) ? base : undefined;
-    // Raw SQL carries no key: it runs only where the database is unambiguous (one database, and
-    // the extension installed on its client); inside a shard transaction, through its tx client.
-    const rawHook =
-      (operation: (typeof RAW_OPERATIONS)[number]) =>
-      async ({ args, query }: { args: any; query: (args: any) => Promise<unknown> }) => {
-        const hint =
-          shardScope.getStore()?.kind === "tx"
-            ? `inside a shard transaction use the tx client it hands you (tx.${operation})`
-            : `raw SQL names no shard; use $shard(shardOrId).${operation}`;
-        if (
-          shardScope.getStore()?.kind === "tx" ||
-          (executor.keylessClient(undefined, operation, hint) as unknown) !== own
-        ) {
-          throw new ShardKeyRequiredError(undefined, operation, hint);
-        }
-        return query(args);
-      };
-    return base.$extends({
+    if (!registry.physical.some((p) => (p.client as unknown) === base)) {
+      throw new RoutingOptionsError([
+        "shardRouting is installed on a client that is not one of the registry's clients: install it on one of them (registry.physical[0].client), and add other extensions after it so that they apply on every database",
+      ]);
+    }
+    const planner = new Planner(dataModelOf(base), registry, config);
+    const target = base.$extends({
       name: "@shardkit/prisma",
-      query: {
-        $allModels: {
-          $allOperations(params) {
-            const { model, operation, query } = params;
-            const call = prismaCallInfo(params);
-            try {
-              if (call.inTransaction && !shardScope.getStore() && !(single && own)) {
-                throw new UnsupportedShardOperationError(
-                  `${model}.${operation} inside $transaction of the routed client: that transaction belongs to one database and routed queries would escape it. Use $transactionOn(shardOrId, fn) or $action(fn).`,
-                );
-              }
-              let direct = false;
-              const local = own && {
-                client: own,
-                query: (a: unknown) => {
-                  direct = true;
-                  return query(a as typeof params.args);
-                },
-              };
-              const pending = executor.run(
-                model,
-                operation,
-                params.args as Record<string, unknown>,
-                local || undefined,
-              );
-              // A call that ran on another client comes back whole: cut out a fluent relation ourselves.
-              return direct || call.fluentPath.length === 0
-                ? pending
-                : pending.then((result) => unpackFluent(result, call.fluentPath));
-            } catch (error) {
-              return Promise.reject(error);
-            }
-          },
-        },
-        $queryRaw: rawHook("$queryRaw"),
-        $executeRaw: rawHook("$executeRaw"),
-        $queryRawUnsafe: rawHook("$queryRawUnsafe"),
-        $executeRawUnsafe: rawHook("$executeRawUnsafe"),
-      },
       client: {
         /** The registry this client routes with. */
         $shardRegistry(): ShardRegistry<Client> {
-          return registry;
+          return own(this).registry as ShardRegistry<Client>;
         },
         /**
          * A view of this client whose keyless reads scatter over every database with `options`
@@ -139,15 +104,15 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
          * `await db.$scatter({ policy: "partial", onReport }).wallet.findMany({ take: 20 })`.
          */
         $scatter<This>(this: This, scatterOptions: ScatterReadOptions = {}): This {
-          return scatterView(
-            Prisma.getExtensionContext(this) as This & object,
-            (key) => executor.isDelegate(key),
-            scatterOptions,
-          );
+          const routed = own(this);
+          const issues = scatterOptionIssues(scatterOptions, "$scatter(options)");
+          if (issues.length > 0) throw new RoutingOptionsError(issues);
+          return routedClient({ ...routed, view: { ...routed.view, scatter: scatterOptions } }) as This;
         },
-        /** The (unrouted) client of the database that holds the shard or ID. */
+        /** The client of the database that holds the shard or ID (with the extensions added after routing). */
         $shard(shardOrId: ShardOrId): Client {
-          return registry.clientFor(shardOrId);
+          const routed = own(this);
+          return routed.view.clients[routed.registry.physicalOf(shardOrId).index] as Client;
         },
         /**
          * An interactive transaction on one shard. Inside it, routed queries (through `tx` or this
@@ -158,22 +123,131 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
           fn: (tx: TransactionClient<Client>) => Promise<R>,
           txOptions: TransactionOptions = {},
         ): Promise<R> {
-          return runInShardTransaction(executor, registry.resolve(shardOrId), txOptions, (tx) =>
-            fn(tx as TransactionClient<Client>),
+          const routed = own(this);
+          return runInShardTransaction(
+            routed.executor,
+            routed.view,
+            routed.registry.resolve(shardOrId),
+            txOptions,
+            (tx) => fn(tx as TransactionClient<Client>),
           );
         },
         /**
-         * A unit of work: `fn` stages writes on `unit`; then they run grouped by shard, one
-         * transaction per shard. Several shards throw `CrossShardError` before anything is written
-         * unless `allowCrossShard` is set (then: shard-bits order, `PartialCommitError` on failure).
+         * A unit of work: `fn` stages writes on `unit`; then they run grouped by database, one
+         * transaction per database. Several shards throw `CrossShardError` before anything is
+         * written unless `allowCrossShard` is set (then: database order, `PartialCommitError` on failure).
          */
         $action<R>(
           fn: (unit: ActionUnit<Client>) => Promise<R> | R,
           actionOptions: ActionOptions = {},
         ): Promise<R> {
-          return runAction(executor, fn, actionOptions);
+          const routed = own(this);
+          return runAction(routed.executor, routed.view, fn, actionOptions);
         },
       },
     });
+    return routedClient({
+      executor: new Executor(planner),
+      registry: registry as ShardRegistry<ShardClient>,
+      view: { clients: registry.physical.map((p) => p.client) },
+      target,
+    }) as typeof target;
   });
+}
+
+/** The routed client: model calls are planned and run by the executor; the rest is Prisma's. */
+function routedClient(routed: Routed): object {
+  const { executor, view, target } = routed;
+  const single = view.clients.length === 1;
+  const delegates = new Map<string, object>();
+  const client: object = new Proxy(target, {
+    get(t, prop, receiver) {
+      if (typeof prop !== "string") return Reflect.get(t, prop, receiver);
+      const model = executor.planner.delegates.get(prop);
+      if (model !== undefined) {
+        let delegate = delegates.get(prop);
+        if (!delegate) {
+          delegate = routedDelegate(routed, model, () => client);
+          delegates.set(prop, delegate);
+        }
+        return delegate;
+      }
+      if (RAW.has(prop)) return (...args: unknown[]) => raw(routed, single, prop, args);
+      switch (prop) {
+        case "$extends":
+          return (extension: Parameters<typeof Prisma.defineExtension>[0]) =>
+            routedClient({
+              ...routed,
+              target: (t as { $extends(e: unknown): object }).$extends(extension),
+              view: {
+                ...view,
+                clients: view.clients.map((c) => (c as { $extends(e: unknown): object }).$extends(extension)),
+              },
+            });
+        case "$transaction":
+          return (...args: unknown[]) => {
+            if (single && !executor.scope.getStore()) {
+              return (view.clients[0] as { $transaction(...a: unknown[]): unknown }).$transaction(...args);
+            }
+            return lazyReject(
+              new UnsupportedShardOperationError(
+                "$transaction of the routed client belongs to one database and routed queries would escape it. Use $transactionOn(shardOrId, fn) or $action(fn).",
+              ),
+            );
+          };
+      }
+      const value = Reflect.get(t, prop, receiver);
+      // Prisma's own methods need their client; this extension's methods find the routed client by `this`.
+      return typeof value === "function" && !OWN.has(prop) ? value.bind(t) : value;
+    },
+  });
+  routedOf.set(client, routed);
+  return client;
+}
+
+const OWN = new Set(["$shardRegistry", "$scatter", "$shard", "$transactionOn", "$action"]);
+
+/** `db.wallet`: its operations are routed; model extension methods and `fields` are Prisma's. */
+function routedDelegate(routed: Routed, model: string, parent: () => object): object {
+  const base = Reflect.get(routed.target, delegateKey(model)) as object;
+  const operations = new Map<string, (args?: Record<string, unknown>) => PromiseLike<unknown>>();
+  return new Proxy(base, {
+    get(d, prop, receiver) {
+      if (typeof prop === "string" && OPERATIONS.has(prop)) {
+        let run = operations.get(prop);
+        if (!run) {
+          run = (args) => routed.executor.run(routed.view, model, prop, args);
+          operations.set(prop, run);
+        }
+        return run;
+      }
+      if (prop === "$parent") return parent();
+      return Reflect.get(d, prop, receiver);
+    },
+  });
+}
+
+/** Raw SQL names no shard: it runs only where the database is unambiguous (one database, outside a shard transaction). */
+function raw(routed: Routed, single: boolean, operation: string, args: unknown[]): PromiseLike<unknown> {
+  if (routed.executor.scope.getStore()?.kind === "tx") {
+    return lazyReject(
+      new ShardKeyRequiredError(
+        undefined,
+        operation,
+        `inside a shard transaction use the tx client it hands you (tx.${operation})`,
+      ),
+    );
+  }
+  if (single) {
+    return (routed.view.clients[0] as Record<string, (...a: unknown[]) => PromiseLike<unknown>>)[operation]!(
+      ...args,
+    );
+  }
+  return lazyReject(
+    new ShardKeyRequiredError(
+      undefined,
+      operation,
+      `raw SQL names no shard; use $shard(shardOrId).${operation}. Name the shard with $shard(shardOrId) or $transactionOn(shardOrId, fn).`,
+    ),
+  );
 }

@@ -1,18 +1,6 @@
 import { createHash } from "node:crypto";
 import { decodeJson, encodeJson } from "./codec.js";
-import { ShardRoutingError } from "./errors.js";
-
-/** The same idempotency key came with a different request: refused, nothing decided twice. */
-export class IdempotencyConflictError extends ShardRoutingError<"IDEMPOTENCY_CONFLICT"> {
-  readonly key: string;
-  constructor(key: string) {
-    super(
-      "IDEMPOTENCY_CONFLICT",
-      `Idempotency key ${JSON.stringify(key)} was already used with a different request`,
-    );
-    this.key = key;
-  }
-}
+import { IdempotencyConflictError } from "./errors.js";
 
 type Tx = {
   $queryRawUnsafe<T = unknown>(sql: string, ...values: unknown[]): Promise<T>;

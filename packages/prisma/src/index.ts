@@ -1,17 +1,34 @@
 export { ScatterError } from "@shardkit/scatter";
 export { type ActionOptions, ActionUnit, type ModelKey, type StagedStatus, StagedWrite } from "./action.js";
 export {
+  type ConnectionBudgetOptions,
+  type ConnectionBudgetReport,
+  checkConnectionBudget,
+  DEFAULT_POOL_SIZE,
+} from "./budget.js";
+export {
   type FromConfigOptions,
   type ShardRegistryConfig,
   shardRegistryFromConfig,
   shardRegistryFromEnv,
 } from "./config.js";
 export {
+  ConnectionBudgetError,
   CrossShardError,
+  IdempotencyConflictError,
+  InvalidEventError,
+  isShardkitError,
+  MissingModelError,
+  NotCommittedError,
   PartialCommitError,
+  type PrismaErrorByCode,
   type PrismaShardErrorCode,
   RegistryConfigError,
+  RolloutOptionsError,
+  RoutingOptionsError,
   ScatterRefusedError,
+  SchemaRolloutError,
+  type ServerBudget,
   type ShardFailure,
   ShardKeyRequiredError,
   ShardRoutingError,
@@ -19,8 +36,10 @@ export {
   UnsupportedShardOperationError,
 } from "./errors.js";
 export { type ShardRoutingOptions, shardRouting } from "./extension.js";
-export { consumeOnce, IdempotencyConflictError, idempotent } from "./idempotency.js";
+export { consumeOnce, idempotent } from "./idempotency.js";
+export type { ModelRouting } from "./keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
+export type { Plan, PlanContext, PlanTarget } from "./plan.js";
 export {
   createShardRegistry,
   type PhysicalShard,
@@ -38,12 +57,11 @@ export {
   type RelayDatabaseReport,
   type RelayPollReport,
 } from "./relay.js";
-export type { ModelRouting, RoutePlan } from "./router.js";
 export type {
   KeylessPolicy,
   KeylessScatterOptions,
   ScatterReadOptions,
   ScatterReport,
   ScatterTargetReport,
-} from "./scatter-reads.js";
+} from "./scatter/options.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";

@@ -1,9 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { Prisma, PrismaClient } from "../test/generated/prisma/client.js";
-import { dataModelOf } from "./data-model.js";
-import { prismaCallInfo, unpackFluent } from "./internals.js";
+import { PrismaClient } from "../test/generated/prisma/client.js";
+import { dataModelOf, isPrismaValidationError } from "./internals.js";
 
 // The private Prisma fields shardkit depends on, checked against a real Prisma 7 client.
 describe("Prisma internals shardkit reads", () => {
@@ -27,34 +25,14 @@ describe("Prisma internals shardkit reads", () => {
     expect(() => dataModelOf({})).toThrow(/runtime data model/);
   });
 
-  it("__internalParams: transaction marker and fluent data path", async () => {
-    const seen: ReturnType<typeof prismaCallInfo>[] = [];
-    const probe = client.$extends(
-      Prisma.defineExtension({
-        query: {
-          $allModels: {
-            async $allOperations(params) {
-              seen.push(prismaCallInfo(params));
-              return params.query(params.args);
-            },
-          },
-        },
-      }),
-    );
-    const id = ShardedId.generate("Customer", ShardIdentifier.DEFAULT);
-    await probe.customer.findUnique({ where: { id } });
-    await probe.customer.findUnique({ where: { id } }).wallets();
-    await probe.$transaction(async (tx) => tx.customer.findUnique({ where: { id } }));
-    expect(seen).toEqual([
-      { inTransaction: false, fluentPath: [] },
-      { inTransaction: false, fluentPath: ["wallets"] },
-      { inTransaction: true, fluentPath: [] },
-    ]);
-  });
-
-  it("unpackFluent walks the path and maps a missing parent to null", () => {
-    expect(unpackFluent({ wallets: [1] }, ["wallets"])).toEqual([1]);
-    expect(unpackFluent(null, ["wallets"])).toBeNull();
-    expect(unpackFluent({ order: { customer: { id: "x" } } }, ["order", "customer"])).toEqual({ id: "x" });
+  it("a query Prisma refuses before it reaches the database is a PrismaClientValidationError", async () => {
+    // The scatter planner learns whether a field is nullable from this (the data model does not say).
+    const refused = await client.customer
+      .findFirst({ where: { AND: [{ name: null as unknown as string }, { id: { in: [] } }] } })
+      .catch((error: unknown) => error);
+    expect(isPrismaValidationError(refused)).toBe(true);
+    const accepted = await client.wallet.findFirst({ where: { AND: [{ label: null }, { id: { in: [] } }] } });
+    expect(accepted).toBeNull();
+    expect(isPrismaValidationError(new Error("x"))).toBe(false);
   });
 });

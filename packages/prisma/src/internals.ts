@@ -1,31 +1,43 @@
+import { RegistryConfigError } from "./errors.js";
+
 /**
- * The one place @shardkit/prisma reads Prisma's private query-hook parameters
- * (`__internalParams`, not in Prisma's types). Tested on its own (internals.test.ts) so a Prisma
- * upgrade that changes them fails there, not as a misrouted query.
+ * The one place @shardkit/prisma reads Prisma's private fields. Tested on its own
+ * (internals.test.ts), so a Prisma upgrade that moves them fails there, not as a misrouted query.
  */
-export interface PrismaCallInfo {
-  /** Set when the call runs inside `$transaction` of the client the extension is on. */
-  inTransaction: boolean;
-  /** Fluent relation path (`db.customer.findUnique(...).wallets()` -> `["wallets"]`); empty otherwise. */
-  fluentPath: string[];
+
+/** What the planner needs to know of a Prisma schema: each model's fields, relations marked. */
+export interface DataModel {
+  models: Record<string, { fields: Record<string, { kind: string; type: string }> }>;
 }
 
-export function prismaCallInfo(hookParams: unknown): PrismaCallInfo {
-  const internal = (hookParams as { __internalParams?: { transaction?: unknown; dataPath?: unknown } })
-    .__internalParams;
-  const dataPath = Array.isArray(internal?.dataPath) ? (internal.dataPath as string[]) : [];
-  return {
-    inTransaction: internal?.transaction != null,
-    fluentPath: dataPath.filter((segment) => segment !== "select" && segment !== "include"),
-  };
-}
-
-/** Applies a fluent path to the result of the query Prisma built for it (`{ wallets: [...] }` -> `[...]`). */
-export function unpackFluent(result: unknown, path: readonly string[]): unknown {
-  let value = result;
-  for (const field of path) {
-    if (value == null) return null;
-    value = (value as Record<string, unknown>)[field];
+/**
+ * Reads the data model a generated Prisma 7 client carries (`_runtimeDataModel`). Its shape is
+ * checked, so a Prisma upgrade that changes it fails loudly here rather than routing wrongly.
+ */
+export function dataModelOf(client: unknown): DataModel {
+  const raw = (client as { _runtimeDataModel?: unknown } | null)?._runtimeDataModel as
+    | { models?: Record<string, { fields?: unknown }> }
+    | undefined;
+  if (!raw || typeof raw !== "object" || !raw.models || typeof raw.models !== "object") {
+    throw new RegistryConfigError([
+      "client: this PrismaClient exposes no runtime data model (_runtimeDataModel); @shardkit/prisma supports Prisma 7 generated clients",
+    ]);
   }
-  return value ?? null;
+  const models: DataModel["models"] = {};
+  for (const [name, model] of Object.entries(raw.models)) {
+    if (!Array.isArray(model.fields)) {
+      throw new RegistryConfigError([`client: model ${name} in the runtime data model has no field list`]);
+    }
+    const fields: Record<string, { kind: string; type: string }> = {};
+    for (const field of model.fields as { name: string; kind: string; type: string }[]) {
+      fields[field.name] = { kind: field.kind, type: field.type };
+    }
+    models[name] = { fields };
+  }
+  return { models };
+}
+
+/** True for Prisma's validation error (the query was refused before reaching the database). */
+export function isPrismaValidationError(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === "PrismaClientValidationError";
 }

@@ -1,7 +1,8 @@
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import type { DataModel } from "./data-model.js";
-import { CrossShardError, RegistryConfigError, ShardKeyRequiredError } from "./errors.js";
-import type { KeylessPolicy } from "./scatter-reads.js";
+import { CrossShardError, ShardKeyRequiredError } from "./errors.js";
+import type { DataModel } from "./internals.js";
+import type { Obj } from "./plan.js";
+import type { KeylessPolicy } from "./scatter/options.js";
 
 /** How one model is routed. */
 export interface ModelRouting {
@@ -15,19 +16,26 @@ export interface ModelRouting {
   keyless?: KeylessPolicy;
 }
 
-/** Where an operation goes, decided from (model, operation, args) alone. */
-export type RoutePlan =
-  /** One shard; args unchanged. */
-  | { kind: "shard"; shard: ShardIdentifier }
-  /** Several shards, each with its own args (an `in` list or createMany rows split per shard). */
-  | { kind: "split"; parts: { shard: ShardIdentifier; args: Record<string, unknown> }[] }
-  /** The arguments name no shard. */
-  | { kind: "keyless"; hint: string };
+/** The shards an operation's arguments name, before anything is known of databases. */
+export type Named =
+  /** Every key names this shard. */
+  | { kind: "one"; shard: ShardIdentifier }
+  /** An `in` list on a key field (`where.field.in`), its values grouped by shard. */
+  | { kind: "in"; field: string; byShard: Map<ShardIdentifier, unknown[]> }
+  /** createMany rows, grouped by shard. */
+  | { kind: "rows"; byShard: Map<ShardIdentifier, unknown[]> }
+  /** No key: why, for the error or hint. */
+  | { kind: "none"; hint: string };
+
+/** `OrderItem` -> `orderItem`: the delegate property of a model on a Prisma client. */
+export function delegateKey(model: string): string {
+  return model.charAt(0).toLowerCase() + model.slice(1);
+}
 
 type Resolve = (shard: ShardIdentifier) => ShardIdentifier;
-type Obj = Record<string, unknown>;
 
-const WHERE_OPERATIONS = new Set([
+/** Operations routed by their top-level `where`. */
+export const WHERE_OPERATIONS = new Set([
   "findUnique",
   "findUniqueOrThrow",
   "findFirst",
@@ -44,21 +52,20 @@ const WHERE_OPERATIONS = new Set([
 ]);
 
 /**
- * The routing core: decides from (model, operation, args) which shard(s) an operation runs on.
- * It knows nothing of Prisma's client API (the `$extends` glue lives in extension.ts), so another
- * integration can reuse it.
+ * Reads shard keys out of Prisma arguments: which shard(s) `where` / `data` name, and whether
+ * nested writes stay on the parent's shard. Knows nothing of databases or of Prisma's client.
  */
-export class Router {
+export class KeyRouting {
   private readonly keys = new Map<string, readonly string[]>();
   /** model -> relation field -> related model */
   private readonly relations = new Map<string, Map<string, string>>();
 
   constructor(
-    dataModel: DataModel,
+    readonly dataModel: DataModel,
     private readonly resolve: Resolve,
     models: Record<string, ModelRouting> = {},
+    issues: string[] = [],
   ) {
-    const issues: string[] = [];
     for (const name of Object.keys(models)) {
       if (!dataModel.models[name]) issues.push(`models.${name}: no such model in the Prisma schema`);
     }
@@ -82,7 +89,6 @@ export class Router {
       }
       this.relations.set(name, relations);
     }
-    if (issues.length > 0) throw new RegistryConfigError(issues);
   }
 
   /** The key fields of a model. */
@@ -90,60 +96,69 @@ export class Router {
     return this.keys.get(model) ?? [];
   }
 
-  /** Decides where `model.operation(args)` runs. Throws on keys that disagree or name unknown shards. */
-  plan(model: string, operation: string, args: Obj | undefined): RoutePlan {
-    const a = args ?? {};
+  /**
+   * The shards `model.operation(args)` names. Throws (a ShardkitError) on keys that disagree,
+   * nested writes that leave the parent's shard, malformed IDs and unknown shards.
+   */
+  named(model: string, operation: string, args: Obj): Named {
     const label = `${model}.${operation}`;
-    let plan: RoutePlan;
+    let named: Named;
     switch (operation) {
       case "create":
-        plan = this.fromData(model, a.data, label);
+        named = this.fromData(model, args.data, label);
         break;
       case "createMany":
       case "createManyAndReturn":
-        return this.splitRows(model, a, label);
-      case "upsert":
-        plan = this.combine(label, [
-          this.fromWhere(model, a.where, label),
-          this.fromData(model, a.create, label),
-        ]);
+        return this.rows(model, operation, args, label);
+      case "upsert": {
+        const where = this.fromWhere(model, args.where, label);
+        const data = this.fromData(model, args.create, label);
+        named =
+          where.kind === "one" && data.kind === "one"
+            ? this.agree(label, [
+                { field: "where", shard: where.shard },
+                { field: "create", shard: data.shard },
+              ])
+            : where.kind === "one"
+              ? where
+              : data.kind === "one"
+                ? data
+                : where;
         break;
+      }
       default:
         if (!WHERE_OPERATIONS.has(operation)) {
-          return { kind: "keyless", hint: `${operation} is not routed by key; run it with $shard(...)` };
+          return { kind: "none", hint: `${operation} is not routed by key; run it with $shard(...)` };
         }
-        plan = this.fromWhere(model, a.where, label);
-        if (plan.kind === "split") {
-          plan = {
-            kind: "split",
-            parts: plan.parts.map((part) => ({ shard: part.shard, args: { ...a, ...part.args } })),
-          };
-        }
+        named = this.fromWhere(model, args.where, label);
     }
-    if (plan.kind === "shard") {
-      if (operation === "create") this.checkData(model, a.data, plan.shard, label);
-      if (operation === "upsert") {
-        this.checkData(model, a.create, plan.shard, label);
-        this.checkData(model, a.update, plan.shard, label);
+    const shards =
+      named.kind === "one" ? [named.shard] : named.kind === "in" ? [...named.byShard.keys()] : [];
+    for (const shard of shards) {
+      if (
+        operation === "create" ||
+        operation === "update" ||
+        operation === "updateMany" ||
+        operation === "updateManyAndReturn"
+      ) {
+        this.checkData(model, args.data, shard, label);
       }
-      if (operation === "update") this.checkData(model, a.data, plan.shard, label);
+      if (operation === "upsert") {
+        this.checkData(model, args.create, shard, label);
+        this.checkData(model, args.update, shard, label);
+      }
     }
-    if (plan.kind !== "keyless" && (operation === "updateMany" || operation === "updateManyAndReturn")) {
-      const shards = plan.kind === "shard" ? [plan.shard] : plan.parts.map((p) => p.shard);
-      for (const shard of shards) this.checkData(model, a.data, shard, label);
-    }
-    return plan;
+    return named;
   }
 
   private shardOf(value: unknown): ShardIdentifier {
     return this.resolve(ShardedUUID.shardOf(value as string));
   }
 
-  private fromData(model: string, data: unknown, label: string): RoutePlan {
+  private fromData(model: string, data: unknown, label: string): Named {
     const keys = this.keysOf(model);
-    if (keys.length === 0) {
-      return { kind: "keyless", hint: `${model} has no shard key fields; run it with $shard(...)` };
-    }
+    if (keys.length === 0)
+      return { kind: "none", hint: `${model} has no shard key fields; run it with $shard(...)` };
     const found: { field: string; shard: ShardIdentifier }[] = [];
     if (data && typeof data === "object") {
       for (const key of keys) {
@@ -153,18 +168,17 @@ export class Router {
     }
     if (found.length === 0) {
       return {
-        kind: "keyless",
+        kind: "none",
         hint: `data has none of its key fields (${keys.join(", ")}); generate the ID with ShardedId.generate or ShardedId.colocatedWith`,
       };
     }
     return this.agree(label, found);
   }
 
-  private fromWhere(model: string, where: unknown, label: string): RoutePlan {
+  private fromWhere(model: string, where: unknown, label: string): Named {
     const keys = this.keysOf(model);
-    if (keys.length === 0) {
-      return { kind: "keyless", hint: `${model} has no shard key fields; run it with $shard(...)` };
-    }
+    if (keys.length === 0)
+      return { kind: "none", hint: `${model} has no shard key fields; run it with $shard(...)` };
     const eq: { field: string; shard: ShardIdentifier }[] = [];
     let inList: { field: string; values: unknown[] } | undefined;
     const visit = (w: unknown, top: boolean) => {
@@ -190,56 +204,34 @@ export class Router {
     if (inList) {
       const { field, values } = inList;
       const byShard = new Map<ShardIdentifier, unknown[]>();
-      for (const value of values) {
-        const shard = this.shardOf(value);
-        const list = byShard.get(shard);
-        if (list) list.push(value);
-        else byShard.set(shard, [value]);
-      }
-      if (byShard.size === 0) return { kind: "keyless", hint: `where.${field}.in is empty` };
-      if (byShard.size === 1) return { kind: "shard", shard: byShard.keys().next().value! };
-      const w = where as Obj;
-      const parts = [...byShard]
-        .sort(([a], [b]) => a.bits - b.bits)
-        .map(([shard, list]) => ({
-          shard,
-          args: { where: { ...w, [field]: { ...(w[field] as Obj), in: list } } } as Obj,
-        }));
-      return { kind: "split", parts };
+      for (const value of values) push(byShard, this.shardOf(value), value);
+      if (byShard.size === 0) return { kind: "none", hint: `where.${field}.in is empty` };
+      if (byShard.size === 1) return { kind: "one", shard: byShard.keys().next().value! };
+      return { kind: "in", field, byShard };
     }
-    return {
-      kind: "keyless",
-      hint: `where has no equality or \`in\` on its key fields (${keys.join(", ")})`,
-    };
+    return { kind: "none", hint: `where has no equality or \`in\` on its key fields (${keys.join(", ")})` };
   }
 
-  private splitRows(model: string, args: Obj, label: string): RoutePlan {
+  private rows(model: string, operation: string, args: Obj, label: string): Named {
     const rows = Array.isArray(args.data) ? args.data : args.data === undefined ? [] : [args.data];
     const byShard = new Map<ShardIdentifier, unknown[]>();
     for (const [i, row] of rows.entries()) {
-      const plan = this.fromData(model, row, `${label} data[${i}]`);
-      if (plan.kind !== "shard") {
+      const named = this.fromData(model, row, `${label} data[${i}]`);
+      if (named.kind !== "one") {
         throw new ShardKeyRequiredError(
           model,
-          `${label.split(".")[1]} data[${i}]`,
-          plan.kind === "keyless" ? plan.hint : "",
+          `${operation} data[${i}]`,
+          named.kind === "none" ? named.hint : "",
         );
       }
-      const list = byShard.get(plan.shard);
-      if (list) list.push(row);
-      else byShard.set(plan.shard, [row]);
+      push(byShard, named.shard, row);
     }
-    if (byShard.size === 0) return { kind: "keyless", hint: "createMany with no rows" };
-    if (byShard.size === 1) return { kind: "shard", shard: byShard.keys().next().value! };
-    return {
-      kind: "split",
-      parts: [...byShard]
-        .sort(([a], [b]) => a.bits - b.bits)
-        .map(([shard, data]) => ({ shard, args: { ...args, data } })),
-    };
+    if (byShard.size === 0) return { kind: "none", hint: `${operation} with no rows` };
+    if (byShard.size === 1) return { kind: "one", shard: byShard.keys().next().value! };
+    return { kind: "rows", byShard };
   }
 
-  private agree(label: string, found: { field: string; shard: ShardIdentifier }[]): RoutePlan {
+  private agree(label: string, found: { field: string; shard: ShardIdentifier }[]): Named {
     const first = found[0]!;
     for (const other of found) {
       if (other.shard !== first.shard) {
@@ -249,16 +241,7 @@ export class Router {
         );
       }
     }
-    return { kind: "shard", shard: first.shard };
-  }
-
-  private combine(label: string, plans: RoutePlan[]): RoutePlan {
-    const shards = plans.filter((p): p is { kind: "shard"; shard: ShardIdentifier } => p.kind === "shard");
-    if (shards.length === 0) return plans[0]!;
-    return this.agree(
-      label,
-      shards.map((p) => ({ field: "key", shard: p.shard })),
-    );
+    return { kind: "one", shard: first.shard };
   }
 
   /**
@@ -361,4 +344,10 @@ function scalarValue(value: unknown): unknown {
     return (value as Obj).set;
   }
   return undefined;
+}
+
+function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
 }

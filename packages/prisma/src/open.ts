@@ -2,15 +2,11 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-// The package's main entry by name: this file is built into the `./rollout` entry, and must share
-// the main entry's classes (errors, ShardRegistry) rather than carry copies of them.
-import {
-  createShardRegistry,
-  type ShardClient,
-  type ShardRegistry,
-  shardRegistryFromEnv,
-} from "@shardkit/prisma";
-import { type RolloutEvent, type RolloutTarget, rolloutSchema } from "./rollout.js";
+import { checkConnectionBudget } from "./budget.js";
+import { redactUrl, shardRegistryFromEnv } from "./config.js";
+import { RegistryConfigError } from "./errors.js";
+import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
+import { type RolloutEvent, type RolloutTarget, rolloutSchema } from "./schema-rollout.js";
 
 export interface OpenShardsOptions<Client extends ShardClient> {
   /** The Prisma schema (file or folder) every database gets, pushed at open. */
@@ -25,6 +21,12 @@ export interface OpenShardsOptions<Client extends ShardClient> {
   shardsJson?: string | undefined;
   /** Embedded PGlite: one database per shard under `dataDir` (needs `@electric-sql/pglite` and `pglite-prisma-adapter`). */
   embedded?: { dataDir: string; shards: readonly ShardIdentifier[] };
+  /**
+   * What an open does when the pools (`pool` per entry of `shardsJson`, default 10) of the
+   * databases on one server add up to more than its `max_connections` allows: `'error'` (default)
+   * throws `ConnectionBudgetError` naming the server and every pool; `'warn'` logs it.
+   */
+  connectionBudget?: "error" | "warn";
   /** Schema rollout progress. Default: one line per database on stderr. */
   onProgress?: (event: RolloutEvent) => void;
 }
@@ -52,20 +54,26 @@ export async function openShards<Client extends ShardClient>(
     const targets: RolloutTarget[] = [];
     const registry = shardRegistryFromEnv({
       env: { SHARDKIT_SHARDS: options.shardsJson },
-      createClient: (url, shards) => {
+      createClient: (url, shards, { pool }) => {
         targets.push({
-          name: url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@"),
-          adapter: new PrismaPg({ connectionString: url }),
+          name: redactUrl(url),
+          adapter: new PrismaPg({ connectionString: url, max: 1 }),
           shards,
         });
-        return options.createClient(new PrismaPg({ connectionString: url }));
+        return options.createClient(new PrismaPg({ connectionString: url, max: pool }));
       },
     });
     await rolloutSchema({ schema: options.schema, targets, onProgress });
+    try {
+      await checkConnectionBudget(registry, { onExceeded: options.connectionBudget ?? "error" });
+    } catch (error) {
+      await registry.disconnect();
+      throw error;
+    }
     return { registry, describe: targets.map((t) => t.name).join(", "), close: () => registry.disconnect() };
   }
   if (!options.embedded) {
-    throw new Error("openShards: no shardsJson and no embedded configuration");
+    throw new RegistryConfigError(["openShards: no shardsJson and no embedded configuration"]);
   }
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([
     import("@electric-sql/pglite"),

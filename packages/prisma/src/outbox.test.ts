@@ -6,8 +6,8 @@ import { ShardedId } from "@shardkit/id";
 import { withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { makeWorld, S } from "../test/world.js";
-import { PartialCommitError } from "./errors.js";
-import { consumeOnce, IdempotencyConflictError, idempotent } from "./idempotency.js";
+import { IdempotencyConflictError, PartialCommitError } from "./errors.js";
+import { consumeOnce, idempotent } from "./idempotency.js";
 import { emitEvent, type OutboxMessage } from "./outbox.js";
 import { createOutboxRelay } from "./relay.js";
 

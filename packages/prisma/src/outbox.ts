@@ -1,6 +1,6 @@
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import { encodeJson } from "./codec.js";
-import { ShardRoutingError } from "./errors.js";
+import { InvalidEventError, MissingModelError } from "./errors.js";
 import { type ShardOrId, toShard } from "./registry.js";
 
 /** An event to write to the outbox, in the same shard transaction as the state it describes. */
@@ -29,9 +29,13 @@ export interface OutboxMessage<Payload = unknown> {
 /** The `data` of an OutboxEvent row for `event`, with an ID on `shardOrId`'s shard. */
 export function outboxRecord(shardOrId: ShardOrId, event: OutboxEventInput) {
   if (!event || typeof event.topic !== "string" || event.topic.length === 0) {
-    throw new ShardRoutingError("INVALID_CONFIG", "outbox event: topic must be a non-empty string");
+    throw new InvalidEventError("topic must be a non-empty string");
   }
-  ShardedUUID.shardOf(event.aggregateId); // aggregateId must be a ShardedUUID
+  if (!ShardedUUID.isValid(event.aggregateId)) {
+    throw new InvalidEventError(
+      `aggregateId must be a ShardedUUID, got ${JSON.stringify(event.aggregateId)}`,
+    );
+  }
   return {
     id: ShardedUUID.generate(toShard(shardOrId)),
     topic: event.topic,
@@ -52,10 +56,7 @@ export async function emitEvent(tx: unknown, shardOrId: ShardOrId, event: Outbox
   const data = outboxRecord(shardOrId, event);
   const outbox = (tx as Partial<TxWithOutbox>).outboxEvent;
   if (!outbox) {
-    throw new ShardRoutingError(
-      "INVALID_CONFIG",
-      "this client has no OutboxEvent model: add the models of @shardkit/prisma/schema/shardkit.prisma to your schema",
-    );
+    throw new MissingModelError("OutboxEvent");
   }
   await outbox.create({ data });
   return data.id;

@@ -15,6 +15,11 @@ export interface ShardClient {
 export interface ShardRegistryOptions<Client extends ShardClient> {
   /** One entry per logical shard. Several shards may share one client (one physical database). */
   shards: ReadonlyArray<{ shard: ShardRef; client: Client }>;
+  /**
+   * What is known of each client's database: a name for messages and reports (a password-less URL)
+   * and its pool size, which `checkConnectionBudget` adds up per server. Optional per client.
+   */
+  databases?: ReadonlyArray<{ client: Client; name?: string; pool?: number }>;
   /** Where `unknownShard: 'default'` sends IDs of unknown shards. Must be one of `shards`. */
   defaultShard?: ShardRef;
   /**
@@ -33,6 +38,10 @@ export interface PhysicalShard<Client> {
   shards: ShardIdentifier[];
   /** Position in `registry.physical` (ordered by the lowest shard each holds). */
   index: number;
+  /** How messages name it: a password-less URL when known, else `database #index`. */
+  name: string;
+  /** Connections its client's pool may open, when known (from the config). */
+  pool: number | undefined;
 }
 
 /**
@@ -73,7 +82,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       seen.set(shard.bits, i);
       let physical = physicalByClient.get(entry.client);
       if (!physical) {
-        physical = { client: entry.client, shards: [], index: 0 };
+        physical = { client: entry.client, shards: [], index: 0, name: "", pool: undefined };
         physicalByClient.set(entry.client, physical);
       }
       physical.shards.push(shard);
@@ -93,11 +102,26 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     }
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
+    for (const [i, described] of (options.databases ?? []).entries()) {
+      const physical = physicalByClient.get(described?.client);
+      if (!physical) {
+        issues.push(`databases[${i}].client: not the client of any shard`);
+        continue;
+      }
+      if (described.pool !== undefined && !(Number.isSafeInteger(described.pool) && described.pool >= 1)) {
+        issues.push(`databases[${i}].pool: expected an integer >= 1, got ${JSON.stringify(described.pool)}`);
+      }
+      physical.pool = described.pool;
+      if (described.name !== undefined) physical.name = described.name;
+    }
+    if (issues.length > 0) throw new RegistryConfigError(issues);
+
     const physical = [...physicalByClient.values()];
     for (const p of physical) p.shards.sort((a, b) => a.bits - b.bits);
     physical.sort((a, b) => a.shards[0]!.bits - b.shards[0]!.bits);
     physical.forEach((p, index) => {
       p.index = index;
+      if (p.name === "") p.name = `database #${index}`;
       for (const shard of p.shards) this.byBits[shard.bits] = p;
     });
     this.physical = physical;
@@ -165,8 +189,11 @@ export function toShard(value: ShardOrId | { group: number; member: number }): S
 }
 
 function toShardOrIssue(value: unknown, path: string, issues: string[]): ShardIdentifier | undefined {
+  if (value === undefined || value === null) {
+    issues.push(`${path}: required`);
+    return undefined;
+  }
   try {
-    if (value === undefined || value === null) throw new Error("required");
     return toShard(value as ShardRef);
   } catch (err) {
     issues.push(`${path}: ${err instanceof Error ? err.message : String(err)}`);

@@ -4,9 +4,14 @@ import { withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, models, S } from "../test/world.js";
-import { ScatterRefusedError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
+import {
+  RoutingOptionsError,
+  ScatterRefusedError,
+  ShardKeyRequiredError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
 import { shardRouting } from "./extension.js";
-import type { ScatterReport } from "./scatter-reads.js";
+import type { ScatterReport } from "./scatter/options.js";
 
 const world = makeWorld();
 const { db: refusing, clients, registry } = world;
@@ -223,7 +228,7 @@ describe("the guard, per model and per call", () => {
     const [inside, outside] = await Promise.allSettled([view.customer.count(), refusing.customer.count()]);
     expect(inside).toEqual({ status: "fulfilled", value: 6 });
     expect(outside.status).toBe("rejected");
-    expect(() => refusing.$scatter({ policy: "maybe" as never })).toThrow(ScatterError);
+    expect(() => refusing.$scatter({ policy: "maybe" as never })).toThrow(RoutingOptionsError);
   });
 
   it("rejects bad keyless settings when the extension is built", () => {

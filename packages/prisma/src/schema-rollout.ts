@@ -6,10 +6,7 @@ import {
   type SqlMigrationAwareDriverAdapterFactory,
 } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-// The package's main entry by name: this entry shares its error classes instead of copying them.
-import { ShardRoutingError } from "@shardkit/prisma";
-
-export { type OpenShards, type OpenShardsOptions, openShards } from "./open.js";
+import { RolloutOptionsError, SchemaRolloutError } from "./errors.js";
 
 /** One physical database to roll the schema out to. */
 export interface RolloutTarget {
@@ -62,16 +59,6 @@ export type RolloutEvent =
   | { type: "start"; index: number; total: number; target: string }
   | { type: "done"; index: number; total: number; target: string; report: RolloutTargetReport };
 
-/** A rollout that stopped at a failing target. `report` says what every target did. */
-export class SchemaRolloutError extends ShardRoutingError<"ROLLOUT_FAILED"> {
-  readonly report: RolloutReport;
-  constructor(report: RolloutReport, cause: unknown) {
-    const failed = report.targets.find((t) => t.status === "failed");
-    super("ROLLOUT_FAILED", `Schema rollout failed on ${failed?.name}: ${failed?.error}`, { cause });
-    this.report = report;
-  }
-}
-
 /**
  * Applies a Prisma schema (push) or a migrations folder (migrate) to every target, one at a time
  * in the given order, through Prisma's WebAssembly schema engine (no native binary). Stops at the
@@ -80,10 +67,9 @@ export class SchemaRolloutError extends ShardRoutingError<"ROLLOUT_FAILED"> {
  */
 export async function rolloutSchema(options: RolloutOptions): Promise<RolloutReport> {
   const mode = options.mode ?? (options.migrations ? "migrate" : "push");
-  if (mode === "push" && !options.schema)
-    throw new ShardRoutingError("INVALID_CONFIG", "rolloutSchema: push needs `schema`");
+  if (mode === "push" && !options.schema) throw new RolloutOptionsError("rolloutSchema: push needs `schema`");
   if (mode === "migrate" && !options.migrations) {
-    throw new ShardRoutingError("INVALID_CONFIG", "rolloutSchema: migrate needs `migrations`");
+    throw new RolloutOptionsError("rolloutSchema: migrate needs `migrations`");
   }
   const files = options.schema
     ? await readSchemaFiles(options.schema)

@@ -1,7 +1,6 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import { CrossShardError } from "./errors.js";
-import { type ShardExecutor, shardScope } from "./execute.js";
-import type { ShardClient } from "./registry.js";
+import { CrossShardError, UnsupportedShardOperationError } from "./errors.js";
+import type { Executor, View } from "./executor.js";
 
 /** The client an interactive `$transaction(fn)` of `Client` hands to `fn`. */
 export type TransactionClient<Client> = Client extends {
@@ -24,13 +23,14 @@ type Interactive = { $transaction(fn: (tx: object) => Promise<unknown>, options?
  * query in the same async context (through the routed client or the `tx` it receives) must name
  * `shard` or no shard, and runs in the transaction; a key for another shard throws `CrossShardError`.
  */
-export async function runInShardTransaction<Client extends ShardClient, R>(
-  executor: ShardExecutor<Client>,
+export async function runInShardTransaction<R>(
+  executor: Executor,
+  view: View,
   shard: ShardIdentifier,
   options: TransactionOptions,
   fn: (tx: object) => Promise<R>,
 ): Promise<R> {
-  const scope = shardScope.getStore();
+  const scope = executor.scope.getStore();
   if (scope?.kind === "tx") {
     if (scope.shard !== shard) {
       throw new CrossShardError(
@@ -40,13 +40,37 @@ export async function runInShardTransaction<Client extends ShardClient, R>(
     }
     return fn(scope.guarded);
   }
-  const client = executor.registry.clientFor(shard) as unknown as Interactive;
-  return (await client.$transaction((tx) => {
-    const guarded = guardTransaction(executor, tx, shard);
-    // `async`/`await` inside run(): Prisma's promises are lazy, so a query returned unawaited
-    // from fn must still start inside the scope.
-    return shardScope.run({ kind: "tx", shard, tx, guarded }, async () => await fn(guarded));
-  }, cleanOptions(options))) as R;
+  if (scope?.kind === "staging") {
+    throw new UnsupportedShardOperationError(
+      "$transactionOn inside $action commits at once, outside the action: stage the work with unit.on(shardOrId, fn) instead",
+    );
+  }
+  const database = executor.planner.placement.physicalOf(shard).index;
+  return inDatabaseTransaction(view, database, options, (tx) => inShard(executor, tx, shard, fn));
+}
+
+/** One interactive transaction on a database, through its fully configured client. */
+export async function inDatabaseTransaction<R>(
+  view: View,
+  database: number,
+  options: TransactionOptions,
+  fn: (tx: object) => Promise<R>,
+): Promise<R> {
+  const client = view.clients[database] as Interactive;
+  return (await client.$transaction(fn, cleanOptions(options))) as R;
+}
+
+/** Runs `fn` with `tx` as the scope of `shard`: routed calls join it, calls for other shards are refused. */
+export function inShard<R>(
+  executor: Executor,
+  tx: object,
+  shard: ShardIdentifier,
+  fn: (tx: object) => Promise<R>,
+) {
+  const guarded = guardTransaction(executor, tx, shard);
+  // `async`/`await` inside run(): Prisma's promises are lazy, so a query returned unawaited from
+  // fn must still start inside the scope.
+  return executor.scope.run({ kind: "tx", shard, tx, guarded }, async () => await fn(guarded));
 }
 
 function cleanOptions(options: TransactionOptions): object | undefined {
@@ -61,30 +85,24 @@ function cleanOptions(options: TransactionOptions): object | undefined {
  * Wraps a transaction client so each model operation is checked against the transaction's shard
  * before it runs; everything else (raw queries, ...) passes through.
  */
-function guardTransaction<Client extends ShardClient>(
-  executor: ShardExecutor<Client>,
-  tx: object,
-  shard: ShardIdentifier,
-): object {
+function guardTransaction(executor: Executor, tx: object, shard: ShardIdentifier): object {
   const delegates = new Map<string, object>();
+  const models = executor.planner.delegates;
   return new Proxy(tx, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
-      if (typeof prop !== "string" || !executor.isDelegate(prop)) {
-        return typeof value === "function" ? value.bind(target) : value;
-      }
-      let delegate = delegates.get(prop);
+      const model = typeof prop === "string" ? models.get(prop) : undefined;
+      if (model === undefined) return typeof value === "function" ? value.bind(target) : value;
+      let delegate = delegates.get(model);
       if (!delegate) {
-        const model = executor.modelOf(prop);
         delegate = new Proxy(value as object, {
           get(d, operation, r) {
             const method = Reflect.get(d, operation, r);
             if (typeof operation !== "string" || typeof method !== "function") return method;
-            return (args?: Record<string, unknown>) =>
-              executor.callInScope(tx, shard, model, operation, args);
+            return (args?: Record<string, unknown>) => executor.runIn(target, shard, model, operation, args);
           },
         });
-        delegates.set(prop, delegate);
+        delegates.set(model, delegate);
       }
       return delegate;
     },

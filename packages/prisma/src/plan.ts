@@ -1,0 +1,47 @@
+import type { ShardIdentifier, ShardkitError } from "@shardkit/id";
+import type { ScatterReadOptions } from "./scatter/options.js";
+import type { ScatterRead } from "./scatter/read.js";
+
+export type Obj = Record<string, unknown>;
+
+/** One statement on one physical database: the logical shards of it the statement covers, and its args. */
+export interface PlanTarget {
+  /** Index of the database in `registry.physical`. */
+  database: number;
+  shards: ShardIdentifier[];
+  /** The call's args for this database (an `in` list or createMany rows cut to its shards). */
+  args: Obj;
+}
+
+/**
+ * Where an operation runs, decided from (model, operation, args) and the placement of shards alone,
+ * before anything runs. The executor runs a plan; it never decides where.
+ */
+export type Plan =
+  /** One shard: the call runs unchanged on the database holding it. */
+  | { kind: "shard"; shard: ShardIdentifier; database: number }
+  /**
+   * One statement on one database that covers several shards (an `in` list whose shards share a
+   * database; a keyless call in single-database mode): the database's answer is the answer.
+   */
+  | { kind: "database"; target: PlanTarget }
+  /**
+   * A read over several databases: one statement each, merged exactly by `read`. `options` are
+   * the keyless scatter settings in force (policy, deadline, report); an `in` list over several
+   * databases has none (it fails when a database does not answer).
+   */
+  | { kind: "scatter"; targets: PlanTarget[]; read: ScatterRead; options: ScatterReadOptions }
+  /** A write over several databases (only inside `$action` with `allowCrossShard`): one statement each. */
+  | { kind: "split"; targets: PlanTarget[] }
+  /** Refused before anything runs, with the error to throw. */
+  | { kind: "refuse"; error: ShardkitError };
+
+/** What a plan is made in: a shard transaction, an action's commit, a per-call scatter setting. */
+export interface PlanContext {
+  /** Inside a transaction on this shard: the operation may name it or no shard, never another. */
+  within?: ShardIdentifier | undefined;
+  /** Writes over several shards are allowed (staged in `$action` with `allowCrossShard`). */
+  allowCrossShard?: boolean;
+  /** Per-call scatter options (`db.$scatter(options)`): keyless reads scatter with them. */
+  scatter?: ScatterReadOptions | undefined;
+}

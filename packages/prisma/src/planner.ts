@@ -1,0 +1,254 @@
+import { isShardkitError, type ShardIdentifier } from "@shardkit/id";
+import {
+  CrossShardError,
+  RoutingOptionsError,
+  ScatterRefusedError,
+  ShardKeyRequiredError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
+import type { DataModel } from "./internals.js";
+import { delegateKey, KeyRouting, type ModelRouting, type Named } from "./keys.js";
+import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
+import { planAggregateRead } from "./scatter/aggregate.js";
+import { planCount } from "./scatter/count.js";
+import { planFind } from "./scatter/find.js";
+import { planGroupBy } from "./scatter/group-by.js";
+import {
+  type KeylessPolicy,
+  type KeylessScatterOptions,
+  parseKeyless,
+  type ScatterReadOptions,
+} from "./scatter/options.js";
+import type { ModelInfo, ScatterRead } from "./scatter/read.js";
+
+/** Where logical shards live: the registry today, a partition map with epochs later. */
+export interface Placement {
+  /** The registered shard a shard names (the registry's unknown-shard policy applies); throws `UnknownShardError`. */
+  resolve(shard: ShardIdentifier): ShardIdentifier;
+  /** Every physical database with the logical shards it holds; a database's index is its position. */
+  readonly physical: readonly { readonly shards: readonly ShardIdentifier[]; readonly index: number }[];
+  /** The database holding a registered shard. */
+  physicalOf(shard: ShardIdentifier): { readonly index: number };
+}
+
+export interface PlannerOptions {
+  /** Key fields (and an optional `keyless` policy) per model. */
+  models?: Record<string, ModelRouting> | undefined;
+  /** What keyless operations do when there are several databases (see `KeylessPolicy`). */
+  keyless?: KeylessPolicy | undefined;
+}
+
+/** Routing options checked before any client is involved: keyless policies parsed. */
+export interface RoutingConfig {
+  models: Record<string, ModelRouting>;
+  keyless: KeylessScatterOptions | null;
+  keylessPerModel: Map<string, KeylessScatterOptions | null>;
+}
+
+/** Checks the options that need no schema; throws `RoutingOptionsError` listing every problem. */
+export function routingConfig(options: PlannerOptions): RoutingConfig {
+  const issues: string[] = [];
+  const keyless = parseKeyless(options.keyless, "keyless", issues) ?? null;
+  const keylessPerModel = new Map<string, KeylessScatterOptions | null>();
+  for (const [name, routing] of Object.entries(options.models ?? {})) {
+    const parsed = parseKeyless(routing?.keyless, `models.${name}.keyless`, issues);
+    if (parsed !== undefined) keylessPerModel.set(name, parsed);
+  }
+  if (issues.length > 0) throw new RoutingOptionsError(issues);
+  return { models: options.models ?? {}, keyless, keylessPerModel };
+}
+
+/** Reads that can run over several databases and merge exactly. */
+export const SCATTER_READS = new Set([
+  "findMany",
+  "findFirst",
+  "findFirstOrThrow",
+  "count",
+  "aggregate",
+  "groupBy",
+]);
+const READS = new Set([...SCATTER_READS, "findUnique", "findUniqueOrThrow"]);
+
+/**
+ * Turns (model, operation, args) into a plan: one shard, one database, a scatter with its merge, a
+ * split of writes per database, or a refusal carrying its typed error. Pure: it knows the schema's
+ * shape and where shards live, nothing of Prisma's client, and runs nothing.
+ */
+export class Planner {
+  readonly keys: KeyRouting;
+  /** Delegate property (`orderItem`) -> model name (`OrderItem`), for every model of the schema. */
+  readonly delegates = new Map<string, string>();
+  private readonly info = new Map<string, ModelInfo>();
+  private readonly config: RoutingConfig;
+
+  /** Throws `RoutingOptionsError` listing every problem of `options` (models or keys the schema lacks). */
+  constructor(
+    readonly dataModel: DataModel,
+    readonly placement: Placement,
+    options: PlannerOptions | RoutingConfig = {},
+  ) {
+    this.config = "keylessPerModel" in options ? options : routingConfig(options);
+    const issues: string[] = [];
+    this.keys = new KeyRouting(dataModel, (shard) => placement.resolve(shard), this.config.models, issues);
+    if (issues.length > 0) throw new RoutingOptionsError(issues);
+    for (const [name, model] of Object.entries(dataModel.models)) {
+      this.info.set(name, { name, fields: model.fields, keys: this.keys.keysOf(name) });
+      this.delegates.set(delegateKey(name), name);
+    }
+  }
+
+  /** Decides where `model.operation(args)` runs. Never throws for bad input: that is a `refuse` plan. */
+  plan(model: string, operation: string, args: Obj | undefined, context: PlanContext = {}): Plan {
+    const a = args ?? {};
+    try {
+      const named = this.keys.named(model, operation, a);
+      if (context.within) return this.within(context.within, named, model, operation);
+      switch (named.kind) {
+        case "one":
+          return {
+            kind: "shard",
+            shard: named.shard,
+            database: this.placement.physicalOf(named.shard).index,
+          };
+        case "in":
+        case "rows":
+          return this.spread(model, operation, a, named, context);
+        case "none":
+          return this.keylessPlan(model, operation, a, named.hint, context);
+      }
+    } catch (error) {
+      if (isShardkitError(error)) return { kind: "refuse", error };
+      throw error;
+    }
+  }
+
+  /** The pure merge plan of a read over several databases. Throws `UnsupportedShardOperationError`. */
+  read(model: string, operation: string, args: Obj): ScatterRead {
+    const info = this.info.get(model)!;
+    switch (operation) {
+      case "findMany":
+      case "findFirst":
+      case "findFirstOrThrow":
+        return planFind(info, operation, args);
+      case "count":
+        return planCount(info, args);
+      case "aggregate":
+        return planAggregateRead(info, args);
+      case "groupBy":
+        return planGroupBy(info, args);
+      default:
+        throw new UnsupportedShardOperationError(`${model}.${operation} cannot run across shards`);
+    }
+  }
+
+  /** Inside a transaction on `shard`: the operation runs there, or is refused if it names another shard. */
+  private within(shard: ShardIdentifier, named: Named, model: string, operation: string): Plan {
+    const shards =
+      named.kind === "one" ? [named.shard] : named.kind === "none" ? [] : [...named.byShard.keys()];
+    const other = shards.find((s) => s !== shard);
+    if (other) {
+      throw new CrossShardError(
+        `${model}.${operation} names shard ${other.key} inside a transaction on shard ${shard.key}; a transaction never reaches another shard`,
+        [shard, other],
+      );
+    }
+    return { kind: "shard", shard, database: this.placement.physicalOf(shard).index };
+  }
+
+  /** An `in` list or createMany rows over several shards: one statement per database. */
+  private spread(
+    model: string,
+    operation: string,
+    args: Obj,
+    named: Extract<Named, { kind: "in" | "rows" }>,
+    context: PlanContext,
+  ): Plan {
+    const write = !READS.has(operation);
+    const shards = [...named.byShard.keys()].sort((x, y) => x.bits - y.bits);
+    if (write && !context.allowCrossShard) {
+      throw new CrossShardError(
+        `${model}.${operation} would write to shards ${shards.map((s) => s.key).join(", ")}: writes to several shards are not atomic. ` +
+          "Stage them in $action(fn, { allowCrossShard: true }) (one transaction per database, reported per shard), or split the call per shard.",
+        shards,
+      );
+    }
+    const byDatabase = new Map<number, { shards: ShardIdentifier[]; values: unknown[] }>();
+    for (const shard of shards) {
+      const database = this.placement.physicalOf(shard).index;
+      let entry = byDatabase.get(database);
+      if (!entry) {
+        entry = { shards: [], values: [] };
+        byDatabase.set(database, entry);
+      }
+      entry.shards.push(shard);
+      entry.values.push(...named.byShard.get(shard)!);
+    }
+    if (byDatabase.size === 1) {
+      const [database, entry] = byDatabase.entries().next().value!;
+      return { kind: "database", target: { database, shards: entry.shards, args } };
+    }
+    const targets: PlanTarget[] = [...byDatabase]
+      .sort(([x], [y]) => x - y)
+      .map(([database, entry]) => ({ database, shards: entry.shards, args: cut(args, named, entry.values) }));
+    if (write) return { kind: "split", targets };
+    return { kind: "scatter", targets, read: this.read(model, operation, args), options: {} };
+  }
+
+  private keylessPlan(model: string, operation: string, args: Obj, hint: string, context: PlanContext): Plan {
+    const { physical } = this.placement;
+    if (physical.length === 1) {
+      return { kind: "database", target: { database: 0, shards: [...physical[0]!.shards], args } };
+    }
+    const options = SCATTER_READS.has(operation) ? this.scatterOptions(model, context.scatter) : null;
+    if (!options || this.keys.keysOf(model).length === 0) {
+      throw new ShardKeyRequiredError(
+        model,
+        operation,
+        `${hint}. Name the shard with $shard(shardOrId) or $transactionOn(shardOrId, fn).`,
+      );
+    }
+    const targets = physical.map((p) => ({ database: p.index, shards: [...p.shards], args }));
+    const max = options.maxShards;
+    if (max !== undefined && targets.length > max) {
+      throw new ScatterRefusedError(
+        model,
+        operation,
+        "maxShards",
+        `a keyless read would scatter over ${targets.length} databases (${targets.map(targetKey).join("; ")}), more than maxShards ${max}. Add a shard key to the query, or override per call with $scatter({ maxShards })`,
+      );
+    }
+    if (
+      options.requireLimit &&
+      (operation === "findMany" || operation === "groupBy") &&
+      args.take === undefined
+    ) {
+      throw new ScatterRefusedError(
+        model,
+        operation,
+        "requireLimit",
+        "a keyless read without `take` would scatter with no limit (requireLimit). Add take, or override per call with $scatter({ requireLimit: false })",
+      );
+    }
+    return { kind: "scatter", targets, read: this.read(model, operation, args), options };
+  }
+
+  /** The scatter options of a keyless read of `model` (per call over per model over global), or null to refuse. */
+  scatterOptions(model: string, perCall: ScatterReadOptions | undefined): ScatterReadOptions | null {
+    const { keyless, keylessPerModel } = this.config;
+    const base = keylessPerModel.has(model) ? keylessPerModel.get(model)! : keyless;
+    if (perCall) return { ...(base ?? {}), ...perCall };
+    return base;
+  }
+}
+
+/** `"1/1,1/2 (database #2)"`: how reports and errors name one database of a read. */
+export function targetKey(target: { database: number; shards: readonly ShardIdentifier[] }): string {
+  return `${target.shards.map((s) => s.key).join(",")} (database #${target.database})`;
+}
+
+/** The call's args with its `in` list or rows cut to `values`. */
+function cut(args: Obj, named: Extract<Named, { kind: "in" | "rows" }>, values: unknown[]): Obj {
+  if (named.kind === "rows") return { ...args, data: values };
+  const where = args.where as Obj;
+  return { ...args, where: { ...where, [named.field]: { ...(where[named.field] as Obj), in: values } } };
+}

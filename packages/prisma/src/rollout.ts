@@ -1,0 +1,13 @@
+// The `@shardkit/prisma/rollout` entry: schema rollout through the WebAssembly schema engine, and
+// opening shard databases with it. Its classes are the main entry's (one shared chunk).
+export { SchemaRolloutError } from "./errors.js";
+export { type OpenShards, type OpenShardsOptions, openShards } from "./open.js";
+export {
+  type RolloutEvent,
+  type RolloutOptions,
+  type RolloutReport,
+  type RolloutStatus,
+  type RolloutTarget,
+  type RolloutTargetReport,
+  rolloutSchema,
+} from "./schema-rollout.js";
