@@ -126,15 +126,19 @@ export class Executor {
     plan: Extract<Plan, { kind: "scatter" }>,
   ): Promise<unknown> {
     let read = plan.read;
-    if (read.cursor) {
-      const step = read.cursor;
-      const client =
-        view.clients[this.planner.placement.physicalOf(this.planner.placement.resolve(step.shard)).index]!;
-      const row = (await this.call(client, model, "findUnique", step.lookup)) as Obj | null;
+    if (read.prepare) {
+      const step = read.prepare;
+      let row: Obj | null = null;
+      let client = view.clients[plan.targets[0]!.database]!;
+      if (step.row) {
+        const { placement } = this.planner;
+        client = view.clients[placement.physicalOf(placement.resolve(step.row.shard)).index]!;
+        row = (await this.call(client, model, "findUnique", step.row.lookup)) as Obj | null;
+      }
       const nullable = new Set<string>();
-      if (row) {
+      if (row || !step.row) {
         for (const field of step.fields) {
-          if (row[field] === null || (await this.isNullable(client, model, field))) nullable.add(field);
+          if (row?.[field] === null || (await this.isNullable(client, model, field))) nullable.add(field);
         }
       }
       const next = step.resume(row, nullable);

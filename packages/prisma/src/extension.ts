@@ -1,12 +1,20 @@
 import { Prisma } from "@prisma/client/extension";
-import { type ActionOptions, type ActionUnit, runAction } from "./action.js";
+import type { ShardIdentifier } from "@shardkit/id";
+import type { Page } from "@shardkit/scatter";
+import { type ActionOptions, type ActionUnit, type ModelKey, runAction } from "./action.js";
 import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
 import { Executor, lazyReject, type View } from "./executor.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
 import { Planner, routingConfig } from "./planner.js";
 import type { ShardClient, ShardOrId, ShardRegistry } from "./registry.js";
-import { type KeylessPolicy, type ScatterReadOptions, scatterOptionIssues } from "./scatter/options.js";
+import {
+  type KeylessPolicy,
+  type ScatterReadOptions,
+  type ScatterReport,
+  scatterOptionIssues,
+} from "./scatter/options.js";
+import type { ScatterPageArgs } from "./scatter/page.js";
 import { runInShardTransaction, type TransactionClient, type TransactionOptions } from "./transaction.js";
 
 export interface ShardRoutingOptions<Client extends ShardClient> {
@@ -109,6 +117,47 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
           if (issues.length > 0) throw new RoutingOptionsError(issues);
           return routedClient({ ...routed, view: { ...routed.view, scatter: scatterOptions } }) as This;
         },
+        /**
+         * One page of a list over every database, exact however rows come and go between pages: each
+         * database returns its first `limit` rows after the cursor's position in `orderBy` (with `id`
+         * as tiebreaker), and the lists are merged. `nextCursor` continues the list; it is null on
+         * the last page and whenever a database did not answer (`policy: 'partial'`: `complete` is
+         * false and `missingShards` names the shards whose rows are absent).
+         */
+        async $scatterPage<This, M extends ModelKey<This>>(
+          this: This,
+          model: M,
+          page: ScatterPageArgs<FindManyArgsOf<This, M>["where"], FindManyArgsOf<This, M>["orderBy"]>,
+          pageOptions: ScatterReadOptions = {},
+        ): Promise<ScatterPage<RowOf<This, M>>> {
+          const routed = own(this);
+          const name = routed.executor.planner.delegates.get(model);
+          if (name === undefined)
+            throw new UnsupportedShardOperationError(
+              `${model} is not a model delegate of this Prisma schema`,
+            );
+          const issues = scatterOptionIssues(pageOptions, "$scatterPage(options)");
+          if (issues.length > 0) throw new RoutingOptionsError(issues);
+          let report: ScatterReport | undefined;
+          const options: ScatterReadOptions = {
+            ...pageOptions,
+            onReport: (r) => {
+              report = r;
+              pageOptions.onReport?.(r);
+            },
+          };
+          const plan = routed.executor.planner.page(name, page as ScatterPageArgs, options);
+          const merged = (await routed.executor.execute(plan, routed.view, name, "findMany", page)) as Page<
+            RowOf<This, M>
+          >;
+          const complete = report?.complete ?? true;
+          return {
+            rows: merged.rows,
+            nextCursor: complete ? merged.nextCursor : null,
+            complete,
+            missingShards: report?.missingShards ?? [],
+          };
+        },
         /** The client of the database that holds the shard or ID (with the extensions added after routing). */
         $shard(shardOrId: ShardOrId): Client {
           const routed = own(this);
@@ -205,7 +254,27 @@ function routedClient(routed: Routed): object {
   return client;
 }
 
-const OWN = new Set(["$shardRegistry", "$scatter", "$shard", "$transactionOn", "$action"]);
+const OWN = new Set(["$shardRegistry", "$scatter", "$scatterPage", "$shard", "$transactionOn", "$action"]);
+
+/** The arguments of `client[M].findMany`. */
+type FindManyArgsOf<C, M extends keyof C> = C[M] extends { findMany(args?: infer A): unknown }
+  ? NonNullable<A> & { where?: unknown; orderBy?: unknown }
+  : never;
+/** A row as `client[M].findMany()` returns it. */
+type RowOf<C, M extends keyof C> = C[M] extends { findMany(...args: never[]): PromiseLike<(infer R)[]> }
+  ? R
+  : never;
+
+/** One page of `db.$scatterPage`. */
+export interface ScatterPage<Row> {
+  rows: Row[];
+  /** Pass it as `cursor` for the next page; null on the last page, or when the page is not complete. */
+  nextCursor: string | null;
+  /** True when every database answered: the page is exact. */
+  complete: boolean;
+  /** The logical shards whose rows are absent from the page (`policy: 'partial'`). */
+  missingShards: ShardIdentifier[];
+}
 
 /** `db.wallet`: its operations are routed; model extension methods and `fields` are Prisma's. */
 function routedDelegate(routed: Routed, model: string, parent: () => object): object {

@@ -35,7 +35,7 @@ export {
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-export { type ShardRoutingOptions, shardRouting } from "./extension.js";
+export { type ScatterPage, type ShardRoutingOptions, shardRouting } from "./extension.js";
 export { consumeOnce, idempotent } from "./idempotency.js";
 export type { ModelRouting } from "./keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
@@ -64,4 +64,5 @@ export type {
   ScatterReport,
   ScatterTargetReport,
 } from "./scatter/options.js";
+export type { ScatterPageArgs } from "./scatter/page.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";

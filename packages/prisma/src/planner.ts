@@ -19,6 +19,7 @@ import {
   parseKeyless,
   type ScatterReadOptions,
 } from "./scatter/options.js";
+import { planPageRead, type ScatterPageArgs } from "./scatter/page.js";
 import type { ModelInfo, ScatterRead } from "./scatter/read.js";
 
 /** Where logical shards live: the registry today, a partition map with epochs later. */
@@ -138,6 +139,22 @@ export class Planner {
         return planGroupBy(info, args);
       default:
         throw new UnsupportedShardOperationError(`${model}.${operation} cannot run across shards`);
+    }
+  }
+
+  /** A keyset page over every database (`db.$scatterPage`), or its refusal. */
+  page(model: string, args: ScatterPageArgs, options: ScatterReadOptions): Plan {
+    try {
+      const read = planPageRead(this.info.get(model)!, args);
+      const targets = this.placement.physical.map((p) => ({
+        database: p.index,
+        shards: [...p.shards],
+        args: { where: args.where },
+      }));
+      return { kind: "scatter", targets, read, options };
+    } catch (error) {
+      if (isShardkitError(error)) return { kind: "refuse", error };
+      throw error;
     }
   }
 

@@ -260,6 +260,20 @@ describe("a database that is down (its PostgreSQL server stopped)", () => {
           .map((c) => c.id),
       );
       expect(await partial.customer.count()).toBe(4);
+
+      // A page says what it lacks, and hands out no cursor that would skip the missing rows later.
+      const page = await db.$scatterPage(
+        "customer",
+        { orderBy: { name: "asc" }, limit: 3 },
+        { policy: "partial" },
+      );
+      expect(page.complete).toBe(false);
+      expect(page.missingShards.map((s) => s.key)).toEqual(["1/1", "1/2"]);
+      expect(page.nextCursor).toBeNull();
+      expect(page.rows).toHaveLength(3);
+      await expect(
+        db.$scatterPage("customer", { orderBy: { name: "asc" }, limit: 3 }),
+      ).rejects.toBeInstanceOf(ScatterError);
     });
     expect(reports).toHaveLength(2);
     for (const report of reports) {

@@ -58,9 +58,11 @@ export function planFind(model: ModelInfo, operation: string, args: Obj): Scatte
   const id = cursorId(args.cursor, tiebreaker, label);
   return {
     ...read(undefined),
-    cursor: {
-      shard: ShardedUUID.shardOf(id),
-      lookup: { where: { [tiebreaker]: id }, select: Object.fromEntries(keys.map((k) => [k.field, true])) },
+    prepare: {
+      row: {
+        shard: ShardedUUID.shardOf(id),
+        lookup: { where: { [tiebreaker]: id }, select: Object.fromEntries(keys.map((k) => [k.field, true])) },
+      },
       fields: keys.map((k) => k.field).filter((f) => f !== tiebreaker),
       resume(row, nullable) {
         if (row === null) return null;
@@ -73,7 +75,7 @@ export function planFind(model: ModelInfo, operation: string, args: Obj): Scatte
 }
 
 /** The unique field that makes a merged order total: the model's `id`, a String shard key (a ShardedUUID). */
-function tiebreakerOf(model: ModelInfo, label: string): string {
+export function tiebreakerOf(model: ModelInfo, label: string): string {
   const id = model.fields.id;
   if (id?.kind === "scalar" && id.type === "String" && model.keys.includes("id")) return "id";
   throw new UnsupportedShardOperationError(
@@ -82,7 +84,7 @@ function tiebreakerOf(model: ModelInfo, label: string): string {
 }
 
 /** The order every database sorts by: the caller's, cut after `id`, with `id` appended when absent. */
-function sortKeys(
+export function sortKeys(
   model: ModelInfo,
   label: string,
   input: unknown,
@@ -150,7 +152,7 @@ function withFields(args: Obj, fields: readonly string[]): { selection: Obj; add
  * The keyset filter without `{ field: null }` terms on required fields: they match nothing, and
  * Prisma refuses null for a required field.
  */
-function dropNullTerms(filter: unknown, nullable: ReadonlySet<string>): unknown {
+export function dropNullTerms(filter: unknown, nullable: ReadonlySet<string>): unknown {
   if (Array.isArray(filter)) {
     return filter
       .filter((term) => {
@@ -166,7 +168,7 @@ function dropNullTerms(filter: unknown, nullable: ReadonlySet<string>): unknown 
   return filter;
 }
 
-function and(a: unknown, b: Obj | undefined): unknown {
+export function and(a: unknown, b: Obj | undefined): unknown {
   if (b === undefined) return a;
   if (a === undefined || (isObj(a) && Object.keys(a).length === 0)) return b;
   return { AND: [a, b] };

@@ -22,19 +22,21 @@ export interface ScatterRead {
   merge(values: unknown[]): unknown;
   /** `findFirstOrThrow`: a merge that finds nothing raises Prisma's own not-found error. */
   orThrow?: boolean;
-  /** A Prisma cursor: the cursor row is read on its own shard before the databases are asked. */
-  cursor?: CursorStep;
+  /**
+   * What must be known before the databases are asked: a cursor's row (a Prisma `cursor: { id }`,
+   * read on the shard its ID names) and whether the sort fields may hold null (the keyset filter
+   * depends on it, and Prisma's runtime data model does not say).
+   */
+  prepare?: PrepareStep;
 }
 
-/** The read of a cursor row that a `cursor: { id }` page starts from. */
-export interface CursorStep {
-  /** The shard the cursor's ID names: its row is read there. */
-  shard: ShardIdentifier;
-  /** `findUnique` args that read the row's sort values. */
-  lookup: Obj;
+/** The first step of a keyset read. */
+export interface PrepareStep {
+  /** A row to read first, on the shard its ID names (`findUnique` args). */
+  row?: { shard: ShardIdentifier; lookup: Obj };
   /** Sort fields (the tiebreaker aside) whose nullability the keyset filter depends on. */
   fields: string[];
-  /** The read, once the row (null: it does not exist) and the nullable sort fields are known; null for an empty result. */
+  /** The read, once the row (null: it does not exist) and the nullable fields are known; null for an empty result. */
   resume(row: Obj | null, nullable: ReadonlySet<string>): ScatterRead | null;
 }
 
