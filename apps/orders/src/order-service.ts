@@ -1,18 +1,7 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import { emitEvent, IdempotencyConflictError, idempotent } from "@shardkit/prisma";
-import {
-  type AggregateRequest,
-  keysetWhere,
-  type MissingTarget,
-  mergeGroupBy,
-  mergePage,
-  type PagePlan,
-  planAggregate,
-  planPage,
-  scatter,
-} from "@shardkit/scatter";
+import { emitEvent, IdempotencyConflictError, idempotent, type ScatterReport } from "@shardkit/prisma";
 import { OrdersError } from "./errors.js";
-import type { Customer, Order, OrderItem, PrismaClient } from "./generated/prisma/client.js";
+import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
 
@@ -84,8 +73,6 @@ export interface DayTotal {
 
 /** Newest first; the ID breaks ties (IDs are UUIDv7s that carry the same instant as createdAt). */
 const NEWEST_FIRST = [{ createdAt: "desc" as const }, { id: "desc" as const }];
-/** Sort keys are NOT NULL columns: the keyset filter needs no null branches. */
-const KEYSET_REQUIRED = ["createdAt", "id"];
 /** A database that has not answered by then counts as missing. */
 const SCATTER_DEADLINE_MS = 10_000;
 
@@ -304,25 +291,18 @@ export class OrderService {
     limit: number,
     cursor?: string | null,
   ): Promise<{ orders: Order[]; nextCursor: string | null }> {
-    const plan = pagePlan(limit, cursor);
     const customer = await this.getCustomer(customerId);
-    const rows = await this.onShard(ShardedUUID.shardOf(customer.id), () =>
-      this.db.order.findMany({
-        where: plan.after
-          ? { customerId, AND: [keysetWhere(plan.after, { required: KEYSET_REQUIRED })] }
-          : { customerId },
-        orderBy: NEWEST_FIRST,
-        take: plan.take,
-      }),
+    const page = await this.onShard(ShardedUUID.shardOf(customer.id), () =>
+      validCursor(() =>
+        this.db.$scatterPage("order", { where: { customerId }, orderBy: NEWEST_FIRST, limit, cursor }),
+      ),
     );
-    const page = mergePage(plan, [rows]);
     return { orders: page.rows, nextCursor: page.nextCursor };
   }
 
   /**
    * Every order of every customer, newest first, optionally by status and period: one query per
-   * database in parallel, merged in order; `nextCursor` continues exactly where the page ended
-   * (orders placed meanwhile are newer than the first page, so they never show up on later pages).
+   * database in parallel, merged in order; `nextCursor` continues exactly where the page ended.
    * A database that does not answer fails the call naming its shards, or with `partial` is left
    * out and named in `missing` (and the page has no `nextCursor`: a cursor from a partial page
    * would skip the missing shards' rows for good).
@@ -333,18 +313,12 @@ export class OrderService {
     cursor?: string | null,
     options: AcrossShards = {},
   ): Promise<{ orders: Order[]; nextCursor: string | null } & Coverage> {
-    const plan = pagePlan(limit, cursor);
-    const base = {
-      ...(filter.status ? { status: filter.status } : {}),
-      ...periodWhere(filter),
-    };
-    const where = plan.after ? { AND: [base, keysetWhere(plan.after, { required: KEYSET_REQUIRED })] } : base;
-    const { values, coverage } = await this.acrossShards(
-      (client) => client.order.findMany({ where, orderBy: NEWEST_FIRST, take: plan.take }),
-      options,
+    const where = { ...(filter.status ? { status: filter.status } : {}), ...periodWhere(filter) };
+    const page = await validCursor(() =>
+      this.db.$scatterPage("order", { where, orderBy: NEWEST_FIRST, limit, cursor }, ACROSS_SHARDS),
     );
-    const page = mergePage(plan, values);
-    return { orders: page.rows, nextCursor: coverage.complete ? page.nextCursor : null, ...coverage };
+    const coverage = covered(page, options);
+    return { orders: page.rows, nextCursor: page.nextCursor, ...coverage };
   }
 
   /**
@@ -352,56 +326,25 @@ export class OrderService {
    * database groups its own rows, and the groups are merged (counts and sums add).
    */
   async totals(period: Period, options: AcrossShards = {}): Promise<{ totals: DayTotal[] } & Coverage> {
-    const request = { _count: true, _sum: { total: true } } satisfies AggregateRequest;
-    // What each database computes (an average would become a sum and a count; counts and sums stay).
-    const plan = planAggregate(request) as typeof request;
-    const { values, coverage } = await this.acrossShards(
-      (client) =>
-        client.order.groupBy({
-          by: ["placedDay", "status", "currency"],
-          where: periodWhere(period),
-          ...plan,
-        }),
+    let report: ScatterReport | undefined;
+    const groups = await this.db.$scatter({ ...ACROSS_SHARDS, onReport: (r) => (report = r) }).order.groupBy({
+      by: ["placedDay", "status", "currency"],
+      where: periodWhere(period),
+      _count: true,
+      _sum: { total: true },
+    });
+    const coverage = covered(
+      { complete: report?.complete ?? true, missingShards: report?.missingShards ?? [] },
       options,
     );
-    const merged = mergeGroupBy(values, ["placedDay", "status", "currency"], request);
-    const totals = merged.map((row) => ({
-      day: (row.placedDay as Date).toISOString().slice(0, 10),
-      status: row.status as string,
-      currency: row.currency as string,
-      count: Number(row._count),
-      total: BigInt((row._sum as { total: bigint | null }).total ?? 0n),
+    const totals = groups.map((row) => ({
+      day: row.placedDay.toISOString().slice(0, 10),
+      status: row.status,
+      currency: row.currency,
+      count: row._count,
+      total: row._sum.total ?? 0n,
     }));
     return { totals, ...coverage };
-  }
-
-  /** Runs `query` on every database in parallel; a database that does not answer is reported or fails the call. */
-  private async acrossShards<T>(
-    query: (client: PrismaClient) => Promise<T>,
-    options: AcrossShards,
-  ): Promise<{ values: T[]; coverage: Coverage }> {
-    const shardsOf = (missing: readonly MissingTarget[]) => missing.flatMap((m) => m.key.split(","));
-    try {
-      const result = await scatter(this.shards.registry.physical, (physical) => query(physical.client), {
-        key: (physical) => physical.shards.map((s) => s.key).join(","),
-        policy: options.partial ? "partial" : "fail",
-        deadlineMs: SCATTER_DEADLINE_MS,
-      });
-      return {
-        values: result.values,
-        coverage: { complete: result.complete, missing: shardsOf(result.missing) },
-      };
-    } catch (error) {
-      if (isShardkitError(error, "TARGETS_FAILED") || isShardkitError(error, "DEADLINE_EXCEEDED")) {
-        const missing = shardsOf((error as unknown as { missing: MissingTarget[] }).missing);
-        throw new OrdersError(
-          "SHARDS_UNAVAILABLE",
-          `shards ${missing.join(", ")} did not answer, so the answer would be incomplete; retry later, or ask for partial=true`,
-          { missing },
-        );
-      }
-      throw error;
-    }
   }
 
   /** Where each customer and order lives: for the demo and operators. */
@@ -416,9 +359,29 @@ export class OrderService {
   }
 }
 
-function pagePlan(limit: number, cursor?: string | null): PagePlan {
+/** Reads across shards wait at most this long for a database, and report the ones that did not answer. */
+const ACROSS_SHARDS = { policy: "partial", deadlineMs: SCATTER_DEADLINE_MS } as const;
+
+/** The coverage of an answer across shards, or 503 SHARDS_UNAVAILABLE naming the missing shards unless `partial`. */
+function covered(
+  answer: { complete: boolean; missingShards: readonly ShardIdentifier[] },
+  options: AcrossShards,
+): Coverage {
+  const missing = answer.missingShards.map((s) => s.key);
+  if (!answer.complete && !options.partial) {
+    throw new OrdersError(
+      "SHARDS_UNAVAILABLE",
+      `shards ${missing.join(", ")} did not answer, so the answer would be incomplete; retry later, or ask for partial=true`,
+      { missing },
+    );
+  }
+  return { complete: answer.complete, missing };
+}
+
+/** A cursor the library refuses (tampered, or made for another list) is the client's mistake: 400. */
+async function validCursor<T>(read: () => Promise<T>): Promise<T> {
   try {
-    return planPage({ orderBy: NEWEST_FIRST, tiebreaker: "id", limit, cursor: cursor ?? null });
+    return await read();
   } catch (error) {
     if (isShardkitError(error, "INVALID_CURSOR"))
       throw new OrdersError("VALIDATION", "cursor: not a cursor of this list");

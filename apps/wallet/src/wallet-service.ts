@@ -6,7 +6,6 @@ import {
   idempotent,
   type OutboxMessage,
 } from "@shardkit/prisma";
-import { keysetWhere, mergePage, planPage, scatter } from "@shardkit/scatter";
 import { WalletError } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
@@ -312,23 +311,14 @@ export class WalletService {
     limit: number,
     cursor?: string | null,
   ): Promise<{ wallets: Wallet[]; nextCursor: string | null }> {
-    let plan: ReturnType<typeof planPage>;
     try {
-      plan = planPage({ orderBy: [{ createdAt: "desc" }], tiebreaker: "id", limit, cursor: cursor ?? null });
+      const page = await this.db.$scatterPage("wallet", { orderBy: [{ createdAt: "desc" }], limit, cursor });
+      return { wallets: page.rows, nextCursor: page.nextCursor };
     } catch (error) {
       if (isShardkitError(error, "INVALID_CURSOR"))
         throw new WalletError("VALIDATION", "cursor: not a cursor of this list");
       throw error;
     }
-    const where = plan.after ? keysetWhere(plan.after, { required: ["createdAt", "id"] }) : {};
-    const orderBy = plan.orderBy.map((key) => ({ [key.field]: key.direction }));
-    const result = await scatter(
-      this.shards.registry.physical,
-      (physical) => physical.client.wallet.findMany({ where, orderBy, take: plan.take }),
-      { key: (physical) => physical.shards.map((s) => s.key).join(",") },
-    );
-    const page = mergePage(plan, result.values);
-    return { wallets: page.rows, nextCursor: page.nextCursor };
   }
 
   /** Where each customer and wallet lives, and the balances: for the demo and operators. */

@@ -142,15 +142,28 @@ export class Planner {
     }
   }
 
-  /** A keyset page over every database (`db.$scatterPage`), or its refusal. */
+  /**
+   * A keyset page (`db.$scatterPage`): on the databases of the shards its `where` names (one
+   * database for a customer's own list), over every database when it names none; or its refusal.
+   */
   page(model: string, args: ScatterPageArgs, options: ScatterReadOptions): Plan {
     try {
       const read = planPageRead(this.info.get(model)!, args);
-      const targets = this.placement.physical.map((p) => ({
-        database: p.index,
-        shards: [...p.shards],
-        args: { where: args.where },
-      }));
+      const named = this.keys.named(model, "findMany", { where: args.where });
+      let targets: PlanTarget[];
+      if (named.kind === "one") {
+        const database = this.placement.physicalOf(named.shard).index;
+        targets = [{ database, shards: [named.shard], args: { where: args.where } }];
+      } else if (named.kind === "in") {
+        const plan = this.spread(model, "findMany", { where: args.where }, named, {});
+        targets = plan.kind === "scatter" ? plan.targets : plan.kind === "database" ? [plan.target] : [];
+      } else {
+        targets = this.placement.physical.map((p) => ({
+          database: p.index,
+          shards: [...p.shards],
+          args: { where: args.where },
+        }));
+      }
       return { kind: "scatter", targets, read, options };
     } catch (error) {
       if (isShardkitError(error)) return { kind: "refuse", error };

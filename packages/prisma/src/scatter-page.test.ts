@@ -96,3 +96,30 @@ describe("$scatterPage", () => {
     );
   });
 });
+
+describe("$scatterPage on the shards its where names", () => {
+  it("a customer's own list is one query on the customer's database", async () => {
+    const customerId = ShardedId.generate("Customer", S.g1m2);
+    await db.customer.create({ data: { id: customerId, name: "one", region: "mx" } });
+    for (let i = 0; i < 5; i++) {
+      await db.order.create({
+        data: { id: ShardedId.colocatedWith("Order", customerId), customerId, status: "new", total: i },
+      });
+    }
+    world.clear();
+    const first = await db.$scatterPage("order", {
+      where: { customerId },
+      orderBy: { total: "desc" },
+      limit: 3,
+    });
+    const rest = await db.$scatterPage("order", {
+      where: { customerId },
+      orderBy: { total: "desc" },
+      limit: 3,
+      cursor: first.nextCursor,
+    });
+    expect([...first.rows, ...rest.rows].map((o) => o.total)).toEqual([4, 3, 2, 1, 0]);
+    expect(rest.nextCursor).toBeNull();
+    expect(world.landed("Order")).toEqual(["c"]);
+  });
+});
