@@ -8,9 +8,11 @@ export interface PublishedPackageReport {
   esm: string[];
   /** export names seen by `require()` in a fresh project. */
   cjs: string[];
+  /** Output of each of `options.scripts`, run as ES modules in the fresh project. */
+  scripts: Record<string, string>;
   appDir: string;
 }
 export declare function checkPublishedPackage(
   pkgDir: string,
-  options?: { alsoPack?: string[] },
+  options?: { alsoPack?: string[]; scripts?: Record<string, string> },
 ): PublishedPackageReport;

@@ -75,7 +75,14 @@ export function checkPublishedPackage(pkgDir, options = {}) {
         app,
       ),
     );
-    return { name, publint, attw, esm, cjs, appDir: app };
+    // Extra ES module scripts run in the fresh project (e.g. subpath entries sharing classes): their output.
+    const scripts = Object.fromEntries(
+      Object.entries(options.scripts ?? {}).map(([key, code]) => [
+        key,
+        run("node", ["--input-type=module", "-e", code], app).trim(),
+      ]),
+    );
+    return { name, publint, attw, esm, cjs, scripts, appDir: app };
   } finally {
     if (!process.env.SHARDKIT_KEEP_PACK) rmSync(work, { recursive: true, force: true });
   }

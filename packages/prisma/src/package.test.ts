@@ -10,15 +10,37 @@ describe("published package", () => {
   it("passes publint and are-the-types-wrong, and imports from ESM and CommonJS in a fresh project", () => {
     const report = checkPublishedPackage(pkgDir, {
       alsoPack: ["../../id", "../../scatter"].map((dir) => fileURLToPath(new URL(dir, import.meta.url))),
+      scripts: {
+        // Both entries share one copy of each class (shared chunks), from import and from require.
+        sharedClasses: `
+          import { createRequire } from "node:module";
+          import { RegistryConfigError, SchemaRolloutError as Main } from "@shardkit/prisma";
+          import { openShards, SchemaRolloutError as Sub } from "@shardkit/prisma/rollout";
+          const require = createRequire(process.cwd() + "/");
+          const same = require("@shardkit/prisma").SchemaRolloutError === require("@shardkit/prisma/rollout").SchemaRolloutError;
+          const thrown = await openShards({ schema: "x", createClient: () => ({}) }).catch((e) => e);
+          console.log(Main === Sub, same, thrown instanceof RegistryConfigError);`,
+      },
     });
+    expect(report.scripts.sharedClasses).toBe("true true true");
     expect(report.name).toBe("@shardkit/prisma");
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
     expect(report.attw.ok, report.attw.output).toBe(true);
     const api = [
       "ActionUnit",
+      "ConnectionBudgetError",
       "CrossShardError",
+      "DEFAULT_POOL_SIZE",
+      "InvalidEventError",
+      "MissingModelError",
+      "NotCommittedError",
       "PartialCommitError",
       "RegistryConfigError",
+      "RolloutOptionsError",
+      "RoutingOptionsError",
+      "SchemaRolloutError",
+      "checkConnectionBudget",
+      "isShardkitError",
       "ShardKeyRequiredError",
       "ShardRegistry",
       "ShardRoutingError",
