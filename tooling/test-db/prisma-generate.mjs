@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `prisma generate` offline: generation never runs the native schema engine, but the CLI tries to
-// download it first; a stub binary that exits 1 satisfies that check (see ENVIRONMENT.md).
+// download it first; a stub binary that exits 1 satisfies that check (docs/development.md).
 // Usage (from a package): shardkit-prisma-generate <schema.prisma>
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
