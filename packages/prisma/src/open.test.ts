@@ -1,10 +1,13 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { RegistryConfigError } from "./errors.js";
+import { ConnectionBudgetError, RegistryConfigError } from "./errors.js";
 import { openShards } from "./open.js";
 import type { RolloutEvent } from "./rollout.js";
 
@@ -53,4 +56,41 @@ describe("openShards", () => {
       }),
     ).rejects.toThrow(/shards\[0\]\.url: not a URL/);
   });
+
+  it("pools over the server's max_connections are refused before the schema reaches any database", async () => {
+    const names = [`sk_open_budget_a_${process.pid}`, `sk_open_budget_b_${process.pid}`];
+    const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+    try {
+      const shardsJson = JSON.stringify([
+        { group: 0, member: 0, url: urls[0], pool: 60 },
+        { group: 1, member: 0, url: urls[1], pool: 60 },
+      ]);
+      const createClient = (adapter: SqlMigrationAwareDriverAdapterFactory) => new PrismaClient({ adapter });
+      const error = await openShards({ schema, createClient, shardsJson, onProgress: () => {} }).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ConnectionBudgetError);
+      expect((error as ConnectionBudgetError).servers[0]?.pools).toBe(120);
+      for (const url of urls) {
+        const admin = new pg.Client({ connectionString: url });
+        await admin.connect();
+        const { rows } = await admin.query(
+          "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
+        );
+        await admin.end();
+        expect(rows[0].n).toBe(0);
+      }
+      const warned = await openShards({
+        schema,
+        createClient,
+        shardsJson,
+        connectionBudget: "warn",
+        onProgress: () => {},
+      });
+      expect(warned.registry.physical.map((p) => p.pool)).toEqual([60, 60]);
+      await warned.close();
+    } finally {
+      for (const name of names) await dropDatabase(MAIN_PORT, name);
+    }
+  }, 60_000);
 });

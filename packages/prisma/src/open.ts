@@ -63,9 +63,10 @@ export async function openShards<Client extends ShardClient>(
         return options.createClient(new PrismaPg({ connectionString: url, max: pool }));
       },
     });
-    await rolloutSchema({ schema: options.schema, targets, onProgress });
     try {
+      // Before any schema change: a budget that cannot hold is a configuration error.
       await checkConnectionBudget(registry, { onExceeded: options.connectionBudget ?? "error" });
+      await rolloutSchema({ schema: options.schema, targets, onProgress });
     } catch (error) {
       await registry.disconnect();
       throw error;
