@@ -4,9 +4,9 @@ import { compareBy, type OrderByInput } from "./sort.js";
 /** Which slice of the merged order to return. */
 export interface MergeOptions {
   /** Rows of the merged order to skip. Default 0. */
-  offset?: number;
+  offset?: number | undefined;
   /** Most rows to return. Default: all. */
-  limit?: number;
+  limit?: number | undefined;
 }
 
 /**

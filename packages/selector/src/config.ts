@@ -56,7 +56,7 @@ export interface ShardSelectorConfig<Props extends object = Record<string, unkno
   /** Ordered: the first rule whose conditions all hold picks the group. */
   readonly rules?: readonly GroupRule<Props>[];
   /** The group of a row no rule matches. Without it, such a row is an error. */
-  readonly defaultGroup?: number;
+  readonly defaultGroup?: number | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
