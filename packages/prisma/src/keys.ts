@@ -134,21 +134,28 @@ export class KeyRouting {
     }
     const shards =
       named.kind === "one" ? [named.shard] : named.kind === "in" ? [...named.byShard.keys()] : [];
-    for (const shard of shards) {
-      if (
-        operation === "create" ||
-        operation === "update" ||
-        operation === "updateMany" ||
-        operation === "updateManyAndReturn"
-      ) {
+    for (const shard of shards) this.checkWrite(model, operation, args, shard);
+    return named;
+  }
+
+  /**
+   * Checks that what a write puts in `data` stays on `shard`: key fields (foreign keys included)
+   * and nested creates, connects, upserts, updates and deletes. Throws `CrossShardError`.
+   */
+  checkWrite(model: string, operation: string, args: Obj, shard: ShardIdentifier): void {
+    const label = `${model}.${operation}`;
+    switch (operation) {
+      case "create":
+      case "update":
+      case "updateMany":
+      case "updateManyAndReturn":
         this.checkData(model, args.data, shard, label);
-      }
-      if (operation === "upsert") {
+        break;
+      case "upsert":
         this.checkData(model, args.create, shard, label);
         this.checkData(model, args.update, shard, label);
-      }
+        break;
     }
-    return named;
   }
 
   private shardOf(value: unknown): ShardIdentifier {

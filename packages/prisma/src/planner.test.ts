@@ -191,7 +191,12 @@ const sortRows = (rows: unknown[]) =>
     String(a.id ?? a.customerId).localeCompare(String(b.id ?? b.customerId)),
   );
 
-function checkTargets(targets: PlanTarget[], expected: TargetExpect[], args: Obj, field: string | undefined) {
+function checkTargets(
+  targets: PlanTarget[],
+  expected: TargetExpect[],
+  args: Obj | undefined,
+  field: string | undefined,
+) {
   expect(targets.map((t) => t.database)).toEqual(expected.map((t) => t.database));
   targets.forEach((target, i) => {
     const want = expected[i]!;
@@ -201,14 +206,16 @@ function checkTargets(targets: PlanTarget[], expected: TargetExpect[], args: Obj
       const condition = where[field!] as Obj;
       expect(sortStrings(condition.in as unknown[])).toEqual(sortStrings(want.in));
       // Everything but the cut list is the call's own args.
-      const original = args.where as Obj;
+      const original = args!.where as Obj;
       expect({ ...target.args, where: { ...where, [field!]: { ...condition, in: "cut" } } }).toEqual({
         ...args,
         where: { ...original, [field!]: { ...(original[field!] as Obj), in: "cut" } },
       });
     } else if (want.data !== undefined) {
       expect(sortRows(target.args.data as unknown[])).toEqual(sortRows(want.data));
-      expect({ ...target.args, data: "cut" }).toEqual({ ...args, data: "cut" });
+      expect({ ...target.args, data: "cut" }).toEqual({ ...args!, data: "cut" });
+    } else if (args === undefined) {
+      expect(target.args).toEqual({});
     } else {
       expect(target.args).toBe(args);
     }
@@ -231,12 +238,12 @@ function run(c: Case): Plan {
   } else if ("scatter" in e) {
     expect(plan.kind).toBe("scatter");
     const p = plan as Extract<Plan, { kind: "scatter" }>;
-    checkTargets(p.targets, e.scatter, c.args ?? {}, e.field);
+    checkTargets(p.targets, e.scatter, c.args, e.field);
     expect(p.read.operation).toBe(e.read);
     expect(p.options).toEqual(e.options);
   } else if ("split" in e) {
     expect(plan.kind).toBe("split");
-    checkTargets((plan as Extract<Plan, { kind: "split" }>).targets, e.split, c.args ?? {}, e.field);
+    checkTargets((plan as Extract<Plan, { kind: "split" }>).targets, e.split, c.args, e.field);
   } else {
     expect(plan.kind).toBe("database");
     const { target } = plan as Extract<Plan, { kind: "database" }>;
@@ -1049,6 +1056,55 @@ const refusalCases: Case[] = [
     context: { allowCrossShard: true },
     expect: refuse(UnknownShardError, "UNKNOWN_SHARD"),
   },
+  {
+    name: "update changing the id to another shard's",
+    model: "Wallet",
+    operation: "update",
+    args: { where: { id: W.g0m0 }, data: { id: W.g1m1 } },
+    expect: crossShard(nested, S.g0m0, S.g1m1),
+  },
+  {
+    name: "within an unregistered shard",
+    model: "Setting",
+    operation: "findMany",
+    args: {},
+    context: { within: ShardIdentifier.of(0, 9) },
+    expect: refuse(UnknownShardError, "UNKNOWN_SHARD"),
+  },
+];
+
+// ---- keyless-where writes inside a transaction ---------------------------------------------------
+
+/**
+ * A write whose `where` names no shard runs on the transaction's shard, so what its `data` writes
+ * (a key field, a nested connect) must name that shard too: otherwise, with 0/1 on the same
+ * database, the statement would succeed and a wallet of 0/0 would point at another shard's customer.
+ */
+const gapCases: Case[] = [
+  {
+    name: "within 0/0: keyless updateMany whose data key names 1/1",
+    model: "Wallet",
+    operation: "updateMany",
+    args: { where: { label: "x" }, data: { customerId: C.g1m1 } },
+    context: { within: S.g0m0 },
+    expect: crossShard(/1\/1/),
+  },
+  {
+    name: "within 0/0: keyless updateMany whose data key names 0/1 (same database)",
+    model: "Order",
+    operation: "updateMany",
+    args: { where: { status: "new" }, data: { customerId: { set: C.g0m1 } } },
+    context: { within: S.g0m0 },
+    expect: crossShard(/0\/1/),
+  },
+  {
+    name: "within 0/0: keyless update whose nested connect names 1/2",
+    model: "Wallet",
+    operation: "update",
+    args: { where: { label: "x" }, data: { customer: { connect: { id: C.g1m2 } } } },
+    context: { within: S.g0m0 },
+    expect: crossShard(nested),
+  },
 ];
 
 // ---- keyless: refused, scattered, guarded --------------------------------------------------------------
@@ -1686,8 +1742,8 @@ describe("Planner.plan", () => {
   it("a keyless scatter with a cursor reads the cursor row on the shard its ID names", () => {
     const plan = scattering.plan("Wallet", "findMany", { cursor: { id: W.g1m0 }, take: 2 });
     if (plan.kind !== "scatter") throw new Error(`expected scatter, got ${plan.kind}`);
-    expect(plan.read.cursor?.shard).toBe(S.g1m0);
-    expect(registry.physicalOf(plan.read.cursor!.shard).index).toBe(1);
+    expect(plan.read.prepare?.row?.shard).toBe(S.g1m0);
+    expect(registry.physicalOf(plan.read.prepare!.row!.shard).index).toBe(1);
   });
 
   it("never throws for bad input: refusals are plans", () => {
@@ -1700,6 +1756,41 @@ describe("Planner.plan", () => {
     expect(strict.delegates.get("orderItem")).toBe("OrderItem");
     expect(strict.delegates.get("idempotencyKey")).toBe("IdempotencyKey");
     expect(strict.delegates.size).toBe(Object.keys(dataModel.models).length);
+  });
+
+  describe("keyless-where writes inside a transaction check their data against its shard", () => {
+    for (const c of gapCases) it(c.name, () => void run(c));
+    it("the same writes naming their shard in where are refused", () => {
+      run({
+        name: "keyed",
+        model: "Wallet",
+        operation: "updateMany",
+        args: { where: { customerId: C.g0m0 }, data: { customerId: C.g1m1 } },
+        context: { within: S.g0m0 },
+        expect: crossShard(nested, S.g0m0, S.g1m1),
+      });
+    });
+  });
+
+  it("unknownShard 'default': an unregistered shard's ID goes to the default shard, logged", () => {
+    const warnings: string[] = [];
+    const lenient = createShardRegistry({
+      shards: [
+        { shard: S.g0m0, client: db0 },
+        { shard: S.g1m1, client: db1 },
+      ],
+      defaultShard: S.g1m1,
+      unknownShard: "default",
+      logger: { warn: (m) => warnings.push(m) },
+    });
+    const p = new Planner(dataModel, lenient, { models });
+    expect(p.plan("Wallet", "findUnique", { where: { id: UNKNOWN } })).toEqual({
+      kind: "shard",
+      shard: S.g1m1,
+      database: 1,
+    });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/shard 0\/9 is not in the registry; routing to default shard 1\/1/);
   });
 
   it("Planner.read refuses operations that cannot run across shards", () => {
@@ -1783,15 +1874,18 @@ describe("routing options", () => {
     } as unknown as PlannerOptions;
     const expected = [
       `keyless: expected 'refuse', 'scatter' or { mode: 'scatter', ... }, got "sometimes"`,
-      "models.Wallet.keyless.maxShards: expected an integer >= 1 or Infinity",
       "models.Order.keyless.mode: expected 'scatter'",
       "models.OrderItem.keyless.retries: unknown option",
       "models.OrderItem.keyless.policy: expected 'fail' or 'partial'",
       "models.Customer.keyless: expected 'refuse', 'scatter' or { mode: 'scatter', ... }, got 42",
       "models.Setting.keyless: expected 'refuse', 'scatter' or { mode: 'scatter', ... }, got null",
     ];
-    expect([...issuesOf(() => routingConfig(options))].sort()).toEqual([...expected].sort());
-    expect([...issuesOf(make(options))].sort()).toEqual([...expected].sort());
+    // maxShards 0: the wording is zod's, the path is ours.
+    const all = [...expected, expect.stringMatching(/^models\.Wallet\.keyless\.maxShards: .*1/)];
+    for (const issues of [issuesOf(() => routingConfig(options)), issuesOf(make(options))]) {
+      expect(issues).toHaveLength(all.length);
+      expect(issues).toEqual(expect.arrayContaining(all));
+    }
   });
 
   it("valid options pass, and a checked RoutingConfig is accepted as is", () => {

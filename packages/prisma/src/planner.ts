@@ -103,7 +103,7 @@ export class Planner {
     const a = args ?? {};
     try {
       const named = this.keys.named(model, operation, a);
-      if (context.within) return this.within(context.within, named, model, operation);
+      if (context.within) return this.within(context.within, named, model, operation, a);
       switch (named.kind) {
         case "one":
           return {
@@ -172,7 +172,7 @@ export class Planner {
   }
 
   /** Inside a transaction on `shard`: the operation runs there, or is refused if it names another shard. */
-  private within(shard: ShardIdentifier, named: Named, model: string, operation: string): Plan {
+  private within(shard: ShardIdentifier, named: Named, model: string, operation: string, args: Obj): Plan {
     const shards =
       named.kind === "one" ? [named.shard] : named.kind === "none" ? [] : [...named.byShard.keys()];
     const other = shards.find((s) => s !== shard);
@@ -182,6 +182,8 @@ export class Planner {
         [shard, other],
       );
     }
+    // A write whose where names no shard runs on the transaction's shard: what it writes must stay there.
+    if (named.kind === "none") this.keys.checkWrite(model, operation, args, shard);
     return { kind: "shard", shard, database: this.placement.physicalOf(shard).index };
   }
 
