@@ -179,7 +179,11 @@ export class SchemaRolloutError extends ShardRoutingError<"ROLLOUT_FAILED"> {
   readonly report: RolloutReport;
   constructor(report: RolloutReport, cause: unknown) {
     const failed = report.targets.find((t) => t.status === "failed");
-    super("ROLLOUT_FAILED", `Schema rollout failed on ${failed?.name}: ${failed?.error}`, { cause });
+    super(
+      "ROLLOUT_FAILED",
+      `Schema rollout failed on ${failed?.name}: ${failed?.error}`,
+      cause === undefined ? undefined : { cause },
+    );
     this.report = report;
   }
 }

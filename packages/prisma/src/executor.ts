@@ -5,7 +5,7 @@ import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
 import type { Obj, Plan, PlanTarget } from "./plan.js";
-import { type Planner, targetKey } from "./planner.js";
+import { type Planner, targetKey, WRITES } from "./planner.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
 
 /** Runs one model operation on one Prisma client (a database's client, or a transaction's). */
@@ -25,18 +25,6 @@ export interface View {
  * by `$action` while it commits) or an action's staging function.
  */
 export type Scope = { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object } | { kind: "staging" };
-
-export const WRITES = new Set([
-  "create",
-  "createMany",
-  "createManyAndReturn",
-  "update",
-  "updateMany",
-  "updateManyAndReturn",
-  "upsert",
-  "delete",
-  "deleteMany",
-]);
 
 /** Calls `client[delegate][operation](args)`: Prisma's own pipeline, once. */
 export const callModel: Call = (client, model, operation, args) => {

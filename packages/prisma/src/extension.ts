@@ -6,7 +6,7 @@ import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationEr
 import { Executor, lazyReject, type View } from "./executor.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
-import { Planner, routingConfig } from "./planner.js";
+import { OPERATIONS, Planner, routingConfig } from "./planner.js";
 import type { ShardClient, ShardOrId, ShardRegistry } from "./registry.js";
 import {
   type KeylessPolicy,
@@ -33,26 +33,6 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
   keyless?: KeylessPolicy;
 }
 
-/** Every model operation of a Prisma 7 client for PostgreSQL. */
-const OPERATIONS = new Set([
-  "findUnique",
-  "findUniqueOrThrow",
-  "findFirst",
-  "findFirstOrThrow",
-  "findMany",
-  "create",
-  "createMany",
-  "createManyAndReturn",
-  "update",
-  "updateMany",
-  "updateManyAndReturn",
-  "upsert",
-  "delete",
-  "deleteMany",
-  "count",
-  "aggregate",
-  "groupBy",
-]);
 const RAW = new Set(["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$executeRawUnsafe", "$queryRawTyped"]);
 
 /** One routed client: the router it shares with every client derived from it, and its own view of the databases. */

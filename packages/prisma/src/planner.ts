@@ -69,6 +69,19 @@ export const SCATTER_READS = new Set([
   "groupBy",
 ]);
 const READS = new Set([...SCATTER_READS, "findUnique", "findUniqueOrThrow"]);
+export const WRITES = new Set([
+  "create",
+  "createMany",
+  "createManyAndReturn",
+  "update",
+  "updateMany",
+  "updateManyAndReturn",
+  "upsert",
+  "delete",
+  "deleteMany",
+]);
+/** Every model operation of a Prisma 7 client for PostgreSQL. */
+export const OPERATIONS = new Set([...READS, ...WRITES]);
 
 /**
  * Turns (model, operation, args) into a plan: one shard, one database, a scatter with its merge, a

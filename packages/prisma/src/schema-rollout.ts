@@ -72,13 +72,26 @@ export async function rolloutSchema(options: RolloutOptions): Promise<RolloutRep
     throw new RolloutOptionsError("rolloutSchema: migrate needs `migrations`");
   }
   const files = options.schema
-    ? await readSchemaFiles(options.schema)
+    ? await readSchemaFiles(options.schema).catch((error: unknown) => {
+        throw new RolloutOptionsError(
+          `rolloutSchema: cannot read the schema ${options.schema}: ${(error as Error).message}`,
+        );
+      })
     : [["schema.prisma", EMPTY_DATAMODEL] as const];
-  const migrationsList = mode === "migrate" ? await readMigrations(options.migrations!) : undefined;
+  const migrationsList =
+    mode === "migrate"
+      ? await readMigrations(options.migrations!).catch((error: unknown) => {
+          throw new RolloutOptionsError(
+            `rolloutSchema: cannot read the migrations folder ${options.migrations}: ${(error as Error).message}`,
+          );
+        })
+      : undefined;
   const progress = options.onProgress ?? defaultProgress;
   const total = options.targets.length;
   const report: RolloutReport = { mode, ok: true, targets: [] };
+  /** The first failing target's error (`null`: it failed without one, a push refused for data loss). */
   let failure: unknown;
+  let failed = false;
   for (const [index, target] of options.targets.entries()) {
     const entry: RolloutTargetReport = {
       name: target.name,
@@ -90,7 +103,7 @@ export async function rolloutSchema(options: RolloutOptions): Promise<RolloutRep
       durationMs: 0,
     };
     report.targets.push(entry);
-    if (failure !== undefined) continue;
+    if (failed) continue;
     progress({ type: "start", index, total, target: target.name });
     const started = performance.now();
     try {
@@ -103,9 +116,7 @@ export async function rolloutSchema(options: RolloutOptions): Promise<RolloutRep
           });
           entry.warnings = [...result.warnings, ...result.unexecutable];
           if (result.executedSteps === 0 && entry.warnings.length > 0) {
-            throw new Error(
-              `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`,
-            );
+            entry.error = `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`;
           }
           entry.changes = result.executedSteps;
         } else {
@@ -117,17 +128,20 @@ export async function rolloutSchema(options: RolloutOptions): Promise<RolloutRep
           entry.changes = result.appliedMigrationNames.length;
         }
       });
-      entry.status = entry.changes > 0 ? "applied" : "unchanged";
+      entry.status = entry.error !== undefined ? "failed" : entry.changes > 0 ? "applied" : "unchanged";
     } catch (error) {
       entry.status = "failed";
       entry.error = error instanceof Error ? error.message : String(error);
-      report.ok = false;
       failure = error;
+    }
+    if (entry.status === "failed") {
+      report.ok = false;
+      failed = true;
     }
     entry.durationMs = Math.round(performance.now() - started);
     progress({ type: "done", index, total, target: target.name, report: entry });
   }
-  if (failure !== undefined) throw new SchemaRolloutError(report, failure);
+  if (failed) throw new SchemaRolloutError(report, failure);
   return report;
 }
 

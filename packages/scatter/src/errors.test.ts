@@ -1,6 +1,6 @@
-import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import { decodeCursor } from "./cursor.js";
 import {
@@ -18,15 +18,6 @@ import {
 import { mergeSorted } from "./merge-sorted.js";
 import { scatter } from "./scatter.js";
 import { compareBy, normalizeOrderBy } from "./sort.js";
-
-async function thrown(run: () => unknown): Promise<unknown> {
-  try {
-    await run();
-  } catch (err) {
-    return err;
-  }
-  throw new Error("expected an error");
-}
 
 /** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
 const byCode: Record<
@@ -50,41 +41,15 @@ const byCode: Record<
   UNSORTED_INPUT: [UnsortedInputError, () => mergeSorted([[{ k: 2 }, { k: 1 }]], [{ field: "k" }])],
   UNSORTABLE_VALUE: [UnsortableValueError, () => compareBy([{ field: "v" }])({ v: "1" }, { v: 1 })],
 };
-const table = Object.entries(byCode) as [ScatterErrorCode, (typeof byCode)[ScatterErrorCode]][];
 
-describe("one class per code", () => {
-  it.each(table)("%s is thrown by its own class, and only by it", async (code, [cls, trigger]) => {
-    const err = await thrown(trigger);
-    expect(err).toBeInstanceOf(cls);
-    expect(err).toBeInstanceOf(ScatterError);
-    expect(err).toBeInstanceOf(ShardkitError);
-    expect((err as ScatterError).code).toBe(code);
-    expect((err as ScatterError).name).toBe(cls.name);
-    expect(isShardkitError(err, code)).toBe(true);
-    expect(isAnyShardkitError(err, code)).toBe(true);
-    for (const [other, [otherCls]] of table) {
-      if (other === code) continue;
-      expect(err).not.toBeInstanceOf(otherCls);
-      expect(isShardkitError(err, other)).toBe(false);
-    }
-  });
-
-  it("no two codes share a class", () => {
-    const classes = table.map(([, [cls]]) => cls);
-    expect(new Set(classes).size).toBe(classes.length);
-  });
-
-  it("the source throws no plain Error and never constructs the base class", () => {
-    const dir = fileURLToPath(new URL(".", import.meta.url));
-    const sources = readdirSync(dir).filter(
-      (f) => f.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(f),
-    );
-    expect(sources).toContain("scatter.ts");
-    for (const file of sources) {
-      const text = readFileSync(`${dir}/${file}`, "utf8");
-      expect(text, file).not.toMatch(/\bnew (?:Scatter|Type|Range|Syntax)?Error\(/);
-    }
-  });
+describeErrorRules({
+  byCode,
+  base: ScatterError,
+  shardkitError: ShardkitError,
+  guard: isShardkitError,
+  anyGuard: isAnyShardkitError,
+  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
+  forbidden: /\bnew (?:Scatter|Type|Range|Syntax)?Error\(/,
 });
 
 describe("ScatterError", () => {

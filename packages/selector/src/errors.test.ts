@@ -1,6 +1,6 @@
-import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import {
   InvalidRoutingKeyError,
@@ -75,47 +75,13 @@ const byCode: Record<
   INVALID_ROUTING_KEY: [InvalidRoutingKeyError, () => selector.select({ tenantId: {}, region: "MX" })],
   INVALID_SCORECARD_INPUT: [InvalidScorecardInputError, () => analyzeShardKey([], { members: 0 })],
 };
-const table = Object.entries(byCode) as [SelectorErrorCode, (typeof byCode)[SelectorErrorCode]][];
 
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (err) {
-    return err;
-  }
-  throw new Error("expected a throw");
-}
-
-describe("one class per code", () => {
-  it.each(table)("%s is thrown by its own class, and only by it", (code, [cls, trigger]) => {
-    const err = thrown(trigger);
-    expect(err).toBeInstanceOf(cls);
-    expect(err).toBeInstanceOf(SelectorError);
-    expect((err as SelectorError).code).toBe(code);
-    expect((err as SelectorError).name).toBe(cls.name);
-    expect(isShardkitError(err, code)).toBe(true);
-    expect(isAnyShardkitError(err, code)).toBe(true);
-    for (const [other, [otherCls]] of table) {
-      if (other === code) continue;
-      expect(err).not.toBeInstanceOf(otherCls);
-      expect(isShardkitError(err, other)).toBe(false);
-    }
-  });
-
-  it("no two codes share a class", () => {
-    const classes = table.map(([, [cls]]) => cls);
-    expect(new Set(classes).size).toBe(classes.length);
-  });
-
-  it("the source throws no plain Error and never constructs the base class", () => {
-    const dir = fileURLToPath(new URL(".", import.meta.url));
-    const sources = readdirSync(dir).filter(
-      (f) => f.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(f),
-    );
-    expect(sources).toContain("selector.ts");
-    for (const file of sources) {
-      const text = readFileSync(`${dir}/${file}`, "utf8");
-      expect(text, file).not.toMatch(/\bnew (?:Selector|Type|Range|Syntax)?Error\(/);
-    }
-  });
+describeErrorRules({
+  byCode,
+  base: SelectorError,
+  shardkitError: ShardkitError,
+  guard: isShardkitError,
+  anyGuard: isAnyShardkitError,
+  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
+  forbidden: /\bnew (?:Selector|Type|Range|Syntax)?Error\(/,
 });

@@ -1,0 +1,169 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import {
+  isShardkitError as isAnyShardkitError,
+  ShardedId,
+  ShardIdentifier,
+  ShardkitError,
+} from "@shardkit/id";
+import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { afterAll, inject } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
+import { makeWorld, S } from "../test/world.js";
+import { checkConnectionBudget } from "./budget.js";
+import { shardRegistryFromConfig } from "./config.js";
+import {
+  ConnectionBudgetError,
+  CrossShardError,
+  IdempotencyConflictError,
+  InvalidEventError,
+  isShardkitError,
+  MissingModelError,
+  NotCommittedError,
+  PartialCommitError,
+  type PrismaShardErrorCode,
+  RegistryConfigError,
+  RolloutOptionsError,
+  RoutingOptionsError,
+  ScatterRefusedError,
+  SchemaRolloutError,
+  ShardKeyRequiredError,
+  ShardRoutingError,
+  UnknownShardError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
+import { shardRouting } from "./extension.js";
+import { idempotent } from "./idempotency.js";
+import { emitEvent } from "./outbox.js";
+import { createShardRegistry } from "./registry.js";
+import { rolloutSchema } from "./rollout.js";
+
+// Every code of @shardkit/prisma, raised through the public API (real PostgreSQL where it takes one).
+const world = makeWorld();
+const { db } = world;
+afterAll(() => world.close());
+
+const customer = (shard: ShardIdentifier) => ({
+  id: ShardedId.generate("Customer", shard),
+  name: "c",
+  region: "x",
+});
+
+const byCode: Record<
+  PrismaShardErrorCode,
+  [cls: { prototype: Error; name: string }, trigger: () => unknown]
+> = {
+  INVALID_CONFIG: [RegistryConfigError, () => createShardRegistry({ shards: [] })],
+  INVALID_ROUTING_OPTIONS: [
+    RoutingOptionsError,
+    () => shardRouting({ registry: world.registry, keyless: "x" as never }),
+  ],
+  UNKNOWN_SHARD: [
+    UnknownShardError,
+    () => db.customer.findUnique({ where: { id: customer(ShardIdentifier.of(9, 9)).id } }),
+  ],
+  SHARD_KEY_REQUIRED: [ShardKeyRequiredError, () => db.customer.findMany()],
+  CROSS_SHARD: [
+    CrossShardError,
+    () =>
+      db.wallet.create({
+        data: { id: ShardedId.generate("Wallet", S.g0m0), customerId: customer(S.g1m1).id },
+      }),
+  ],
+  PARTIAL_COMMIT: [
+    PartialCommitError,
+    () =>
+      db.$action(
+        (unit) => {
+          unit.create("customer", { data: customer(S.g0m0) });
+          const owner = customer(S.g1m1).id; // never created: the wallet's foreign key fails
+          unit.create("wallet", {
+            data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner },
+          });
+        },
+        { allowCrossShard: true },
+      ),
+  ],
+  NOT_COMMITTED: [
+    NotCommittedError,
+    async () => {
+      const owner = customer(S.g0m2).id;
+      let staged: { result: unknown } | undefined;
+      await db
+        .$action((unit) => {
+          staged = unit.create("wallet", {
+            data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner },
+          });
+        })
+        .catch(() => {});
+      return staged?.result;
+    },
+  ],
+  UNSUPPORTED: [UnsupportedShardOperationError, () => db.$transaction(async () => {})],
+  SCATTER_REFUSED: [ScatterRefusedError, () => db.$scatter({ maxShards: 1 }).customer.findMany()],
+  IDEMPOTENCY_CONFLICT: [
+    IdempotencyConflictError,
+    () =>
+      db.$transactionOn(S.g0m1, async (tx) => {
+        const key = `k-${ShardedId.generate("Customer", S.g0m1)}`;
+        await idempotent(tx, key, { a: 1 }, async () => 1);
+        await idempotent(tx, key, { a: 2 }, async () => 2);
+      }),
+  ],
+  INVALID_EVENT: [
+    InvalidEventError,
+    () => emitEvent({}, S.g0m0, { topic: "", aggregateId: "x", payload: null }),
+  ],
+  MISSING_MODEL: [
+    MissingModelError,
+    () => emitEvent({}, S.g0m0, { topic: "t", aggregateId: customer(S.g0m0).id, payload: null }),
+  ],
+  CONNECTION_BUDGET: [
+    ConnectionBudgetError,
+    async () => {
+      const urls = inject("shardUrls");
+      const registry = shardRegistryFromConfig(
+        [
+          { group: 0, member: 0, url: urls.a, pool: 60 },
+          { group: 0, member: 1, url: urls.b, pool: 60 },
+        ],
+        {
+          createClient: (url, _s, { pool }) =>
+            new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: pool }) }),
+        },
+      );
+      try {
+        await checkConnectionBudget(registry);
+      } finally {
+        await registry.disconnect();
+      }
+    },
+  ],
+  ROLLOUT_FAILED: [
+    SchemaRolloutError,
+    () =>
+      rolloutSchema({
+        schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+        targets: [
+          {
+            name: "nowhere",
+            adapter: new PrismaPg({ connectionString: "postgresql://postgres@127.0.0.1:1/x" }),
+          },
+        ],
+        onProgress: () => {},
+      }),
+  ],
+  INVALID_ROLLOUT_OPTIONS: [
+    RolloutOptionsError,
+    () => rolloutSchema({ schema: "/no/such/schema.prisma", targets: [], onProgress: () => {} }),
+  ],
+};
+
+describeErrorRules({
+  byCode,
+  base: ShardRoutingError,
+  shardkitError: ShardkitError,
+  guard: isShardkitError,
+  anyGuard: isAnyShardkitError,
+  sourceDir: new URL(".", import.meta.url).pathname,
+  forbidden: /\bnew (?:ShardRouting|Type|Range|Syntax)?Error\(/,
+});
