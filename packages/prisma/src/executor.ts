@@ -5,7 +5,7 @@ import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
 import type { Obj, Plan, PlanTarget } from "./plan.js";
-import { type Planner, targetKey, WRITES } from "./planner.js";
+import { NO_CONTEXT, type Planner, targetKey, WRITES } from "./planner.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
 
 /** Runs one model operation on one Prisma client (a database's client, or a transaction's). */
@@ -65,7 +65,12 @@ export class Executor {
       );
     }
     if (scope?.kind === "tx") return this.runIn(scope.tx, scope.shard, model, operation, args);
-    const plan = this.planner.plan(model, operation, args, { scatter: view.scatter });
+    const plan = this.planner.plan(
+      model,
+      operation,
+      args,
+      view.scatter ? { scatter: view.scatter } : NO_CONTEXT,
+    );
     return this.execute(plan, view, model, operation, args);
   }
 

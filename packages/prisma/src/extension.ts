@@ -189,8 +189,14 @@ function routedClient(routed: Routed): object {
   const { executor, view, target } = routed;
   const single = view.clients.length === 1;
   const delegates = new Map<string, object>();
-  const client: object = new Proxy(target, {
-    get(t, prop, receiver) {
+  const t = target;
+  // The Proxy's own target is a plain object, not Prisma's client: V8 checks every `get` against
+  // its target's own property, and on Prisma's client (itself a proxy) that check alone cost more
+  // than routing the call (about 8 µs a call). Everything not routed is read from `target`.
+  const client: object = new Proxy(Object.create(null) as object, {
+    getPrototypeOf: () => Object.getPrototypeOf(t),
+    has: (_, prop) => prop in t,
+    get(_, prop, receiver) {
       if (typeof prop !== "string") return Reflect.get(t, prop, receiver);
       const model = executor.planner.delegates.get(prop);
       if (model !== undefined) {
@@ -260,8 +266,12 @@ export interface ScatterPage<Row> {
 function routedDelegate(routed: Routed, model: string, parent: () => object): object {
   const base = Reflect.get(routed.target, delegateKey(model)) as object;
   const operations = new Map<string, (args?: Record<string, unknown>) => PromiseLike<unknown>>();
-  return new Proxy(base, {
-    get(d, prop, receiver) {
+  // A plain target, as for the client (no invariant check against Prisma's delegate proxy).
+  return new Proxy(Object.create(null) as object, {
+    getPrototypeOf: () => Object.getPrototypeOf(base),
+    has: (_, prop) => prop in base,
+    get(_, prop, receiver) {
+      const d = base;
       if (typeof prop === "string" && OPERATIONS.has(prop)) {
         let run = operations.get(prop);
         if (!run) {

@@ -32,6 +32,8 @@ export function delegateKey(model: string): string {
   return model.charAt(0).toLowerCase() + model.slice(1);
 }
 
+type Found = { field: string; shard: ShardIdentifier };
+
 type Resolve = (shard: ShardIdentifier) => ShardIdentifier;
 
 /** Operations routed by their top-level `where`. */
@@ -101,21 +103,20 @@ export class KeyRouting {
    * nested writes that leave the parent's shard, malformed IDs and unknown shards.
    */
   named(model: string, operation: string, args: Obj): Named {
-    const label = `${model}.${operation}`;
     let named: Named;
     switch (operation) {
       case "create":
-        named = this.fromData(model, args.data, label);
+        named = this.fromData(model, args.data, operation);
         break;
       case "createMany":
       case "createManyAndReturn":
-        return this.rows(model, operation, args, label);
+        return this.rows(model, operation, args);
       case "upsert": {
-        const where = this.fromWhere(model, args.where, label);
-        const data = this.fromData(model, args.create, label);
+        const where = this.fromWhere(model, args.where, operation);
+        const data = this.fromData(model, args.create, operation);
         named =
           where.kind === "one" && data.kind === "one"
-            ? this.agree(label, [
+            ? this.agree(model, operation, [
                 { field: "where", shard: where.shard },
                 { field: "create", shard: data.shard },
               ])
@@ -130,11 +131,11 @@ export class KeyRouting {
         if (!WHERE_OPERATIONS.has(operation)) {
           return { kind: "none", hint: `${operation} is not routed by key; run it with $shard(...)` };
         }
-        named = this.fromWhere(model, args.where, label);
+        named = this.fromWhere(model, args.where, operation);
     }
-    const shards =
-      named.kind === "one" ? [named.shard] : named.kind === "in" ? [...named.byShard.keys()] : [];
-    for (const shard of shards) this.checkWrite(model, operation, args, shard);
+    if (named.kind === "one") this.checkWrite(model, operation, args, named.shard);
+    else if (named.kind === "in")
+      for (const shard of named.byShard.keys()) this.checkWrite(model, operation, args, shard);
     return named;
   }
 
@@ -143,17 +144,16 @@ export class KeyRouting {
    * and nested creates, connects, upserts, updates and deletes. Throws `CrossShardError`.
    */
   checkWrite(model: string, operation: string, args: Obj, shard: ShardIdentifier): void {
-    const label = `${model}.${operation}`;
     switch (operation) {
       case "create":
       case "update":
       case "updateMany":
       case "updateManyAndReturn":
-        this.checkData(model, args.data, shard, label);
+        this.checkData(model, args.data, shard, `${model}.${operation}`);
         break;
       case "upsert":
-        this.checkData(model, args.create, shard, label);
-        this.checkData(model, args.update, shard, label);
+        this.checkData(model, args.create, shard, `${model}.${operation}`);
+        this.checkData(model, args.update, shard, `${model}.${operation}`);
         break;
     }
   }
@@ -162,7 +162,7 @@ export class KeyRouting {
     return this.resolve(ShardedUUID.shardOf(value as string));
   }
 
-  private fromData(model: string, data: unknown, label: string): Named {
+  private fromData(model: string, data: unknown, operation: string): Named {
     const keys = this.keysOf(model);
     if (keys.length === 0)
       return { kind: "none", hint: `${model} has no shard key fields; run it with $shard(...)` };
@@ -179,35 +179,16 @@ export class KeyRouting {
         hint: `data has none of its key fields (${keys.join(", ")}); generate the ID with ShardedId.generate or ShardedId.colocatedWith`,
       };
     }
-    return this.agree(label, found);
+    return this.agree(model, operation, found);
   }
 
-  private fromWhere(model: string, where: unknown, label: string): Named {
+  private fromWhere(model: string, where: unknown, operation: string): Named {
     const keys = this.keysOf(model);
     if (keys.length === 0)
       return { kind: "none", hint: `${model} has no shard key fields; run it with $shard(...)` };
-    const eq: { field: string; shard: ShardIdentifier }[] = [];
-    let inList: { field: string; values: unknown[] } | undefined;
-    const visit = (w: unknown, top: boolean) => {
-      if (!w || typeof w !== "object") return;
-      const obj = w as Obj;
-      for (const key of keys) {
-        const condition = obj[key];
-        const value = scalarValue(condition);
-        if (value !== undefined) {
-          eq.push({ field: key, shard: this.shardOf(value) });
-        } else if (condition && typeof condition === "object") {
-          const c = condition as Obj;
-          if (c.equals !== undefined) eq.push({ field: key, shard: this.shardOf(c.equals) });
-          else if (Array.isArray(c.in) && top && !inList) inList = { field: key, values: c.in };
-        }
-      }
-      const and = obj.AND;
-      if (Array.isArray(and)) for (const part of and) visit(part, false);
-      else if (and && typeof and === "object") visit(and, false);
-    };
-    visit(where, true);
-    if (eq.length > 0) return this.agree(label, eq);
+    const eq: Found[] = [];
+    const inList = this.collect(keys, where, true, eq, undefined);
+    if (eq.length > 0) return this.agree(model, operation, eq);
     if (inList) {
       const { field, values } = inList;
       const byShard = new Map<ShardIdentifier, unknown[]>();
@@ -219,11 +200,38 @@ export class KeyRouting {
     return { kind: "none", hint: `where has no equality or \`in\` on its key fields (${keys.join(", ")})` };
   }
 
-  private rows(model: string, operation: string, args: Obj, label: string): Named {
+  /** Equalities on key fields (top level and inside AND) into `eq`; the first top-level `in` list. */
+  private collect(
+    keys: readonly string[],
+    where: unknown,
+    top: boolean,
+    eq: Found[],
+    inList: { field: string; values: unknown[] } | undefined,
+  ): { field: string; values: unknown[] } | undefined {
+    if (!where || typeof where !== "object") return inList;
+    const obj = where as Obj;
+    for (const key of keys) {
+      const condition = obj[key];
+      const value = scalarValue(condition);
+      if (value !== undefined) {
+        eq.push({ field: key, shard: this.shardOf(value) });
+      } else if (condition && typeof condition === "object") {
+        const c = condition as Obj;
+        if (c.equals !== undefined) eq.push({ field: key, shard: this.shardOf(c.equals) });
+        else if (Array.isArray(c.in) && top && !inList) inList = { field: key, values: c.in };
+      }
+    }
+    const and = obj.AND;
+    if (Array.isArray(and)) for (const part of and) inList = this.collect(keys, part, false, eq, inList);
+    else if (and && typeof and === "object") inList = this.collect(keys, and, false, eq, inList);
+    return inList;
+  }
+
+  private rows(model: string, operation: string, args: Obj): Named {
     const rows = Array.isArray(args.data) ? args.data : args.data === undefined ? [] : [args.data];
     const byShard = new Map<ShardIdentifier, unknown[]>();
     for (const [i, row] of rows.entries()) {
-      const named = this.fromData(model, row, `${label} data[${i}]`);
+      const named = this.fromData(model, row, `${operation} data[${i}]`);
       if (named.kind !== "one") {
         throw new ShardKeyRequiredError(
           model,
@@ -238,12 +246,12 @@ export class KeyRouting {
     return { kind: "rows", byShard };
   }
 
-  private agree(label: string, found: { field: string; shard: ShardIdentifier }[]): Named {
+  private agree(model: string, operation: string, found: Found[]): Named {
     const first = found[0]!;
     for (const other of found) {
       if (other.shard !== first.shard) {
         throw new CrossShardError(
-          `${label}: keys disagree: ${first.field} names shard ${first.shard.key}, ${other.field} names shard ${other.shard.key}`,
+          `${model}.${operation}: keys disagree: ${first.field} names shard ${first.shard.key}, ${other.field} names shard ${other.shard.key}`,
           [first.shard, other.shard],
         );
       }

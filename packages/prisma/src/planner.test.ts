@@ -1682,11 +1682,11 @@ const unsupportedCases: Case[] = [
     expect: unsupported(/cursor\/skip\/take window/),
   },
   {
-    name: "findMany when id is not a shard key (no tiebreaker)",
+    name: "findMany ordered or windowed when id is not a shard key (no tiebreaker)",
     planner: walletIdOnly,
     model: "Wallet",
     operation: "findMany",
-    args: {},
+    args: { take: 10 },
     expect: unsupported(/needs Wallet\.id to be a String shard key/),
   },
   {

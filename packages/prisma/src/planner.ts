@@ -59,6 +59,9 @@ export function routingConfig(options: PlannerOptions): RoutingConfig {
   return { models: options.models ?? {}, keyless, keylessPerModel };
 }
 
+/** The context of a call outside any transaction or action, with no per-call scatter options. */
+export const NO_CONTEXT: PlanContext = Object.freeze({});
+
 /** Reads that can run over several databases and merge exactly. */
 export const SCATTER_READS = new Set([
   "findMany",
@@ -112,7 +115,7 @@ export class Planner {
   }
 
   /** Decides where `model.operation(args)` runs. Never throws for bad input: that is a `refuse` plan. */
-  plan(model: string, operation: string, args: Obj | undefined, context: PlanContext = {}): Plan {
+  plan(model: string, operation: string, args: Obj | undefined, context: PlanContext = NO_CONTEXT): Plan {
     const a = args ?? {};
     try {
       const named = this.keys.named(model, operation, a);

@@ -32,6 +32,25 @@ describe("$transactionOn", () => {
     expect(await clients.b.customer.count()).toBe(0);
   });
 
+  it("a routed call returned unawaited is routed when made, inside the transaction", async () => {
+    const id = ShardedId.generate("Customer", S.g0m2);
+    world.clear();
+    // Prisma's promises are lazy: this one starts when $transactionOn awaits it, after fn returned.
+    await db.$transactionOn(S.g0m2, () => db.customer.create({ data: { id, name: "lazy", region: "eu" } }));
+    const onB = () => world.log.filter((l) => l.db === "b").map((l) => l.sql.split(" ")[0]);
+    expect(onB()).toEqual(["INSERT", "COMMIT"]); // Prisma's query log shows a transaction's COMMIT, not its BEGIN
+    world.clear();
+    await db.customer.create({
+      data: { id: ShardedId.generate("Customer", S.g0m2), name: "plain", region: "eu" },
+    });
+    expect(onB()).toEqual(["INSERT"]);
+    const other = ShardedId.generate("Customer", S.g0m0);
+    await expect(
+      db.$transactionOn(S.g0m2, () => db.customer.create({ data: { id: other, name: "x", region: "eu" } })),
+    ).rejects.toBeInstanceOf(CrossShardError);
+    expect(await clients.a.customer.count()).toBe(0);
+  });
+
   it("a query for another shard throws CrossShardError instead of running elsewhere, and rolls back", async () => {
     const id = ShardedId.generate("Customer", S.g0m0);
     const other = ShardedId.generate("Customer", S.g0m1); // same database, different shard

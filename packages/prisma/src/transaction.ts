@@ -68,9 +68,9 @@ export function inShard<R>(
   fn: (tx: object) => Promise<R>,
 ) {
   const guarded = guardTransaction(executor, tx, shard);
-  // `async`/`await` inside run(): Prisma's promises are lazy, so a query returned unawaited from
-  // fn must still start inside the scope.
-  return executor.scope.run({ kind: "tx", shard, tx, guarded }, async () => await fn(guarded));
+  // Calls are routed when they are made (inside the scope), so a lazy Prisma promise that `fn`
+  // returns unawaited is already bound to `tx` when it starts.
+  return executor.scope.run({ kind: "tx", shard, tx, guarded }, () => fn(guarded));
 }
 
 function cleanOptions(options: TransactionOptions): object | undefined {
@@ -88,18 +88,31 @@ function cleanOptions(options: TransactionOptions): object | undefined {
 function guardTransaction(executor: Executor, tx: object, shard: ShardIdentifier): object {
   const delegates = new Map<string, object>();
   const models = executor.planner.delegates;
-  return new Proxy(tx, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver);
+  // Plain Proxy targets: V8 checks each `get` against the target's own property, and on Prisma's
+  // transaction client (itself a proxy) that check costs more than the guard.
+  return new Proxy(Object.create(null) as object, {
+    getPrototypeOf: () => Object.getPrototypeOf(tx),
+    has: (_, prop) => prop in tx,
+    get(_, prop) {
+      const value = Reflect.get(tx, prop);
       const model = typeof prop === "string" ? models.get(prop) : undefined;
-      if (model === undefined) return typeof value === "function" ? value.bind(target) : value;
+      if (model === undefined) return typeof value === "function" ? value.bind(tx) : value;
       let delegate = delegates.get(model);
       if (!delegate) {
-        delegate = new Proxy(value as object, {
-          get(d, operation, r) {
-            const method = Reflect.get(d, operation, r);
+        const base = value as object;
+        const operations = new Map<string, (args?: Record<string, unknown>) => PromiseLike<unknown>>();
+        delegate = new Proxy(Object.create(null) as object, {
+          getPrototypeOf: () => Object.getPrototypeOf(base),
+          has: (__, operation) => operation in base,
+          get(__, operation) {
+            const method = Reflect.get(base, operation);
             if (typeof operation !== "string" || typeof method !== "function") return method;
-            return (args?: Record<string, unknown>) => executor.runIn(target, shard, model, operation, args);
+            let run = operations.get(operation);
+            if (!run) {
+              run = (args) => executor.runIn(tx, shard, model, operation, args);
+              operations.set(operation, run);
+            }
+            return run;
           },
         });
         delegates.set(model, delegate);

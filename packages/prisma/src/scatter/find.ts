@@ -26,6 +26,15 @@ export function planFind(model: ModelInfo, operation: string, args: Obj): Scatte
     throw new UnsupportedShardOperationError(`${label}: take must be 1 (or absent) across shards`);
   const skip = window.skip;
   const take = first ? 1 : window.take;
+  if (!first && args.orderBy === undefined && skip === 0 && take === undefined && args.cursor === undefined) {
+    // No order asked and no window: any order of the rows is the answer, so the exact merge of the
+    // databases' answers is their union (no tiebreaker to sort by, no k-way merge).
+    return {
+      operation: "findMany",
+      argsFor: (target: PlanTarget) => target.args,
+      merge: (values) => (values as Obj[][]).flat(),
+    };
+  }
   const tiebreaker = tiebreakerOf(model, label);
   const { keys, orderBy } = sortKeys(model, label, args.orderBy, tiebreaker);
   const { selection, added } = withFields(

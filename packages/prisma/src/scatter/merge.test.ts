@@ -48,10 +48,24 @@ describe("findMany / findFirst: what each database is asked", () => {
     });
   });
 
-  it("no orderBy: by id; no take: no take", () => {
-    expect(planFind(Player, "findMany", {}).argsFor(target({}))).toEqual({ orderBy: [{ id: "asc" }] });
+  it("no orderBy and no window: each database is asked as called, and the merge is the union", () => {
+    const where = { where: { team: "x" } };
+    const read = planFind(Player, "findMany", where);
+    expect(read.argsFor(target(where))).toEqual(where);
+    expect(read.merge([[{ id: ID[2] }], [], [{ id: ID[0] }, { id: ID[1] }]])).toEqual([
+      { id: ID[2] },
+      { id: ID[0] },
+      { id: ID[1] },
+    ]);
+  });
+
+  it("no orderBy with a window: by id, so the window is the same on every run", () => {
     expect(planFind(Player, "findMany", { skip: 4 }).argsFor(target({ skip: 4 }))).toEqual({
       orderBy: [{ id: "asc" }],
+    });
+    expect(planFind(Player, "findMany", { take: 3 }).argsFor(target({ take: 3 }))).toEqual({
+      orderBy: [{ id: "asc" }],
+      take: 3,
     });
   });
 
@@ -127,7 +141,8 @@ describe("findMany / findFirst: what each database is asked", () => {
       expect(() => planFind(Player, operation, args as Obj)).toThrow(UnsupportedShardOperationError);
     }
     const noIdKey = { ...Player, keys: ["team"] };
-    expect(() => planFind(noIdKey, "findMany", {})).toThrow(/needs Player\.id to be a String shard key/);
+    expect(() => planFind(noIdKey, "findMany", { take: 5 })).toThrow(/needs Player\.id to be a String shard key/);
+    expect(planFind(noIdKey, "findMany", {}).merge([[{ id: ID[0] }], [{ id: ID[1] }]])).toHaveLength(2);
   });
 });
 
