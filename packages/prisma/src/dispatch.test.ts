@@ -166,6 +166,15 @@ describe("extensions added on the routed client apply on every database", () => 
   });
 });
 
+describe("routed calls are lazy, as Prisma's are", () => {
+  it("a refused call that is never awaited leaves no unhandled rejection; awaited, a scatter runs", async () => {
+    void db.customer.findMany(); // refused (no shard key) and dropped: vitest fails a run on an unhandled rejection
+    world.clear();
+    expect(await db.$scatter().customer.findMany()).toEqual([]);
+    expect(world.landed("Customer")).toEqual(["a", "b", "c"]);
+  });
+});
+
 describe("one statement per database", () => {
   const statements = (table: string) => {
     const per: Record<string, number> = {};

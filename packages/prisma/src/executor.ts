@@ -100,7 +100,7 @@ export class Executor {
       case "database":
         return this.call(view.clients[plan.target.database]!, model, operation, plan.target.args);
       case "scatter":
-        return this.scatter(view, model, operation, plan);
+        return lazy(() => this.scatter(view, model, operation, plan));
       case "split":
         return lazyReject(
           new UnsupportedShardOperationError(
@@ -227,15 +227,26 @@ function report(model: string, operation: string, result: ScatterResult<PlanTarg
   };
 }
 
-/** A refusal that rejects only when awaited, as Prisma's lazy promises do (no unhandled rejection if dropped). */
-export function lazyReject(error: unknown): PromiseLike<never> & Promise<never> {
-  let promise: Promise<never> | undefined;
-  const get = () => (promise ??= Promise.reject(error));
+/**
+ * A promise that starts `start` only when it is awaited (then-ed), as Prisma's own promises do: a
+ * call that is made but never awaited runs nothing and leaves no unhandled rejection.
+ */
+export function lazy<T>(start: () => Promise<T>): Promise<T> {
+  let promise: Promise<T> | undefined;
+  const get = () => {
+    promise ??= start();
+    return promise;
+  };
   return {
     // biome-ignore lint/suspicious/noThenProperty: a lazy promise, as Prisma's are
     then: (onFulfilled, onRejected) => get().then(onFulfilled, onRejected),
     catch: (onRejected) => get().catch(onRejected),
     finally: (onFinally) => get().finally(onFinally),
     [Symbol.toStringTag]: "PrismaPromise",
-  } as Promise<never>;
+  } as Promise<T>;
+}
+
+/** A refusal that rejects only when awaited. */
+export function lazyReject(error: unknown): Promise<never> {
+  return lazy(() => Promise.reject(error));
 }

@@ -141,7 +141,9 @@ describe("findMany / findFirst: what each database is asked", () => {
       expect(() => planFind(Player, operation, args as Obj)).toThrow(UnsupportedShardOperationError);
     }
     const noIdKey = { ...Player, keys: ["team"] };
-    expect(() => planFind(noIdKey, "findMany", { take: 5 })).toThrow(/needs Player\.id to be a String shard key/);
+    expect(() => planFind(noIdKey, "findMany", { take: 5 })).toThrow(
+      /needs Player\.id to be a String shard key/,
+    );
     expect(planFind(noIdKey, "findMany", {}).merge([[{ id: ID[0] }], [{ id: ID[1] }]])).toHaveLength(2);
   });
 });
