@@ -1,5 +1,6 @@
 import { InvalidShardedIdError, ShardedId, ShardedUUID, ShardIdentifier, ShardkitError } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
+import { models, S } from "../test/layout.js";
 import {
   CrossShardError,
   RoutingOptionsError,
@@ -9,7 +10,6 @@ import {
   UnsupportedShardOperationError,
 } from "./errors.js";
 import type { DataModel } from "./internals.js";
-import type { ModelRouting } from "./keys.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { Planner, type PlannerOptions, routingConfig } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
@@ -83,14 +83,6 @@ const dataModel: DataModel = {
   },
 };
 
-const S = {
-  g0m0: ShardIdentifier.of(0, 0),
-  g0m1: ShardIdentifier.of(0, 1),
-  g0m2: ShardIdentifier.of(0, 2),
-  g1m0: ShardIdentifier.of(1, 0),
-  g1m1: ShardIdentifier.of(1, 1),
-  g1m2: ShardIdentifier.of(1, 2),
-};
 type ShardName = keyof typeof S;
 const NAMES = Object.keys(S) as ShardName[];
 const ALL = Object.values(S);
@@ -113,11 +105,6 @@ const registry = createShardRegistry({
 const only = client("only");
 const singleRegistry = createShardRegistry({ shards: ALL.map((shard) => ({ shard, client: only })) });
 
-const models: Record<string, ModelRouting> = {
-  Wallet: { keys: ["id", "customerId"] },
-  Order: { keys: ["id", "customerId"] },
-  OrderItem: { keys: ["id", "orderId"] },
-};
 const planner = (options: PlannerOptions = {}, placement = registry) =>
   new Planner(dataModel, placement, { models, ...options });
 

@@ -1,23 +1,10 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardIdentifier } from "@shardkit/id";
 import { inject } from "vitest";
 import { createShardRegistry, shardRouting } from "../src/index.js";
 import { PrismaClient } from "./generated/prisma/client.js";
+import { models, S } from "./layout.js";
 
-export const S = {
-  g0m0: ShardIdentifier.of(0, 0),
-  g0m1: ShardIdentifier.of(0, 1),
-  g0m2: ShardIdentifier.of(0, 2),
-  g1m0: ShardIdentifier.of(1, 0),
-  g1m1: ShardIdentifier.of(1, 1),
-  g1m2: ShardIdentifier.of(1, 2),
-};
-
-export const models = {
-  Wallet: { keys: ["id", "customerId"] },
-  Order: { keys: ["id", "customerId"] },
-  OrderItem: { keys: ["id", "orderId"] },
-};
+export { models, S };
 
 export type Db = "a" | "b" | "c";
 

@@ -1,0 +1,19 @@
+import { ShardIdentifier } from "@shardkit/id";
+
+// The test layout, without any database: six logical shards in two groups, and the routing config.
+// test/world.ts puts them on three databases: a holds 0/0 and 0/1, b 0/2 and 1/0, c 1/1 and 1/2.
+
+export const S = {
+  g0m0: ShardIdentifier.of(0, 0),
+  g0m1: ShardIdentifier.of(0, 1),
+  g0m2: ShardIdentifier.of(0, 2),
+  g1m0: ShardIdentifier.of(1, 0),
+  g1m1: ShardIdentifier.of(1, 1),
+  g1m2: ShardIdentifier.of(1, 2),
+};
+
+export const models = {
+  Wallet: { keys: ["id", "customerId"] },
+  Order: { keys: ["id", "customerId"] },
+  OrderItem: { keys: ["id", "orderId"] },
+};
