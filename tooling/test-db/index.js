@@ -3,7 +3,7 @@
 // process on the machine, so test files of different packages never create, start or stop the
 // same cluster at the same time.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import pg from "pg";
 
 export const MAIN_PORT = 5432;
@@ -115,6 +115,29 @@ export async function withClusterStopped(name, port, fn) {
       return await fn();
     } finally {
       await start(name, port);
+    }
+  });
+}
+
+/**
+ * Freezes a cluster (SIGSTOP to its postmaster and every backend: connections stay open and hang,
+ * as on a frozen machine), runs `fn`, then thaws it (SIGCONT), even when `fn` throws.
+ */
+export async function withClusterFrozen(name, fn) {
+  return withLock(name, async () => {
+    const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
+    const postmaster = readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
+    const pids = () => [postmaster, ...sh("pgrep", ["-P", postmaster]).split("\n").filter(Boolean)];
+    const frozen = pids();
+    for (const pid of frozen) process.kill(Number(pid), "SIGSTOP");
+    try {
+      return await fn();
+    } finally {
+      for (const pid of frozen) {
+        try {
+          process.kill(Number(pid), "SIGCONT");
+        } catch {}
+      }
     }
   });
 }

@@ -265,7 +265,7 @@ describe("outbox", () => {
       },
     });
     const lagBefore = await relay.lag();
-    expect(lagBefore.reduce((s, l) => s + l.pending, 0)).toBe(events.length);
+    expect(lagBefore.reduce((s, l) => s + (l.pending ?? Number.NaN), 0)).toBe(events.length);
     for (let i = 0; i < 50; i++) {
       const report = await relay.runOnce();
       if (report.databases.every((d) => d.claimed === 0)) break;

@@ -1,5 +1,11 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import { emitEvent, IdempotencyConflictError, idempotent, type ScatterReport } from "@shardkit/prisma";
+import {
+  emitEvent,
+  IdempotencyConflictError,
+  idempotent,
+  isShardUnavailable,
+  type ScatterReport,
+} from "@shardkit/prisma";
 import { OrdersError } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
@@ -132,7 +138,7 @@ export class OrderService {
     try {
       return await run();
     } catch (error) {
-      if (!unreachable(error)) throw error;
+      if (!isShardUnavailable(error)) throw error;
       throw new OrdersError("SHARDS_UNAVAILABLE", `shard ${shard.key} is unavailable; retry later`, {
         missing: [shard.key],
       });
@@ -394,13 +400,6 @@ function periodWhere(period: Period) {
   return {
     createdAt: { ...(period.from ? { gte: period.from } : {}), ...(period.to ? { lt: period.to } : {}) },
   };
-}
-
-/** Prisma's errors for a database it cannot reach, or whose connection broke. */
-const UNREACHABLE = new Set(["P1001", "P1002", "P1008", "P1017", "P2024"]);
-function unreachable(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return (error as Error | null)?.name === "PrismaClientKnownRequestError" && UNREACHABLE.has(String(code));
 }
 
 /** The UTC day of an instant, as a DATE value. */

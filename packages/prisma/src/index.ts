@@ -54,6 +54,7 @@ export {
   type OutboxLag,
   type OutboxRelay,
   type OutboxRelayOptions,
+  type RedriveFilter,
   type RelayDatabaseReport,
   type RelayPollReport,
 } from "./relay.js";
@@ -66,3 +67,4 @@ export type {
 } from "./scatter/options.js";
 export type { ScatterPageArgs } from "./scatter/page.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";
+export { isShardUnavailable } from "./unavailable.js";

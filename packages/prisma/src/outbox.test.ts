@@ -3,8 +3,9 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ShardedId } from "@shardkit/id";
-import { withClusterStopped } from "@shardkit/test-db";
+import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
 import { IdempotencyConflictError, PartialCommitError } from "./errors.js";
 import { consumeOnce, idempotent } from "./idempotency.js";
@@ -189,6 +190,7 @@ describe("relay", () => {
           shards: [["0/0", "0/1"]],
           out,
           hangAfter: 3,
+          leaseMs: 1500,
         }),
       },
       stdio: ["ignore", "pipe", "inherit"],
@@ -203,16 +205,173 @@ describe("relay", () => {
     await exited;
     const firstRun = readFileSync(out, "utf8").trim().split("\n");
     expect(firstRun).toHaveLength(3);
+    const recorded = (await clients.a.outboxEvent.findMany({ where: { status: "delivered" } })).map(
+      (e) => e.id,
+    );
+    expect(recorded.sort()).toEqual(firstRun.slice(0, 2).sort()); // each outcome was recorded on its own
     const seen: string[] = [];
     const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
-    // The killed relay's claim is released when its connection dies.
-    for (let i = 0; i < 50 && seen.length < 8; i++) {
+    // The killed relay's lease ends (1.5 s): its undelivered events are claimed again.
+    for (let i = 0; i < 50 && seen.length < 6; i++) {
       await relay.runOnce();
-      if (seen.length < 8) await new Promise((r) => setTimeout(r, 100));
+      if (seen.length < 6) await new Promise((r) => setTimeout(r, 100));
     }
-    expect(seen).toHaveLength(8);
-    expect(seen).toEqual(expect.arrayContaining(firstRun)); // delivered again: at least once, never lost
+    expect(seen).toHaveLength(6);
+    expect(seen).toContain(firstRun[2]); // the one it hung on: delivered again, at least once
+    expect(seen).not.toContain(firstRun[0]); // recorded as delivered: not delivered twice
+    expect(new Set([...seen, ...firstRun]).size).toBe(8); // nothing lost
     expect((await relay.lag())[0]!.pending).toBe(0);
+  }, 60_000);
+
+  it("each database's events are delivered oldest first", async () => {
+    await seed(40, [S.g0m0, S.g0m1]); // one database, events written one after another
+    const written = (
+      await clients.a.outboxEvent.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] })
+    ).map((e) => e.id);
+    // Updates scatter the rows physically, so the table's order is no longer the order written.
+    await clients.a.$executeRawUnsafe(
+      `UPDATE "OutboxEvent" SET "lastError" = 'x' WHERE id = ANY($1::uuid[])`,
+      written.filter((_, i) => i % 3 === 0),
+    );
+    const seen: string[] = [];
+    await createOutboxRelay({
+      registry,
+      batchSize: 100,
+      deliver: async (m) => void seen.push(m.id),
+    }).runOnce();
+    expect(seen).toEqual(written);
+  });
+
+  it("a hung delivery times out and is retried; the events after it are delivered in the same poll", async () => {
+    await seed(4, [S.g0m0]);
+    const [first] = await clients.a.outboxEvent.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+    const seen: string[] = [];
+    let aborted = false;
+    const relay = createOutboxRelay({
+      registry,
+      deliveryTimeoutMs: 200,
+      backoff: { baseMs: 0 },
+      deliver: (m, { signal }) => {
+        if (m.id === first!.id && m.attempts === 0) {
+          signal.addEventListener("abort", () => (aborted = true));
+          return new Promise(() => {}); // hangs for good
+        }
+        seen.push(m.id);
+        return Promise.resolve();
+      },
+    });
+    const report = await relay.runOnce();
+    expect(report.databases[0]).toMatchObject({ claimed: 4, delivered: 3, retried: 1, dead: 0 });
+    expect(aborted).toBe(true);
+    const hung = await clients.a.outboxEvent.findUnique({ where: { id: first!.id } });
+    expect(hung).toMatchObject({
+      status: "pending",
+      attempts: 1,
+      lastError: "delivery timed out after 200 ms",
+    });
+    expect((await relay.runOnce()).databases[0]).toMatchObject({ claimed: 1, delivered: 1 });
+    expect(seen).toHaveLength(4);
+  });
+
+  it("a failure retrying can fix (its shard unavailable) is retried past maxAttempts, never dead-lettered", async () => {
+    await seed(1, [S.g0m0]);
+    let down = true;
+    const unavailable = Object.assign(new Error("Can't reach database server"), {
+      name: "PrismaClientKnownRequestError",
+      code: "P1001",
+    });
+    const relay = createOutboxRelay({
+      registry,
+      maxAttempts: 2,
+      backoff: { baseMs: 0 },
+      deliver: async () => {
+        if (down) throw unavailable;
+      },
+    });
+    for (let i = 0; i < 5; i++)
+      expect((await relay.runOnce()).databases[0]).toMatchObject({ retried: 1, dead: 0 });
+    expect((await relay.lag())[0]).toMatchObject({ pending: 1, dead: 0 });
+    down = false;
+    expect((await relay.runOnce()).databases[0]).toMatchObject({ delivered: 1 });
+    expect((await clients.a.outboxEvent.findMany())[0]).toMatchObject({ status: "delivered", attempts: 6 });
+  });
+
+  it("an outcome reported after the lease was lost changes nothing", async () => {
+    await seed(1, [S.g0m0]);
+    let release!: () => void;
+    const late = createOutboxRelay({
+      registry,
+      leaseMs: 60_000,
+      deliveryTimeoutMs: 30_000, // the test ends the lease itself (below), long before this
+      deliver: () =>
+        new Promise<void>((r) => (release = r)).then(() => Promise.reject(new Error("too late"))),
+    });
+    // The first relay claims and its delivery outlives the lease...
+    const running = late.runOnce();
+    await expect.poll(() => release !== undefined).toBe(true);
+    await clients.a.$executeRawUnsafe(`UPDATE "OutboxEvent" SET "availableAt" = now()`); // its lease ends
+    // ...a second relay claims the event again and delivers it.
+    const prompt = createOutboxRelay({ registry, deliver: async () => {} });
+    expect((await prompt.runOnce()).databases[0]).toMatchObject({ claimed: 1, delivered: 1 });
+    release();
+    await running;
+    expect((await clients.a.outboxEvent.findMany())[0]).toMatchObject({
+      status: "delivered",
+      attempts: 2,
+      lastError: null,
+    });
+  });
+
+  it("dead letters are logged, handed to onDead, counted by lag() and redriven back to delivery", async () => {
+    await seed(2, [S.g0m0]);
+    const warnings: string[] = [];
+    const dead: string[] = [];
+    let broken = true;
+    const relay = createOutboxRelay({
+      registry,
+      maxAttempts: 1,
+      logger: { warn: (m) => warnings.push(m) },
+      onDead: (m) => dead.push(m.id),
+      deliver: async () => {
+        if (broken) throw new Error("payload rejected by the consumer");
+      },
+    });
+    expect((await relay.runOnce()).databases[0]).toMatchObject({ dead: 2 });
+    expect(dead).toHaveLength(2);
+    expect(warnings[0]).toMatch(/is dead after 1 attempts: payload rejected/);
+    expect((await relay.lag())[0]).toMatchObject({ pending: 0, dead: 2 });
+    broken = false;
+    expect(await relay.redrive({ ids: [dead[0]!] })).toEqual([
+      { shards: "0/0,0/1", redriven: 1 },
+      { shards: "0/2,1/0", redriven: 0 },
+      { shards: "1/1,1/2", redriven: 0 },
+    ]);
+    expect((await relay.runOnce()).databases[0]).toMatchObject({ delivered: 1 });
+    expect((await relay.redrive()).map((r) => r.redriven)).toEqual([1, 0, 0]);
+    expect((await relay.runOnce()).databases[0]).toMatchObject({ delivered: 1 });
+    expect((await relay.lag())[0]).toMatchObject({ pending: 0, dead: 0 });
+  });
+
+  it("a frozen database (its server SIGSTOPped) delays only its own events; lag() reports it unavailable", async () => {
+    await seed(4, [S.g0m0, S.g1m1]); // 2 events on a, 2 on c (the second server)
+    await clients.c.outboxEvent.count(); // open a connection to c before it freezes
+    const seen: string[] = [];
+    const relay = createOutboxRelay({
+      registry,
+      pollIntervalMs: 20,
+      lagTimeoutMs: 300,
+      deliver: async (m) => void seen.push(m.shard.key),
+    });
+    await withClusterFrozen(SECOND.cluster, async () => {
+      relay.start();
+      await expect.poll(() => seen.filter((k) => k === "0/0").length, { timeout: 10_000 }).toBe(2);
+      const lag = await relay.lag();
+      expect(lag.map((l) => l.pending)).toEqual([0, 0, null]);
+      expect(lag[2]!.error).toBeDefined();
+      expect(seen.filter((k) => k === "1/1")).toEqual([]);
+    });
+    await expect.poll(() => seen.filter((k) => k === "1/1").length, { timeout: 20_000 }).toBe(2);
+    await relay.stop();
   }, 60_000);
 
   it("start() keeps polling until stop()", async () => {

@@ -3,27 +3,49 @@ import { scatter } from "@shardkit/scatter";
 import { decodeJson } from "./codec.js";
 import type { OutboxMessage } from "./outbox.js";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 export interface OutboxRelayOptions<Client extends ShardClient> {
   registry: ShardRegistry<Client>;
   /**
    * Delivers one event (publish it, call a handler, ...). Resolving marks it delivered; throwing
-   * schedules a retry with backoff. Delivery is at least once: a relay that dies mid-batch leaves
-   * its events pending, and they are delivered again, so consumers must be idempotent.
+   * schedules a retry with backoff. Delivery is at least once: a relay that dies or times out
+   * mid-delivery leaves its event to be delivered again, so consumers must be idempotent. `signal`
+   * aborts when the delivery times out (`deliveryTimeoutMs`).
    */
-  deliver(message: OutboxMessage): Promise<void>;
+  deliver(message: OutboxMessage, context: { signal: AbortSignal }): Promise<void>;
   /** Events claimed per database per poll. Default 100. */
   batchSize?: number;
-  /** After this many failed deliveries an event is moved to the dead-letter state. Default 10. */
+  /**
+   * After this many attempts an event whose delivery fails with an error retrying cannot fix moves
+   * to the dead-letter state (see `retryable`). Default 10.
+   */
   maxAttempts?: number;
+  /**
+   * Whether a failed delivery may succeed later, so it is retried however many attempts it took
+   * (with backoff capped at `backoff.maxMs`), never dead-lettered. Default: a shard that is
+   * unavailable (`isShardUnavailable`) or a delivery that timed out.
+   */
+  retryable?(error: unknown): boolean;
   /** Retry delay: `baseMs * 2^(attempts-1)`, capped at `maxMs`. Defaults 500 ms and 60 s. */
   backoff?: { baseMs?: number; maxMs?: number };
-  /** Pause between polls when `start()`ed and a poll found nothing. Default 1000 ms. */
+  /** Pause between polls of a database when `start()`ed and its poll found nothing. Default 1000 ms. */
   pollIntervalMs?: number;
-  /** Longest time one database's batch may hold its claim (transaction). Default 60 s. */
-  batchTimeoutMs?: number;
+  /** How long one delivery may take before it counts as failed (and is retried). Default 10 s. */
+  deliveryTimeoutMs?: number;
+  /**
+   * How long a claim holds its events (no other relay takes them meanwhile). A relay that dies
+   * mid-batch leaves its events to be claimed again after this. Default 60 s.
+   */
+  leaseMs?: number;
+  /** How long `lag()` waits for a database before reporting it unavailable. Default 5 s. */
+  lagTimeoutMs?: number;
   /** Receives poll failures of a database (e.g. its server is down) while `start()`ed. */
   onError?(error: unknown, shards: string): void;
+  /** Called for every event moved to the dead-letter state (also logged as a warning). */
+  onDead?(message: OutboxMessage, error: unknown): void;
+  /** Where dead letters are logged. Default `console`. */
+  logger?: { warn(message: string): void };
 }
 
 /** What one poll did on one physical database. */
@@ -42,31 +64,40 @@ export interface RelayPollReport {
   missing: { shards: string; error: unknown }[];
 }
 
+/** One database's outbox: `null` counts (and `error`) when the database did not answer in time. */
 export interface OutboxLag {
   shards: string;
-  pending: number;
-  dead: number;
+  pending: number | null;
+  dead: number | null;
   /** Age of the oldest pending event in ms (0 when none). */
-  oldestPendingMs: number;
+  oldestPendingMs: number | null;
+  error?: unknown;
+}
+
+/** Which dead letters `redrive` puts back: all of them by default. */
+export interface RedriveFilter {
+  /** Only events of these IDs. */
+  ids?: string[];
+  /** Only events of this topic. */
+  topic?: string;
 }
 
 export interface OutboxRelay {
   /** Polls every database once, in parallel, and delivers what it claimed. */
   runOnce(): Promise<RelayPollReport>;
-  /** Polls until `stop()`. */
+  /** Polls every database in its own loop until `stop()`: a slow or frozen database never delays another. */
   start(): void;
-  /** Stops polling and waits for the poll in flight. */
-  stop(): Promise<void>;
+  /** Stops polling and waits (up to `timeoutMs`, default 10 s) for the polls in flight. */
+  stop(timeoutMs?: number): Promise<void>;
   /** Pending and dead events and the oldest pending event's age, per database. */
   lag(): Promise<OutboxLag[]>;
+  /** Moves dead letters back to pending, to be delivered again; the count per database. */
+  redrive(filter?: RedriveFilter): Promise<{ shards: string; redriven: number }[]>;
 }
 
 type Raw = {
   $queryRawUnsafe<T = unknown>(sql: string, ...values: unknown[]): Promise<T>;
   $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
-};
-type Interactive = {
-  $transaction<R>(fn: (tx: Raw) => Promise<R>, options?: { timeout?: number; maxWait?: number }): Promise<R>;
 };
 type Row = {
   id: string;
@@ -77,20 +108,44 @@ type Row = {
   attempts: number;
 };
 
-// Claims are row locks held by the batch's transaction: a second relay skips them (SKIP LOCKED),
-// and a relay that dies releases them when its connection drops.
-const CLAIM = `SELECT id::text AS id, topic, "aggregateId"::text AS "aggregateId", payload, "createdAt", attempts
-  FROM "OutboxEvent" WHERE status = 'pending' AND "availableAt" <= now()
-  ORDER BY "createdAt", id LIMIT $1 FOR UPDATE SKIP LOCKED`;
-const DELIVERED = `UPDATE "OutboxEvent" SET status = 'delivered', "deliveredAt" = now(), attempts = attempts + 1 WHERE id = $1::uuid`;
-const FAILED = `UPDATE "OutboxEvent" SET attempts = attempts + 1, "lastError" = $2, status = $3,
-  "availableAt" = now() + ($4::int * interval '1 millisecond') WHERE id = $1::uuid`;
+// A claim is a lease, committed before anything is delivered: the events' `availableAt` moves
+// past the lease and `attempts` counts the attempt. No row lock is held while delivering; a relay
+// that dies leaves its events to be claimed again when the lease ends. `attempts` fences every
+// outcome: an outcome reported after the lease was lost (and the event claimed again) changes nothing.
+// (UPDATE ... RETURNING keeps no order: the claimed events are sorted again, oldest first.)
+const CLAIM = `WITH claimed AS (
+    UPDATE "OutboxEvent" SET "availableAt" = now() + ($2::int * interval '1 millisecond'), attempts = attempts + 1
+    WHERE id IN (SELECT id FROM "OutboxEvent" WHERE status = 'pending' AND "availableAt" <= now()
+                 ORDER BY "createdAt", id LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING id, topic, "aggregateId", payload, "createdAt", attempts)
+  SELECT id::text AS id, topic, "aggregateId"::text AS "aggregateId", payload, "createdAt", attempts
+  FROM claimed ORDER BY "createdAt", id`;
+const DELIVERED = `UPDATE "OutboxEvent" SET status = 'delivered', "deliveredAt" = now()
+  WHERE id = $1::uuid AND attempts = $2 AND status = 'pending'`;
+const FAILED = `UPDATE "OutboxEvent" SET "lastError" = $3, status = $4, "availableAt" = now() + ($5::int * interval '1 millisecond')
+  WHERE id = $1::uuid AND attempts = $2 AND status = 'pending'`;
+/** Claimed events the batch had no time left to deliver: back to pending, the attempt not counted. */
+const RELEASE = `UPDATE "OutboxEvent" o SET "availableAt" = now(), attempts = o.attempts - 1
+  FROM unnest($1::uuid[], $2::int[]) AS r(id, attempts)
+  WHERE o.id = r.id AND o.attempts = r.attempts AND o.status = 'pending'`;
 const LAG = `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
   count(*) FILTER (WHERE status = 'dead')::int AS dead,
   coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status = 'pending')) * 1000, 0)::float8 AS oldest
   FROM "OutboxEvent"`;
+const REDRIVE = `UPDATE "OutboxEvent" SET status = 'pending', attempts = 0, "availableAt" = now(), "lastError" = NULL
+  WHERE status = 'dead' AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[])) AND ($2::text IS NULL OR topic = $2)`;
 
-/** A relay that polls every shard database's outbox in parallel and delivers each event at least once. */
+/** A delivery that did not finish within `deliveryTimeoutMs`. */
+class DeliveryTimeout extends Error {
+  override name = "DeliveryTimeout";
+}
+
+/**
+ * A relay that polls every shard database's outbox and delivers each event at least once: claims
+ * are leases (no lock held while delivering), every delivery has a timeout, every outcome is
+ * recorded on its own, each database has its own loop, and an event whose failure retrying can
+ * fix (its shard down, a timeout) is retried until it is delivered.
+ */
 export function createOutboxRelay<Client extends ShardClient>(
   options: OutboxRelayOptions<Client>,
 ): OutboxRelay {
@@ -99,9 +154,31 @@ export function createOutboxRelay<Client extends ShardClient>(
   const baseMs = options.backoff?.baseMs ?? 500;
   const maxMs = options.backoff?.maxMs ?? 60_000;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
-  const batchTimeoutMs = options.batchTimeoutMs ?? 60_000;
+  const deliveryTimeoutMs = options.deliveryTimeoutMs ?? 10_000;
+  const leaseMs = options.leaseMs ?? 60_000;
+  const lagTimeoutMs = options.lagTimeoutMs ?? 5000;
+  const retryable =
+    options.retryable ?? ((error: unknown) => error instanceof DeliveryTimeout || isShardUnavailable(error));
+  const logger = options.logger ?? console;
   const databases = options.registry.physical;
   const nameOf = (p: PhysicalShard<Client>) => p.shards.map((s) => s.key).join(",");
+
+  async function deliverOne(message: OutboxMessage): Promise<void> {
+    const controller = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new DeliveryTimeout(`delivery timed out after ${deliveryTimeoutMs} ms`);
+        controller.abort(error);
+        reject(error);
+      }, deliveryTimeoutMs);
+    });
+    try {
+      await Promise.race([options.deliver(message, { signal: controller.signal }), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   async function pollDatabase(physical: PhysicalShard<Client>): Promise<RelayDatabaseReport> {
     const report: RelayDatabaseReport = {
@@ -111,38 +188,57 @@ export function createOutboxRelay<Client extends ShardClient>(
       retried: 0,
       dead: 0,
     };
-    const client = physical.client as unknown as Interactive;
-    await client.$transaction(
-      async (tx) => {
-        const rows = await tx.$queryRawUnsafe<Row[]>(CLAIM, batchSize);
-        report.claimed = rows.length;
-        for (const row of rows) {
-          const message: OutboxMessage = {
-            id: row.id,
-            topic: row.topic,
-            aggregateId: row.aggregateId,
-            payload: decodeJson(row.payload),
-            createdAt: row.createdAt,
-            attempts: row.attempts,
-            shard: ShardedUUID.shardOf(row.id),
-          };
-          try {
-            await options.deliver(message);
-            await tx.$executeRawUnsafe(DELIVERED, row.id);
-            report.delivered++;
-          } catch (error) {
-            const attempts = row.attempts + 1;
-            const dead = attempts >= maxAttempts;
-            const delay = Math.min(maxMs, baseMs * 2 ** (attempts - 1));
-            const text = error instanceof Error ? error.message : String(error);
-            await tx.$executeRawUnsafe(FAILED, row.id, text.slice(0, 2000), dead ? "dead" : "pending", delay);
-            if (dead) report.dead++;
-            else report.retried++;
-          }
-        }
-      },
-      { timeout: batchTimeoutMs, maxWait: batchTimeoutMs },
-    );
+    const db = physical.client as unknown as Raw;
+    const leaseEnds = Date.now() + leaseMs;
+    const rows = await db.$queryRawUnsafe<Row[]>(CLAIM, batchSize, leaseMs);
+    report.claimed = rows.length;
+    for (const [i, row] of rows.entries()) {
+      if (Date.now() + deliveryTimeoutMs > leaseEnds) {
+        // No time left to deliver within the lease: let the rest be claimed again at once.
+        const rest = rows.slice(i);
+        await db.$executeRawUnsafe(
+          RELEASE,
+          rest.map((r) => r.id),
+          rest.map((r) => r.attempts),
+        );
+        report.claimed = i;
+        break;
+      }
+      const message: OutboxMessage = {
+        id: row.id,
+        topic: row.topic,
+        aggregateId: row.aggregateId,
+        payload: decodeJson(row.payload),
+        createdAt: row.createdAt,
+        attempts: row.attempts - 1,
+        shard: ShardedUUID.shardOf(row.id),
+      };
+      try {
+        await deliverOne(message);
+      } catch (error) {
+        const dead = row.attempts >= maxAttempts && !retryable(error);
+        const delay = Math.min(maxMs, baseMs * 2 ** (row.attempts - 1));
+        const text = error instanceof Error ? error.message : String(error);
+        await db.$executeRawUnsafe(
+          FAILED,
+          row.id,
+          row.attempts,
+          text.slice(0, 2000),
+          dead ? "dead" : "pending",
+          delay,
+        );
+        if (dead) {
+          report.dead++;
+          logger.warn(
+            `[shardkit] outbox event ${row.id} (${row.topic}) is dead after ${row.attempts} attempts: ${text.slice(0, 200)}`,
+          );
+          options.onDead?.(message, error);
+        } else report.retried++;
+        continue;
+      }
+      await db.$executeRawUnsafe(DELIVERED, row.id, row.attempts);
+      report.delivered++;
+    }
     return report;
   }
 
@@ -157,24 +253,32 @@ export function createOutboxRelay<Client extends ShardClient>(
     };
   }
 
-  let running: Promise<void> | undefined;
+  let loops: Promise<void>[] | undefined;
   let stopping = false;
-  let wake: (() => void) | undefined;
+  const wakers = new Set<() => void>();
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        wakers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      wakers.add(wake);
+    });
 
-  async function loop(): Promise<void> {
+  /** One database's loop: a database that is down backs off on its own; the others go on. */
+  async function loop(physical: PhysicalShard<Client>): Promise<void> {
+    let failures = 0;
     while (!stopping) {
-      const report = await runOnce();
-      for (const m of report.missing) options.onError?.(m.error, m.shards);
-      const busy = report.databases.some((d) => d.claimed === batchSize);
-      if (!busy && !stopping) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, pollIntervalMs);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        wake = undefined;
+      try {
+        const report = await pollDatabase(physical);
+        failures = 0;
+        if (report.claimed < batchSize && !stopping) await pause(pollIntervalMs);
+      } catch (error) {
+        failures++;
+        options.onError?.(error, nameOf(physical));
+        if (!stopping) await pause(Math.min(maxMs, pollIntervalMs * 2 ** Math.min(failures - 1, 10)));
       }
     }
   }
@@ -182,16 +286,23 @@ export function createOutboxRelay<Client extends ShardClient>(
   return {
     runOnce,
     start() {
-      if (running) return;
+      if (loops) return;
       stopping = false;
-      running = loop().finally(() => {
-        running = undefined;
-      });
+      loops = databases.map((physical) => loop(physical));
     },
-    async stop() {
+    async stop(timeoutMs = 10_000) {
       stopping = true;
-      wake?.();
-      await running;
+      for (const wake of [...wakers]) wake();
+      const running = loops ?? [];
+      loops = undefined;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.all(running),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
     },
     async lag() {
       const result = await scatter(
@@ -200,16 +311,31 @@ export function createOutboxRelay<Client extends ShardClient>(
           const [row] = await (physical.client as unknown as Raw).$queryRawUnsafe<
             { pending: number; dead: number; oldest: number }[]
           >(LAG);
-          return {
-            shards: nameOf(physical),
-            pending: row!.pending,
-            dead: row!.dead,
-            oldestPendingMs: Math.round(row!.oldest),
-          };
+          return { pending: row!.pending, dead: row!.dead, oldestPendingMs: Math.round(row!.oldest) };
         },
+        { policy: "partial", deadlineMs: lagTimeoutMs, key: (physical) => nameOf(physical) },
+      );
+      return result.outcomes.map((o) =>
+        o.status === "fulfilled"
+          ? { shards: o.key, ...o.value }
+          : { shards: o.key, pending: null, dead: null, oldestPendingMs: null, error: o.error },
+      );
+    },
+    async redrive(filter: RedriveFilter = {}) {
+      const result = await scatter(
+        databases,
+        (physical) =>
+          (physical.client as unknown as Raw).$executeRawUnsafe(
+            REDRIVE,
+            filter.ids ?? null,
+            filter.topic ?? null,
+          ),
         { key: (physical) => nameOf(physical) },
       );
-      return result.values;
+      return result.outcomes.map((o) => ({
+        shards: o.key,
+        redriven: o.status === "fulfilled" ? o.value : 0,
+      }));
     },
   };
 }

@@ -6,11 +6,12 @@ import { createShardRegistry } from "../src/registry.js";
 import { createOutboxRelay } from "../src/relay.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 
-const { urls, shards, out, hangAfter } = JSON.parse(process.env.RELAY_CHILD!) as {
+const { urls, shards, out, hangAfter, leaseMs } = JSON.parse(process.env.RELAY_CHILD!) as {
   urls: string[];
   shards: string[][];
   out: string;
   hangAfter: number;
+  leaseMs: number;
 };
 const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
 const registry = createShardRegistry({
@@ -19,6 +20,8 @@ const registry = createShardRegistry({
 let delivered = 0;
 const relay = createOutboxRelay({
   registry,
+  leaseMs,
+  deliveryTimeoutMs: 1000,
   deliver: async (message) => {
     appendFileSync(out, `${message.id}\n`);
     if (++delivered === hangAfter) {
