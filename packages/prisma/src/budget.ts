@@ -1,5 +1,5 @@
-import { ConnectionBudgetError, describeBudget, type ServerBudget } from "./errors.js";
-import type { ShardClient, ShardRegistry } from "./registry.js";
+import { ConnectionBudgetError, describeBudget, RegistryConfigError, type ServerBudget } from "./errors.js";
+import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
 
 /** Connections each database's pool may open when the config does not say (node-postgres' own default). */
 export const DEFAULT_POOL_SIZE = 10;
@@ -20,6 +20,64 @@ export interface ConnectionBudgetReport {
 
 type Raw = { $queryRawUnsafe<T>(sql: string): Promise<T> };
 
+/** What one database says about itself: which server and database it is, and that server's limits. */
+interface Inspected {
+  /** The server's system identifier and port: two URL spellings of one server give the same. */
+  server: string;
+  database: string;
+  max: number;
+  reserved: number;
+}
+
+const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text AS server,
+  current_database() AS database,
+  current_setting('max_connections')::int AS max,
+  current_setting('superuser_reserved_connections')::int AS reserved`;
+
+/** Asks every database of the registry who it is; databases that do not answer are listed apart. */
+async function inspect<Client extends ShardClient>(registry: ShardRegistry<Client>) {
+  const answered: { physical: PhysicalShard<Client>; row: Inspected }[] = [];
+  const unreachable: string[] = [];
+  await Promise.all(
+    registry.physical.map(async (physical) => {
+      try {
+        const [row] = await (physical.client as unknown as Raw).$queryRawUnsafe<Inspected[]>(INSPECT);
+        answered.push({ physical, row: row! });
+      } catch {
+        unreachable.push(physical.name);
+      }
+    }),
+  );
+  answered.sort((x, y) => x.physical.index - y.physical.index);
+  return { answered, unreachable };
+}
+
+/**
+ * Refuses a registry in which two entries are one database (two URL spellings of it, a
+ * `postgres://` and a `postgresql://`, an added query parameter...): every scatter would read it
+ * twice. Databases are told apart by what the server says (its system identifier, port and
+ * database name), not by the URL text. Throws `RegistryConfigError` naming both; returns the
+ * databases that did not answer (not checked).
+ */
+export async function checkDistinctDatabases<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+): Promise<{ unreachable: string[] }> {
+  const { answered, unreachable } = await inspect(registry);
+  const seen = new Map<string, PhysicalShard<Client>>();
+  const issues: string[] = [];
+  for (const { physical, row } of answered) {
+    const identity = `${row.server}/${row.database}`;
+    const first = seen.get(identity);
+    if (first) {
+      issues.push(
+        `${physical.name} (shards ${physical.shards.map((s) => s.key).join(", ")}) is the same database as ${first.name} (shards ${first.shards.map((s) => s.key).join(", ")}): database ${row.database} on server ${row.server}. List each database once, under one URL`,
+      );
+    } else seen.set(identity, physical);
+  }
+  if (issues.length > 0) throw new RegistryConfigError(issues);
+  return { unreachable };
+}
+
 /**
  * Adds up the pool sizes of the registry's databases per PostgreSQL server (told apart by the
  * server's own system identifier, so two URL spellings of one server count once) and compares
@@ -32,30 +90,23 @@ export async function checkConnectionBudget<Client extends ShardClient>(
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
   const servers = new Map<string, ServerBudget>();
-  const unreachable: string[] = [];
-  await Promise.all(
-    registry.physical.map(async (p) => {
-      if (p.pool === undefined) return;
-      let row: { id: string; max: number; reserved: number };
-      try {
-        [row] = (await (p.client as unknown as Raw).$queryRawUnsafe<(typeof row)[]>(
-          `SELECT (SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text AS id,
-                  current_setting('max_connections')::int AS max,
-                  current_setting('superuser_reserved_connections')::int AS reserved`,
-        )) as [typeof row];
-      } catch {
-        unreachable.push(p.name);
-        return;
-      }
-      let server = servers.get(row.id);
-      if (!server) {
-        server = { server: row.id, maxConnections: row.max, reserved: row.reserved, pools: 0, databases: [] };
-        servers.set(row.id, server);
-      }
-      server.pools += p.pool;
-      server.databases.push({ name: p.name, pool: p.pool });
-    }),
-  );
+  const { answered, unreachable } = await inspect(registry);
+  for (const { physical, row } of answered) {
+    if (physical.pool === undefined) continue;
+    let server = servers.get(row.server);
+    if (!server) {
+      server = {
+        server: row.server,
+        maxConnections: row.max,
+        reserved: row.reserved,
+        pools: 0,
+        databases: [],
+      };
+      servers.set(row.server, server);
+    }
+    server.pools += physical.pool;
+    server.databases.push({ name: physical.name, pool: physical.pool });
+  }
   const list = [...servers.values()];
   const over = list.filter((s) => s.pools > s.maxConnections - s.reserved);
   if (over.length > 0) {

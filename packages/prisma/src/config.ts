@@ -129,7 +129,12 @@ export function shardRegistryFromEnv<Client extends ShardClient>(
 ): ShardRegistry<Client> {
   const variable = options.variable ?? "SHARDKIT_SHARDS";
   const text = (options.env ?? process.env)[variable];
-  if (text === undefined || text.trim() === "") throw new RegistryConfigError([`${variable}: not set`]);
+  if (text === undefined) throw new RegistryConfigError([`${variable}: not set`]);
+  if (text.trim() === "") {
+    throw new RegistryConfigError([
+      `${variable}: set but empty; give the shards as JSON ([{ "group", "member", "url" }, ...]), or unset it`,
+    ]);
+  }
   let json: unknown;
   try {
     json = JSON.parse(text);

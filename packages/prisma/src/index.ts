@@ -4,6 +4,7 @@ export {
   type ConnectionBudgetOptions,
   type ConnectionBudgetReport,
   checkConnectionBudget,
+  checkDistinctDatabases,
   DEFAULT_POOL_SIZE,
 } from "./budget.js";
 export {

@@ -93,4 +93,50 @@ describe("openShards", () => {
       for (const name of names) await dropDatabase(MAIN_PORT, name);
     }
   }, 60_000);
+
+  it("SHARDKIT_SHARDS set but blank is an error naming the variable, never a fallback to embedded", async () => {
+    const createClient = () => {
+      throw new Error("must not be called");
+    };
+    for (const blank of ["", "  \n"]) {
+      const error = await openShards({
+        schema,
+        createClient,
+        shardsJson: blank,
+        embedded: { dataDir: "/nonexistent", shards },
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RegistryConfigError);
+      expect((error as Error).message).toMatch(/SHARDKIT_SHARDS: set but empty/);
+    }
+  });
+
+  it("one database under two URL spellings is refused before any schema change, naming both", async () => {
+    const name = `sk_open_twice_${process.pid}`;
+    const url = await createDatabase(MAIN_PORT, name);
+    try {
+      const twice = url.replace("postgresql://", "postgres://").replace("127.0.0.1", "localhost");
+      const shardsJson = JSON.stringify([
+        { group: 0, member: 0, url },
+        { group: 1, member: 0, url: `${twice}?application_name=other` },
+      ]);
+      const error = await openShards({
+        schema,
+        createClient: (adapter) => new PrismaClient({ adapter }),
+        shardsJson,
+        onProgress: () => {},
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RegistryConfigError);
+      expect((error as Error).message).toMatch(/\(shards 1\/0\) is the same database as .*\(shards 0\/0\)/);
+      expect((error as Error).message).toContain(name);
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      const { rows } = await admin.query(
+        "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
+      );
+      await admin.end();
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await dropDatabase(MAIN_PORT, name);
+    }
+  });
 });

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import { checkConnectionBudget } from "./budget.js";
+import { checkConnectionBudget, checkDistinctDatabases } from "./budget.js";
 import { redactUrl, shardRegistryFromEnv } from "./config.js";
 import { RegistryConfigError } from "./errors.js";
 import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
@@ -16,7 +16,7 @@ export interface OpenShardsOptions<Client extends ShardClient> {
   /**
    * The shards as JSON in the `SHARDKIT_SHARDS` format (`[{ group, member, url }]` or
    * `{ shards, defaultShard?, unknownShard? }`): real PostgreSQL through `@prisma/adapter-pg`.
-   * When absent or empty, `embedded` is used.
+   * When absent (undefined), `embedded` is used; set but blank is an error, never a fallback.
    */
   shardsJson?: string | undefined;
   /** Embedded PGlite: one database per shard under `dataDir` (needs `@electric-sql/pglite` and `pglite-prisma-adapter`). */
@@ -49,7 +49,7 @@ export async function openShards<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
 ): Promise<OpenShards<Client>> {
   const onProgress = options.onProgress ?? progressLine;
-  if (options.shardsJson && options.shardsJson.trim() !== "") {
+  if (options.shardsJson !== undefined) {
     const { PrismaPg } = await import("@prisma/adapter-pg");
     const targets: RolloutTarget[] = [];
     const registry = shardRegistryFromEnv({
@@ -64,7 +64,9 @@ export async function openShards<Client extends ShardClient>(
       },
     });
     try {
-      // Before any schema change: a budget that cannot hold is a configuration error.
+      // Before any schema change: one database listed twice, or a budget that cannot hold, is a
+      // configuration error.
+      await checkDistinctDatabases(registry);
       await checkConnectionBudget(registry, { onExceeded: options.connectionBudget ?? "error" });
       await rolloutSchema({ schema: options.schema, targets, onProgress });
     } catch (error) {
