@@ -45,7 +45,7 @@ function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
   const result = schema.safeParse(value ?? {});
   if (!result.success) {
     const issues = result.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`);
-    throw new WalletError("VALIDATION", issues.join("; "), issues);
+    throw new WalletError("VALIDATION", issues.join("; "));
   }
   return result.data;
 }
@@ -75,7 +75,8 @@ export function buildApp(service: WalletService, options: { logger?: boolean } =
 
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof WalletError) {
-      return reply.code(error.status).send({ error: error.code, message: error.message });
+      if (error.status === 503) reply.header("retry-after", "1");
+      return reply.code(error.status).send({ ...error.body, error: error.code, message: error.message });
     }
     if (isShardkitError(error, "INVALID_SHARDED_ID")) {
       return reply.code(400).send({ error: "VALIDATION", message: error.message });

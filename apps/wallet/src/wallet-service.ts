@@ -4,12 +4,17 @@ import {
   emitEvent,
   IdempotencyConflictError,
   idempotent,
+  isShardUnavailable,
+  isTransientTransactionError,
   type OutboxMessage,
 } from "@shardkit/prisma";
 import { WalletError } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
+
+/** Shard transactions run again up to 4 times when they lose a race, and wait up to 5 s for a slot. */
+const TRANSACTION = { retries: 4, maxWait: 5000 } as const;
 
 export const TOPICS = {
   debited: "transfer.debited",
@@ -48,6 +53,30 @@ export class WalletService {
 
   private get db() {
     return this.shards.db;
+  }
+
+  /**
+   * One transaction on a shard. A transaction that lost a race (a deadlock, no transaction slot in
+   * time) runs again, a few times; one whose shard is down, or that kept losing, is
+   * SHARD_UNAVAILABLE (503, with a retry hint) naming the shard, with the database's error as its
+   * cause (so the relay retries a saga step until the shard is back).
+   */
+  private inShard<R>(shardOrId: ShardIdentifier | string, fn: (tx: Tx) => Promise<R>): Promise<R> {
+    return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
+  }
+
+  /** Runs `run` against one shard, turning its database's unavailability into SHARD_UNAVAILABLE. */
+  private async onShard<R>(shardOrId: ShardIdentifier | string, run: () => Promise<R>): Promise<R> {
+    try {
+      return await run();
+    } catch (error) {
+      if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
+      const shard = this.shards.registry.resolve(shardOrId);
+      throw new WalletError("SHARD_UNAVAILABLE", `shard ${shard.key} is unavailable or busy; retry later`, {
+        cause: error,
+        body: { shard: shard.key },
+      });
+    }
   }
 
   /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
@@ -90,7 +119,7 @@ export class WalletService {
       }
       throw error;
     }
-    return this.db.$transactionOn(shard, (tx) =>
+    return this.inShard(shard, (tx) =>
       this.idempotently(tx, `customer:${key}`, input, () =>
         tx.customer.create({
           data: {
@@ -106,7 +135,7 @@ export class WalletService {
 
   openWallet(customerId: string, currency: string, key: string): Promise<Outcome<Wallet>> {
     const shard = this.shardOf(customerId, "customer");
-    return this.db.$transactionOn(shard, (tx) =>
+    return this.inShard(shard, (tx) =>
       this.idempotently(tx, `wallet:${key}`, { customerId, currency }, async () => {
         const customer = await tx.customer.findUnique({ where: { id: customerId } });
         if (!customer) throw new WalletError("NOT_FOUND", `customer ${customerId} not found`);
@@ -119,7 +148,7 @@ export class WalletService {
 
   deposit(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
     this.shardOf(walletId, "wallet");
-    return this.db.$transactionOn(walletId, (tx) =>
+    return this.inShard(walletId, (tx) =>
       this.idempotently(tx, `deposit:${key}`, { walletId, amount }, () =>
         this.move(tx, walletId, amount, "deposit"),
       ),
@@ -128,7 +157,7 @@ export class WalletService {
 
   withdraw(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
     this.shardOf(walletId, "wallet");
-    return this.db.$transactionOn(walletId, (tx) =>
+    return this.inShard(walletId, (tx) =>
       this.idempotently(tx, `withdraw:${key}`, { walletId, amount }, () =>
         this.move(tx, walletId, -amount, "withdrawal"),
       ),
@@ -185,12 +214,17 @@ export class WalletService {
     const to = this.shardOf(toWalletId, "destination wallet");
     if (fromWalletId === toWalletId)
       throw new WalletError("VALIDATION", "a transfer needs two different wallets");
-    return this.db.$transactionOn(from, (tx) =>
+    return this.inShard(from, (tx) =>
       this.idempotently(tx, `transfer:${key}`, { fromWalletId, toWalletId, amount }, async () => {
         const transferId = ShardedId.colocatedWith("Transfer", fromWalletId);
         const source = await tx.wallet.findUnique({ where: { id: fromWalletId } });
         if (!source) throw new WalletError("NOT_FOUND", `wallet ${fromWalletId} not found`);
         if (from === to) {
+          // Both wallets locked in ID order first: opposite transfers between them queue, never deadlock.
+          await tx.$queryRawUnsafe(
+            `SELECT id FROM "Wallet" WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
+            [fromWalletId, toWalletId],
+          );
           const target = await tx.wallet.findUnique({ where: { id: toWalletId } });
           if (!target) throw new WalletError("NOT_FOUND", `wallet ${toWalletId} not found`);
           if (target.currency !== source.currency) {
@@ -231,7 +265,7 @@ export class WalletService {
     switch (message.topic) {
       case TOPICS.debited: {
         const p = message.payload as TransferDebited;
-        await this.db.$transactionOn(p.toWalletId, async (tx) => {
+        await this.inShard(p.toWalletId, async (tx) => {
           if (!(await consumeOnce(tx, "wallet.credit", message.id))) return;
           const target = await tx.wallet.findUnique({ where: { id: p.toWalletId } });
           const reason = !target
@@ -260,7 +294,7 @@ export class WalletService {
       }
       case TOPICS.credited: {
         const p = message.payload as TransferCredited;
-        await this.db.$transactionOn(p.transferId, async (tx) => {
+        await this.inShard(p.transferId, async (tx) => {
           if (!(await consumeOnce(tx, "wallet.complete", message.id))) return;
           await tx.transfer.update({ where: { id: p.transferId }, data: { status: "completed" } });
         });
@@ -268,7 +302,7 @@ export class WalletService {
       }
       case TOPICS.refused: {
         const p = message.payload as TransferRefused;
-        await this.db.$transactionOn(p.transferId, async (tx) => {
+        await this.inShard(p.transferId, async (tx) => {
           if (!(await consumeOnce(tx, "wallet.refund", message.id))) return;
           const transfer = await tx.transfer.findUniqueOrThrow({ where: { id: p.transferId } });
           await this.move(tx, transfer.fromWalletId, transfer.amount, "refund", transfer.id);
@@ -286,18 +320,21 @@ export class WalletService {
 
   async getWallet(walletId: string): Promise<{ wallet: Wallet; entries: Entry[] }> {
     this.shardOf(walletId, "wallet");
-    const wallet = await this.db.wallet.findUnique({ where: { id: walletId } });
+    const [wallet, entries] = await this.onShard(walletId, () =>
+      Promise.all([
+        this.db.wallet.findUnique({ where: { id: walletId } }),
+        this.db.entry.findMany({ where: { walletId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
+      ]),
+    );
     if (!wallet) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
-    const entries = await this.db.entry.findMany({
-      where: { walletId },
-      orderBy: [{ createdAt: "asc" }, { id: "asc" }],
-    });
     return { wallet, entries };
   }
 
   async getTransfer(transferId: string): Promise<Transfer> {
     this.shardOf(transferId, "transfer");
-    const transfer = await this.db.transfer.findUnique({ where: { id: transferId } });
+    const transfer = await this.onShard(transferId, () =>
+      this.db.transfer.findUnique({ where: { id: transferId } }),
+    );
     if (!transfer) throw new WalletError("NOT_FOUND", `transfer ${transferId} not found`);
     return transfer;
   }
@@ -312,7 +349,21 @@ export class WalletService {
     cursor?: string | null,
   ): Promise<{ wallets: Wallet[]; nextCursor: string | null }> {
     try {
-      const page = await this.db.$scatterPage("wallet", { orderBy: [{ createdAt: "desc" }], limit, cursor });
+      const page = await this.db.$scatterPage(
+        "wallet",
+        { orderBy: [{ createdAt: "desc" }], limit, cursor },
+        { policy: "partial", deadlineMs: 10_000 },
+      );
+      if (!page.complete) {
+        const missing = page.missingShards.map((s) => s.key);
+        throw new WalletError(
+          "SHARD_UNAVAILABLE",
+          `shards ${missing.join(", ")} did not answer; retry later`,
+          {
+            body: { missing },
+          },
+        );
+      }
       return { wallets: page.rows, nextCursor: page.nextCursor };
     } catch (error) {
       if (isShardkitError(error, "INVALID_CURSOR"))

@@ -69,7 +69,7 @@ export class StagedWrite<T = unknown> {
   }
 }
 
-export interface ActionOptions extends TransactionOptions {
+export interface ActionOptions extends Omit<TransactionOptions, "retries"> {
   /**
    * Let the action write to several shards: one transaction per database (the shards it holds
    * commit together), in database order, no retry, and a `PartialCommitError` that says exactly

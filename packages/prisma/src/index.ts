@@ -68,4 +68,4 @@ export type {
 } from "./scatter/options.js";
 export type { ScatterPageArgs } from "./scatter/page.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";
-export { isShardUnavailable } from "./unavailable.js";
+export { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";

@@ -51,6 +51,40 @@ describe("$transactionOn", () => {
     expect(await clients.a.customer.count()).toBe(0);
   });
 
+  it("retries a transaction that lost a race (a real deadlock), up to `retries` times", async () => {
+    const [x, y] = [0, 1].map(() => ({
+      id: ShardedId.generate("Customer", S.g0m0),
+      name: "0",
+      region: "eu",
+    }));
+    for (const data of [x!, y!]) await db.customer.create({ data });
+    /** Two transactions lock x and y in opposite orders: PostgreSQL kills one of them (40P01). */
+    const race = async (retries: number) => {
+      let runs = 0;
+      let holding = 0;
+      let meet!: () => void;
+      const met = new Promise<void>((resolve) => (meet = resolve));
+      const lock = (first: string, second: string) =>
+        db.$transactionOn(
+          S.g0m0,
+          async (tx) => {
+            runs++;
+            await tx.customer.update({ where: { id: first }, data: { name: "locked" } });
+            if (++holding === 2) meet();
+            await met; // both hold their first lock (on a second run this resolves at once)
+            await tx.customer.update({ where: { id: second }, data: { name: "locked" } });
+          },
+          { retries },
+        );
+      const outcomes = await Promise.allSettled([lock(x!.id, y!.id), lock(y!.id, x!.id)]);
+      return { runs, outcomes: outcomes.map((o) => o.status) };
+    };
+    const once = await race(0);
+    expect(once.outcomes.sort()).toEqual(["fulfilled", "rejected"]);
+    const retried = await race(2);
+    expect(retried).toEqual({ runs: 3, outcomes: ["fulfilled", "fulfilled"] });
+  });
+
   it("a query for another shard throws CrossShardError instead of running elsewhere, and rolls back", async () => {
     const id = ShardedId.generate("Customer", S.g0m0);
     const other = ShardedId.generate("Customer", S.g0m1); // same database, different shard

@@ -1,6 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, UnsupportedShardOperationError } from "./errors.js";
 import type { Executor, View } from "./executor.js";
+import { isTransientTransactionError } from "./unavailable.js";
 
 /** The client an interactive `$transaction(fn)` of `Client` hands to `fn`. */
 export type TransactionClient<Client> = Client extends {
@@ -14,6 +15,13 @@ export interface TransactionOptions {
   maxWait?: number;
   timeout?: number;
   isolationLevel?: string;
+  /**
+   * How many times to run the transaction again when it failed on a race it may win next time: a
+   * deadlock, a serialization failure, no transaction slot in time (`isTransientTransactionError`).
+   * Each run is a new transaction (the failed one rolled back), so `fn` must do nothing outside it
+   * that cannot be repeated. Default 0. Retries wait 10, 20, 40, ... ms (at most 500), with jitter.
+   */
+  retries?: number;
 }
 
 type Interactive = { $transaction(fn: (tx: object) => Promise<unknown>, options?: object): Promise<unknown> };
@@ -46,7 +54,16 @@ export async function runInShardTransaction<R>(
     );
   }
   const database = executor.planner.placement.physicalOf(shard).index;
-  return inDatabaseTransaction(view, database, options, (tx) => inShard(executor, tx, shard, fn));
+  const retries = options.retries ?? 0;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await inDatabaseTransaction(view, database, options, (tx) => inShard(executor, tx, shard, fn));
+    } catch (error) {
+      if (attempt >= retries || !isTransientTransactionError(error)) throw error;
+      const wait = Math.min(500, 10 * 2 ** attempt) * (0.5 + Math.random());
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
 }
 
 /** One interactive transaction on a database, through its fully configured client. */

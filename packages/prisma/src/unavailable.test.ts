@@ -3,7 +3,7 @@ import { ShardedId } from "@shardkit/id";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { S } from "../test/layout.js";
-import { isShardUnavailable } from "./unavailable.js";
+import { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
 
 // Real errors from Prisma 7 through @prisma/adapter-pg: a passing outage, or a real refusal.
 describe("isShardUnavailable", () => {
@@ -37,6 +37,31 @@ describe("isShardUnavailable", () => {
     expect(isShardUnavailable(new Error("payload rejected"))).toBe(false);
     expect(isShardUnavailable(null)).toBe(false);
     await live.customer.delete({ where: { id } });
+  });
+
+  it("sees PostgreSQL's SQLSTATE inside the driver adapter error Prisma wraps (a server shutting down)", () => {
+    // The shape Prisma 7.10 gives when the server of a pooled connection stops: P2039 over 57P01.
+    const stopped = Object.assign(new Error("Database error. Code: `57P01`"), {
+      name: "PrismaClientKnownRequestError",
+      code: "P2039",
+      meta: {
+        driverAdapterError: Object.assign(new Error("terminating connection"), { cause: { code: "57P01" } }),
+      },
+    });
+    expect(isShardUnavailable(stopped)).toBe(true);
+    const constraint = { ...stopped, meta: { driverAdapterError: { cause: { code: "23505" } } } };
+    expect(isShardUnavailable(constraint)).toBe(false);
+  });
+
+  it("tells a transaction that lost a race from one that failed", () => {
+    expect(isTransientTransactionError({ code: "P2034" })).toBe(true);
+    expect(isTransientTransactionError({ meta: { driverAdapterError: { cause: { code: "40P01" } } } })).toBe(
+      true,
+    );
+    expect(
+      isTransientTransactionError(new Error("Raw query failed. Code: `40001`. could not serialize access")),
+    ).toBe(true);
+    expect(isTransientTransactionError({ code: "P2002" })).toBe(false);
   });
 
   it("looks through the cause chain", () => {
