@@ -268,7 +268,10 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
     });
     expect([res.status, res.body.error]).toEqual([422, "CURRENCY_MISMATCH"]);
     expect(res.body.message).toMatch(/orders in MXN, not EUR/);
-    expect(await world.countRows()).toBe(before);
+    // The one row written is the refusal, recorded under its Idempotency-Key for retries.
+    expect(await world.countRows()).toBe(before + 1);
+    const keys = await world.all<{ response: string | null }>("idempotencyKey");
+    expect(keys.filter((k) => /"refusal".*CURRENCY_MISMATCH/.test(k.response ?? ""))).toHaveLength(1);
   });
 
   it("malformed and unknown IDs", async () => {
@@ -299,7 +302,9 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
       `/orders/${ShardedId.generate("Order", ShardIdentifier.of(1, 1))}/cancel`,
     );
     expect([missingOrder.status, missingOrder.body.error]).toEqual([404, "NOT_FOUND"]);
-    expect(await world.countRows()).toBe(before);
+    // Malformed and unknown-shard IDs are refused before any transaction; the two NOT_FOUND
+    // answers decided on a shard are recorded under their keys (a retry gets the same answer).
+    expect(await world.countRows()).toBe(before + 2);
   });
 
   it("back-office queries: bad status, dates, limits and cursors", async () => {

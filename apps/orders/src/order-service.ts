@@ -6,7 +6,7 @@ import {
   isShardUnavailable,
   type ScatterReport,
 } from "@shardkit/prisma";
-import { OrdersError } from "./errors.js";
+import { OrdersError, type OrdersErrorCode } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
@@ -112,21 +112,39 @@ export class OrderService {
     }
   }
 
-  private idempotently<R>(
-    tx: unknown,
+  /**
+   * A command, once per Idempotency-Key: one transaction on `shard` that records its outcome with
+   * the state it changed. A refusal (credit limit exceeded, an order no longer open, ...) is
+   * recorded too and answered again to every retry with the key; the same key for another kind of
+   * command or another request is IDEMPOTENCY_CONFLICT.
+   */
+  private async command<R>(
+    shard: ShardIdentifier,
+    kind: string,
     key: string,
     request: unknown,
-    run: () => Promise<R>,
+    run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    return idempotent(tx, key, request, run).catch((error: unknown) => {
-      if (error instanceof IdempotencyConflictError) {
-        throw new OrdersError(
-          "IDEMPOTENCY_CONFLICT",
-          "this Idempotency-Key was used with a different request",
-        );
-      }
-      throw error;
-    });
+    const outcome = await this.onShard(shard, () =>
+      this.db.$transactionOn(shard, (tx) =>
+        idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
+          (error: unknown) => {
+            if (error instanceof IdempotencyConflictError) {
+              throw new OrdersError(
+                "IDEMPOTENCY_CONFLICT",
+                "this Idempotency-Key was used with a different request or command",
+              );
+            }
+            throw error;
+          },
+        ),
+      ),
+    );
+    if (outcome.refusal !== undefined) {
+      const { code, message, body } = outcome.refusal as RecordedRefusal;
+      throw new OrdersError(code, message, body);
+    }
+    return { result: outcome.result as R, replayed: outcome.replayed };
   }
 
   /**
@@ -155,21 +173,17 @@ export class OrderService {
       }
       throw error;
     }
-    return this.onShard(shard, () =>
-      this.db.$transactionOn(shard, (tx) =>
-        this.idempotently(tx, `customer:${key}`, input, () =>
-          tx.customer.create({
-            data: {
-              id: ShardedId.generate("Customer", shard),
-              name: input.name,
-              region: input.region,
-              tenant: input.tenant,
-              currency: input.currency,
-              creditLimit: input.creditLimit,
-            },
-          }),
-        ),
-      ),
+    return this.command(shard, "customer", key, input, (tx) =>
+      tx.customer.create({
+        data: {
+          id: ShardedId.generate("Customer", shard),
+          name: input.name,
+          region: input.region,
+          tenant: input.tenant,
+          currency: input.currency,
+          creditLimit: input.creditLimit,
+        },
+      }),
     );
   }
 
@@ -191,95 +205,87 @@ export class OrderService {
   placeOrder(customerId: string, input: NewOrder, key: string): Promise<Outcome<OrderView>> {
     const shard = this.shardOf(customerId, "customer");
     const total = input.items.reduce((sum, item) => sum + BigInt(item.qty) * item.unitPrice, 0n);
-    return this.onShard(shard, () =>
-      this.db.$transactionOn(shard, (tx) =>
-        this.idempotently(tx, `order:${key}`, { customerId, ...input }, async () => {
-          const [customer] = await tx.$queryRawUnsafe<{ currency: string; creditLimit: string }[]>(
-            `SELECT currency, "creditLimit"::text AS "creditLimit" FROM "Customer" WHERE id = $1::uuid FOR UPDATE`,
-            customerId,
-          );
-          if (!customer) throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
-          if (customer.currency !== input.currency) {
-            throw new OrdersError(
-              "CURRENCY_MISMATCH",
-              `customer ${customerId} orders in ${customer.currency}, not ${input.currency}`,
-            );
-          }
-          const limit = BigInt(customer.creditLimit);
-          const open = await tx.order.aggregate({
-            where: { customerId, status: "placed" },
-            _sum: { total: true },
-          });
-          const used = open._sum.total ?? 0n;
-          if (used + total > limit) {
-            throw new OrdersError(
-              "CREDIT_LIMIT_EXCEEDED",
-              `customer ${customerId} has ${used} of ${limit} in open orders; this order needs ${total}`,
-            );
-          }
-          const id = ShardedId.colocatedWith("Order", customerId);
-          const createdAt = new Date(ShardedUUID.timestampOf(id));
-          const order = await tx.order.create({
-            data: {
-              id,
-              customerId,
-              status: "placed",
-              total,
-              currency: input.currency,
-              createdAt,
-              placedDay: dayOf(createdAt),
-              items: {
-                create: input.items.map((item) => ({
-                  id: ShardedId.colocatedWith("OrderItem", id),
-                  sku: item.sku,
-                  qty: item.qty,
-                  unitPrice: item.unitPrice,
-                })),
-              },
-            },
-            include: { items: { orderBy: { id: "asc" } } },
-          });
-          const payload: OrderPlaced = {
-            orderId: id,
-            customerId,
-            total,
-            currency: input.currency,
-            items: input.items,
-          };
-          await emitEvent(tx, shard, { topic: TOPICS.placed, aggregateId: id, payload });
-          return order;
-        }),
-      ),
-    );
+    return this.command(shard, "order", key, { customerId, ...input }, async (tx) => {
+      const [customer] = await tx.$queryRawUnsafe<{ currency: string; creditLimit: string }[]>(
+        `SELECT currency, "creditLimit"::text AS "creditLimit" FROM "Customer" WHERE id = $1::uuid FOR UPDATE`,
+        customerId,
+      );
+      if (!customer) throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
+      if (customer.currency !== input.currency) {
+        throw new OrdersError(
+          "CURRENCY_MISMATCH",
+          `customer ${customerId} orders in ${customer.currency}, not ${input.currency}`,
+        );
+      }
+      const limit = BigInt(customer.creditLimit);
+      const open = await tx.order.aggregate({
+        where: { customerId, status: "placed" },
+        _sum: { total: true },
+      });
+      const used = open._sum.total ?? 0n;
+      if (used + total > limit) {
+        throw new OrdersError(
+          "CREDIT_LIMIT_EXCEEDED",
+          `customer ${customerId} has ${used} of ${limit} in open orders; this order needs ${total}`,
+        );
+      }
+      const id = ShardedId.colocatedWith("Order", customerId);
+      const createdAt = new Date(ShardedUUID.timestampOf(id));
+      const order = await tx.order.create({
+        data: {
+          id,
+          customerId,
+          status: "placed",
+          total,
+          currency: input.currency,
+          createdAt,
+          placedDay: dayOf(createdAt),
+          items: {
+            create: input.items.map((item) => ({
+              id: ShardedId.colocatedWith("OrderItem", id),
+              sku: item.sku,
+              qty: item.qty,
+              unitPrice: item.unitPrice,
+            })),
+          },
+        },
+        include: { items: { orderBy: { id: "asc" } } },
+      });
+      const payload: OrderPlaced = {
+        orderId: id,
+        customerId,
+        total,
+        currency: input.currency,
+        items: input.items,
+      };
+      await emitEvent(tx, shard, { topic: TOPICS.placed, aggregateId: id, payload });
+      return order;
+    });
   }
 
   /** Cancels a placed order (its total no longer counts against the limit) and writes `order.cancelled`. */
   cancelOrder(orderId: string, key: string): Promise<Outcome<OrderView>> {
     const shard = this.shardOf(orderId, "order");
-    return this.onShard(shard, () =>
-      this.db.$transactionOn(shard, (tx) =>
-        this.idempotently(tx, `cancel:${key}`, { orderId }, async () => {
-          const { count } = await tx.order.updateMany({
-            where: { id: orderId, status: "placed" },
-            data: { status: "cancelled", cancelledAt: new Date() },
-          });
-          const order = await tx.order.findUnique({
-            where: { id: orderId },
-            include: { items: { orderBy: { id: "asc" } } },
-          });
-          if (!order) throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
-          if (count === 0) throw new OrdersError("ORDER_NOT_OPEN", `order ${orderId} is ${order.status}`);
-          const payload: OrderCancelled = {
-            orderId,
-            customerId: order.customerId,
-            total: order.total,
-            currency: order.currency,
-          };
-          await emitEvent(tx, shard, { topic: TOPICS.cancelled, aggregateId: orderId, payload });
-          return order;
-        }),
-      ),
-    );
+    return this.command(shard, "cancel", key, { orderId }, async (tx) => {
+      const { count } = await tx.order.updateMany({
+        where: { id: orderId, status: "placed" },
+        data: { status: "cancelled", cancelledAt: new Date() },
+      });
+      const order = await tx.order.findUnique({
+        where: { id: orderId },
+        include: { items: { orderBy: { id: "asc" } } },
+      });
+      if (!order) throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
+      if (count === 0) throw new OrdersError("ORDER_NOT_OPEN", `order ${orderId} is ${order.status}`);
+      const payload: OrderCancelled = {
+        orderId,
+        customerId: order.customerId,
+        total: order.total,
+        currency: order.currency,
+      };
+      await emitEvent(tx, shard, { topic: TOPICS.cancelled, aggregateId: orderId, payload });
+      return order;
+    });
   }
 
   async getOrder(orderId: string): Promise<OrderView> {
@@ -405,4 +411,15 @@ function periodWhere(period: Period) {
 /** The UTC day of an instant, as a DATE value. */
 function dayOf(instant: Date): Date {
   return new Date(Date.UTC(instant.getUTCFullYear(), instant.getUTCMonth(), instant.getUTCDate()));
+}
+
+type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
+
+/** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
+type RecordedRefusal = { code: OrdersErrorCode; message: string; body: Record<string, unknown> };
+
+/** The refusals a command decides (4xx answers), recorded like results; anything else rolls back. */
+function refusalOf(error: unknown): RecordedRefusal | undefined {
+  if (!(error instanceof OrdersError) || error.status >= 500) return undefined;
+  return { code: error.code, message: error.message, body: error.body };
 }

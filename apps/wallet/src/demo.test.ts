@@ -6,7 +6,7 @@ describe("pnpm demo", () => {
     const output = execFileSync("pnpm", ["exec", "tsx", "src/demo.ts"], {
       cwd: new URL("..", import.meta.url).pathname,
       encoding: "utf8",
-      env: { ...process.env, SHARDKIT_SHARDS: "" },
+      env: withoutShards(),
       stdio: ["ignore", "pipe", "pipe"],
     });
     expect(output).toContain("embedded PGlite, one database per shard");
@@ -18,3 +18,9 @@ describe("pnpm demo", () => {
     expect(output).toMatch(/total MXN: 200.00 = deposits 200.00 - withdrawals 0.00: conserved/);
   }, 120_000);
 });
+
+/** This process's environment without SHARDKIT_SHARDS: the demo's default, embedded databases. */
+function withoutShards(): NodeJS.ProcessEnv {
+  const { SHARDKIT_SHARDS: _, ...env } = process.env;
+  return env;
+}

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -37,6 +38,33 @@ describe("customers and wallets", () => {
     expect(res.status).toBe(422);
     expect(res.body.error).toBe("REGION_NOT_SERVED");
     expect(await countRows()).toBe(before);
+  });
+});
+
+describe("idempotency keys", () => {
+  it("a refused command is recorded: its replay answers the same refusal, even once it would succeed", async () => {
+    const { walletId } = await world.customerWithWallet("DE", "refusal", "EUR", "10");
+    const key = randomUUID();
+    const first = await world.http("POST", `/wallets/${walletId}/withdrawals`, { amount: "50" }, key);
+    expect(first.status).toBe(409);
+    expect(first.body.error).toBe("INSUFFICIENT_FUNDS");
+    await world.http("POST", `/wallets/${walletId}/deposits`, { amount: "100" });
+    const replay = await world.http("POST", `/wallets/${walletId}/withdrawals`, { amount: "50" }, key);
+    expect(replay.status).toBe(409);
+    expect(replay.body).toEqual(first.body);
+    expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("110");
+  });
+
+  it("one key for a deposit and then a withdrawal is a conflict: the second never executes", async () => {
+    const { walletId } = await world.customerWithWallet("DE", "kinds", "EUR", "100");
+    const key = randomUUID();
+    expect((await world.http("POST", `/wallets/${walletId}/deposits`, { amount: "5" }, key)).status).toBe(
+      200,
+    );
+    const other = await world.http("POST", `/wallets/${walletId}/withdrawals`, { amount: "5" }, key);
+    expect(other.status).toBe(409);
+    expect(other.body.error).toBe("IDEMPOTENCY_CONFLICT");
+    expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("105");
   });
 });
 

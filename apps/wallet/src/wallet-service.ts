@@ -8,7 +8,7 @@ import {
   isTransientTransactionError,
   type OutboxMessage,
 } from "@shardkit/prisma";
-import { WalletError } from "./errors.js";
+import { WalletError, type WalletErrorCode } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
@@ -92,21 +92,37 @@ export class WalletService {
     }
   }
 
-  private idempotently<R>(
-    tx: unknown,
+  /**
+   * A command, once per Idempotency-Key: one transaction on `shard` that records its outcome with
+   * the state it changed. A refusal (insufficient funds, a currency mismatch, ...) is recorded too
+   * and answered again to every retry with the key; the same key for another kind of command or
+   * another request is IDEMPOTENCY_CONFLICT.
+   */
+  private async command<R>(
+    shard: ShardIdentifier | string,
+    kind: string,
     key: string,
     request: unknown,
-    run: () => Promise<R>,
+    run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    return idempotent(tx, key, request, run).catch((error: unknown) => {
-      if (error instanceof IdempotencyConflictError) {
-        throw new WalletError(
-          "IDEMPOTENCY_CONFLICT",
-          "this Idempotency-Key was used with a different request",
-        );
-      }
-      throw error;
-    });
+    const outcome = await this.inShard(shard, (tx) =>
+      idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
+        (error: unknown) => {
+          if (error instanceof IdempotencyConflictError) {
+            throw new WalletError(
+              "IDEMPOTENCY_CONFLICT",
+              "this Idempotency-Key was used with a different request or command",
+            );
+          }
+          throw error;
+        },
+      ),
+    );
+    if (outcome.refusal !== undefined) {
+      const { code, message, body } = outcome.refusal as RecordedRefusal;
+      throw new WalletError(code, message, { body });
+    }
+    return { result: outcome.result as R, replayed: outcome.replayed };
   }
 
   createCustomer(input: CustomerPlacement & { name: string }, key: string): Promise<Outcome<Customer>> {
@@ -119,48 +135,40 @@ export class WalletService {
       }
       throw error;
     }
-    return this.inShard(shard, (tx) =>
-      this.idempotently(tx, `customer:${key}`, input, () =>
-        tx.customer.create({
-          data: {
-            id: ShardedId.generate("Customer", shard),
-            name: input.name,
-            region: input.region,
-            tenant: input.tenant,
-          },
-        }),
-      ),
+    return this.command(shard, "customer", key, input, (tx) =>
+      tx.customer.create({
+        data: {
+          id: ShardedId.generate("Customer", shard),
+          name: input.name,
+          region: input.region,
+          tenant: input.tenant,
+        },
+      }),
     );
   }
 
   openWallet(customerId: string, currency: string, key: string): Promise<Outcome<Wallet>> {
     const shard = this.shardOf(customerId, "customer");
-    return this.inShard(shard, (tx) =>
-      this.idempotently(tx, `wallet:${key}`, { customerId, currency }, async () => {
-        const customer = await tx.customer.findUnique({ where: { id: customerId } });
-        if (!customer) throw new WalletError("NOT_FOUND", `customer ${customerId} not found`);
-        return tx.wallet.create({
-          data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, currency },
-        });
-      }),
-    );
+    return this.command(shard, "wallet", key, { customerId, currency }, async (tx) => {
+      const customer = await tx.customer.findUnique({ where: { id: customerId } });
+      if (!customer) throw new WalletError("NOT_FOUND", `customer ${customerId} not found`);
+      return tx.wallet.create({
+        data: { id: ShardedId.colocatedWith("Wallet", customerId), customerId, currency },
+      });
+    });
   }
 
   deposit(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
     this.shardOf(walletId, "wallet");
-    return this.inShard(walletId, (tx) =>
-      this.idempotently(tx, `deposit:${key}`, { walletId, amount }, () =>
-        this.move(tx, walletId, amount, "deposit"),
-      ),
+    return this.command(walletId, "deposit", key, { walletId, amount }, (tx) =>
+      this.move(tx, walletId, amount, "deposit"),
     );
   }
 
   withdraw(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
     this.shardOf(walletId, "wallet");
-    return this.inShard(walletId, (tx) =>
-      this.idempotently(tx, `withdraw:${key}`, { walletId, amount }, () =>
-        this.move(tx, walletId, -amount, "withdrawal"),
-      ),
+    return this.command(walletId, "withdraw", key, { walletId, amount }, (tx) =>
+      this.move(tx, walletId, -amount, "withdrawal"),
     );
   }
 
@@ -214,47 +222,45 @@ export class WalletService {
     const to = this.shardOf(toWalletId, "destination wallet");
     if (fromWalletId === toWalletId)
       throw new WalletError("VALIDATION", "a transfer needs two different wallets");
-    return this.inShard(from, (tx) =>
-      this.idempotently(tx, `transfer:${key}`, { fromWalletId, toWalletId, amount }, async () => {
-        const transferId = ShardedId.colocatedWith("Transfer", fromWalletId);
-        const source = await tx.wallet.findUnique({ where: { id: fromWalletId } });
-        if (!source) throw new WalletError("NOT_FOUND", `wallet ${fromWalletId} not found`);
-        if (from === to) {
-          // Both wallets locked in ID order first: opposite transfers between them queue, never deadlock.
-          await tx.$queryRawUnsafe(
-            `SELECT id FROM "Wallet" WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
-            [fromWalletId, toWalletId],
+    return this.command(from, "transfer", key, { fromWalletId, toWalletId, amount }, async (tx) => {
+      const transferId = ShardedId.colocatedWith("Transfer", fromWalletId);
+      const source = await tx.wallet.findUnique({ where: { id: fromWalletId } });
+      if (!source) throw new WalletError("NOT_FOUND", `wallet ${fromWalletId} not found`);
+      if (from === to) {
+        // Both wallets locked in ID order first: opposite transfers between them queue, never deadlock.
+        await tx.$queryRawUnsafe(
+          `SELECT id FROM "Wallet" WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
+          [fromWalletId, toWalletId],
+        );
+        const target = await tx.wallet.findUnique({ where: { id: toWalletId } });
+        if (!target) throw new WalletError("NOT_FOUND", `wallet ${toWalletId} not found`);
+        if (target.currency !== source.currency) {
+          throw new WalletError(
+            "CURRENCY_MISMATCH",
+            `cannot move ${source.currency} into a ${target.currency} wallet`,
           );
-          const target = await tx.wallet.findUnique({ where: { id: toWalletId } });
-          if (!target) throw new WalletError("NOT_FOUND", `wallet ${toWalletId} not found`);
-          if (target.currency !== source.currency) {
-            throw new WalletError(
-              "CURRENCY_MISMATCH",
-              `cannot move ${source.currency} into a ${target.currency} wallet`,
-            );
-          }
-          const transfer = await tx.transfer.create({
-            data: { id: transferId, fromWalletId, toWalletId, amount, status: "completed" },
-          });
-          await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
-          await this.move(tx, toWalletId, amount, "transfer_in", transferId);
-          return transfer;
         }
         const transfer = await tx.transfer.create({
-          data: { id: transferId, fromWalletId, toWalletId, amount, status: "pending" },
+          data: { id: transferId, fromWalletId, toWalletId, amount, status: "completed" },
         });
         await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
-        const payload: TransferDebited = {
-          transferId,
-          fromWalletId,
-          toWalletId,
-          amount,
-          currency: source.currency,
-        };
-        await emitEvent(tx, from, { topic: TOPICS.debited, aggregateId: transferId, payload });
+        await this.move(tx, toWalletId, amount, "transfer_in", transferId);
         return transfer;
-      }),
-    );
+      }
+      const transfer = await tx.transfer.create({
+        data: { id: transferId, fromWalletId, toWalletId, amount, status: "pending" },
+      });
+      await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
+      const payload: TransferDebited = {
+        transferId,
+        fromWalletId,
+        toWalletId,
+        amount,
+        currency: source.currency,
+      };
+      await emitEvent(tx, from, { topic: TOPICS.debited, aggregateId: transferId, payload });
+      return transfer;
+    });
   }
 
   /**
@@ -385,3 +391,12 @@ export class WalletService {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
+
+/** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
+type RecordedRefusal = { code: WalletErrorCode; message: string; body: Record<string, unknown> };
+
+/** The refusals a command decides (4xx answers), recorded like results; anything else rolls back. */
+function refusalOf(error: unknown): RecordedRefusal | undefined {
+  if (!(error instanceof WalletError) || error.status >= 500) return undefined;
+  return { code: error.code, message: error.message, body: error.body };
+}

@@ -105,8 +105,8 @@ const byCode: Record<
     () =>
       db.$transactionOn(S.g0m1, async (tx) => {
         const key = `k-${ShardedId.generate("Customer", S.g0m1)}`;
-        await idempotent(tx, key, { a: 1 }, async () => 1);
-        await idempotent(tx, key, { a: 2 }, async () => 2);
+        await idempotent(tx, { shard: S.g0m1, kind: "k", key }, { a: 1 }, async () => 1);
+        await idempotent(tx, { shard: S.g0m1, kind: "k", key }, { a: 2 }, async () => 2);
       }),
   ],
   INVALID_EVENT: [

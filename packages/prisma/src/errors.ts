@@ -18,11 +18,11 @@ export class RegistryConfigError extends ShardRoutingError<"INVALID_CONFIG"> {
   }
 }
 
-/** Options of `shardRouting`, `$scatter` or `$scatterPage` that cannot work (no registry involved). */
+/** Options of `shardRouting`, `$scatter`, `$scatterPage` or the relay that cannot work (no registry involved). */
 export class RoutingOptionsError extends ShardRoutingError<"INVALID_ROUTING_OPTIONS"> {
   readonly issues: string[];
   constructor(issues: string[]) {
-    super("INVALID_ROUTING_OPTIONS", `Invalid routing options:\n${list(issues)}`);
+    super("INVALID_ROUTING_OPTIONS", `Invalid options:\n${list(issues)}`);
     this.issues = issues;
   }
 }

@@ -37,7 +37,13 @@ export {
   UnsupportedShardOperationError,
 } from "./errors.js";
 export { type ScatterPage, type ShardRoutingOptions, shardRouting } from "./extension.js";
-export { consumeOnce, idempotent } from "./idempotency.js";
+export {
+  consumeOnce,
+  type IdempotentCommand,
+  type IdempotentOptions,
+  type IdempotentOutcome,
+  idempotent,
+} from "./idempotency.js";
 export type { ModelRouting } from "./keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
 export type { Plan, PlanContext, PlanTarget } from "./plan.js";

@@ -223,6 +223,12 @@ describe("relay", () => {
     expect((await relay.lag())[0]!.pending).toBe(0);
   }, 60_000);
 
+  it("a lease no longer than a delivery timeout is refused (it could never deliver)", () => {
+    expect(() => createOutboxRelay({ registry, leaseMs: 2000, deliver: async () => {} })).toThrow(
+      /leaseMs \(2000\) must be longer than deliveryTimeoutMs \(10000\)/,
+    );
+  });
+
   it("each database's events are delivered oldest first", async () => {
     await seed(40, [S.g0m0, S.g0m1]); // one database, events written one after another
     const written = (
@@ -397,7 +403,7 @@ describe("idempotency", () => {
     let runs = 0;
     const rename = (key: string, name: string) =>
       db.$transactionOn(c.id, (tx) =>
-        idempotent(tx, key, { customer: c.id, name }, async () => {
+        idempotent(tx, { shard: c.id, kind: "rename", key }, { customer: c.id, name }, async () => {
           runs++;
           const updated = await tx.customer.update({ where: { id: c.id }, data: { name } });
           return { name: updated.name, at: 7n };
@@ -421,13 +427,58 @@ describe("idempotency", () => {
     await db.customer.create({ data: c });
     const attempt = (fail: boolean) =>
       db.$transactionOn(c.id, (tx) =>
-        idempotent(tx, "k", { c: c.id }, async () => {
+        idempotent(tx, { shard: c.id, kind: "k", key: "k" }, { c: c.id }, async () => {
           if (fail) throw new Error("declined");
           return "ok";
         }),
       );
     await expect(attempt(true)).rejects.toThrow("declined");
     expect((await attempt(false)).replayed).toBe(false);
+  });
+
+  it("a key names one command of one kind on its logical shard; another kind is a conflict", async () => {
+    const one = customer(S.g0m0);
+    const other = customer(S.g0m1); // another logical shard of the same database
+    for (const data of [one, other]) await db.customer.create({ data });
+    const run = (shard: string, kind: string) =>
+      db.$transactionOn(shard, (tx) =>
+        idempotent(tx, { shard, kind, key: "same" }, { shard }, async () => kind),
+      );
+    expect(await run(one.id, "deposit")).toEqual({ result: "deposit", replayed: false });
+    await expect(run(one.id, "withdrawal")).rejects.toBeInstanceOf(IdempotencyConflictError);
+    // Per logical shard: the same key on 0/1 is another command (and moves with 0/1 when it moves).
+    expect(await run(other.id, "withdrawal")).toEqual({ result: "withdrawal", replayed: false });
+    const rows = await clients.a.idempotencyKey.findMany({ orderBy: { shard: "asc" } });
+    expect(rows.map((r) => [r.shard, r.kind])).toEqual([
+      [S.g0m0.bits, "deposit"],
+      [S.g0m1.bits, "withdrawal"],
+    ]);
+  });
+
+  it("a refusal is recorded and replayed; what the command changed before refusing is rolled back", async () => {
+    const c = customer(S.g1m2);
+    await db.customer.create({ data: c });
+    let runs = 0;
+    const attempt = () =>
+      db.$transactionOn(c.id, (tx) =>
+        idempotent(
+          tx,
+          { shard: c.id, kind: "withdraw", key: "w1" },
+          { amount: 5n },
+          async () => {
+            runs++;
+            await tx.customer.update({ where: { id: c.id }, data: { name: "changed before refusing" } });
+            throw Object.assign(new Error("insufficient funds"), {
+              refusal: { code: "INSUFFICIENT_FUNDS", needs: 5n },
+            });
+          },
+          { refusal: (error) => (error as { refusal?: unknown }).refusal },
+        ),
+      );
+    expect(await attempt()).toEqual({ refusal: { code: "INSUFFICIENT_FUNDS", needs: 5n }, replayed: false });
+    expect(await attempt()).toEqual({ refusal: { code: "INSUFFICIENT_FUNDS", needs: 5n }, replayed: true });
+    expect(runs).toBe(1);
+    expect((await clients.c.customer.findUnique({ where: { id: c.id } }))?.name).toBe("c");
   });
 
   it("consumeOnce says whether a consumer sees an event for the first time", async () => {

@@ -1,6 +1,7 @@
 import { ShardedUUID } from "@shardkit/id";
 import { scatter } from "@shardkit/scatter";
 import { decodeJson } from "./codec.js";
+import { RoutingOptionsError } from "./errors.js";
 import type { OutboxMessage } from "./outbox.js";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
 import { isShardUnavailable } from "./unavailable.js";
@@ -157,6 +158,11 @@ export function createOutboxRelay<Client extends ShardClient>(
   const deliveryTimeoutMs = options.deliveryTimeoutMs ?? 10_000;
   const leaseMs = options.leaseMs ?? 60_000;
   const lagTimeoutMs = options.lagTimeoutMs ?? 5000;
+  if (!(leaseMs > deliveryTimeoutMs)) {
+    throw new RoutingOptionsError([
+      `leaseMs (${leaseMs}) must be longer than deliveryTimeoutMs (${deliveryTimeoutMs}): a claim must outlast a delivery`,
+    ]);
+  }
   const retryable =
     options.retryable ?? ((error: unknown) => error instanceof DeliveryTimeout || isShardUnavailable(error));
   const logger = options.logger ?? console;

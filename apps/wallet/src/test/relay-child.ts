@@ -11,6 +11,8 @@ let delivered = 0;
 const relay = createOutboxRelay({
   registry: shards.registry,
   batchSize: 50,
+  leaseMs: 2000, // killed mid-batch: its undelivered events are claimed again 2 s later
+  deliveryTimeoutMs: 1000,
   deliver: async (message) => {
     await service.handle(message);
     if (++delivered === hangAfter) {
