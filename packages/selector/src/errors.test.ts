@@ -3,6 +3,7 @@ import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import {
+  InvalidPropertiesError,
   InvalidRoutingKeyError,
   InvalidScorecardInputError,
   InvalidSelectorConfigError,
@@ -74,6 +75,7 @@ const byCode: Record<
   MISSING_ROUTING_KEY: [MissingRoutingKeyError, () => selector.select({ region: "MX" })],
   INVALID_ROUTING_KEY: [InvalidRoutingKeyError, () => selector.select({ tenantId: {}, region: "MX" })],
   INVALID_SCORECARD_INPUT: [InvalidScorecardInputError, () => analyzeShardKey([], { members: 0 })],
+  INVALID_PROPERTIES: [InvalidPropertiesError, () => selector.select(null as never)],
 };
 
 describeErrorRules({

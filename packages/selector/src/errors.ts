@@ -11,7 +11,9 @@ export type SelectorErrorCode =
   /** The routing key is not a non-empty string, a finite number or a bigint. */
   | "INVALID_ROUTING_KEY"
   /** `analyzeShardKey` was given samples or options it cannot score. */
-  | "INVALID_SCORECARD_INPUT";
+  | "INVALID_SCORECARD_INPUT"
+  /** `select` / `explain` were given something that is not a row's properties (null, an array, a string). */
+  | "INVALID_PROPERTIES";
 
 /**
  * Base class of everything the selector refuses: one subclass per code (see
@@ -71,6 +73,13 @@ export class InvalidScorecardInputError extends SelectorError<"INVALID_SCORECARD
   }
 }
 
+/** `INVALID_PROPERTIES`: `select` or `explain` got something that is not an object of the row's properties. */
+export class InvalidPropertiesError extends SelectorError<"INVALID_PROPERTIES"> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("INVALID_PROPERTIES", message, options);
+  }
+}
+
 /** Which class throws which code: each code of @shardkit/selector is thrown by exactly one class. */
 export interface SelectorErrorByCode {
   INVALID_SELECTOR_CONFIG: InvalidSelectorConfigError;
@@ -78,6 +87,7 @@ export interface SelectorErrorByCode {
   MISSING_ROUTING_KEY: MissingRoutingKeyError;
   INVALID_ROUTING_KEY: InvalidRoutingKeyError;
   INVALID_SCORECARD_INPUT: InvalidScorecardInputError;
+  INVALID_PROPERTIES: InvalidPropertiesError;
 }
 
 /**

@@ -8,6 +8,7 @@ export type {
   ShardSelectorConfig,
 } from "./config.js";
 export {
+  InvalidPropertiesError,
   InvalidRoutingKeyError,
   InvalidScorecardInputError,
   InvalidSelectorConfigError,

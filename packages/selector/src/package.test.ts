@@ -17,6 +17,7 @@ describe("published package", () => {
     expect(report.attw.ok, report.attw.output).toBe(true);
     const api = [
       "InvalidRoutingKeyError",
+      "InvalidPropertiesError",
       "InvalidScorecardInputError",
       "InvalidSelectorConfigError",
       "MissingRoutingKeyError",

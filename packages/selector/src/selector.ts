@@ -7,7 +7,12 @@ import {
   type RuleValue,
   type ShardSelectorConfig,
 } from "./config.js";
-import { InvalidRoutingKeyError, MissingRoutingKeyError, NoGroupMatchError } from "./errors.js";
+import {
+  InvalidPropertiesError,
+  InvalidRoutingKeyError,
+  MissingRoutingKeyError,
+  NoGroupMatchError,
+} from "./errors.js";
 import { type Candidates, murmur3, prepareCandidates, rendezvous } from "./hash.js";
 
 /** How the group was chosen. */
@@ -159,7 +164,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
   }
 
   select(props: Props): ShardIdentifier {
-    const row = props as Record<string, unknown>;
+    const row = properties(props);
     const group = this.#matchRule(row)?.group ?? this.#defaultGroup ?? this.#noMatch(row);
     const key = routingValue(row[this.#routingKey], this.#routingKey);
     if (group.hot !== undefined) {
@@ -175,7 +180,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
   }
 
   explain(props: Props): SelectionExplanation {
-    const row = props as Record<string, unknown>;
+    const row = properties(props);
     const rule = this.#matchRule(row);
     const group = rule?.group ?? this.#defaultGroup ?? this.#noMatch(row);
     const named = group.name === undefined ? {} : { name: group.name };
@@ -314,4 +319,13 @@ function describe(
       (member.draining.length > 0 ? `; draining, skipped: [${member.draining.join(", ")}]` : "");
   }
   return `shard ${shard.key}: ${label} ${why}; member ${member.member} ${how}`;
+}
+
+/** The row's properties, or `InvalidPropertiesError` for anything that is not a plain object of them. */
+function properties(props: unknown): Record<string, unknown> {
+  if (typeof props !== "object" || props === null || Array.isArray(props)) {
+    const got = props === null ? "null" : Array.isArray(props) ? "an array" : typeof props;
+    throw new InvalidPropertiesError(`select() needs the row's properties as an object, got ${got}`);
+  }
+  return props as Record<string, unknown>;
 }
