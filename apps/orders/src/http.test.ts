@@ -178,6 +178,42 @@ describe("idempotency keys", () => {
 });
 
 describe("bad input gets a clear 4xx and writes nothing", () => {
+  it("NUL characters and lone surrogates anywhere in a request are 400 naming the field", async () => {
+    const c = await world.customer("DE", "text");
+    const before = await world.countRows();
+    const res = await world.http("POST", `/customers/${c.id}/orders`, {
+      currency: "EUR",
+      items: [{ sku: "A\u0000", qty: 1, unitPrice: "1" }],
+    });
+    expect([res.status, res.body.message]).toEqual([
+      400,
+      "body.items.0.sku: must not contain NUL characters",
+    ]);
+    const lone = await world.http("POST", "/customers", {
+      name: "\uD800",
+      region: "DE",
+      tenant: "t",
+      currency: "EUR",
+      creditLimit: "1",
+    });
+    expect(lone.status).toBe(400);
+    expect(await world.countRows()).toBe(before);
+  });
+
+  it("a body with 60,000 unknown keys gets a small error", async () => {
+    const body: Record<string, unknown> = {
+      name: "n",
+      region: "DE",
+      tenant: "t",
+      currency: "EUR",
+      creditLimit: "1",
+    };
+    for (let i = 0; i < 60_000; i++) body[`k${i}`] = 0;
+    const res = await world.http("POST", "/customers", body);
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body).length).toBeLessThan(2500);
+  });
+
   const item = { sku: "SKU-1", qty: 1, unitPrice: "100" };
   it.each([
     [

@@ -41,11 +41,41 @@ const schemas = {
   }),
 };
 
+/** At most this many problems, each at most 200 characters, reach an error response: it stays small whatever the input. */
+const MAX_ISSUES = 10;
+function describeIssues(issues: readonly { path: PropertyKey[]; message: string }[]): string[] {
+  const clip = (text: string) => (text.length > 200 ? `${text.slice(0, 197)}...` : text);
+  const list = issues
+    .slice(0, MAX_ISSUES)
+    .map((i) => clip(`${i.path.map(String).join(".") || "body"}: ${i.message}`));
+  if (issues.length > MAX_ISSUES) list.push(`and ${issues.length - MAX_ISSUES} more`);
+  return list;
+}
+
+/**
+ * The first string in a request (body, query, params) that PostgreSQL would refuse (a NUL
+ * character) or a client would get back altered (a lone UTF-16 surrogate), with its path.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function badText(value: unknown, path: string, depth = 0): string | undefined {
+  if (typeof value === "string") {
+    if (value.includes("\0")) return `${path}: must not contain NUL characters`;
+    if (LONE_SURROGATE.test(value)) return `${path}: must not contain lone surrogates (not valid Unicode)`;
+    return undefined;
+  }
+  if (value === null || typeof value !== "object" || depth > 20) return undefined;
+  for (const [key, inner] of Object.entries(value)) {
+    const found = badText(key, path, depth + 1) ?? badText(inner, `${path}.${key}`, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
   const result = schema.safeParse(value ?? {});
   if (!result.success) {
-    const issues = result.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`);
-    throw new WalletError("VALIDATION", issues.join("; "));
+    throw new WalletError("VALIDATION", describeIssues(result.error.issues).join("; "));
   }
   return result.data;
 }
@@ -69,6 +99,11 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
 /** The HTTP API of the wallet service. Money travels as strings of minor units. */
 export function buildApp(service: WalletService, options: { logger?: boolean } = {}) {
   const app = Fastify({ logger: options.logger ?? false });
+  // Text PostgreSQL would refuse or a client would get back altered is a 400, before any handler.
+  app.addHook("preValidation", async (req) => {
+    const found = badText(req.body, "body") ?? badText(req.query, "query") ?? badText(req.params, "params");
+    if (found) throw new WalletError("VALIDATION", found);
+  });
   app.setReplySerializer((payload) =>
     JSON.stringify(payload, (_k, v) => (typeof v === "bigint" ? v.toString() : v)),
   );

@@ -41,6 +41,33 @@ describe("customers and wallets", () => {
   });
 });
 
+describe("bad text and huge input", () => {
+  it("NUL characters and lone surrogates are refused with 400 naming the field, and nothing is written", async () => {
+    const before = await countRows();
+    for (const name of ["a\u0000b", "x\uD800", "\uDC00y"]) {
+      const res = await world.http("POST", "/customers", { name, region: "DE", tenant: "t" });
+      expect(res.status, JSON.stringify(name)).toBe(400);
+      expect(res.body.message).toMatch(/^body\.name: must not contain (NUL characters|lone surrogates)/);
+    }
+    const paired = await world.http("POST", "/customers", {
+      name: "emoji \uD83D\uDE00",
+      region: "DE",
+      tenant: "t",
+    });
+    expect(paired.status).toBe(201); // a well-formed pair is text like any other
+    expect(paired.body.name).toBe("emoji \u{1F600}");
+    expect(await countRows()).toBe(before + 1);
+  });
+
+  it("a body with 60,000 unknown keys gets a small error, not an echo of the keys", async () => {
+    const body: Record<string, unknown> = { name: "n", region: "DE", tenant: "t" };
+    for (let i = 0; i < 60_000; i++) body[`k${i}`] = 0; // about 600 KB: under the 1 MiB body limit
+    const res = await world.http("POST", "/customers", body);
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body).length).toBeLessThan(2000);
+  });
+});
+
 describe("idempotency keys", () => {
   it("a refused command is recorded: its replay answers the same refusal, even once it would succeed", async () => {
     const { walletId } = await world.customerWithWallet("DE", "refusal", "EUR", "10");
