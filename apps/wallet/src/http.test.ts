@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { withClusterStopped } from "@shardkit/test-db";
+import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { SECOND } from "./test/global-setup.js";
@@ -39,6 +39,25 @@ describe("customers and wallets", () => {
     expect(res.body.error).toBe("REGION_NOT_SERVED");
     expect(await countRows()).toBe(before);
   });
+});
+
+describe("a shard whose server is frozen", () => {
+  it("answers 503 naming the shard after the deadline instead of hanging; other shards answer", async () => {
+    let frozen = await world.customerWithWallet("MX", "frozen-0", "MXN", "10");
+    for (let i = 1; i < 20 && ShardedUUID.shardOf(frozen.walletId).key !== "1/1"; i++) {
+      frozen = await world.customerWithWallet("MX", `frozen-${i}`, "MXN", "10");
+    }
+    expect(ShardedUUID.shardOf(frozen.walletId).key).toBe("1/1"); // on the second server
+    const up = await world.customerWithWallet("DE", "thawed", "EUR", "10");
+    await withClusterFrozen(SECOND.cluster, async () => {
+      const res = await world.http("GET", `/wallets/${frozen.walletId}`);
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1" });
+      expect(res.body.message).toMatch(/did not answer within 3000 ms/);
+      expect((await world.http("GET", `/wallets/${up.walletId}`)).status).toBe(200);
+    });
+    expect((await world.http("GET", `/wallets/${frozen.walletId}`)).status).toBe(200);
+  }, 60_000);
 });
 
 describe("bad text and huge input", () => {

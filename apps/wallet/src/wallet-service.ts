@@ -47,8 +47,15 @@ export interface Outcome<T> {
 export class WalletService {
   private readonly placement;
 
-  constructor(private readonly shards: Shards) {
+  private readonly deadlineMs: number;
+
+  /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
+  constructor(
+    private readonly shards: Shards,
+    options: { deadlineMs?: number } = {},
+  ) {
     this.placement = createPlacement(shards.registry.shards);
+    this.deadlineMs = options.deadlineMs ?? 5000;
   }
 
   private get db() {
@@ -67,15 +74,38 @@ export class WalletService {
 
   /** Runs `run` against one shard, turning its database's unavailability into SHARD_UNAVAILABLE. */
   private async onShard<R>(shardOrId: ShardIdentifier | string, run: () => Promise<R>): Promise<R> {
+    // A database that hangs (its server frozen) answers 503 after the deadline instead of never.
+    // Prisma cannot cancel the query; a command that still commits later is found by its
+    // Idempotency-Key when the client retries.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new DeadlineError(`no answer within ${this.deadlineMs} ms`)),
+        this.deadlineMs,
+      );
+    });
     try {
-      return await run();
+      return await Promise.race([run(), deadline]);
     } catch (error) {
+      if (error instanceof DeadlineError) {
+        const shard = this.shards.registry.resolve(shardOrId);
+        throw new WalletError(
+          "SHARD_UNAVAILABLE",
+          `shard ${shard.key} did not answer within ${this.deadlineMs} ms; retry later`,
+          {
+            cause: error,
+            body: { shard: shard.key },
+          },
+        );
+      }
       if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
       const shard = this.shards.registry.resolve(shardOrId);
       throw new WalletError("SHARD_UNAVAILABLE", `shard ${shard.key} is unavailable or busy; retry later`, {
         cause: error,
         body: { shard: shard.key },
       });
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -358,7 +388,7 @@ export class WalletService {
       const page = await this.db.$scatterPage(
         "wallet",
         { orderBy: [{ createdAt: "desc" }], limit, cursor },
-        { policy: "partial", deadlineMs: 10_000 },
+        { policy: "partial", deadlineMs: this.deadlineMs },
       );
       if (!page.complete) {
         const missing = page.missingShards.map((s) => s.key);
@@ -391,6 +421,13 @@ export class WalletService {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
+
+/** A shard's database that did not answer in time (the service's deadline, not the database's error). */
+class DeadlineError extends Error {
+  override name = "DeadlineError";
+  /** A socket-style timeout code, so `isShardUnavailable` (and the relay's retry) treat it as passing. */
+  readonly code = "ETIMEDOUT";
+}
 
 /** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
 type RecordedRefusal = { code: WalletErrorCode; message: string; body: Record<string, unknown> };

@@ -13,7 +13,7 @@ export async function walletWorld() {
       'TRUNCATE "Entry", "Transfer", "Wallet", "Customer", "OutboxEvent", "ProcessedEvent", "IdempotencyKey"',
     );
   }
-  const service = new WalletService(shards);
+  const service = new WalletService(shards, { deadlineMs: 3000 });
   const app = buildApp(service);
   const relay = createOutboxRelay({ registry: shards.registry, deliver: (m) => service.handle(m) });
   async function http(
