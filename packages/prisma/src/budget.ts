@@ -62,7 +62,27 @@ async function inspect<Client extends ShardClient>(registry: ShardRegistry<Clien
 export async function checkDistinctDatabases<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
 ): Promise<{ unreachable: string[] }> {
-  const { answered, unreachable } = await inspect(registry);
+  const inspection = await inspect(registry);
+  distinct(inspection);
+  return { unreachable: inspection.unreachable };
+}
+
+/**
+ * Both checks of a registry at start-up (`openShards`), from one question to each database:
+ * `checkDistinctDatabases`, then `checkConnectionBudget`.
+ */
+export async function checkDatabases<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  options: ConnectionBudgetOptions = {},
+): Promise<ConnectionBudgetReport> {
+  const inspection = await inspect(registry);
+  distinct(inspection);
+  return budget(inspection, options);
+}
+
+type Inspection<Client> = Awaited<ReturnType<typeof inspect<Client & ShardClient>>>;
+
+function distinct<Client extends ShardClient>({ answered }: Inspection<Client>): void {
   const seen = new Map<string, PhysicalShard<Client>>();
   const issues: string[] = [];
   for (const { physical, row } of answered) {
@@ -75,7 +95,6 @@ export async function checkDistinctDatabases<Client extends ShardClient>(
     } else seen.set(identity, physical);
   }
   if (issues.length > 0) throw new RegistryConfigError(issues);
-  return { unreachable };
 }
 
 /**
@@ -89,8 +108,14 @@ export async function checkConnectionBudget<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
+  return budget(await inspect(registry), options);
+}
+
+function budget<Client extends ShardClient>(
+  { answered, unreachable }: Inspection<Client>,
+  options: ConnectionBudgetOptions,
+): ConnectionBudgetReport {
   const servers = new Map<string, ServerBudget>();
-  const { answered, unreachable } = await inspect(registry);
   for (const { physical, row } of answered) {
     if (physical.pool === undefined) continue;
     let server = servers.get(row.server);

@@ -29,8 +29,15 @@ export type Named =
 
 /** `OrderItem` -> `orderItem`: the delegate property of a model on a Prisma client. */
 export function delegateKey(model: string): string {
-  return model.charAt(0).toLowerCase() + model.slice(1);
+  let key = delegateKeys.get(model);
+  if (key === undefined) {
+    key = model.charAt(0).toLowerCase() + model.slice(1);
+    delegateKeys.set(model, key);
+  }
+  return key;
 }
+/** Computed once per model name: every routed call looks its delegate up by it. */
+const delegateKeys = new Map<string, string>();
 
 type Found = { field: string; shard: ShardIdentifier };
 

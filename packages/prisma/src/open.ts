@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import { checkConnectionBudget, checkDistinctDatabases } from "./budget.js";
+import { checkDatabases } from "./budget.js";
 import { redactUrl, shardRegistryFromEnv } from "./config.js";
 import { RegistryConfigError } from "./errors.js";
 import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
@@ -66,8 +66,7 @@ export async function openShards<Client extends ShardClient>(
     try {
       // Before any schema change: one database listed twice, or a budget that cannot hold, is a
       // configuration error.
-      await checkDistinctDatabases(registry);
-      await checkConnectionBudget(registry, { onExceeded: options.connectionBudget ?? "error" });
+      await checkDatabases(registry, { onExceeded: options.connectionBudget ?? "error" });
       await rolloutSchema({ schema: options.schema, targets, onProgress });
     } catch (error) {
       await registry.disconnect();
