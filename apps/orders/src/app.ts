@@ -45,6 +45,11 @@ const instant = z.string({ error: INSTANT }).transform((value, ctx) => {
     ctx.addIssue({ code: "custom", message: INSTANT });
     return z.NEVER;
   }
+  if (parsed.getUTCFullYear() < 1) {
+    // PostgreSQL goes further back, but Prisma sends dates as ISO 8601 text, which it accepts from year 1.
+    ctx.addIssue({ code: "custom", message: "must be in year 1 or later" });
+    return z.NEVER;
+  }
   return parsed;
 });
 const period = {
@@ -193,6 +198,12 @@ export function buildApp(service: OrderService, options: { logger?: boolean } = 
     return reply.code(500).send({ error: "INTERNAL", message: "internal error" });
   });
 
+  // Each shard's state, for load balancers and people: 200 while any shard is up (a shard that is
+  // down fails only its own requests), 503 when none is.
+  app.get("/health", async (_req, reply) => {
+    const report = await service.health();
+    return reply.code(report.status === "down" ? 503 : 200).send(report);
+  });
   app.post("/customers", async (req, reply) => {
     const body = parse(schemas.customer, req.body);
     return send(reply, 201, await service.createCustomer(body, idempotencyKey(req)));

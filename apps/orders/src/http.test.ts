@@ -350,6 +350,8 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
       ["from=2026-02-30", /from: must be a date/],
       ["to=2026-11-30T12:00:00", /to: must be a date .* or a timestamp with a zone/],
       ["from=2026-12-01&to=2026-11-01", /to: must be later than from/],
+      ["from=0000-01-01", /from: must be in year 1 or later/],
+      ["to=0000-12-31T23:00:00Z", /to: must be in year 1 or later/],
       ["limit=0", /limit/],
       ["limit=500", /limit/],
       ["partial=yes", /partial: must be true or false/],
@@ -360,8 +362,51 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
       expect(res.status, query).toBe(400);
       expect(res.body.message, query).toMatch(message);
     }
+    // A well-formed cursor for this list with a date PostgreSQL (through Prisma) cannot take, or a
+    // non-UUID id: refused as a bad cursor, never passed to the databases (where it would fail
+    // as if the shards were down).
+    const forge = (createdAt: string, id: string) =>
+      Buffer.from(
+        JSON.stringify({
+          v: 1,
+          k: [
+            ["createdAt", "desc", "first"],
+            ["id", "desc", "first"],
+          ],
+          p: [
+            ["d", createdAt],
+            ["s", id],
+          ],
+        }),
+      ).toString("base64url");
+    const id = ShardedId.generate("Order", ShardIdentifier.of(0, 0));
+    const real = await world.http("GET", `/admin/orders?cursor=${forge("2026-11-30T00:00:00.000Z", id)}`);
+    expect(real.status).toBe(200); // the forgery is well-formed: the refusals below are about its values
+    for (const cursor of [
+      forge("0000-01-01T00:00:00.000Z", id),
+      forge("-004000-01-01T00:00:00.000Z", id),
+      forge("2026-11-30T00:00:00.000Z", "x'; --"),
+    ]) {
+      const res = await world.http("GET", `/admin/orders?cursor=${cursor}`);
+      expect([res.status, res.body.message]).toEqual([400, "cursor: not a cursor of this list"]);
+    }
     const totals = await world.http("GET", "/admin/totals?from=2026-12-01&to=2026-12-01");
     expect([totals.status, totals.body.message]).toEqual([400, "to: must be later than from"]);
+  });
+});
+
+describe("GET /health", () => {
+  it("lists each shard with its database and state", async () => {
+    const res = await world.http("GET", "/health");
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe("ok");
+    expect(res.body.shards.map((s: { shard: string; state: string }) => [s.shard, s.state])).toEqual([
+      ["0/0", "up"],
+      ["0/1", "up"],
+      ["1/0", "up"],
+      ["1/1", "up"],
+    ]);
+    expect(res.body.shards[3].database).toMatch(/^postgresql:\/\/.*:5436\//);
   });
 });
 

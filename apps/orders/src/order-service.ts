@@ -1,15 +1,21 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import {
   emitEvent,
+  type HealthReport,
   IdempotencyConflictError,
   idempotent,
   isShardUnavailable,
+  isTransientTransactionError,
   type ScatterReport,
+  withShardDeadline,
 } from "@shardkit/prisma";
 import { OrdersError, type OrdersErrorCode } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
+
+/** Shard transactions run again up to 4 times when they lose a race, and wait up to 5 s for a slot. */
+const TRANSACTION = { retries: 4, maxWait: 5000 } as const;
 
 /** Outbox topics. A downstream consumer (fulfilment, invoicing, a search index) would read them. */
 export const TOPICS = {
@@ -91,8 +97,15 @@ const SCATTER_DEADLINE_MS = 10_000;
 export class OrderService {
   private readonly placement;
 
-  constructor(private readonly shards: Shards) {
+  private readonly deadlineMs: number;
+
+  /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
+  constructor(
+    private readonly shards: Shards,
+    options: { deadlineMs?: number } = {},
+  ) {
     this.placement = createPlacement(shards.registry.shards);
+    this.deadlineMs = options.deadlineMs ?? 5000;
   }
 
   private get db() {
@@ -126,18 +139,21 @@ export class OrderService {
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
     const outcome = await this.onShard(shard, () =>
-      this.db.$transactionOn(shard, (tx) =>
-        idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
-          (error: unknown) => {
-            if (error instanceof IdempotencyConflictError) {
-              throw new OrdersError(
-                "IDEMPOTENCY_CONFLICT",
-                "this Idempotency-Key was used with a different request or command",
-              );
-            }
-            throw error;
-          },
-        ),
+      this.db.$transactionOn(
+        shard,
+        (tx) =>
+          idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
+            (error: unknown) => {
+              if (error instanceof IdempotencyConflictError) {
+                throw new OrdersError(
+                  "IDEMPOTENCY_CONFLICT",
+                  "this Idempotency-Key was used with a different request or command",
+                );
+              }
+              throw error;
+            },
+          ),
+        TRANSACTION,
       ),
     );
     if (outcome.refusal !== undefined) {
@@ -148,19 +164,26 @@ export class OrderService {
   }
 
   /**
-   * Runs `run` against one shard; a database that cannot be reached becomes 503 SHARDS_UNAVAILABLE
-   * naming the shard (a command may then be retried with the same Idempotency-Key: if it did
-   * commit, the retry returns the recorded result).
+   * Runs `run` against one shard; a database that cannot be reached, or does not answer within the
+   * deadline (its server frozen), becomes 503 SHARDS_UNAVAILABLE naming the shard. The query cannot
+   * be cancelled; a command that still commits later is found by its Idempotency-Key when the
+   * client retries, which returns the recorded result.
    */
   private async onShard<R>(shard: ShardIdentifier, run: () => Promise<R>): Promise<R> {
     try {
-      return await run();
+      return await withShardDeadline(shard, this.deadlineMs, run);
     } catch (error) {
-      if (!isShardUnavailable(error)) throw error;
-      throw new OrdersError("SHARDS_UNAVAILABLE", `shard ${shard.key} is unavailable; retry later`, {
-        missing: [shard.key],
-      });
+      if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
+      const message = isShardkitError(error, "SHARD_TIMEOUT")
+        ? `${error.message}; retry later`
+        : `shard ${shard.key} is unavailable or busy; retry later`;
+      throw new OrdersError("SHARDS_UNAVAILABLE", message, { missing: [shard.key] });
     }
+  }
+
+  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
+  health(): Promise<HealthReport> {
+    return this.shards.health({ timeoutMs: Math.min(1000, this.deadlineMs) });
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {

@@ -1,6 +1,7 @@
 // Starts the orders service: embedded PGlite shards under ./.data by default, or the PostgreSQL
 // shards in SHARDKIT_SHARDS ([{ "group": 0, "member": 0, "url": "postgresql://..." }, ...]).
-// The relay hands every outbox event (order.placed, order.cancelled) to `publish`: here it logs
+// A shard database that is down at start does not stop the service: its shards answer 503 until
+// it is back. The relay hands every outbox event (order.placed, order.cancelled) to `publish`: here it logs
 // them; a deployment publishes them to its broker for the downstream consumers (fulfilment,
 // invoicing, ...), which apply each one once with consumeOnce.
 import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
@@ -22,8 +23,11 @@ const relay = createOutboxRelay({
 });
 relay.start();
 const port = Number(process.env.PORT ?? 3000);
-await app.listen({ port, host: "127.0.0.1" });
-console.error(`orders service on http://127.0.0.1:${port} (${shards.describe})`);
+if (!(Number.isInteger(port) && port >= 0 && port <= 65_535)) {
+  throw new Error(`orders service: PORT must be a port number (0 picks a free one), got ${process.env.PORT}`);
+}
+const address = await app.listen({ port, host: "127.0.0.1" });
+console.error(`orders service on ${address} (${shards.describe})`);
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, async () => {
     await app.close();

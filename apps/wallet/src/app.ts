@@ -124,6 +124,12 @@ export function buildApp(service: WalletService, options: { logger?: boolean } =
     return reply.code(500).send({ error: "INTERNAL", message: "internal error" });
   });
 
+  // Each shard's state, for load balancers and people: 200 while any shard is up (a shard that is
+  // down fails only its own requests), 503 when none is.
+  app.get("/health", async (_req, reply) => {
+    const report = await service.health();
+    return reply.code(report.status === "down" ? 503 : 200).send(report);
+  });
   app.post("/customers", async (req, reply) => {
     const body = parse(schemas.customer, req.body);
     return send(reply, 201, await service.createCustomer(body, idempotencyKey(req)));

@@ -1,23 +1,30 @@
 // Starts the wallet service: embedded PGlite shards under ./.data by default, or the PostgreSQL
 // shards in SHARDKIT_SHARDS ([{ "group": 0, "member": 0, "url": "postgresql://..." }, ...]).
+// Settings come from the environment (see config.ts and the README). A shard database that is
+// down at start does not stop the service: its shards answer 503 until it is back.
 import { createOutboxRelay } from "@shardkit/prisma";
 import { buildApp } from "./app.js";
+import { serverConfig } from "./config.js";
 import { openShards } from "./shards.js";
 import { WalletService } from "./wallet-service.js";
 
-const shards = await openShards({ shardsJson: process.env.SHARDKIT_SHARDS });
-const service = new WalletService(shards);
+const config = serverConfig(process.env);
+const shards = await openShards({ shardsJson: config.SHARDKIT_SHARDS });
+const service = new WalletService(shards, { deadlineMs: config.WALLET_DEADLINE_MS });
 const relay = createOutboxRelay({
   registry: shards.registry,
-  pollIntervalMs: 200,
+  pollIntervalMs: config.RELAY_POLL_INTERVAL_MS,
+  maxAttempts: config.RELAY_MAX_ATTEMPTS,
+  backoff: { baseMs: config.RELAY_BACKOFF_BASE_MS, maxMs: config.RELAY_BACKOFF_MAX_MS },
+  deliveryTimeoutMs: config.RELAY_DELIVERY_TIMEOUT_MS,
+  leaseMs: config.RELAY_LEASE_MS,
   deliver: (message) => service.handle(message),
   onError: (error, where) => console.error(`relay: shards ${where} unavailable: ${(error as Error).message}`),
 });
 const app = buildApp(service, { logger: true });
 relay.start();
-const port = Number(process.env.PORT ?? 3000);
-await app.listen({ port, host: "127.0.0.1" });
-console.error(`wallet service on http://127.0.0.1:${port} (${shards.describe})`);
+const address = await app.listen({ port: config.PORT, host: "127.0.0.1" });
+console.error(`wallet service on ${address} (${shards.describe})`);
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, async () => {
     await app.close();

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { ShardIdentifier } from "@shardkit/id";
-import { type ShardRegistry, shardRouting } from "@shardkit/prisma";
+import { type DatabaseStatus, type HealthReport, type ShardRegistry, shardRouting } from "@shardkit/prisma";
 import { openShards as openShardDatabases } from "@shardkit/prisma/rollout";
 import { PrismaClient } from "./generated/prisma/client.js";
 
@@ -32,6 +32,15 @@ export interface Shards {
   db: Db;
   /** Where the data lives, for people: "embedded PGlite under ./.data" or the database URLs. */
   describe: string;
+  /**
+   * Each database's state: a database that was down at start is `starting` (its shards answer 503)
+   * until it answers and has the schema, then `ready`.
+   */
+  databases(): DatabaseStatus[];
+  /** Resolves once every database is ready. */
+  ready: Promise<void>;
+  /** Each shard's health now: ready databases probed (bounded), the others with their state. */
+  health(options?: { timeoutMs?: number }): Promise<HealthReport>;
   close(): Promise<void>;
 }
 
@@ -40,8 +49,10 @@ export interface OpenOptions {
   shardsJson?: string | undefined;
   /** Folder of the embedded databases. Default `.data` in the current directory. */
   dataDir?: string;
-  /** Progress lines (schema rollout). Default: stderr. */
+  /** Progress lines (schema rollout, databases not ready yet). Default: stderr. */
   log?: (line: string) => void;
+  /** Backoff between the retries of a database that was down at start. Default 500 ms to 10 s. */
+  retry?: { baseMs?: number; maxMs?: number };
 }
 
 /**
@@ -54,11 +65,16 @@ export async function openShards(options: OpenOptions = {}): Promise<Shards> {
     schema: SCHEMA_DIR,
     createClient: (adapter) => new PrismaClient({ adapter }),
     shardsJson: options.shardsJson,
+    ...(options.retry ? { retry: options.retry } : {}),
     embedded: { dataDir: options.dataDir ?? join(process.cwd(), ".data"), shards: EMBEDDED_SHARDS },
     onProgress: (event) => {
       if (event.type === "done")
         log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}`);
     },
+    onState: (status) =>
+      log(
+        `shards ${status.shards.join(", ")} on ${status.name}: ${status.state}${status.error ? ` (${status.error})` : ""}`,
+      ),
   });
   return { ...opened, db: routed(opened.registry) };
 }

@@ -2,11 +2,13 @@ import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@
 import {
   consumeOnce,
   emitEvent,
+  type HealthReport,
   IdempotencyConflictError,
   idempotent,
   isShardUnavailable,
   isTransientTransactionError,
   type OutboxMessage,
+  withShardDeadline,
 } from "@shardkit/prisma";
 import { WalletError, type WalletErrorCode } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
@@ -72,41 +74,28 @@ export class WalletService {
     return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
   }
 
-  /** Runs `run` against one shard, turning its database's unavailability into SHARD_UNAVAILABLE. */
+  /**
+   * Runs `run` against one shard, turning its database's unavailability into SHARD_UNAVAILABLE. A
+   * database that hangs (its server frozen) answers 503 after the deadline instead of never; the
+   * query cannot be cancelled, and a command that still commits later is found by its
+   * Idempotency-Key when the client retries.
+   */
   private async onShard<R>(shardOrId: ShardIdentifier | string, run: () => Promise<R>): Promise<R> {
-    // A database that hangs (its server frozen) answers 503 after the deadline instead of never.
-    // Prisma cannot cancel the query; a command that still commits later is found by its
-    // Idempotency-Key when the client retries.
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new DeadlineError(`no answer within ${this.deadlineMs} ms`)),
-        this.deadlineMs,
-      );
-    });
+    const shard = this.shards.registry.resolve(shardOrId);
     try {
-      return await Promise.race([run(), deadline]);
+      return await withShardDeadline(shard, this.deadlineMs, run);
     } catch (error) {
-      if (error instanceof DeadlineError) {
-        const shard = this.shards.registry.resolve(shardOrId);
-        throw new WalletError(
-          "SHARD_UNAVAILABLE",
-          `shard ${shard.key} did not answer within ${this.deadlineMs} ms; retry later`,
-          {
-            cause: error,
-            body: { shard: shard.key },
-          },
-        );
-      }
       if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
-      const shard = this.shards.registry.resolve(shardOrId);
-      throw new WalletError("SHARD_UNAVAILABLE", `shard ${shard.key} is unavailable or busy; retry later`, {
-        cause: error,
-        body: { shard: shard.key },
-      });
-    } finally {
-      clearTimeout(timer);
+      const message = isShardkitError(error, "SHARD_TIMEOUT")
+        ? `${error.message}; retry later`
+        : `shard ${shard.key} is unavailable or busy; retry later`;
+      throw new WalletError("SHARD_UNAVAILABLE", message, { cause: error, body: { shard: shard.key } });
     }
+  }
+
+  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
+  health(): Promise<HealthReport> {
+    return this.shards.health({ timeoutMs: Math.min(1000, this.deadlineMs) });
   }
 
   /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
@@ -421,13 +410,6 @@ export class WalletService {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
-
-/** A shard's database that did not answer in time (the service's deadline, not the database's error). */
-class DeadlineError extends Error {
-  override name = "DeadlineError";
-  /** A socket-style timeout code, so `isShardUnavailable` (and the relay's retry) treat it as passing. */
-  readonly code = "ETIMEDOUT";
-}
 
 /** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
 type RecordedRefusal = { code: WalletErrorCode; message: string; body: Record<string, unknown> };

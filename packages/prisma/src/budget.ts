@@ -1,3 +1,4 @@
+import { scatter } from "@shardkit/scatter";
 import { ConnectionBudgetError, describeBudget, RegistryConfigError, type ServerBudget } from "./errors.js";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
 
@@ -21,7 +22,7 @@ export interface ConnectionBudgetReport {
 type Raw = { $queryRawUnsafe<T>(sql: string): Promise<T> };
 
 /** What one database says about itself: which server and database it is, and that server's limits. */
-interface Inspected {
+export interface Inspected {
   /** The server's system identifier and port: two URL spellings of one server give the same. */
   server: string;
   database: string;
@@ -34,22 +35,41 @@ const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_system()
   current_setting('max_connections')::int AS max,
   current_setting('superuser_reserved_connections')::int AS reserved`;
 
-/** Asks every database of the registry who it is; databases that do not answer are listed apart. */
-async function inspect<Client extends ShardClient>(registry: ShardRegistry<Client>) {
-  const answered: { physical: PhysicalShard<Client>; row: Inspected }[] = [];
-  const unreachable: string[] = [];
-  await Promise.all(
-    registry.physical.map(async (physical) => {
-      try {
-        const [row] = await (physical.client as unknown as Raw).$queryRawUnsafe<Inspected[]>(INSPECT);
-        answered.push({ physical, row: row! });
-      } catch {
-        unreachable.push(physical.name);
-      }
-    }),
+/** What `inspect` learnt: the databases that answered, and the ones that did not with why. */
+export interface Inspection<Client> {
+  answered: { physical: PhysicalShard<Client>; row: Inspected }[];
+  unreachable: { physical: PhysicalShard<Client>; error: unknown }[];
+}
+
+/**
+ * Asks each database who it is, all at once; a database that fails or does not answer within
+ * `timeoutMs` (when given) is listed apart with its error.
+ */
+export async function inspect<Client extends ShardClient>(
+  databases: readonly PhysicalShard<Client>[],
+  options: {
+    timeoutMs?: number;
+    /** Runs the inspection's SQL on a database; default: through its client. */
+    query?: (physical: PhysicalShard<Client>, sql: string) => Promise<Inspected>;
+  } = {},
+): Promise<Inspection<Client>> {
+  const query =
+    options.query ??
+    (async (physical, sql) =>
+      (await (physical.client as unknown as Raw).$queryRawUnsafe<Inspected[]>(sql))[0]!);
+  const result = await scatter(
+    databases,
+    async (physical) => ({ physical, row: await query(physical, INSPECT) }),
+    {
+      policy: "partial",
+      key: (physical) => physical.name,
+      ...(options.timeoutMs !== undefined ? { targetTimeoutMs: options.timeoutMs } : {}),
+    },
   );
-  answered.sort((x, y) => x.physical.index - y.physical.index);
-  return { answered, unreachable };
+  return {
+    answered: result.values,
+    unreachable: result.missing.map((m) => ({ physical: m.target, error: m.error })),
+  };
 }
 
 /**
@@ -62,9 +82,9 @@ async function inspect<Client extends ShardClient>(registry: ShardRegistry<Clien
 export async function checkDistinctDatabases<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
 ): Promise<{ unreachable: string[] }> {
-  const inspection = await inspect(registry);
-  distinct(inspection);
-  return { unreachable: inspection.unreachable };
+  const inspection = await inspect(registry.physical);
+  distinct(inspection.answered);
+  return { unreachable: inspection.unreachable.map((u) => u.physical.name) };
 }
 
 /**
@@ -75,24 +95,36 @@ export async function checkDatabases<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
-  const inspection = await inspect(registry);
-  distinct(inspection);
-  return budget(inspection, options);
+  return checkInspected(await inspect(registry.physical), options);
 }
 
-type Inspection<Client> = Awaited<ReturnType<typeof inspect<Client & ShardClient>>>;
+/**
+ * Both checks over what `inspect` learnt. With `only`, a problem is reported only when it involves
+ * that database (one that answered late, checked against the others).
+ */
+export function checkInspected<Client extends ShardClient>(
+  inspection: Inspection<Client>,
+  options: ConnectionBudgetOptions = {},
+  only?: PhysicalShard<Client>,
+): ConnectionBudgetReport {
+  distinct(inspection.answered, only);
+  return budget(inspection, options, only);
+}
 
-function distinct<Client extends ShardClient>({ answered }: Inspection<Client>): void {
+function distinct<Client extends ShardClient>(
+  answered: Inspection<Client>["answered"],
+  only?: PhysicalShard<Client>,
+): void {
   const seen = new Map<string, PhysicalShard<Client>>();
   const issues: string[] = [];
   for (const { physical, row } of answered) {
     const identity = `${row.server}/${row.database}`;
     const first = seen.get(identity);
-    if (first) {
+    if (first && (only === undefined || only === physical || only === first)) {
       issues.push(
         `${physical.name} (shards ${physical.shards.map((s) => s.key).join(", ")}) is the same database as ${first.name} (shards ${first.shards.map((s) => s.key).join(", ")}): database ${row.database} on server ${row.server}. List each database once, under one URL`,
       );
-    } else seen.set(identity, physical);
+    } else if (!first) seen.set(identity, physical);
   }
   if (issues.length > 0) throw new RegistryConfigError(issues);
 }
@@ -108,12 +140,13 @@ export async function checkConnectionBudget<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
-  return budget(await inspect(registry), options);
+  return budget(await inspect(registry.physical), options);
 }
 
 function budget<Client extends ShardClient>(
   { answered, unreachable }: Inspection<Client>,
   options: ConnectionBudgetOptions,
+  only?: PhysicalShard<Client>,
 ): ConnectionBudgetReport {
   const servers = new Map<string, ServerBudget>();
   for (const { physical, row } of answered) {
@@ -133,11 +166,14 @@ function budget<Client extends ShardClient>(
     server.databases.push({ name: physical.name, pool: physical.pool });
   }
   const list = [...servers.values()];
-  const over = list.filter((s) => s.pools > s.maxConnections - s.reserved);
+  const onlyServer = only && answered.find((a) => a.physical === only)?.row.server;
+  const over = list.filter(
+    (s) => s.pools > s.maxConnections - s.reserved && (only === undefined || s.server === onlyServer),
+  );
   if (over.length > 0) {
     if ((options.onExceeded ?? "error") === "error") throw new ConnectionBudgetError(over);
     for (const s of over)
       (options.logger ?? console).warn(`[shardkit] connection budget: ${describeBudget(s)}`);
   }
-  return { ok: over.length === 0, servers: list, unreachable };
+  return { ok: over.length === 0, servers: list, unreachable: unreachable.map((u) => u.physical.name) };
 }

@@ -11,6 +11,7 @@ import { PrismaClient } from "../test/generated/prisma/client.js";
 import { makeWorld, S } from "../test/world.js";
 import { checkConnectionBudget } from "./budget.js";
 import { shardRegistryFromConfig } from "./config.js";
+import { withShardDeadline } from "./deadline.js";
 import {
   ConnectionBudgetError,
   CrossShardError,
@@ -28,6 +29,7 @@ import {
   SchemaRolloutError,
   ShardKeyRequiredError,
   ShardRoutingError,
+  ShardTimeoutError,
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
@@ -156,6 +158,7 @@ const byCode: Record<
     RolloutOptionsError,
     () => rolloutSchema({ schema: "/no/such/schema.prisma", targets: [], onProgress: () => {} }),
   ],
+  SHARD_TIMEOUT: [ShardTimeoutError, () => withShardDeadline(S.g0m0, 20, () => new Promise(() => {}))],
 };
 
 describeErrorRules({

@@ -195,6 +195,17 @@ export class RolloutOptionsError extends ShardRoutingError<"INVALID_ROLLOUT_OPTI
   }
 }
 
+/** A shard's database did not answer within a caller's deadline (`withShardDeadline`): a frozen or overloaded server. */
+export class ShardTimeoutError extends ShardRoutingError<"SHARD_TIMEOUT"> {
+  readonly shard: ShardIdentifier;
+  readonly timeoutMs: number;
+  constructor(shard: ShardIdentifier, timeoutMs: number) {
+    super("SHARD_TIMEOUT", `shard ${shard.key} did not answer within ${timeoutMs} ms`);
+    this.shard = shard;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
 /** Which class throws which code. */
 export interface PrismaErrorByCode {
   INVALID_CONFIG: RegistryConfigError;
@@ -212,6 +223,7 @@ export interface PrismaErrorByCode {
   CONNECTION_BUDGET: ConnectionBudgetError;
   ROLLOUT_FAILED: SchemaRolloutError;
   INVALID_ROLLOUT_OPTIONS: RolloutOptionsError;
+  SHARD_TIMEOUT: ShardTimeoutError;
 }
 
 /**

@@ -7,6 +7,7 @@ import { delegateKey } from "./keys.js";
 import type { Obj, Plan, PlanTarget } from "./plan.js";
 import { NO_CONTEXT, type Planner, targetKey, WRITES } from "./planner.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 /** Runs one model operation on one Prisma client (a database's client, or a transaction's). */
 export type Call = (client: object, model: string, operation: string, args: unknown) => PromiseLike<unknown>;
@@ -140,17 +141,35 @@ export class Executor {
     }
     const { options } = plan;
     const current = read;
+    // A database that is down or slow is missing; a database that refuses the query itself (bad
+    // input that reached it, a constraint) fails the whole read with its own error, as one database
+    // would: a client must not be able to pass its own mistake off as an outage.
+    let refused: { error: unknown } | undefined;
     const result = await scatter(
       plan.targets,
-      (target) =>
-        this.call(view.clients[target.database]!, model, current.operation, current.argsFor(target)),
+      async (target) => {
+        try {
+          return await this.call(
+            view.clients[target.database]!,
+            model,
+            current.operation,
+            current.argsFor(target),
+          );
+        } catch (error) {
+          if (!refused && !isShardUnavailable(error)) refused = { error };
+          throw error;
+        }
+      },
       {
         policy: options.policy ?? "fail",
         ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
         ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
         key: targetKey,
       },
-    );
+    ).catch((error: unknown) => {
+      throw refused ? refused.error : error;
+    });
+    if (refused) throw refused.error;
     const merged = current.merge(result.values);
     if (options.onReport) options.onReport(report(model, operation, result));
     const answered = result.outcomes.filter((o) => o.status === "fulfilled").map((o) => o.target);

@@ -13,6 +13,7 @@ export {
   shardRegistryFromConfig,
   shardRegistryFromEnv,
 } from "./config.js";
+export { withShardDeadline } from "./deadline.js";
 export {
   ConnectionBudgetError,
   CrossShardError,
@@ -33,10 +34,19 @@ export {
   type ShardFailure,
   ShardKeyRequiredError,
   ShardRoutingError,
+  ShardTimeoutError,
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
 export { type ScatterPage, type ShardRoutingOptions, shardRouting } from "./extension.js";
+export {
+  type DatabaseState,
+  type DatabaseStatus,
+  type HealthReport,
+  type ShardHealth,
+  type ShardHealthOptions,
+  shardHealth,
+} from "./health.js";
 export {
   consumeOnce,
   type IdempotentCommand,

@@ -3,13 +3,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropDatabase,
+  MAIN_PORT,
+  withClusterFrozen,
+  withClusterStopped,
+} from "@shardkit/test-db";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { SECOND } from "../test/global-setup.js";
 import { ConnectionBudgetError, RegistryConfigError } from "./errors.js";
-import { openShards } from "./open.js";
+import type { DatabaseStatus } from "./health.js";
+import { type OpenShards, openShards } from "./open.js";
 import type { RolloutEvent } from "./rollout.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(1, 0)];
@@ -139,4 +148,121 @@ describe("openShards", () => {
       await dropDatabase(MAIN_PORT, name);
     }
   });
+
+  it("a database that is down at start: the open goes on without it, its shards fail as unavailable, and it gets its schema and opens when it returns", async () => {
+    const names = { up: `sk_open_up_${process.pid}`, down: `sk_open_down_${process.pid}` };
+    const up = await createDatabase(MAIN_PORT, names.up);
+    const down = await createDatabase(SECOND.port, names.down);
+    const states: DatabaseStatus[] = [];
+    let opened: OpenShards<PrismaClient> | undefined;
+    try {
+      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+        opened = await openShards({
+          schema,
+          createClient: (adapter) => new PrismaClient({ adapter }),
+          shardsJson: JSON.stringify([
+            { group: 0, member: 0, url: up },
+            { group: 1, member: 0, url: down },
+          ]),
+          retry: { baseMs: 50, maxMs: 200 },
+          onProgress: () => {},
+          onState: (status) => states.push(status),
+        });
+        expect(opened.databases().map((d) => [d.shards, d.state])).toEqual([
+          [["0/0"], "ready"],
+          [["1/0"], "starting"],
+        ]);
+        const ok = ShardedId.generate("Customer", shards[0]!);
+        await opened.registry.clientFor(ok).customer.create({ data: { id: ok, name: "up", region: "eu" } });
+        const waiting = ShardedId.generate("Customer", shards[1]!);
+        const refused = await opened.registry
+          .clientFor(waiting)
+          .customer.findUnique({ where: { id: waiting } })
+          .catch((e: unknown) => e);
+        expect(isShardUnavailable(refused)).toBe(true);
+        const health = await opened.health({ timeoutMs: 1000 });
+        expect(health.status).toBe("degraded");
+        expect(health.shards.map((s) => [s.shard, s.state])).toEqual([
+          ["0/0", "up"],
+          ["1/0", "starting"],
+        ]);
+        expect(health.shards[1]!.error).toBeTruthy();
+      });
+      // The server is back: the retries find it, roll the schema out and open its client.
+      await within(30_000, opened!.ready);
+      expect(opened!.databases().map((d) => d.state)).toEqual(["ready", "ready"]);
+      expect(states.at(-1)).toMatchObject({ shards: ["1/0"], state: "ready" });
+      const id = ShardedId.generate("Customer", shards[1]!);
+      await opened!.registry.clientFor(id).customer.create({ data: { id, name: "back", region: "mx" } });
+      expect((await opened!.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe(
+        "back",
+      );
+      expect((await opened!.health()).status).toBe("ok");
+    } finally {
+      await opened?.close();
+      await dropDatabase(MAIN_PORT, names.up);
+      await dropDatabase(SECOND.port, names.down);
+    }
+  }, 90_000);
+
+  it("a frozen database at start: the open waits connectTimeoutMs for it, not forever, and opens it once it answers", async () => {
+    const names = { up: `sk_open_up2_${process.pid}`, frozen: `sk_open_frozen_${process.pid}` };
+    const up = await createDatabase(MAIN_PORT, names.up);
+    const frozen = await createDatabase(SECOND.port, names.frozen);
+    let opened: OpenShards<PrismaClient> | undefined;
+    try {
+      await withClusterFrozen(SECOND.cluster, async () => {
+        opened = await openShards({
+          schema,
+          createClient: (adapter) => new PrismaClient({ adapter }),
+          shardsJson: JSON.stringify([
+            { group: 0, member: 0, url: up },
+            { group: 1, member: 0, url: frozen },
+          ]),
+          connectTimeoutMs: 500,
+          retry: { baseMs: 50, maxMs: 200 },
+          onProgress: () => {},
+          onState: () => {},
+        });
+        expect(opened.databases().map((d) => d.state)).toEqual(["ready", "starting"]);
+        expect(opened.databases()[1]!.error).toMatch(/500 ms|timed out|time/i);
+        const health = await opened.health({ timeoutMs: 300 });
+        expect(health.shards.map((s) => s.state)).toEqual(["up", "starting"]);
+      });
+      await within(30_000, opened!.ready);
+      const id = ShardedId.generate("Customer", shards[1]!);
+      await opened!.registry.clientFor(id).customer.create({ data: { id, name: "thawed", region: "mx" } });
+    } finally {
+      await opened?.close();
+      await dropDatabase(MAIN_PORT, names.up);
+      await dropDatabase(SECOND.port, names.frozen);
+    }
+  }, 90_000);
+
+  it("a database that answers with an error (it does not exist) fails the open: that is configuration, not an outage", async () => {
+    const error = await openShards({
+      schema,
+      createClient: (adapter) => new PrismaClient({ adapter }),
+      shardsJson: JSON.stringify([
+        {
+          group: 0,
+          member: 0,
+          url: `postgresql://postgres@127.0.0.1:${MAIN_PORT}/sk_missing_${process.pid}`,
+        },
+      ]),
+      onProgress: () => {},
+      onState: () => {},
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RegistryConfigError);
+    expect((error as Error).message).toMatch(/sk_missing_.*DatabaseDoesNotExist/);
+  });
 });
+
+/** `promise`, or a failure after `ms`. */
+function within<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -2,11 +2,20 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import { checkDatabases } from "./budget.js";
+import { checkInspected, type Inspected, type Inspection, inspect } from "./budget.js";
 import { redactUrl, shardRegistryFromEnv } from "./config.js";
 import { RegistryConfigError } from "./errors.js";
-import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
+import { DatabaseGate } from "./gate.js";
+import {
+  type DatabaseState,
+  type DatabaseStatus,
+  type HealthReport,
+  shardHealth,
+  summary,
+} from "./health.js";
+import { createShardRegistry, type PhysicalShard, type ShardClient, type ShardRegistry } from "./registry.js";
 import { type RolloutEvent, type RolloutTarget, rolloutSchema } from "./schema-rollout.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 export interface OpenShardsOptions<Client extends ShardClient> {
   /** The Prisma schema (file or folder) every database gets, pushed at open. */
@@ -27,56 +36,242 @@ export interface OpenShardsOptions<Client extends ShardClient> {
    * throws `ConnectionBudgetError` naming the server and every pool; `'warn'` logs it.
    */
   connectionBudget?: "error" | "warn";
+  /**
+   * How long the open waits for each database's first answer (ms). A database that does not answer
+   * in time, or is down, does not stop the open: it is `starting` (see `databases()`), its shards'
+   * calls fail as unavailable, and it is retried until it answers, passes the checks and has the
+   * schema. Default 5000.
+   */
+  connectTimeoutMs?: number;
+  /** Backoff between the retries of a `starting` database (doubling, capped). Default 500 ms to 10 s. */
+  retry?: { baseMs?: number; maxMs?: number };
   /** Schema rollout progress. Default: one line per database on stderr. */
   onProgress?: (event: RolloutEvent) => void;
+  /** A database changed state or, while starting, failed again with another error. Default: a line on stderr. */
+  onState?: (status: DatabaseStatus) => void;
 }
 
 export interface OpenShards<Client extends ShardClient> {
   registry: ShardRegistry<Client>;
   /** Where the data lives, for people: the embedded folder or the (password-less) URLs. */
   describe: string;
-  /** Disconnects every client (and closes embedded databases). */
+  /** Each database's state now (`ready`, `starting`, `refused`), in registry order. */
+  databases(): DatabaseStatus[];
+  /**
+   * Resolves once every database is ready; rejects with the check's error when one is refused.
+   * Never settles while a database stays down: race it with a deadline where that matters.
+   */
+  ready: Promise<void>;
+  /** Each shard's health now: ready databases are probed (`SELECT 1`, bounded), the others give their state. */
+  health(options?: { timeoutMs?: number }): Promise<HealthReport>;
+  /** Stops retrying databases, disconnects every client (and closes embedded databases). */
   close(): Promise<void>;
 }
 
 /**
  * One way to start a sharded service: embedded PGlite shards for development and demos, real
- * PostgreSQL by configuration, with the schema rolled out to every database before the registry
- * is returned. Only the configuration changes between the two; the code that uses the registry
- * does not.
+ * PostgreSQL by configuration, with the schema rolled out to every database it can reach before
+ * the registry is returned. Only the configuration changes between the two; the code that uses the
+ * registry does not.
+ *
+ * A database that is down at start does not stop the service (PostgreSQL only): its client is held
+ * shut (every statement fails as unreachable, so its shards answer 503 while the others work), it is
+ * retried with backoff, and when it answers it gets the same checks and the schema before it opens.
+ * Configuration errors still fail the open: a database listed twice, a connection budget that
+ * cannot hold, a database that answers with an error (no such database, authentication), a
+ * rollout that fails on a database that answered.
  */
 export async function openShards<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
 ): Promise<OpenShards<Client>> {
+  if (options.shardsJson !== undefined) return openPostgres(options, options.shardsJson);
+  return openEmbedded(options);
+}
+
+interface Database {
+  physical: PhysicalShard<ShardClient>;
+  gate: DatabaseGate;
+  target: RolloutTarget;
+  status: DatabaseStatus;
+}
+
+async function openPostgres<Client extends ShardClient>(
+  options: OpenShardsOptions<Client>,
+  shardsJson: string,
+): Promise<OpenShards<Client>> {
   const onProgress = options.onProgress ?? progressLine;
-  if (options.shardsJson !== undefined) {
-    const { PrismaPg } = await import("@prisma/adapter-pg");
-    const targets: RolloutTarget[] = [];
-    const registry = shardRegistryFromEnv({
-      env: { SHARDKIT_SHARDS: options.shardsJson },
-      createClient: (url, shards, { pool }) => {
-        targets.push({
-          name: redactUrl(url),
-          adapter: new PrismaPg({ connectionString: url, max: 1 }),
-          shards,
-        });
-        return options.createClient(new PrismaPg({ connectionString: url, max: pool }));
-      },
-    });
+  const onState = options.onState ?? stateLine;
+  const timeoutMs = positive(options.connectTimeoutMs, 5000, "connectTimeoutMs");
+  const baseMs = positive(options.retry?.baseMs, 500, "retry.baseMs");
+  const maxMs = Math.max(baseMs, positive(options.retry?.maxMs, 10_000, "retry.maxMs"));
+  const budgetOptions = { onExceeded: options.connectionBudget ?? "error" } as const;
+  const { PrismaPg } = await import("@prisma/adapter-pg");
+  const made = new Map<ShardClient, { gate: DatabaseGate; target: RolloutTarget }>();
+  const registry = shardRegistryFromEnv({
+    env: { SHARDKIT_SHARDS: shardsJson },
+    createClient: (url, shards, { pool }) => {
+      const name = redactUrl(url);
+      const gate = new DatabaseGate(name);
+      const client = options.createClient(gate.wrap(new PrismaPg({ connectionString: url, max: pool })));
+      const target = { name, adapter: new PrismaPg({ connectionString: url, max: 1 }), shards };
+      made.set(client, { gate, target });
+      return client;
+    },
+  });
+  const databases: Database[] = registry.physical.map((physical) => ({
+    physical,
+    ...made.get(physical.client)!,
+    status: {
+      name: physical.name,
+      shards: physical.shards.map((s) => s.key),
+      state: "starting",
+      since: new Date(),
+      attempts: 1,
+    },
+  }));
+  const stop = new AbortController();
+  const set = (db: Database, state: DatabaseState, error?: unknown) => {
+    const message = error === undefined ? undefined : summary(error);
+    const changed = db.status.state !== state || db.status.error !== message;
+    db.status = {
+      ...db.status,
+      state,
+      since: db.status.state === state ? db.status.since : new Date(),
+      ...(message === undefined ? {} : { error: message }),
+    };
+    if (message === undefined) delete db.status.error;
+    if (changed) onState({ ...db.status });
+  };
+  /** The databases that answered so far, with what they said: a late one is checked against them. */
+  const known: Inspection<ShardClient>["answered"] = [];
+  /** Asks a database who it is past its gate: through a connection of its own. */
+  const query = async (physical: PhysicalShard<ShardClient>, sql: string) => {
+    const db = databases.find((d) => d.physical === physical)!;
+    const connection = await db.target.adapter.connect();
     try {
-      // Before any schema change: one database listed twice, or a budget that cannot hold, is a
-      // configuration error.
-      await checkDatabases(registry, { onExceeded: options.connectionBudget ?? "error" });
-      await rolloutSchema({ schema: options.schema, targets, onProgress });
-    } catch (error) {
-      await registry.disconnect();
-      throw error;
+      const result = await connection.queryRaw({ sql, args: [], argTypes: [] });
+      return Object.fromEntries(
+        result.columnNames.map((c, i) => [c, result.rows[0]![i]]),
+      ) as unknown as Inspected;
+    } finally {
+      await connection.dispose();
     }
-    return { registry, describe: targets.map((t) => t.name).join(", "), close: () => registry.disconnect() };
+  };
+  const rollout = (db: Database, index: number, total: number) =>
+    rolloutSchema({
+      schema: options.schema,
+      targets: [db.target],
+      onProgress: (event) => onProgress({ ...event, index, total }),
+    });
+
+  try {
+    const first = await inspect(
+      databases.map((d) => d.physical),
+      { timeoutMs, query },
+    );
+    const issues = first.unreachable
+      .filter((u) => !unreachable(u.error))
+      .map((u) => `${u.physical.name}: ${summary(u.error)}`);
+    if (issues.length > 0) throw new RegistryConfigError(issues);
+    // Before any schema change: one database listed twice, or a budget that cannot hold, is a
+    // configuration error.
+    checkInspected({ answered: first.answered, unreachable: [] }, budgetOptions);
+    known.push(...first.answered);
+    const reachable = databases.filter((d) => first.answered.some((a) => a.physical === d.physical));
+    for (const [index, db] of reachable.entries()) {
+      try {
+        await rollout(db, index, reachable.length);
+      } catch (error) {
+        if (!unreachable(error)) throw error; // the first failure stops the rollout, as rolloutSchema's does
+        set(db, "starting", error);
+        continue;
+      }
+      db.gate.open();
+      db.status = { ...db.status, state: "ready", since: new Date() };
+    }
+    for (const u of first.unreachable)
+      set(databases.find((d) => d.physical === u.physical)!, "starting", u.error);
+  } catch (error) {
+    await registry.disconnect();
+    throw error;
   }
+
+  /** Retries a database that was not ready at open until it is, or is refused. */
+  async function recover(db: Database): Promise<void> {
+    let delay = baseMs;
+    while (!stop.signal.aborted) {
+      if (!(await pause(delay, stop.signal))) return;
+      delay = Math.min(delay * 2, maxMs);
+      db.status.attempts++;
+      if (!known.some((k) => k.physical === db.physical)) {
+        const asked = await inspect([db.physical], { timeoutMs, query });
+        if (asked.answered.length === 0) {
+          const error = asked.unreachable[0]!.error;
+          if (!unreachable(error)) return set(db, "refused", error);
+          set(db, "starting", error);
+          continue;
+        }
+        try {
+          checkInspected(
+            { answered: [...known, ...asked.answered], unreachable: [] },
+            budgetOptions,
+            db.physical,
+          );
+        } catch (error) {
+          return set(db, "refused", error);
+        }
+        known.push(...asked.answered);
+      }
+      try {
+        await abortable(rollout(db, 0, 1), stop.signal);
+      } catch (error) {
+        if (stop.signal.aborted) return;
+        if (unreachable(error)) {
+          set(db, "starting", error);
+          continue;
+        }
+        return set(db, "refused", error);
+      }
+      db.gate.open();
+      set(db, "ready");
+      return;
+    }
+  }
+
+  const waiting = databases.filter((d) => d.status.state === "starting");
+  const loops = waiting.map((db) => recover(db));
+  const ready = Promise.all(loops).then(() => {
+    if (stop.signal.aborted && databases.some((d) => d.status.state !== "ready"))
+      return new Promise<void>(() => {});
+    const refused = databases.find((d) => d.status.state === "refused");
+    if (refused) throw new RegistryConfigError([`${refused.status.name}: ${refused.status.error}`]);
+  });
+  ready.catch(() => {}); // a refusal is also reported through onState: nobody has to await `ready`
+  return {
+    registry,
+    describe: databases.map((d) => d.target.name).join(", "),
+    databases: () => databases.map((d) => ({ ...d.status })),
+    ready,
+    health: (health) =>
+      shardHealth(registry, {
+        ...health,
+        stateOf: (physical) => databases.find((d) => d.physical === physical)?.status,
+      }),
+    async close() {
+      stop.abort();
+      await Promise.all(loops);
+      await registry.disconnect();
+    },
+  };
+}
+
+async function openEmbedded<Client extends ShardClient>(
+  options: OpenShardsOptions<Client>,
+): Promise<OpenShards<Client>> {
   if (!options.embedded) {
     throw new RegistryConfigError(["openShards: no shardsJson and no embedded configuration"]);
   }
+  const onProgress = options.onProgress ?? progressLine;
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([
     import("@electric-sql/pglite"),
     import("pglite-prisma-adapter"),
@@ -102,14 +297,79 @@ export async function openShards<Client extends ShardClient>(
       client: options.createClient(new PrismaPGlite(pglite)),
     })),
   });
+  const since = new Date();
   return {
     registry,
     describe: `embedded PGlite, one database per shard, under ${dataDir}`,
+    databases: () =>
+      registry.physical.map((p) => ({
+        name: p.name,
+        shards: p.shards.map((s) => s.key),
+        state: "ready",
+        since,
+        attempts: 1,
+      })),
+    ready: Promise.resolve(),
+    health: (health) => shardHealth(registry, health ?? {}),
     async close() {
       await registry.disconnect();
       for (const { pglite } of databases) await pglite.close();
     },
   };
+}
+
+/** Down, unreachable, not answering in time: what waiting may cure (unlike a missing database or a refused login). */
+function unreachable(error: unknown): boolean {
+  if (isShardUnavailable(error)) return true;
+  const message = String((error as Error | undefined)?.message ?? "");
+  return /timed out after|Can't reach database server|ECONNREFUSED|Connection terminated|the database system is (starting up|shutting down)/i.test(
+    message,
+  );
+}
+
+function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!(Number.isFinite(value) && value > 0)) {
+    throw new RegistryConfigError([`openShards: ${name} must be a positive number, got ${value}`]);
+  }
+  return value;
+}
+
+/** Waits `ms`; false when `signal` aborted first. */
+function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false);
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts (the work itself goes on, unobserved). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => {});
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+function stateLine(status: DatabaseStatus): void {
+  const shards = `shards ${status.shards.join(", ")} on ${status.name}`;
+  const detail = status.error ? ` (${status.error})` : "";
+  const next =
+    status.state === "starting"
+      ? ": starting, not answering yet; its shards answer 503 until it does"
+      : `: ${status.state}`;
+  process.stderr.write(`${shards}${next}${detail}\n`);
 }
 
 function progressLine(event: RolloutEvent): void {

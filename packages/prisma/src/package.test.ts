@@ -47,6 +47,7 @@ describe("published package", () => {
       "ShardKeyRequiredError",
       "ShardRegistry",
       "ShardRoutingError",
+      "ShardTimeoutError",
       "StagedWrite",
       "UnknownShardError",
       "UnsupportedShardOperationError",
@@ -61,6 +62,8 @@ describe("published package", () => {
       "shardRegistryFromConfig",
       "shardRegistryFromEnv",
       "shardRouting",
+      "shardHealth",
+      "withShardDeadline",
     ].sort();
     expect(report.esm).toEqual(api);
     expect(report.cjs).toEqual(api);

@@ -12,6 +12,7 @@ import {
 } from "./errors.js";
 import { shardRouting } from "./extension.js";
 import type { ScatterReport } from "./scatter/options.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 const world = makeWorld();
 const { db: refusing, clients, registry } = world;
@@ -286,4 +287,21 @@ describe("a database that is down (its PostgreSQL server stopped)", () => {
     expect(await partial.customer.count()).toBe(6);
     expect(reports[2]?.complete).toBe(true);
   }, 60_000);
+});
+
+describe("a database that refuses the query itself", () => {
+  it("fails the read with the database's own error, not as a missing shard, whatever the policy", async () => {
+    await seed();
+    const partial = db.$scatter({ policy: "partial" });
+    for (const read of [
+      () => db.customer.findMany({ where: { id: { gt: "not a uuid" } }, orderBy: { name: "asc" } }),
+      () => partial.customer.findMany({ where: { id: { gt: "not a uuid" } }, orderBy: { name: "asc" } }),
+      () => partial.customer.count({ where: { id: { gt: "not a uuid" } } }),
+    ]) {
+      const error = await read().catch((e: unknown) => e);
+      expect(error).not.toBeInstanceOf(ScatterError);
+      expect(isShardUnavailable(error)).toBe(false);
+      expect((error as Error).message).toMatch(/uuid/i);
+    }
+  });
 });

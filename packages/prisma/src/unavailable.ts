@@ -32,7 +32,12 @@ export function isShardUnavailable(error: unknown): boolean {
     if (name === "PrismaClientKnownRequestError" && UNAVAILABLE_CODES.has(String(code))) return true;
     if (name === "PrismaClientInitializationError") return true;
     if (typeof code === "string" && (SOCKET_CODES.has(code) || SQLSTATE_UNAVAILABLE.test(code))) return true;
-    if (isShardkitError(e, "TARGETS_FAILED") || isShardkitError(e, "DEADLINE_EXCEEDED")) return true;
+    if (
+      isShardkitError(e, "TARGETS_FAILED") ||
+      isShardkitError(e, "DEADLINE_EXCEEDED") ||
+      isShardkitError(e, "SHARD_TIMEOUT")
+    )
+      return true;
     const kind = (e as { kind?: unknown }).kind; // a driver adapter's error, e.g. DatabaseNotReachable
     return kind === "DatabaseNotReachable" || kind === "ConnectionClosed" || kind === "SocketTimeout";
   });

@@ -78,8 +78,9 @@ function fits(type: string | undefined, value: unknown, tiebreaker: boolean): bo
     case "Boolean":
       return typeof value === "boolean";
     case "DateTime":
-      // PostgreSQL's timestamps run from 4713 BC to 294276 AD; a JavaScript Date reaches further back.
-      return value instanceof Date && !Number.isNaN(value.getTime()) && value.getUTCFullYear() >= -4712;
+      // PostgreSQL's timestamps reach 4713 BC, but Prisma sends a Date as ISO 8601 text, which it
+      // accepts only from year 1; JavaScript's last Date (275760 AD) is within PostgreSQL's range.
+      return value instanceof Date && !Number.isNaN(value.getTime()) && value.getUTCFullYear() >= 1;
     default:
       return false;
   }

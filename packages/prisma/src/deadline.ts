@@ -1,0 +1,31 @@
+import type { ShardIdentifier } from "@shardkit/id";
+import { RoutingOptionsError, ShardTimeoutError } from "./errors.js";
+
+/**
+ * `run()`, or `ShardTimeoutError` naming `shard` once `timeoutMs` pass first: a database that hangs
+ * (its server frozen, its disk stalled) fails its own call in bounded time instead of never. The
+ * call itself cannot be cancelled and may still finish later: give writes an idempotency key so a
+ * retry finds what a late commit recorded. `isShardUnavailable` counts the timeout as unavailable.
+ */
+export async function withShardDeadline<T>(
+  shard: ShardIdentifier,
+  timeoutMs: number,
+  run: () => PromiseLike<T>,
+): Promise<T> {
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new RoutingOptionsError([
+      `withShardDeadline: timeoutMs must be a positive number, got ${timeoutMs}`,
+    ]);
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ShardTimeoutError(shard, timeoutMs)), timeoutMs);
+  });
+  const running = Promise.resolve(run());
+  running.catch(() => {}); // a late failure after the deadline has nobody to tell
+  try {
+    return await Promise.race([running, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
