@@ -73,6 +73,19 @@ export async function inspect<Client extends ShardClient>(
 }
 
 /**
+ * What each database of the registry says it is: `"<server system identifier>:<port>/<database>"`,
+ * the same for every URL spelling of one database. Databases that do not answer within
+ * `timeoutMs` (default 5 s) are missing from the map.
+ */
+export async function databaseIdentities<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  options: { timeoutMs?: number } = {},
+): Promise<Map<PhysicalShard<Client>, string>> {
+  const { answered } = await inspect(registry.physical, { timeoutMs: options.timeoutMs ?? 5000 });
+  return new Map(answered.map(({ physical, row }) => [physical, `${row.server}/${row.database}`]));
+}
+
+/**
  * Refuses a registry in which two entries are one database (two URL spellings of it, a
  * `postgres://` and a `postgresql://`, an added query parameter...): every scatter would read it
  * twice. Databases are told apart by what the server says (its system identifier, port and

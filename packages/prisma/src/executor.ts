@@ -4,6 +4,7 @@ import { type ScatterResult, scatter } from "@shardkit/scatter";
 import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
+import { withCurrentOwner } from "./ownership.js";
 import type { Obj, Plan, PlanTarget } from "./plan.js";
 import { NO_CONTEXT, type Planner, targetKey, WRITES } from "./planner.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
@@ -66,12 +67,20 @@ export class Executor {
       );
     }
     if (scope?.kind === "tx") return this.runIn(scope.tx, scope.shard, model, operation, args);
-    const plan = this.planner.plan(
-      model,
-      operation,
-      args,
-      view.scatter ? { scatter: view.scatter } : NO_CONTEXT,
-    );
+    const context = view.scatter ? { scatter: view.scatter } : NO_CONTEXT;
+    const plan = this.planner.plan(model, operation, args, context);
+    const hook = this.planner.placement.ownership;
+    if (hook && WRITES.has(operation) && (plan.kind === "shard" || plan.kind === "database")) {
+      // A former owner refuses the write: refresh the map, plan again, run at the current owner.
+      let next: Plan | undefined = plan;
+      return lazy(() =>
+        withCurrentOwner(hook, () => {
+          const current = next ?? this.planner.plan(model, operation, args, context);
+          next = undefined;
+          return this.execute(current, view, model, operation, args);
+        }),
+      );
+    }
     return this.execute(plan, view, model, operation, args);
   }
 

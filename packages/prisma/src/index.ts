@@ -6,6 +6,7 @@ export {
   checkConnectionBudget,
   checkDistinctDatabases,
   DEFAULT_POOL_SIZE,
+  databaseIdentities,
 } from "./budget.js";
 export {
   type FromConfigOptions,
@@ -56,6 +57,7 @@ export {
 } from "./idempotency.js";
 export type { ModelRouting } from "./keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
+export type { OwnershipHook } from "./ownership.js";
 export type { Plan, PlanContext, PlanTarget } from "./plan.js";
 export {
   createShardRegistry,
@@ -83,5 +85,6 @@ export type {
   ScatterTargetReport,
 } from "./scatter/options.js";
 export type { ScatterPageArgs } from "./scatter/page.js";
+export { shardBitsSql } from "./sql.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";
 export { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";

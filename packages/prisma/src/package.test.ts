@@ -63,6 +63,8 @@ describe("published package", () => {
       "shardRegistryFromEnv",
       "shardRouting",
       "shardHealth",
+      "shardBitsSql",
+      "databaseIdentities",
       "withShardDeadline",
     ].sort();
     expect(report.esm).toEqual(api);

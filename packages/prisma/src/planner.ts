@@ -8,6 +8,7 @@ import {
 } from "./errors.js";
 import type { DataModel } from "./internals.js";
 import { delegateKey, KeyRouting, type ModelRouting, type Named } from "./keys.js";
+import type { OwnershipHook } from "./ownership.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { planAggregateRead } from "./scatter/aggregate.js";
 import { planCount } from "./scatter/count.js";
@@ -30,6 +31,8 @@ export interface Placement {
   readonly physical: readonly { readonly shards: readonly ShardIdentifier[]; readonly index: number }[];
   /** The database holding a registered shard. */
   physicalOf(shard: ShardIdentifier): { readonly index: number };
+  /** A partition map's hook: writes refused by a former owner are retried at the current one. */
+  readonly ownership?: OwnershipHook | undefined;
 }
 
 export interface PlannerOptions {
@@ -174,7 +177,7 @@ export class Planner {
         const plan = this.spread(model, "findMany", { where: args.where }, named, {});
         targets = plan.kind === "scatter" ? plan.targets : plan.kind === "database" ? [plan.target] : [];
       } else {
-        targets = this.placement.physical.map((p) => ({
+        targets = holding(this.placement).map((p) => ({
           database: p.index,
           shards: [...p.shards],
           args: { where: args.where },
@@ -243,9 +246,12 @@ export class Planner {
   }
 
   private keylessPlan(model: string, operation: string, args: Obj, hint: string, context: PlanContext): Plan {
-    const { physical } = this.placement;
+    const physical = holding(this.placement);
     if (physical.length === 1) {
-      return { kind: "database", target: { database: 0, shards: [...physical[0]!.shards], args } };
+      return {
+        kind: "database",
+        target: { database: physical[0]!.index, shards: [...physical[0]!.shards], args },
+      };
     }
     const options = SCATTER_READS.has(operation) ? this.scatterOptions(model, context.scatter) : null;
     if (!options || this.keys.keysOf(model).length === 0) {
@@ -299,4 +305,9 @@ function cut(args: Obj, named: Extract<Named, { kind: "in" | "rows" }>, values: 
   if (named.kind === "rows") return { ...args, data: values };
   const where = args.where as Obj;
   return { ...args, where: { ...where, [named.field]: { ...(where[named.field] as Obj), in: values } } };
+}
+
+/** The databases that hold shards now: a spare (a move's target) or a former owner holds none. */
+function holding(placement: Placement) {
+  return placement.physical.filter((p) => p.shards.length > 0);
 }

@@ -98,6 +98,40 @@ describe("createShardRegistry", () => {
   });
 });
 
+describe("spare databases and changes of owner (what a partition map applies)", () => {
+  it("a database that holds no shard comes last, and a shard assigned to it moves there at a higher epoch", () => {
+    const a = fakeDb("a");
+    const e = fakeDb("e");
+    const registry = createShardRegistry({
+      shards: [
+        { shard: "0/0", client: a },
+        { shard: "0/1", client: a },
+      ],
+      databases: [{ client: e, name: "e" }],
+    });
+    expect(registry.physical.map((p) => [p.name, p.shards.map((s) => s.key)])).toEqual([
+      ["database #0", ["0/0", "0/1"]],
+      ["e", []],
+    ]);
+    const s01 = ShardIdentifier.of(0, 1);
+    expect(registry.epochOf(s01)).toBe(0);
+    registry.assign(s01, registry.physical[1]!, 2);
+    expect(registry.clientFor(s01)).toBe(e);
+    expect(registry.epochOf(s01)).toBe(2);
+    expect(registry.physical.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["0/1"]]);
+    // A map never goes back, and one epoch has one owner.
+    expect(issuesOf(() => registry.assign(s01, registry.physical[0]!, 1))[0]).toMatch(
+      /would go back or give it two owners/,
+    );
+    expect(issuesOf(() => registry.assign(s01, registry.physical[0]!, 2))[0]).toMatch(
+      /would go back or give it two owners/,
+    );
+    expect(() => registry.assign(ShardIdentifier.of(5, 5), registry.physical[0]!, 3)).toThrow(
+      UnknownShardError,
+    );
+  });
+});
+
 describe("shardRegistryFromConfig / FromEnv", () => {
   const url = (db: string) => `postgresql://app:secret@10.0.0.1:5432/${db}`;
 

@@ -1,5 +1,6 @@
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { RegistryConfigError, UnknownShardError } from "./errors.js";
+import type { OwnershipHook } from "./ownership.js";
 
 /** A shard given as a ShardIdentifier, its key ("1/5") or `{ group, member }`. */
 export type ShardRef = ShardIdentifier | string | { group: number; member: number };
@@ -17,7 +18,9 @@ export interface ShardRegistryOptions<Client extends ShardClient> {
   shards: ReadonlyArray<{ shard: ShardRef; client: Client }>;
   /**
    * What is known of each client's database: a name for messages and reports (a password-less URL)
-   * and its pool size, which `checkConnectionBudget` adds up per server. Optional per client.
+   * and its pool size, which `checkConnectionBudget` adds up per server. Optional per client. A
+   * client named here that holds no shard is a spare database (the target of a shard move): it
+   * comes after the others in `physical` and no plan reaches it until it owns a shard.
    */
   databases?: ReadonlyArray<{ client: Client; name?: string; pool?: number }>;
   /** Where `unknownShard: 'default'` sends IDs of unknown shards. Must be one of `shards`. */
@@ -57,7 +60,10 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   readonly physical: readonly PhysicalShard<Client>[];
   readonly defaultShard: ShardIdentifier | undefined;
   readonly unknownShard: "fail" | "default";
+  /** The partition map's hook, when one is attached. */
+  ownership: OwnershipHook | undefined;
   private readonly byBits: (PhysicalShard<Client> | undefined)[] = new Array(1 << 14);
+  private readonly epochs = new Map<number, number>();
   private readonly logger: { warn(message: string): void };
 
   constructor(options: ShardRegistryOptions<Client>) {
@@ -102,11 +108,17 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     }
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
+    const spares: PhysicalShard<Client>[] = [];
     for (const [i, described] of (options.databases ?? []).entries()) {
-      const physical = physicalByClient.get(described?.client);
-      if (!physical) {
-        issues.push(`databases[${i}].client: not the client of any shard`);
+      if (!described?.client || typeof described.client.$disconnect !== "function") {
+        issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
         continue;
+      }
+      let physical = physicalByClient.get(described.client);
+      if (!physical) {
+        physical = { client: described.client, shards: [], index: 0, name: "", pool: undefined };
+        physicalByClient.set(described.client, physical);
+        spares.push(physical);
       }
       if (described.pool !== undefined && !(Number.isSafeInteger(described.pool) && described.pool >= 1)) {
         issues.push(`databases[${i}].pool: expected an integer >= 1, got ${JSON.stringify(described.pool)}`);
@@ -116,9 +128,10 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     }
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
-    const physical = [...physicalByClient.values()];
+    const physical = [...physicalByClient.values()].filter((p) => !spares.includes(p));
     for (const p of physical) p.shards.sort((a, b) => a.bits - b.bits);
     physical.sort((a, b) => a.shards[0]!.bits - b.shards[0]!.bits);
+    physical.push(...spares);
     physical.forEach((p, index) => {
       p.index = index;
       if (p.name === "") p.name = `database #${index}`;
@@ -129,6 +142,48 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     this.defaultShard = defaultShard;
     this.unknownShard = unknownShard;
     this.logger = options.logger ?? console;
+  }
+
+  /**
+   * The shard's ownership epoch: 0 in a static registry; a partition map's epoch once one is
+   * attached (`@shardkit/ownership`). It only grows.
+   */
+  epochOf(shard: ShardIdentifier): number {
+    return this.epochs.get(shard.bits) ?? 0;
+  }
+
+  /**
+   * Places a registered shard on `database` at `epoch`: the partition map's way to apply a change
+   * of owner to routing. An epoch lower than the shard's current one is refused (a map never goes
+   * back); the same epoch with another database is refused too (two owners for one epoch).
+   */
+  assign(shard: ShardIdentifier, database: PhysicalShard<Client>, epoch: number): void {
+    const current = this.byBits[shard.bits];
+    if (!current) throw new UnknownShardError(shard, this.shards);
+    if (!this.physical.includes(database)) {
+      throw new RegistryConfigError([`assign: ${database.name} is not a database of this registry`]);
+    }
+    const known = this.epochOf(shard);
+    if (
+      !Number.isSafeInteger(epoch) ||
+      epoch < known ||
+      (epoch === known && current !== database && known > 0)
+    ) {
+      throw new RegistryConfigError([
+        `assign: shard ${shard.key} is at epoch ${known} on ${current.name}; epoch ${epoch} on ${database.name} would go back or give it two owners`,
+      ]);
+    }
+    this.epochs.set(shard.bits, epoch);
+    if (current === database) return;
+    current.shards.splice(current.shards.indexOf(shard), 1);
+    database.shards.push(shard);
+    database.shards.sort((a, b) => a.bits - b.bits);
+    this.byBits[shard.bits] = database;
+  }
+
+  /** Installs a partition map's hook (see `OwnershipHook`): refused writes are retried at the current owner. */
+  attachOwnership(hook: OwnershipHook | undefined): void {
+    this.ownership = hook;
   }
 
   /** True when the shard is registered (no fallback applied). */

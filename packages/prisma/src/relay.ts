@@ -4,6 +4,7 @@ import { decodeJson } from "./codec.js";
 import { RoutingOptionsError } from "./errors.js";
 import type { OutboxMessage } from "./outbox.js";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
+import { shardBitsSql } from "./sql.js";
 import { isShardUnavailable } from "./unavailable.js";
 
 export interface OutboxRelayOptions<Client extends ShardClient> {
@@ -114,9 +115,15 @@ type Row = {
 // that dies leaves its events to be claimed again when the lease ends. `attempts` fences every
 // outcome: an outcome reported after the lease was lost (and the event claimed again) changes nothing.
 // (UPDATE ... RETURNING keeps no order: the claimed events are sorted again, oldest first.)
+/**
+ * Only the events of shards the database owns now: after a shard moved away, its old copy stays
+ * until it is cleaned up, and it is the new owner's relay that delivers its events.
+ */
+const OWNED = `${shardBitsSql("id")} = ANY($3::int[])`;
 const CLAIM = `WITH claimed AS (
     UPDATE "OutboxEvent" SET "availableAt" = now() + ($2::int * interval '1 millisecond'), attempts = attempts + 1
     WHERE id IN (SELECT id FROM "OutboxEvent" WHERE status = 'pending' AND "availableAt" <= now()
+                   AND ${OWNED}
                  ORDER BY "createdAt", id LIMIT $1 FOR UPDATE SKIP LOCKED)
     RETURNING id, topic, "aggregateId", payload, "createdAt", attempts)
   SELECT id::text AS id, topic, "aggregateId"::text AS "aggregateId", payload, "createdAt", attempts
@@ -132,7 +139,7 @@ const RELEASE = `UPDATE "OutboxEvent" o SET "availableAt" = now(), attempts = o.
 const LAG = `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
   count(*) FILTER (WHERE status = 'dead')::int AS dead,
   coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status = 'pending')) * 1000, 0)::float8 AS oldest
-  FROM "OutboxEvent"`;
+  FROM "OutboxEvent" WHERE ${shardBitsSql("id")} = ANY($1::int[])`;
 const REDRIVE = `UPDATE "OutboxEvent" SET status = 'pending', attempts = 0, "availableAt" = now(), "lastError" = NULL
   WHERE status = 'dead' AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[])) AND ($2::text IS NULL OR topic = $2)`;
 
@@ -196,7 +203,12 @@ export function createOutboxRelay<Client extends ShardClient>(
     };
     const db = physical.client as unknown as Raw;
     const leaseEnds = Date.now() + leaseMs;
-    const rows = await db.$queryRawUnsafe<Row[]>(CLAIM, batchSize, leaseMs);
+    const rows = await db.$queryRawUnsafe<Row[]>(
+      CLAIM,
+      batchSize,
+      leaseMs,
+      physical.shards.map((shard) => shard.bits),
+    );
     report.claimed = rows.length;
     for (const [i, row] of rows.entries()) {
       if (Date.now() + deliveryTimeoutMs > leaseEnds) {
@@ -316,7 +328,10 @@ export function createOutboxRelay<Client extends ShardClient>(
         async (physical) => {
           const [row] = await (physical.client as unknown as Raw).$queryRawUnsafe<
             { pending: number; dead: number; oldest: number }[]
-          >(LAG);
+          >(
+            LAG,
+            physical.shards.map((shard) => shard.bits),
+          );
           return { pending: row!.pending, dead: row!.dead, oldestPendingMs: Math.round(row!.oldest) };
         },
         { policy: "partial", deadlineMs: lagTimeoutMs, key: (physical) => nameOf(physical) },

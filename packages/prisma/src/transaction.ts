@@ -1,6 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, UnsupportedShardOperationError } from "./errors.js";
 import type { Executor, View } from "./executor.js";
+import { withCurrentOwner } from "./ownership.js";
 import { isTransientTransactionError } from "./unavailable.js";
 
 /** The client an interactive `$transaction(fn)` of `Client` hands to `fn`. */
@@ -53,17 +54,27 @@ export async function runInShardTransaction<R>(
       "$transactionOn inside $action commits at once, outside the action: stage the work with unit.on(shardOrId, fn) instead",
     );
   }
-  const database = executor.planner.placement.physicalOf(shard).index;
+  const { placement } = executor.planner;
   const retries = options.retries ?? 0;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await inDatabaseTransaction(view, database, options, (tx) => inShard(executor, tx, shard, fn));
-    } catch (error) {
-      if (attempt >= retries || !isTransientTransactionError(error)) throw error;
-      const wait = Math.min(500, 10 * 2 ** attempt) * (0.5 + Math.random());
-      await new Promise((resolve) => setTimeout(resolve, wait));
+  let lost = 0;
+  // A former owner refuses the transaction's writes (a partition map's fence): refresh and run it
+  // again at the current owner, like a lost race but counted apart (the hook bounds it).
+  return withCurrentOwner(placement.ownership, async () => {
+    for (;;) {
+      const database = placement.physicalOf(shard).index;
+      try {
+        const begin = placement.ownership?.begin;
+        return await inDatabaseTransaction(view, database, options, async (tx) => {
+          if (begin) await begin(tx, shard);
+          return inShard(executor, tx, shard, fn);
+        });
+      } catch (error) {
+        if (lost >= retries || !isTransientTransactionError(error)) throw error;
+        const wait = Math.min(500, 10 * 2 ** lost++) * (0.5 + Math.random());
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
     }
-  }
+  });
 }
 
 /** One interactive transaction on a database, through its fully configured client. */

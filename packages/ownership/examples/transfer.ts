@@ -1,0 +1,77 @@
+import { PGlite } from "@electric-sql/pglite";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { PartitionMap, refusalOf } from "@shardkit/ownership";
+import { createShardRegistry, shardRouting } from "@shardkit/prisma";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { PrismaClient } from "./generated/prisma/client.js";
+
+// Two embedded databases: "old" holds shard 0/1 today, "new" is a spare that will own it.
+const databases = { old: new PGlite(), new: new PGlite() };
+await rolloutSchema({
+  schema: new URL("./schema.prisma", import.meta.url).pathname,
+  targets: Object.entries(databases).map(([name, pglite]) => ({ name, adapter: new PrismaPGlite(pglite) })),
+  onProgress: () => {},
+});
+const shard = ShardIdentifier.of(0, 1);
+/** A router: its own clients, registry and partition map (a service instance). */
+async function router() {
+  const clients = {
+    old: new PrismaClient({ adapter: new PrismaPGlite(databases.old) }),
+    new: new PrismaClient({ adapter: new PrismaPGlite(databases.new) }),
+  };
+  const registry = createShardRegistry({
+    shards: [{ shard, client: clients.old }],
+    databases: [
+      { client: clients.old, name: "old" },
+      { client: clients.new, name: "new" },
+    ],
+  });
+  const map = await PartitionMap.open({ registry, tables: [{ table: "Bucket", column: "id" }] });
+  const db = clients.old.$extends(shardRouting({ registry, models: { Bucket: { keys: ["id"] } } }));
+  return {
+    clients,
+    registry,
+    map,
+    db,
+    database: (name: string) => registry.physical.find((p) => p.name === name)!,
+  };
+}
+const mover = await router();
+const stale = await router(); // reads the map now and is never told of the move
+
+const id = ShardedId.generate("Bucket", shard);
+await mover.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+
+// 1. Fence: the old owner refuses every write for the shard, whoever sends it.
+await mover.map.fence(shard);
+const refused = await mover.clients.old.bucket
+  .update({ where: { id }, data: { remaining: 0 } })
+  .catch((e) => e);
+console.log("a script writing to the old owner:", refusalOf(refused)?.state);
+
+// 2. Copy the shard's rows, as the mover, then switch (compare-and-set on the epoch) and enforce.
+await mover.map.receive(shard, mover.database("new"));
+const rows = await mover.clients.old.bucket.findMany();
+await mover.map.asMover(mover.database("new"), async (tx) => {
+  for (const row of rows) {
+    await tx.$executeRawUnsafe(
+      `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, $2, $3)`,
+      row.id,
+      row.name,
+      row.remaining,
+    );
+  }
+});
+const { epoch } = await mover.map.switch(shard, mover.database("new"));
+await mover.map.enforce(shard, mover.database("old"));
+console.log(`shard ${shard.key} is owned by "new" at epoch ${epoch}`);
+
+// 3. The stale router still sends the shard to "old": refused there, it refreshes and retries at "new".
+const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 0 } });
+console.log(
+  `stale router's write: remaining ${updated.remaining} on "${stale.registry.physicalOf(shard).name}",`,
+  `${stale.map.counters.staleRejections} refusal, ${stale.map.counters.retries} retry`,
+);
+for (const r of [mover, stale]) r.map.close();
+for (const pglite of Object.values(databases)) await pglite.close();

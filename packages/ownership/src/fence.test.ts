@@ -1,0 +1,111 @@
+import { ShardedId } from "@shardkit/id";
+import pg from "pg";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { reset, router, S } from "../test/world.js";
+import { refusalOf } from "./refusal.js";
+
+// The fence is airtight: a writer that began before it either commits before the fence is in place
+// (the fence waits for it) or is refused. Raced at every isolation level, on real PostgreSQL.
+const r = router();
+afterAll(() => r.close());
+beforeEach(() => reset());
+
+/** Resolves once the fence's statement waits for a lock held by a writer (seen by the server itself). */
+async function fenceWaitingForLock() {
+  const admin = new pg.Client({ connectionString: inject("ownershipUrls").a });
+  await admin.connect();
+  try {
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await admin.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'CREATE OR REPLACE TRIGGER%'`,
+      );
+      if (rows[0].n > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error("the fence never waited for the writer's lock");
+  } finally {
+    await admin.end();
+  }
+}
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+describe.each(["ReadCommitted", "RepeatableRead", "Serializable"] as const)(
+  "the fence under %s",
+  (isolationLevel) => {
+    it("a writer that read before the fence and writes after it is refused; nothing it wrote commits", async () => {
+      const map = await r.open();
+      const id = ShardedId.generate("Bucket", S.g0m1);
+      await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+      const read = deferred();
+      const fenced = deferred();
+      const writer = r.clients.a
+        .$transaction(
+          async (tx) => {
+            const bucket = await tx.bucket.findUnique({ where: { id } });
+            read.resolve();
+            await fenced.promise;
+            await tx.confirmation.create({
+              data: { id: ShardedId.colocatedWith("Confirmation", id), bucketId: id, desk: "late" },
+            });
+            return tx.bucket.update({ where: { id }, data: { remaining: bucket!.remaining - 1 } });
+          },
+          { isolationLevel, timeout: 20_000 },
+        )
+        .catch((e: unknown) => e);
+      await read.promise;
+      await map.fence(S.g0m1);
+      fenced.resolve();
+      const outcome = await writer;
+      expect(refusalOf(outcome)).toMatchObject({ shard: S.g0m1, state: "fenced" });
+      expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(1);
+      expect(await r.clients.a.confirmation.count()).toBe(0);
+      map.close();
+    });
+
+    it("a writer that wrote before the fence commits before it: the fence waits for it, and later writes are refused", async () => {
+      const map = await r.open();
+      const id = ShardedId.generate("Bucket", S.g0m1);
+      await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+      const wrote = deferred();
+      const release = deferred();
+      let committed = false;
+      const writer = r.clients.a
+        .$transaction(
+          async (tx) => {
+            await tx.bucket.update({ where: { id }, data: { remaining: 0 } });
+            wrote.resolve();
+            await release.promise;
+          },
+          { isolationLevel, timeout: 20_000 },
+        )
+        .then(() => {
+          committed = true;
+        });
+      await wrote.promise;
+      let fenceDone = false;
+      const fence = map.fence(S.g0m1).then(() => {
+        fenceDone = true;
+        expect(committed).toBe(true); // the fence completed only after the writer committed
+      });
+      await fenceWaitingForLock();
+      expect(fenceDone).toBe(false);
+      release.resolve();
+      await writer;
+      await fence;
+      expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(0);
+      const after = await r.clients.a.bucket
+        .update({ where: { id }, data: { remaining: 5 } })
+        .catch((e: unknown) => e);
+      expect(refusalOf(after)).toMatchObject({ state: "fenced" });
+      map.close();
+    });
+  },
+);

@@ -1,0 +1,21 @@
+export {
+  EpochConflictError,
+  InvalidMapError,
+  isShardkitError,
+  OwnershipError,
+  type OwnershipErrorByCode,
+  type OwnershipErrorCode,
+  OwnershipOptionsError,
+  type Refusal,
+  StaleOwnerError,
+} from "./errors.js";
+export {
+  type MapEntry,
+  type OwnershipCounters,
+  type OwnershipSignal,
+  type OwnershipState,
+  PartitionMap,
+  type PartitionMapOptions,
+} from "./map.js";
+export { refusalOf } from "./refusal.js";
+export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";

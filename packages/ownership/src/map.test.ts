@@ -1,0 +1,275 @@
+import { ShardedId } from "@shardkit/id";
+import { createOutboxRelay, emitEvent } from "@shardkit/prisma";
+import { withClusterStopped } from "@shardkit/test-db";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { SECOND } from "../test/global-setup.js";
+import { copyShard, reset, router, S } from "../test/world.js";
+import { EpochConflictError, InvalidMapError, OwnershipOptionsError, StaleOwnerError } from "./errors.js";
+import { type OwnershipSignal, PartitionMap } from "./map.js";
+import { refusalOf } from "./refusal.js";
+
+const routers: ReturnType<typeof router>[] = [];
+const make = () => {
+  const r = router();
+  routers.push(r);
+  return r;
+};
+afterAll(async () => {
+  for (const r of routers) await r.close();
+});
+beforeEach(() => reset());
+
+/** A bucket on `shard`, created through the routed client. */
+async function bucket(r: ReturnType<typeof router>, shard = S.g0m1, remaining = 5) {
+  const id = ShardedId.generate("Bucket", shard);
+  await r.db.bucket.create({ data: { id, name: "B-173", remaining } });
+  return id;
+}
+
+describe("the partition map", () => {
+  it("records the configured placement as epoch 1 where no database has a record, and every router reads the same", async () => {
+    const one = make();
+    const map = await one.open();
+    expect(map.entries().map((e) => [e.shard.key, e.database, e.epoch, e.state])).toEqual([
+      ["0/0", "a", 1, "owned"],
+      ["0/1", "a", 1, "owned"],
+      ["1/0", "b", 1, "owned"],
+    ]);
+    const other = await make().open();
+    expect(other.entries().map((e) => [e.shard.key, e.epoch])).toEqual(
+      map.entries().map((e) => [e.shard.key, e.epoch]),
+    );
+  });
+
+  it("a manual transfer (fence, copy, switch, enforce): the old owner refuses every write for the shard, a stale router is refused, refreshes and lands on the new owner", async () => {
+    const mover = make();
+    const stale = make();
+    const map = await mover.open();
+    const staleMap = await stale.open(); // read now, never refreshed: it will still think a owns 0/1
+    const staleTx = make();
+    const txMap = await staleTx.open(); // the same, for a shard transaction
+    const id = await bucket(mover);
+    const other = await bucket(mover, S.g0m0);
+
+    const { epoch } = await map.fence(S.g0m1);
+    expect(epoch).toBe(1);
+    // Fenced: a write for 0/1 that reaches a is refused by a itself, whoever sends it.
+    const script = await mover.clients.a.bucket
+      .update({ where: { id }, data: { remaining: 0 } })
+      .catch((e: unknown) => e);
+    expect(refusalOf(script)).toMatchObject({ shard: S.g0m1, epoch: 1, state: "fenced" });
+    // 0/0, on the same database, is not fenced.
+    await mover.db.bucket.update({ where: { id: other }, data: { remaining: 4 } });
+
+    // The caller copies the shard's rows to e, as the mover (past e's fence for an incoming shard).
+    await map.receive(S.g0m1, mover.physical.e);
+    const rows = await mover.clients.a.bucket.findMany({ where: { id } });
+    await map.asMover(mover.physical.e, async (tx) => {
+      for (const row of rows) {
+        await tx.$executeRawUnsafe(
+          `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, $2, $3)`,
+          row.id,
+          row.name,
+          row.remaining,
+        );
+      }
+    });
+    // Before the switch, e refuses anyone else's write for 0/1.
+    const early = await mover.clients.e.bucket
+      .update({ where: { id }, data: { remaining: 0 } })
+      .catch((e: unknown) => e);
+    expect(refusalOf(early)).toMatchObject({ state: "incoming" });
+
+    expect(await map.switch(S.g0m1, mover.physical.e)).toEqual({ epoch: 2 });
+    await map.enforce(S.g0m1, mover.physical.a);
+    expect(map.entries().find((e) => e.shard === S.g0m1)).toMatchObject({
+      database: "e",
+      epoch: 2,
+      state: "owned",
+    });
+
+    // The stale router still routes 0/1 to a: a refuses, the router refreshes and retries at e.
+    expect(stale.registry.physicalOf(S.g0m1).name).toBe("a");
+    const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 4 } });
+    expect(updated.remaining).toBe(4);
+    expect(staleMap.counters).toMatchObject({ staleRejections: 1, retries: 1 });
+    expect(stale.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(stale.registry.epochOf(S.g0m1)).toBe(2);
+    expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
+    expect((await mover.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5); // the old copy, untouched
+
+    // The tombstone tells a forgotten script where the shard went.
+    const late = await mover.clients.a.bucket.delete({ where: { id } }).catch((e: unknown) => e);
+    expect(refusalOf(late)).toMatchObject({ state: "moved", epoch: 2 });
+    expect(refusalOf(late)!.peer).toMatch(/\/sk_owner_e_/);
+
+    // Until its cleanup, the old copy is still on a (reads across shards would see it twice).
+    expect(await map.cleanup(S.g0m1, mover.physical.a)).toEqual({
+      Bucket: 1,
+      Confirmation: 0,
+      OutboxEvent: 0,
+      IdempotencyKey: 0,
+    });
+    expect(await mover.clients.a.bucket.findUnique({ where: { id } })).toBeNull();
+    expect(await mover.db.$scatter({ policy: "fail" }).bucket.count()).toBe(2);
+    await expect(map.cleanup(S.g0m0, mover.physical.a)).rejects.toBeInstanceOf(EpochConflictError);
+
+    // Shard transactions are retried at the owner too.
+    expect(staleTx.registry.physicalOf(S.g0m1).name).toBe("a");
+    const inTx = await staleTx.db.$transactionOn(S.g0m1, async (tx) => {
+      const b = await tx.bucket.findUnique({ where: { id } });
+      return tx.bucket.update({ where: { id }, data: { remaining: b!.remaining - 1 } });
+    });
+    expect(inTx.remaining).toBe(3);
+    expect(txMap.counters.staleRejections).toBe(1);
+    for (const m of [map, staleMap, txMap]) m.close();
+  });
+
+  it("after a move the old owner's relay leaves the shard's old copy of its events alone; the new owner's relay delivers them once", async () => {
+    const r = make();
+    const map = await r.open();
+    const id = await bucket(r);
+    await r.db.$transactionOn(id, (tx) =>
+      emitEvent(tx, id, { topic: "bucket.opened", aggregateId: id, payload: {} }),
+    );
+    await map.fence(S.g0m1);
+    await map.receive(S.g0m1, r.physical.e);
+    await copyShard(map, S.g0m1, r.clients.a, r.physical.e);
+    await map.switch(S.g0m1, r.physical.e);
+    await map.enforce(S.g0m1, r.physical.a);
+    const delivered: string[] = [];
+    const relay = createOutboxRelay({
+      registry: r.registry,
+      deliver: async (m) => {
+        delivered.push(`${m.topic} ${m.aggregateId}`);
+      },
+    });
+    for (let i = 0; i < 3; i++) await relay.runOnce();
+    expect(delivered).toEqual([`bucket.opened ${id}`]);
+    expect((await r.clients.e.outboxEvent.findFirst())?.status).toBe("delivered");
+    expect((await r.clients.a.outboxEvent.findFirst())?.status).toBe("pending"); // the old copy, not claimed
+    // Lag counts the events of the shards each database owns: nothing is left to deliver.
+    expect((await relay.lag()).map((l) => l.pending)).toEqual([0, 0, 0]);
+    map.close();
+  });
+
+  it("a router that polls learns of a switch without writing; with a database down it keeps that database's last record", async () => {
+    const mover = make();
+    const watcher = make();
+    const map = await mover.open();
+    const signals: OwnershipSignal[] = [];
+    const watching = await watcher.open({
+      refreshIntervalMs: 50,
+      onSignal: (signal) => signals.push(signal),
+    });
+    watching.start();
+    await bucket(mover);
+    await map.fence(S.g0m1);
+    await map.receive(S.g0m1, mover.physical.e);
+    await copyShard(map, S.g0m1, mover.clients.a, mover.physical.e);
+    await map.switch(S.g0m1, mover.physical.e);
+    const until = Date.now() + 10_000;
+    while (watcher.registry.physicalOf(S.g0m1).name !== "e") {
+      if (Date.now() > until) throw new Error("the polling router never saw the switch");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
+    expect(signals.some((s) => s.type === "refresh" && s.changed.includes(S.g0m1))).toBe(true);
+    watching.stop();
+
+    // e's server is down: a refresh keeps e's last record (0/1 still routes there) and says it is missing.
+    await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+      signals.length = 0;
+      await watching.refresh();
+      expect(watcher.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(signals).toEqual([{ type: "refresh", changed: [], missing: ["e"] }]);
+      // The other shards are served as usual.
+      await watcher.db.bucket.create({
+        data: { id: ShardedId.generate("Bucket", S.g0m0), name: "x", remaining: 1 },
+      });
+    });
+    map.close();
+    watching.close();
+  }, 60_000);
+
+  it("a shard fenced for longer than the retry budget: the write fails with StaleOwnerError after its retries, nothing written", async () => {
+    const r = make();
+    const map = await r.open({ retries: 2 });
+    const id = await bucket(r);
+    await map.fence(S.g0m1);
+    const error = await r.db.bucket
+      .update({ where: { id }, data: { remaining: 0 } })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StaleOwnerError);
+    expect((error as StaleOwnerError).refusal).toMatchObject({ shard: S.g0m1, state: "fenced", epoch: 1 });
+    expect(map.counters).toMatchObject({ staleRejections: 3, retries: 2 });
+    await map.unfence(S.g0m1);
+    await r.db.bucket.update({ where: { id }, data: { remaining: 0 } });
+    map.close();
+  });
+
+  it("compare-and-set: a fence or a switch on the wrong epoch or state is EpochConflictError and changes nothing", async () => {
+    const r = make();
+    const map = await r.open();
+    await expect(map.switch(S.g0m1, r.physical.e)).rejects.toBeInstanceOf(EpochConflictError); // not fenced
+    await map.fence(S.g0m1);
+    await expect(map.fence(S.g0m1)).rejects.toBeInstanceOf(EpochConflictError); // fenced already
+    await map.switch(S.g0m1, r.physical.e);
+    // The switch is done: switching 0/1 again, to b, from the fence at epoch 1, is refused.
+    await expect(map.switch(S.g0m1, r.physical.b)).rejects.toBeInstanceOf(EpochConflictError);
+    expect(map.counters.conflicts).toBe(3);
+    await map.refresh();
+    expect(map.entries().find((e) => e.shard === S.g0m1)).toMatchObject({ database: "e", epoch: 2 });
+    map.close();
+  });
+
+  it("records that cannot be right are InvalidMapError, naming each problem, and nothing is applied", async () => {
+    const r = make();
+    const map = await r.open();
+    const cases: [sql: string, problem: RegExp][] = [
+      [
+        `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 1, 'owned')`,
+        /shard 0\/0 has two owners: a \(epoch 1\) and b \(epoch 1\)/,
+      ],
+      [
+        `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 1, 'bogus')`,
+        /state "bogus" is not one of/,
+      ],
+      [
+        `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 0, 'moved')`,
+        /epoch 0 is not an integer >= 1/,
+      ],
+      [
+        `INSERT INTO "ShardOwnership" (shard, epoch, state, peer) VALUES (${S.g0m0.bits}, 1, 'moved', 'nowhere/x')`,
+        /names database nowhere\/x, which is not in the registry/,
+      ],
+      [
+        `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${(5 << 6) | 5}, 1, 'owned')`,
+        /shard 5\/5 is not in the registry/,
+      ],
+    ];
+    for (const [sql, problem] of cases) {
+      await r.clients.b.$executeRawUnsafe(sql);
+      const error = await map.refresh().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidMapError);
+      expect((error as Error).message).toMatch(problem);
+      expect(r.registry.physicalOf(S.g0m0).name).toBe("a");
+      await r.clients.b.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard <> ${S.g1m0.bits}`);
+    }
+    map.close();
+  });
+
+  it("refuses options that cannot work", async () => {
+    const r = make();
+    const bad = [
+      { registry: r.registry, tables: [] },
+      { registry: r.registry, tables: [{ table: "", column: "id" }] },
+      { registry: r.registry, tables: [{ table: "Bucket", column: "id", kind: "text" as never }] },
+      { registry: r.registry, tables: [{ table: "Bucket", column: "id" }], retries: -1 },
+      { registry: r.registry, tables: [{ table: "Bucket", column: "id" }], refreshIntervalMs: 0 },
+    ];
+    for (const options of bad) {
+      await expect(PartitionMap.open(options)).rejects.toBeInstanceOf(OwnershipOptionsError);
+    }
+  });
+});

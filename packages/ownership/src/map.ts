@@ -1,0 +1,624 @@
+import { ShardIdentifier } from "@shardkit/id";
+import {
+  databaseIdentities,
+  type OwnershipHook,
+  type PhysicalShard,
+  type ShardClient,
+  type ShardRegistry,
+  shardBitsSql,
+} from "@shardkit/prisma";
+import { scatter } from "@shardkit/scatter";
+import {
+  EpochConflictError,
+  InvalidMapError,
+  OwnershipOptionsError,
+  type Refusal,
+  StaleOwnerError,
+} from "./errors.js";
+import { refusalOf } from "./refusal.js";
+import { ASSERT_FUNCTION, type FencedTable, fenceStatements, REFUSE_FUNCTION } from "./sql.js";
+
+/** A shard's state in one database's `ShardOwnership`. */
+export type OwnershipState = "owned" | "fenced" | "moved" | "incoming";
+const STATES: readonly string[] = ["owned", "fenced", "moved", "incoming"];
+
+/** One shard in the map: where routing sends it, at which epoch, and in what state. */
+export interface MapEntry {
+  shard: ShardIdentifier;
+  /** The database routing sends its calls to (its registry name). */
+  database: string;
+  epoch: number;
+  /** `owned`: that database owns it; `fenced`: it is between owners (writes are refused and retried). */
+  state: OwnershipState;
+}
+
+/** What the map counts; `onSignal` hears each as it happens (the telemetry hook). */
+export interface OwnershipCounters {
+  /** Writes a database refused because it does not own their shard. */
+  staleRejections: number;
+  /** Times the map was read from the databases. */
+  refreshes: number;
+  /** Calls run again at the current owner after a refusal. */
+  retries: number;
+  /** Changes of owner refused because someone else changed the shard first. */
+  conflicts: number;
+}
+
+export type OwnershipSignal =
+  | { type: "stale_rejection"; refusal: Refusal }
+  | { type: "refresh"; changed: ShardIdentifier[]; missing: string[] }
+  | { type: "retry"; shard: ShardIdentifier; attempt: number }
+  | { type: "conflict"; shard: ShardIdentifier; message: string };
+
+export interface PartitionMapOptions<Client extends ShardClient> {
+  registry: ShardRegistry<Client>;
+  /**
+   * Every table that holds shard rows, and the column that names a row's shard: a fenced shard's
+   * rows are refused in each of them. Include the outbox (`OutboxEvent`, `id`) and idempotency
+   * keys (`IdempotencyKey`, `shard`, kind `bits`).
+   */
+  tables: readonly FencedTable[];
+  /** How often `start()` re-reads the map: a router's staleness bound between refusals. Default 1000 ms. */
+  refreshIntervalMs?: number;
+  /** How long one read of the map waits for each database. Default 2000 ms. */
+  timeoutMs?: number;
+  /** How many times one write runs again after refusals (backoff 25 ms doubling, at most 400 ms). Default 8. */
+  retries?: number;
+  /**
+   * How long a change of owner waits for each table's lock before it gives way to the writers in
+   * its path and tries again (writers wait at most about this long behind a fence). Default 200 ms.
+   */
+  lockTimeoutMs?: number;
+  /** Every counted event, as it happens. */
+  onSignal?(signal: OwnershipSignal): void;
+}
+
+type Raw = {
+  $queryRawUnsafe<T>(sql: string, ...values: unknown[]): Promise<T>;
+  $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
+  $transaction<R>(fn: (tx: Raw) => Promise<R>, options?: object): Promise<R>;
+};
+type Row = { shard: number; epoch: number; state: string; peer: string | null };
+
+/** Serialises changes of ownership within one database (one key for every shardkit ownership change). */
+const CHANGE_LOCK = "SELECT pg_advisory_xact_lock(7301)::text AS locked";
+
+/**
+ * The partition map: which database owns each logical shard, at which epoch. It is kept in the
+ * shard databases themselves: each one's `ShardOwnership` table holds its own record of the shards
+ * it owns, is receiving or gave away, and each database enforces its record (its fence refuses
+ * writes to shards it does not own). Routers read every database's record, keep the last copy of
+ * a database that does not answer, and apply it to the registry; a write refused by a former owner
+ * makes them read again and retry at the current one.
+ *
+ * Changes of owner are compare-and-set on the epoch: `fence`, `switch`, `enforce` (the caller moves
+ * the rows in between, or `@shardkit/ownership`'s moves do).
+ */
+export class PartitionMap<Client extends ShardClient = ShardClient> {
+  readonly registry: ShardRegistry<Client>;
+  readonly counters: OwnershipCounters = { staleRejections: 0, refreshes: 0, retries: 0, conflicts: 0 };
+  private readonly tables: readonly FencedTable[];
+  private readonly refreshIntervalMs: number;
+  private readonly timeoutMs: number;
+  private readonly retries: number;
+  private readonly lockTimeoutMs: number;
+  private readonly onSignal: ((signal: OwnershipSignal) => void) | undefined;
+  /** The last rows read from each database (kept while it does not answer). */
+  private readonly rows = new Map<PhysicalShard<Client>, Row[]>();
+  private identities = new Map<PhysicalShard<Client>, string>();
+  private reading: Promise<void> | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private running = false;
+
+  private constructor(options: PartitionMapOptions<Client>) {
+    const issues: string[] = [];
+    if (!options?.registry || !Array.isArray(options.registry.physical)) issues.push("registry: required");
+    if (!Array.isArray(options?.tables) || options.tables.length === 0) {
+      issues.push("tables: at least one table holding shard rows is required");
+    } else {
+      options.tables.forEach((t, i) => {
+        if (!t || typeof t.table !== "string" || t.table === "") issues.push(`tables[${i}].table: required`);
+        if (!t || typeof t.column !== "string" || t.column === "")
+          issues.push(`tables[${i}].column: required`);
+        if (t?.kind !== undefined && t.kind !== "uuid" && t.kind !== "bits") {
+          issues.push(`tables[${i}].kind: expected 'uuid' or 'bits', got ${JSON.stringify(t.kind)}`);
+        }
+      });
+    }
+    const positive = (value: number | undefined, name: string, fallback: number, integer = false) => {
+      if (value === undefined) return fallback;
+      if (!(Number.isFinite(value) && value >= (integer ? 0 : 1)) || (integer && !Number.isInteger(value))) {
+        issues.push(`${name}: expected ${integer ? "an integer >= 0" : "a number >= 1"}, got ${value}`);
+      }
+      return value;
+    };
+    this.refreshIntervalMs = positive(options?.refreshIntervalMs, "refreshIntervalMs", 1000);
+    this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 2000);
+    this.retries = positive(options?.retries, "retries", 8, true);
+    this.lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
+    if (issues.length > 0) throw new OwnershipOptionsError(issues);
+    this.registry = options.registry;
+    this.tables = options.tables;
+    this.onSignal = options.onSignal;
+  }
+
+  /**
+   * Opens the map over a registry: installs the refusal function in every database that answers,
+   * records the configured placement as epoch 1 for shards no database has a record of (only when
+   * every database answers, so a shard that moved to a database that is down is never given a second
+   * owner), reads the map, and attaches it to the registry's routing.
+   */
+  static async open<Client extends ShardClient>(
+    options: PartitionMapOptions<Client>,
+  ): Promise<PartitionMap<Client>> {
+    const map = new PartitionMap(options);
+    await map.install();
+    await map.refresh();
+    map.registry.attachOwnership(map.hook());
+    return map;
+  }
+
+  private async install(): Promise<void> {
+    this.identities = await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs });
+    const reachable = this.registry.physical.filter((p) => this.identities.has(p));
+    await Promise.all(
+      reachable.map(async (p) => {
+        await raw(p).$executeRawUnsafe(REFUSE_FUNCTION);
+        await raw(p).$executeRawUnsafe(ASSERT_FUNCTION);
+      }),
+    );
+    if (reachable.length < this.registry.physical.length) return;
+    const recorded = new Set<number>();
+    for (const p of reachable) {
+      for (const row of await raw(p).$queryRawUnsafe<Row[]>(`SELECT shard FROM "ShardOwnership"`)) {
+        recorded.add(row.shard);
+      }
+    }
+    for (const p of reachable) {
+      for (const shard of p.shards) {
+        if (recorded.has(shard.bits)) continue;
+        await raw(p).$executeRawUnsafe(
+          `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
+          shard.bits,
+        );
+      }
+    }
+  }
+
+  /**
+   * Reads every database's record and applies it to the registry. A database that does not answer
+   * in time keeps its last record. One read at a time: concurrent callers share it. Throws
+   * `InvalidMapError` (nothing applied) when the records cannot be right.
+   */
+  refresh(): Promise<void> {
+    this.reading ??= this.read().finally(() => {
+      this.reading = undefined;
+    });
+    return this.reading;
+  }
+
+  private async read(): Promise<void> {
+    const result = await scatter(
+      this.registry.physical,
+      (physical) =>
+        raw(physical).$queryRawUnsafe<Row[]>(`SELECT shard, epoch, state, peer FROM "ShardOwnership"`),
+      { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
+    );
+    const fresh = new Map(this.rows);
+    for (const outcome of result.outcomes) {
+      if (outcome.status === "fulfilled") fresh.set(outcome.target, outcome.value);
+    }
+    const missing = result.missing.map((m) => m.target.name);
+    if (this.identities.size < this.registry.physical.length) {
+      for (const [p, id] of await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs })) {
+        this.identities.set(p, id);
+      }
+    }
+    const plan = this.plan(fresh);
+    for (const [p, rows] of fresh) this.rows.set(p, rows);
+    const changed: ShardIdentifier[] = [];
+    for (const { shard, physical, epoch } of plan) {
+      if (this.registry.physicalOf(shard) === physical && this.registry.epochOf(shard) === epoch) continue;
+      this.registry.assign(shard, physical, epoch);
+      changed.push(shard);
+    }
+    this.counters.refreshes++;
+    this.onSignal?.({ type: "refresh", changed, missing });
+  }
+
+  /** Where each shard goes by these records; throws `InvalidMapError` listing every problem. */
+  private plan(records: Map<PhysicalShard<Client>, Row[]>) {
+    const issues: string[] = [];
+    const known = new Set(this.identities.values());
+    const byShard = new Map<number, { physical: PhysicalShard<Client>; row: Row }[]>();
+    for (const [physical, rows] of records) {
+      for (const row of rows) {
+        const where = `${physical.name}: shard ${row.shard}`;
+        if (!Number.isInteger(row.shard) || row.shard < 0 || row.shard >= 1 << 14) {
+          issues.push(`${where}: not a shard (expected 0..16383)`);
+          continue;
+        }
+        const shard = ShardIdentifier.fromBits(row.shard);
+        if (!this.registry.has(shard))
+          issues.push(`${physical.name}: shard ${shard.key} is not in the registry`);
+        if (!Number.isSafeInteger(row.epoch) || row.epoch < 1) {
+          issues.push(
+            `${physical.name}: shard ${shard.key}: epoch ${JSON.stringify(row.epoch)} is not an integer >= 1`,
+          );
+        }
+        if (!STATES.includes(row.state)) {
+          issues.push(
+            `${physical.name}: shard ${shard.key}: state ${JSON.stringify(row.state)} is not one of ${STATES.join(", ")}`,
+          );
+        }
+        if (row.peer !== null && known.size === this.registry.physical.length && !known.has(row.peer)) {
+          issues.push(
+            `${physical.name}: shard ${shard.key}: names database ${row.peer}, which is not in the registry`,
+          );
+        }
+        byShard.set(row.shard, [...(byShard.get(row.shard) ?? []), { physical, row }]);
+      }
+    }
+    const plan: { shard: ShardIdentifier; physical: PhysicalShard<Client>; epoch: number }[] = [];
+    for (const [bits, held] of byShard) {
+      const shard = ShardIdentifier.fromBits(bits);
+      if (!this.registry.has(shard)) continue;
+      const owners = held.filter((h) => h.row.state === "owned");
+      if (owners.length > 1) {
+        issues.push(
+          `shard ${shard.key} has two owners: ${owners.map((o) => `${o.physical.name} (epoch ${o.row.epoch})`).join(" and ")}`,
+        );
+        continue;
+      }
+      const top = Math.max(...held.map((h) => h.row.epoch));
+      // The owner; else the database that fenced it (writes are refused there until the switch);
+      // else, from a tombstone, the database it moved to (whose own record did not answer).
+      const owner = owners[0] ?? held.find((h) => h.row.state === "fenced" && h.row.epoch === top);
+      if (owner) {
+        if (owner.row.epoch < top) {
+          issues.push(
+            `shard ${shard.key}: owner ${owner.physical.name} is at epoch ${owner.row.epoch}, behind epoch ${top} elsewhere`,
+          );
+          continue;
+        }
+        plan.push({ shard, physical: owner.physical, epoch: owner.row.epoch });
+        continue;
+      }
+      const tombstone = held.find((h) => h.row.state === "moved" && h.row.epoch === top);
+      const target = tombstone && [...this.identities].find(([, id]) => id === tombstone.row.peer)?.[0];
+      if (target) plan.push({ shard, physical: target, epoch: top });
+    }
+    for (const entry of plan) {
+      if (entry.epoch < this.registry.epochOf(entry.shard)) {
+        issues.push(
+          `shard ${entry.shard.key}: epoch ${entry.epoch} is behind epoch ${this.registry.epochOf(entry.shard)} already seen`,
+        );
+      }
+    }
+    if (issues.length > 0) throw new InvalidMapError(issues);
+    return plan;
+  }
+
+  /** Each shard: where routing sends it now, its epoch and state. */
+  entries(): MapEntry[] {
+    return this.registry.shards.map((shard) => {
+      const physical = this.registry.physicalOf(shard);
+      const row = this.rows.get(physical)?.find((r) => r.shard === shard.bits);
+      return {
+        shard,
+        database: physical.name,
+        epoch: this.registry.epochOf(shard),
+        state: (row?.state ?? "owned") as OwnershipState,
+      };
+    });
+  }
+
+  /** Re-reads the map every `refreshIntervalMs` until `stop()`; a failed read is retried at the next tick. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    const tick = () => {
+      this.timer = setTimeout(() => {
+        this.refresh()
+          .catch(() => {})
+          .finally(() => {
+            if (this.running) tick();
+          });
+      }, this.refreshIntervalMs);
+      this.timer.unref?.();
+    };
+    tick();
+  }
+
+  stop(): void {
+    this.running = false;
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * Step 1 of a change of owner: the shard's owner stops taking writes for it. In one transaction on
+   * the owner, its record goes from owned to fenced (same epoch, compare-and-set) and its tables'
+   * fence is installed, which waits for writers already at work and refuses every later write to the
+   * shard's rows. Returns the epoch. `EpochConflictError` when the shard is not owned there at the
+   * epoch this map knows.
+   */
+  async fence(shardRef: ShardIdentifier | string): Promise<{ epoch: number; database: string }> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    const owner = this.registry.physicalOf(shard);
+    const epoch = this.registry.epochOf(shard);
+    await this.change(owner, async (tx) => {
+      const updated = await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET state = 'fenced', "updatedAt" = now() WHERE shard = $1 AND epoch = $2 AND state = 'owned'`,
+        shard.bits,
+        epoch,
+      );
+      if (updated !== 1) throw this.conflict(shard, `not owned by ${owner.name} at epoch ${epoch}`);
+    });
+    await this.refresh();
+    return { epoch, database: owner.name };
+  }
+
+  /**
+   * Undoes a fence that no switch followed (a change of owner given up): the owner takes writes for
+   * the shard again.
+   */
+  async unfence(shardRef: ShardIdentifier | string): Promise<void> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    const owner = this.registry.physicalOf(shard);
+    await this.change(owner, async (tx) => {
+      const updated = await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET state = 'owned', "updatedAt" = now() WHERE shard = $1 AND epoch = $2 AND state = 'fenced'`,
+        shard.bits,
+        this.registry.epochOf(shard),
+      );
+      if (updated !== 1) throw this.conflict(shard, `not fenced at ${owner.name}`);
+    });
+    await this.refresh();
+  }
+
+  /**
+   * Prepares `to` to receive the shard: it records the shard as incoming and fences it, so nothing
+   * but the mover's own session (`asMover`) writes its rows there until the switch.
+   */
+  async receive(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<void> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    const owner = this.registry.physicalOf(shard);
+    if (owner === to)
+      throw new OwnershipOptionsError([`receive: ${to.name} already owns shard ${shard.key}`]);
+    const epoch = this.registry.epochOf(shard);
+    await this.change(to, async (tx) => {
+      const [row] = await tx.$queryRawUnsafe<Row[]>(
+        `INSERT INTO "ShardOwnership" (shard, epoch, state, peer) VALUES ($1, $2, 'incoming', $3)
+         ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'incoming', peer = EXCLUDED.peer, "updatedAt" = now()
+           WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch <= EXCLUDED.epoch
+         RETURNING shard, epoch, state, peer`,
+        shard.bits,
+        epoch,
+        this.identityOf(owner),
+      );
+      if (!row)
+        throw this.conflict(shard, `${to.name} holds a record of it that is not a tombstone or older`);
+    });
+    await this.refresh();
+  }
+
+  /**
+   * Step 2: `to` becomes the owner at the next epoch, by compare-and-set: only if the shard is fenced
+   * at its owner at the epoch this map knows (checked under that record's lock, held until `to` has
+   * committed), and `to` has no newer record. From then on `to` takes its writes, and the former
+   * owner keeps refusing them. Returns the new epoch.
+   */
+  async switch(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<{ epoch: number }> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    const from = this.registry.physicalOf(shard);
+    if (from === to) throw new OwnershipOptionsError([`switch: ${to.name} already owns shard ${shard.key}`]);
+    const epoch = this.registry.epochOf(shard);
+    const next = epoch + 1;
+    await raw(from).$transaction(async (held) => {
+      const [row] = await held.$queryRawUnsafe<Row[]>(
+        `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE shard = $1 FOR UPDATE`,
+        shard.bits,
+      );
+      if (row?.state !== "fenced" || row.epoch !== epoch) {
+        throw this.conflict(
+          shard,
+          `must be fenced at ${from.name} at epoch ${epoch} (it is ${row?.state ?? "unrecorded"} at epoch ${row?.epoch ?? 0})`,
+        );
+      }
+      await this.change(to, async (tx) => {
+        const [taken] = await tx.$queryRawUnsafe<Row[]>(
+          `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, $2, 'owned')
+           ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'owned', peer = NULL, "updatedAt" = now()
+             WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch < EXCLUDED.epoch
+           RETURNING shard, epoch, state, peer`,
+          shard.bits,
+          next,
+        );
+        if (!taken)
+          throw this.conflict(shard, `${to.name} already has a record of it at epoch ${next} or later`);
+      });
+    });
+    await this.refresh();
+    return { epoch: next };
+  }
+
+  /**
+   * Step 3: the former owner records where the shard went (a tombstone at the new epoch). Its fence
+   * stays: a stale router or a script writing there is refused, told the new owner and epoch.
+   * Idempotent: a tombstone already recorded is left as it is.
+   */
+  async enforce(shardRef: ShardIdentifier | string, from: PhysicalShard<Client>): Promise<void> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    const owner = this.registry.physicalOf(shard);
+    if (owner === from)
+      throw new OwnershipOptionsError([`enforce: ${from.name} still owns shard ${shard.key}`]);
+    const epoch = this.registry.epochOf(shard);
+    await this.change(from, async (tx) => {
+      await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET state = 'moved', epoch = $2, peer = $3, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'fenced' AND epoch < $2`,
+        shard.bits,
+        epoch,
+        this.identityOf(owner),
+      );
+    });
+    await this.refresh();
+  }
+
+  /**
+   * After `enforce`: deletes the former owner's old copy of the shard's rows, table by table in
+   * batches of `batchSize` (default 1000), as the mover. Until then a read across shards that
+   * reaches the former owner also sees the old copy. The tombstone and the fence stay. Returns the
+   * rows deleted per table.
+   */
+  async cleanup(
+    shardRef: ShardIdentifier | string,
+    from: PhysicalShard<Client>,
+    options: { batchSize?: number } = {},
+  ): Promise<Record<string, number>> {
+    const shard = this.shard(shardRef);
+    const batchSize = options.batchSize ?? 1000;
+    if (!(Number.isSafeInteger(batchSize) && batchSize >= 1)) {
+      throw new OwnershipOptionsError([`cleanup: batchSize must be an integer >= 1, got ${batchSize}`]);
+    }
+    await this.refresh();
+    const [row] = await raw(from).$queryRawUnsafe<Row[]>(
+      `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE shard = $1`,
+      shard.bits,
+    );
+    if (row?.state !== "moved") {
+      throw this.conflict(
+        shard,
+        `${from.name} holds no tombstone for it (${row?.state ?? "no record"}): its rows are not an old copy`,
+      );
+    }
+    const deleted: Record<string, number> = {};
+    for (const table of this.tables) {
+      const bits =
+        (table.kind ?? "uuid") === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
+      deleted[table.table] = 0;
+      for (;;) {
+        const n = await this.asMover(from, (tx) =>
+          tx.$executeRawUnsafe(
+            `DELETE FROM "${table.table}" WHERE ctid IN (SELECT ctid FROM "${table.table}" WHERE ${bits} = $1 LIMIT ${batchSize})`,
+            shard.bits,
+          ),
+        );
+        deleted[table.table] = (deleted[table.table] ?? 0) + n;
+        if (n < batchSize) break;
+      }
+    }
+    return deleted;
+  }
+
+  /**
+   * Runs `fn` in a transaction on `database` as the mover: the fence lets its writes through (copying
+   * a shard's rows in, deleting an old copy). Nothing else should use it.
+   */
+  asMover<R>(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
+    return raw(database).$transaction(async (tx) => {
+      await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+      return fn(tx);
+    });
+  }
+
+  /** Stops refreshing and detaches the map from routing. */
+  close(): void {
+    this.stop();
+    this.registry.attachOwnership(undefined);
+  }
+
+  /**
+   * A change on `database`: `fn`, then that database's fence brought in line with its records, in
+   * one transaction. The fence's locks are taken table by table, and a writer holding one table
+   * while it waits for another would deadlock with it: the change waits at most `lockTimeoutMs`
+   * for each lock, then gives way (rolls back, so the writer finishes first) and runs again.
+   */
+  private async change(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await raw(database).$transaction(
+          async (tx) => {
+            await tx.$queryRawUnsafe(CHANGE_LOCK);
+            await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`);
+            await fn(tx);
+            const fenced = await tx.$queryRawUnsafe<Row[]>(
+              `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE state <> 'owned' ORDER BY shard`,
+            );
+            for (const table of this.tables) {
+              for (const statement of fenceStatements(table, fenced)) await tx.$executeRawUnsafe(statement);
+            }
+          },
+          { timeout: 30_000, maxWait: 10_000 },
+        );
+        return;
+      } catch (error) {
+        if (attempt >= 50 || !gaveWay(error)) throw error;
+        await new Promise((r) => setTimeout(r, Math.random() * 20 * Math.min(attempt, 10)));
+      }
+    }
+  }
+
+  private identityOf(physical: PhysicalShard<Client>): string {
+    const id = this.identities.get(physical);
+    if (!id)
+      throw new OwnershipOptionsError([`${physical.name} has not answered yet: its identity is unknown`]);
+    return id;
+  }
+
+  private shard(ref: ShardIdentifier | string): ShardIdentifier {
+    const shard = ref instanceof ShardIdentifier ? ref : ShardIdentifier.parse(ref);
+    return this.registry.resolve(shard);
+  }
+
+  private conflict(shard: ShardIdentifier, message: string): EpochConflictError {
+    this.counters.conflicts++;
+    this.onSignal?.({ type: "conflict", shard, message });
+    return new EpochConflictError(shard, message);
+  }
+
+  /** What routing calls on a refusal (see `OwnershipHook`). */
+  private hook(): OwnershipHook {
+    return {
+      retries: this.retries,
+      rejection: (error) => {
+        const refusal = refusalOf(error);
+        if (!refusal) return undefined;
+        this.counters.staleRejections++;
+        this.onSignal?.({ type: "stale_rejection", refusal });
+        return { shard: refusal.shard };
+      },
+      refresh: async (rejected, attempt) => {
+        this.counters.retries++;
+        this.onSignal?.({ type: "retry", shard: rejected.shard, attempt });
+        if (attempt > 0) await new Promise((r) => setTimeout(r, Math.min(400, 25 * 2 ** (attempt - 1))));
+        await this.refresh();
+      },
+      begin: async (tx, shard) => {
+        const epoch = this.registry.epochOf(shard);
+        if (epoch === 0) return; // no record of the shard yet (a database was down at open): nothing to assert
+        await (tx as Raw).$queryRawUnsafe(
+          "SELECT shardkit_assert_owner($1, $2)::text AS epoch",
+          shard.bits,
+          epoch,
+        );
+      },
+      giveUp: (error) => new StaleOwnerError(refusalOf(error)!, { cause: error }),
+    };
+  }
+}
+
+function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
+  return physical.client as unknown as Raw;
+}
+
+/** A change that gave way: it waited too long for a lock (55P03) or lost a deadlock (40P01). */
+function gaveWay(error: unknown): boolean {
+  const text = `${(error as { code?: unknown })?.code ?? ""} ${(error as Error)?.message ?? ""} ${JSON.stringify((error as { meta?: unknown })?.meta ?? {})}`;
+  return /55P03|40P01|lock timeout|deadlock detected/.test(text);
+}

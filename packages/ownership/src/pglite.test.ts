@@ -1,0 +1,59 @@
+import { PGlite } from "@electric-sql/pglite";
+import { ShardedId } from "@shardkit/id";
+import { createShardRegistry } from "@shardkit/prisma";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { describe, expect, it } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
+import { routedClient, S, TABLES } from "../test/layout.js";
+import { copyShard } from "../test/world.js";
+import { PartitionMap } from "./map.js";
+import { refusalOf } from "./refusal.js";
+
+describe("embedded PGlite", () => {
+  it("the same map and fence: the old owner refuses, a stale router is refused and retried at the new owner", async () => {
+    const dbs = [new PGlite(), new PGlite()];
+    await rolloutSchema({
+      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+      targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
+      onProgress: () => {},
+    });
+    const routerOver = () => {
+      const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
+      const registry = createShardRegistry({
+        shards: [
+          { shard: S.g0m0, client: clients[0]! },
+          { shard: S.g0m1, client: clients[0]! },
+        ],
+        databases: [{ client: clients[1]!, name: "spare" }],
+      });
+      return { clients, registry, db: routedClient(registry) };
+    };
+    const mover = routerOver();
+    const stale = routerOver();
+    const map = await PartitionMap.open({ registry: mover.registry, tables: TABLES });
+    const staleMap = await PartitionMap.open({ registry: stale.registry, tables: TABLES });
+    const id = ShardedId.generate("Bucket", S.g0m1);
+    await mover.db.bucket.create({ data: { id, name: "B-173", remaining: 3 } });
+
+    await map.fence(S.g0m1);
+    const refused = await mover.clients[0]!.bucket.update({ where: { id }, data: { remaining: 0 } }).catch(
+      (e: unknown) => e,
+    );
+    expect(refusalOf(refused)).toMatchObject({ shard: S.g0m1, state: "fenced", epoch: 1 });
+    const spare = mover.registry.physical.find((p) => p.name === "spare")!;
+    await map.receive(S.g0m1, spare);
+    await copyShard(map, S.g0m1, mover.clients[0]!, spare);
+    await map.switch(S.g0m1, spare);
+    await map.enforce(S.g0m1, mover.registry.physicalOf(S.g0m0));
+
+    const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 2 } });
+    expect(updated.remaining).toBe(2);
+    expect(staleMap.counters.staleRejections).toBe(1);
+    expect(stale.registry.physicalOf(S.g0m1).name).toBe("spare");
+    expect((await mover.clients[1]!.bucket.findUnique({ where: { id } }))?.remaining).toBe(2);
+    map.close();
+    staleMap.close();
+    for (const db of dbs) await db.close();
+  }, 60_000);
+});

@@ -1,0 +1,24 @@
+// One allocation desk: its own router process, confirming units of a bucket with its own
+// idempotency key. It opens its partition map, prints "ready", confirms when it reads "go" on
+// stdin, prints its outcome as JSON, and exits when stdin closes.
+import { createInterface } from "node:readline";
+import { PartitionMap } from "../src/index.js";
+import { confirm } from "./confirm.js";
+import { routerOver, TABLES } from "./layout.js";
+
+const urls = JSON.parse(process.env.OWNERSHIP_URLS!) as { a: string; b: string; e: string };
+const { registry, db } = routerOver(urls);
+// The map is read once here; a desk never polls, so it learns of a move only when refused.
+const map = await PartitionMap.open({ registry, tables: TABLES });
+const desk = process.env.DESK!;
+const bucketId = process.env.BUCKET!;
+const lines = createInterface({ input: process.stdin });
+process.stdout.write("ready\n");
+for await (const line of lines) {
+  if (line !== "go") continue;
+  const outcome = await confirm(db, { bucketId, desk, key: process.env.KEY! });
+  process.stdout.write(
+    `${JSON.stringify({ ...outcome, landedOn: registry.physicalOf(bucketId).name, counters: map.counters })}\n`,
+  );
+}
+await registry.disconnect();

@@ -1,0 +1,58 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardIdentifier } from "@shardkit/id";
+import { createShardRegistry, type ShardRegistry, shardRouting } from "@shardkit/prisma";
+import type { FencedTable } from "../src/index.js";
+import { PrismaClient } from "./generated/prisma/client.js";
+
+export const S = {
+  g0m0: ShardIdentifier.of(0, 0),
+  g0m1: ShardIdentifier.of(0, 1),
+  g1m0: ShardIdentifier.of(1, 0),
+};
+
+/** Every table holding shard rows, and how a row names its shard. */
+export const TABLES: FencedTable[] = [
+  { table: "Bucket", column: "id" },
+  { table: "Confirmation", column: "id" },
+  { table: "OutboxEvent", column: "id" },
+  { table: "IdempotencyKey", column: "shard", kind: "bits" },
+];
+
+export const models = { Bucket: { keys: ["id"] }, Confirmation: { keys: ["id", "bucketId"] } };
+
+/** The routed client over a registry of the test schema's databases. */
+export function routedClient(registry: ShardRegistry<PrismaClient>) {
+  return registry.physical[0]!.client.$extends(shardRouting({ registry, models }));
+}
+
+export type Db = ReturnType<typeof routedClient>;
+
+/**
+ * A router over the test databases: shards 0/0 and 0/1 on a, 1/0 on b, and e a spare (no shard
+ * yet), with clients of its own, as a separate process would have.
+ */
+export function routerOver(urls: { a: string; b: string; e: string }) {
+  const clients = {
+    a: new PrismaClient({ adapter: new PrismaPg({ connectionString: urls.a }) }),
+    b: new PrismaClient({ adapter: new PrismaPg({ connectionString: urls.b }) }),
+    e: new PrismaClient({ adapter: new PrismaPg({ connectionString: urls.e }) }),
+  };
+  const registry = createShardRegistry({
+    shards: [
+      { shard: S.g0m0, client: clients.a },
+      { shard: S.g0m1, client: clients.a },
+      { shard: S.g1m0, client: clients.b },
+    ],
+    databases: [
+      { client: clients.a, name: "a" },
+      { client: clients.b, name: "b" },
+      { client: clients.e, name: "e" },
+    ],
+  });
+  const physical = {
+    a: registry.physical.find((p) => p.name === "a")!,
+    b: registry.physical.find((p) => p.name === "b")!,
+    e: registry.physical.find((p) => p.name === "e")!,
+  };
+  return { clients, registry, physical, db: routedClient(registry) };
+}

@@ -1,0 +1,47 @@
+import type { ShardIdentifier } from "@shardkit/id";
+
+/**
+ * What a partition map (`@shardkit/ownership`) plugs into routing: how to recognise a database's
+ * refusal of a write for a shard it does not own, and how to bring the placement up to date. With
+ * it, a routed write or a shard transaction that reaches a former owner is retried at the current
+ * one: refresh, plan again, run again, a bounded number of times.
+ */
+export interface OwnershipHook {
+  /** The shard `error` is a stale-owner refusal for, or undefined when it is not one. */
+  rejection(error: unknown): { shard: ShardIdentifier } | undefined;
+  /**
+   * Brings the placement up to date after a refusal (`attempt` counts from 0), waiting a little
+   * when the shard is between owners (fenced, not yet switched).
+   */
+  refresh(rejected: { shard: ShardIdentifier }, attempt: number): Promise<void>;
+  /** How many times one call runs again after refusals before the refusal is the answer. */
+  readonly retries: number;
+  /**
+   * Runs first in every shard transaction, on its transaction client: asserts that the database
+   * owns `shard` at the epoch routing used, so that a decision read in the transaction is refused
+   * at a former owner even when it writes nothing.
+   */
+  begin?(tx: object, shard: ShardIdentifier): Promise<void>;
+  /** What a call throws when its retries are spent (default: the database's refusal as it came). */
+  giveUp?(error: unknown): unknown;
+}
+
+/**
+ * Runs `run`; after a stale-owner refusal, refreshes and runs it again (at most `hook.retries`
+ * times). Without a hook, `run` once. `run` must plan again each time: the owner may have changed.
+ */
+export async function withCurrentOwner<R>(
+  hook: OwnershipHook | undefined,
+  run: () => PromiseLike<R>,
+): Promise<R> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      const rejected = hook?.rejection(error);
+      if (!hook || !rejected) throw error;
+      if (attempt >= hook.retries) throw hook.giveUp ? hook.giveUp(error) : error;
+      await hook.refresh(rejected, attempt);
+    }
+  }
+}
