@@ -149,3 +149,32 @@ describe("rolloutSchema on PostgreSQL (migrate)", () => {
     }
   });
 });
+
+describe("two copies of the package in one process (source and build, as a test runner may load)", () => {
+  it("share one schema engine: concurrent rollouts through both succeed", async () => {
+    const built = (await import(new URL("../dist/rollout.js", import.meta.url).href)) as {
+      rolloutSchema: typeof rolloutSchema;
+    };
+    expect(built.rolloutSchema).not.toBe(rolloutSchema);
+    const names = [1, 2, 3, 4].map((i) => `sk_rollout_copies_${i}_${process.pid}`);
+    const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+    const target = (i: number) => ({
+      name: names[i]!,
+      adapter: new PrismaPg({ connectionString: urls[i]! }),
+    });
+    try {
+      const [first, second] = await Promise.all([
+        rolloutSchema({ schema: schemaPath, targets: [target(0), target(1)], onProgress: () => {} }),
+        built.rolloutSchema({ schema: schemaPath, targets: [target(2), target(3)], onProgress: () => {} }),
+      ]);
+      expect([...first.targets, ...second.targets].map((t) => t.status)).toEqual([
+        "applied",
+        "applied",
+        "applied",
+        "applied",
+      ]);
+    } finally {
+      for (const name of names) await dropDatabase(MAIN_PORT, name);
+    }
+  }, 120_000);
+});

@@ -200,11 +200,32 @@ type WasmApi = {
 };
 type Bg = typeof import("@prisma/schema-engine-wasm/schema_engine_bg");
 type Engine = Awaited<ReturnType<Bg["SchemaEngine"]["new"]>>;
-let loading: Promise<Bg> | undefined;
+/**
+ * One engine per process, shared by every copy of this package in it (a test runner can load
+ * both the source and the build): the engine's JS glue is one module with one wasm instance in a
+ * global, so a second instantiation would swap the instance under an engine at work. Engines also
+ * take turns: each rollout step runs alone.
+ */
+const SHARED = Symbol.for("@shardkit/prisma:schema-engine");
+type Shared = { loading?: Promise<Bg>; turn: Promise<unknown> };
+function shared(): Shared {
+  const g = globalThis as { [SHARED]?: Shared };
+  g[SHARED] ??= { turn: Promise.resolve() };
+  return g[SHARED];
+}
+
+/** Runs `fn` when no other engine of this process is at work. */
+function inTurn<T>(fn: () => Promise<T>): Promise<T> {
+  const state = shared();
+  const run = state.turn.then(fn, fn);
+  state.turn = run.catch(() => {});
+  return run;
+}
 
 /** Instantiates the schema engine's wasm once per process (Node 20 cannot import .wasm as ESM). */
 function loadEngine(): Promise<Bg> {
-  loading ??= (async () => {
+  const state = shared();
+  state.loading ??= (async () => {
     // A Rust panic inside the engine reports through this global; without it the message is lost.
     const g = globalThis as { PRISMA_WASM_PANIC_REGISTRY?: { set_message(m: string): void } };
     g.PRISMA_WASM_PANIC_REGISTRY ??= { set_message: () => {} };
@@ -226,10 +247,18 @@ function loadEngine(): Promise<Bg> {
     (instance.exports as { __wbindgen_start?: () => void }).__wbindgen_start?.();
     return bg;
   })();
-  return loading;
+  return state.loading;
 }
 
 async function withEngine<T>(
+  files: (readonly [string, string])[],
+  adapter: SqlMigrationAwareDriverAdapterFactory,
+  fn: (engine: Engine) => Promise<T>,
+): Promise<T> {
+  return inTurn(() => runEngine(files, adapter, fn));
+}
+
+async function runEngine<T>(
   files: (readonly [string, string])[],
   adapter: SqlMigrationAwareDriverAdapterFactory,
   fn: (engine: Engine) => Promise<T>,
