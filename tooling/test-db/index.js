@@ -82,9 +82,9 @@ async function start(name, port) {
  * A PostgreSQL cluster `name` on 127.0.0.1:`port`: created if absent (trust auth, loopback only),
  * started if down. `main` on 5432 is the machine's own server.
  */
-export async function ensureCluster(name = "main", port = MAIN_PORT) {
+export async function ensureCluster(name = "main", port = MAIN_PORT, options = {}) {
   await withLock(name, async () => {
-    const current = state(name);
+    let current = state(name);
     if (current === "absent") {
       sh("pg_createcluster", [
         version(),
@@ -96,11 +96,32 @@ export async function ensureCluster(name = "main", port = MAIN_PORT) {
         "--auth-host=trust",
         "--auth-local=trust",
       ]);
-      // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address).
-      writeFileSync(
-        `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`,
-        "listen_addresses = '127.0.0.1'\n",
-      );
+    }
+    if (name === "main") {
+      // The machine's own server: started if down, its configuration left alone.
+      if (current !== "online" || !(await ready(port, 1000))) await start(name, port);
+      return;
+    }
+    // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address), and for
+    // logical replication tests wal_level = logical with room for slots and senders.
+    const conf = `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`;
+    const wanted = `listen_addresses = '127.0.0.1'\n${
+      options.logical
+        ? // wal_retrieve_retry_interval: how soon replication workers start again after one
+          // stopped (5 s by default), which tests that create and drop subscriptions wait on.
+          "wal_level = logical\nmax_replication_slots = 20\nmax_wal_senders = 20\nwal_retrieve_retry_interval = 100ms\n"
+        : ""
+    }`;
+    let written = "";
+    try {
+      written = readFileSync(conf, "utf8");
+    } catch {}
+    if (written !== wanted) {
+      writeFileSync(conf, wanted);
+      if (current === "online") {
+        sh("pg_ctlcluster", ["--skip-systemctl-redirect", version(), name, "stop", "-m", "fast"]);
+        current = "down";
+      }
     }
     if (current !== "online" || !(await ready(port, 1000))) await start(name, port);
   });
@@ -153,10 +174,47 @@ async function admin(port, sql) {
 }
 
 /**
+ * Drops a database with what logical replication left in it or for it: its subscriptions (their
+ * slots on the source are dropped with them when the source answers) and its replication slots.
+ */
+async function dropReplication(port, name) {
+  const client = new pg.Client({ connectionString: pgUrl(port, "postgres") });
+  await client.connect();
+  try {
+    const { rows: exists } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
+    if (exists.length === 0) return;
+    const { rows: slots } = await client.query(
+      "SELECT slot_name FROM pg_replication_slots WHERE database = $1",
+      [name],
+    );
+    for (const { slot_name } of slots) {
+      await client.query("SELECT pg_drop_replication_slot($1)", [slot_name]).catch(() => {});
+    }
+  } finally {
+    await client.end();
+  }
+  const inside = new pg.Client({ connectionString: pgUrl(port, name) });
+  await inside.connect();
+  try {
+    const { rows } = await inside.query(
+      "SELECT subname FROM pg_subscription WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    );
+    for (const { subname } of rows) {
+      await inside.query(`ALTER SUBSCRIPTION "${subname}" DISABLE`).catch(() => {});
+      await inside.query(`ALTER SUBSCRIPTION "${subname}" SET (slot_name = NONE)`).catch(() => {});
+      await inside.query(`DROP SUBSCRIPTION "${subname}"`).catch(() => {});
+    }
+  } finally {
+    await inside.end();
+  }
+}
+
+/**
  * Creates a database (dropping a leftover of the same name): empty, with the "C" collation when
  * `collation: "C"` (string order = code point order), or a copy of `template`.
  */
 export async function createDatabase(port, name, options = {}) {
+  await dropReplication(port, name);
   await admin(port, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   const how = options.template
     ? ` TEMPLATE "${options.template}"`
@@ -168,5 +226,6 @@ export async function createDatabase(port, name, options = {}) {
 }
 
 export async function dropDatabase(port, name) {
+  await dropReplication(port, name);
   await admin(port, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 }

@@ -63,12 +63,35 @@ export class OwnershipOptionsError extends OwnershipError<"INVALID_OWNERSHIP_OPT
   }
 }
 
+/** A move that cannot start: every problem found before anything changed (nothing did). */
+export class MovePrecheckError extends OwnershipError<"MOVE_PRECHECK"> {
+  readonly issues: string[];
+  constructor(shard: ShardIdentifier, issues: string[]) {
+    super("MOVE_PRECHECK", `shard ${shard.key} cannot move:\n${list(issues)}`);
+    this.issues = issues;
+  }
+}
+
+/** The copy did not match the source after the fence: the move was undone, the source owns the shard again. */
+export class MoveVerifyError extends OwnershipError<"MOVE_VERIFY"> {
+  readonly mismatches: string[];
+  constructor(shard: ShardIdentifier, mismatches: string[]) {
+    super(
+      "MOVE_VERIFY",
+      `shard ${shard.key}: the copy does not match the source, the move was undone:\n${list(mismatches)}`,
+    );
+    this.mismatches = mismatches;
+  }
+}
+
 /** Which class throws which code. */
 export interface OwnershipErrorByCode {
   STALE_OWNER: StaleOwnerError;
   INVALID_MAP: InvalidMapError;
   EPOCH_CONFLICT: EpochConflictError;
   INVALID_OWNERSHIP_OPTIONS: OwnershipOptionsError;
+  MOVE_PRECHECK: MovePrecheckError;
+  MOVE_VERIFY: MoveVerifyError;
 }
 
 /**

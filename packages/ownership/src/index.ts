@@ -2,6 +2,8 @@ export {
   EpochConflictError,
   InvalidMapError,
   isShardkitError,
+  MovePrecheckError,
+  MoveVerifyError,
   OwnershipError,
   type OwnershipErrorByCode,
   type OwnershipErrorCode,
@@ -17,5 +19,12 @@ export {
   PartitionMap,
   type PartitionMapOptions,
 } from "./map.js";
+export {
+  type MoveOptions,
+  type MoveProgress,
+  type MoveResult,
+  type MoveStep,
+  moveShard,
+} from "./move.js";
 export { refusalOf } from "./refusal.js";
 export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";

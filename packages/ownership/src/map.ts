@@ -62,7 +62,10 @@ export interface PartitionMapOptions<Client extends ShardClient> {
   refreshIntervalMs?: number;
   /** How long one read of the map waits for each database. Default 2000 ms. */
   timeoutMs?: number;
-  /** How many times one write runs again after refusals (backoff 25 ms doubling, at most 400 ms). Default 8. */
+  /**
+   * How many times one write runs again after refusals, after a refresh each time (backoff 5 ms
+   * doubling, at most 50 ms: about 2 s in all, to ride out a fence until its switch). Default 40.
+   */
   retries?: number;
   /**
    * How long a change of owner waits for each table's lock before it gives way to the writers in
@@ -73,7 +76,7 @@ export interface PartitionMapOptions<Client extends ShardClient> {
   onSignal?(signal: OwnershipSignal): void;
 }
 
-type Raw = {
+export type Raw = {
   $queryRawUnsafe<T>(sql: string, ...values: unknown[]): Promise<T>;
   $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
   $transaction<R>(fn: (tx: Raw) => Promise<R>, options?: object): Promise<R>;
@@ -97,7 +100,8 @@ const CHANGE_LOCK = "SELECT pg_advisory_xact_lock(7301)::text AS locked";
 export class PartitionMap<Client extends ShardClient = ShardClient> {
   readonly registry: ShardRegistry<Client>;
   readonly counters: OwnershipCounters = { staleRejections: 0, refreshes: 0, retries: 0, conflicts: 0 };
-  private readonly tables: readonly FencedTable[];
+  /** The tables holding shard rows (fenced, moved and cleaned up table by table). */
+  readonly tables: readonly FencedTable[];
   private readonly refreshIntervalMs: number;
   private readonly timeoutMs: number;
   private readonly retries: number;
@@ -134,7 +138,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     };
     this.refreshIntervalMs = positive(options?.refreshIntervalMs, "refreshIntervalMs", 1000);
     this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 2000);
-    this.retries = positive(options?.retries, "retries", 8, true);
+    this.retries = positive(options?.retries, "retries", 40, true);
     this.lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
     if (issues.length > 0) throw new OwnershipOptionsError(issues);
     this.registry = options.registry;
@@ -429,18 +433,22 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
           `must be fenced at ${from.name} at epoch ${epoch} (it is ${row?.state ?? "unrecorded"} at epoch ${row?.epoch ?? 0})`,
         );
       }
-      await this.change(to, async (tx) => {
-        const [taken] = await tx.$queryRawUnsafe<Row[]>(
-          `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, $2, 'owned')
+      await this.change(
+        to,
+        async (tx) => {
+          const [taken] = await tx.$queryRawUnsafe<Row[]>(
+            `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, $2, 'owned')
            ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'owned', peer = NULL, "updatedAt" = now()
              WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch < EXCLUDED.epoch
            RETURNING shard, epoch, state, peer`,
-          shard.bits,
-          next,
-        );
-        if (!taken)
-          throw this.conflict(shard, `${to.name} already has a record of it at epoch ${next} or later`);
-      });
+            shard.bits,
+            next,
+          );
+          if (!taken)
+            throw this.conflict(shard, `${to.name} already has a record of it at epoch ${next} or later`);
+        },
+        { fence: false },
+      );
     });
     await this.refresh();
     return { epoch: next };
@@ -517,6 +525,41 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
+   * Brings `database`'s fence in line with its records. A switch leaves the target's fence in
+   * place (it lets the shard's writes through once its record says owned); this removes it.
+   */
+  async tidy(database: PhysicalShard<Client>): Promise<void> {
+    await this.change(database, async () => {});
+  }
+
+  /**
+   * Undoes `receive` (a change of owner given up before its switch): deletes what `to` holds of
+   * the shard, as the mover, and its incoming record, which lifts its fence for the shard.
+   */
+  async discard(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<void> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    if (this.registry.physicalOf(shard) === to) {
+      throw new OwnershipOptionsError([
+        `discard: ${to.name} owns shard ${shard.key}: its rows are not a copy`,
+      ]);
+    }
+    await this.change(to, async (tx) => {
+      await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+      for (const table of this.tables) {
+        const bits =
+          (table.kind ?? "uuid") === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
+        await tx.$executeRawUnsafe(`DELETE FROM "${table.table}" WHERE ${bits} = $1`, shard.bits);
+      }
+      await tx.$executeRawUnsafe(
+        `DELETE FROM "ShardOwnership" WHERE shard = $1 AND state = 'incoming'`,
+        shard.bits,
+      );
+    });
+    await this.refresh();
+  }
+
+  /**
    * Runs `fn` in a transaction on `database` as the mover: the fence lets its writes through (copying
    * a shard's rows in, deleting an old copy). Nothing else should use it.
    */
@@ -539,7 +582,11 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * while it waits for another would deadlock with it: the change waits at most `lockTimeoutMs`
    * for each lock, then gives way (rolls back, so the writer finishes first) and runs again.
    */
-  private async change(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<void>): Promise<void> {
+  private async change(
+    database: PhysicalShard<Client>,
+    fn: (tx: Raw) => Promise<void>,
+    options: { fence?: boolean } = {},
+  ): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
         await raw(database).$transaction(
@@ -547,6 +594,9 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
             await tx.$queryRawUnsafe(CHANGE_LOCK);
             await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`);
             await fn(tx);
+            // The switch leaves the target's fence as it is (it lets a shard recorded as owned
+            // through); `tidy` brings it in line later, outside the freeze.
+            if (options.fence === false) return;
             const fenced = await tx.$queryRawUnsafe<Row[]>(
               `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE state <> 'owned' ORDER BY shard`,
             );
@@ -564,7 +614,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     }
   }
 
-  private identityOf(physical: PhysicalShard<Client>): string {
+  /** What a database says it is (`server:port/database`); throws when it has not answered yet. */
+  identityOf(physical: PhysicalShard<Client>): string {
     const id = this.identities.get(physical);
     if (!id)
       throw new OwnershipOptionsError([`${physical.name} has not answered yet: its identity is unknown`]);
@@ -596,7 +647,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       refresh: async (rejected, attempt) => {
         this.counters.retries++;
         this.onSignal?.({ type: "retry", shard: rejected.shard, attempt });
-        if (attempt > 0) await new Promise((r) => setTimeout(r, Math.min(400, 25 * 2 ** (attempt - 1))));
+        if (attempt > 0) await new Promise((r) => setTimeout(r, Math.min(50, 5 * 2 ** (attempt - 1))));
         await this.refresh();
       },
       begin: async (tx, shard) => {
@@ -613,7 +664,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 }
 
-function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
+export function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
   return physical.client as unknown as Raw;
 }
 

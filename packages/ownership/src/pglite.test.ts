@@ -8,6 +8,7 @@ import { PrismaClient } from "../test/generated/prisma/client.js";
 import { routedClient, S, TABLES } from "../test/layout.js";
 import { copyShard } from "../test/world.js";
 import { PartitionMap } from "./map.js";
+import { moveShard } from "./move.js";
 import { refusalOf } from "./refusal.js";
 
 describe("embedded PGlite", () => {
@@ -55,5 +56,49 @@ describe("embedded PGlite", () => {
     map.close();
     staleMap.close();
     for (const db of dbs) await db.close();
+  }, 60_000);
+
+  it("an offline move (fence, copy, verify, switch) of a shard with 2,000 rows, the freeze measured", async () => {
+    const dbs = [new PGlite(), new PGlite()];
+    await rolloutSchema({
+      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+      targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
+      onProgress: () => {},
+    });
+    const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
+    const registry = createShardRegistry({
+      shards: [
+        { shard: S.g0m0, client: clients[0]! },
+        { shard: S.g0m1, client: clients[0]! },
+      ],
+      databases: [{ client: clients[1]!, name: "spare" }],
+    });
+    const db = routedClient(registry);
+    const map = await PartitionMap.open({ registry, tables: TABLES });
+    const buckets = Array.from({ length: 2000 }, (_, i) => ({
+      id: ShardedId.generate("Bucket", S.g0m1) as string,
+      name: `B-${i}`,
+      remaining: i,
+    }));
+    await db.$transactionOn(S.g0m1, (tx) => tx.bucket.createMany({ data: buckets }));
+    const spare = registry.physical.find((p) => p.name === "spare")!;
+    const result = await moveShard({ map, shard: S.g0m1, to: spare, mode: "offline", onProgress: () => {} });
+    expect(result).toMatchObject({
+      mode: "offline",
+      from: "database #0",
+      to: "spare",
+      epoch: 2,
+      rows: { Bucket: 2000 },
+    });
+    expect(result.freezeMs).toBeGreaterThan(0);
+    console.log(
+      `PGlite offline move of 2,000 rows: writes held ${result.freezeMs} ms, ${result.durationMs} ms in all`,
+    );
+    expect(await clients[1]!.bucket.count()).toBe(2000);
+    expect(await clients[0]!.bucket.count()).toBe(0);
+    const updated = await db.bucket.update({ where: { id: buckets[7]!.id }, data: { remaining: 0 } });
+    expect(updated.remaining).toBe(0);
+    map.close();
+    for (const pglite of dbs) await pglite.close();
   }, 60_000);
 });

@@ -34,6 +34,12 @@ BEGIN
     bits := ((get_byte(uuid_send(v::uuid), 8) & 63) << 8) | get_byte(uuid_send(v::uuid), 9);
   END IF;
   o := TG_ARGV[2]::jsonb -> bits::text;
+  -- An incoming shard's fence lifts as soon as the switch has recorded it as owned here: the
+  -- switch is then one row update, no DDL while writes wait. (A fenced or moved shard's fence never
+  -- reads the table: a writer's snapshot may predate the fence.)
+  IF o ->> 'state' = 'incoming' AND EXISTS (SELECT 1 FROM "ShardOwnership" WHERE shard = bits AND state = 'owned') THEN
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+  END IF;
   RAISE EXCEPTION USING ERRCODE = '${STALE_OWNER_SQLSTATE}',
     MESSAGE = format('shardkit: this database does not own shard %s/%s (%s at epoch %s)',
                      bits >> 6, bits & 63, coalesce(o ->> 'state', 'unknown'), coalesce(o ->> 'epoch', '0')),

@@ -5,31 +5,54 @@ import type { TestProject } from "vitest/node";
 
 /** A second, independent PostgreSQL server for this package's tests (its own cluster and port). */
 export const SECOND = { cluster: "skowner", port: 5437 };
+/** Two servers with wal_level = logical, for live moves: the source and the target. */
+export const LOGICAL = {
+  source: { cluster: "skmovesrc", port: 5438 },
+  target: { cluster: "skmovedst", port: 5439 },
+};
 
 declare module "vitest" {
   export interface ProvidedContext {
     /** a, b: two databases on the machine's server; e: a spare database on the second server. */
     ownershipUrls: { a: string; b: string; e: string };
+    /** a, b: two databases on one logical-replication server; e: a spare on another. */
+    moveUrls: { a: string; b: string; e: string };
   }
 }
 
 export default async function setup(project: TestProject) {
   await ensureCluster("main", MAIN_PORT);
   await ensureCluster(SECOND.cluster, SECOND.port);
+  await ensureCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true });
+  await ensureCluster(LOGICAL.target.cluster, LOGICAL.target.port, { logical: true });
   const dbs = [
     { key: "a" as const, port: MAIN_PORT, name: `sk_owner_a_${process.pid}` },
     { key: "b" as const, port: MAIN_PORT, name: `sk_owner_b_${process.pid}` },
     { key: "e" as const, port: SECOND.port, name: `sk_owner_e_${process.pid}` },
   ];
+  const moving = [
+    { key: "a" as const, port: LOGICAL.source.port, name: `sk_move_a_${process.pid}` },
+    { key: "b" as const, port: LOGICAL.source.port, name: `sk_move_b_${process.pid}` },
+    { key: "e" as const, port: LOGICAL.target.port, name: `sk_move_e_${process.pid}` },
+  ];
   const urls = { a: "", b: "", e: "" };
+  const moveUrls = { a: "", b: "", e: "" };
   for (const db of dbs) urls[db.key] = await createDatabase(db.port, db.name);
+  for (const db of moving) moveUrls[db.key] = await createDatabase(db.port, db.name);
   await rolloutSchema({
     schema: new URL("./schema.prisma", import.meta.url).pathname,
-    targets: dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: urls[db.key] }) })),
+    targets: [
+      ...dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: urls[db.key] }) })),
+      ...moving.map((db) => ({
+        name: db.name,
+        adapter: new PrismaPg({ connectionString: moveUrls[db.key] }),
+      })),
+    ],
     onProgress: () => {},
   });
   project.provide("ownershipUrls", urls);
+  project.provide("moveUrls", moveUrls);
   return async () => {
-    for (const db of dbs) await dropDatabase(db.port, db.name);
+    for (const db of [...dbs, ...moving]) await dropDatabase(db.port, db.name);
   };
 }

@@ -9,8 +9,8 @@ import { models, routerOver, S, TABLES } from "./layout.js";
 export { models, S, TABLES };
 
 /** A router over the test databases (see `routerOver`), with its partition map's opener. */
-export function router() {
-  const r = routerOver(inject("ownershipUrls"));
+export function router(urls: { a: string; b: string; e: string } = inject("ownershipUrls")) {
+  const r = routerOver(urls);
   return {
     ...r,
     open: (options: Partial<PartitionMapOptions<PrismaClient>> = {}) =>
@@ -20,12 +20,11 @@ export function router() {
 }
 
 /** Empties every table of every test database, the ownership records and fences included. */
-export async function reset() {
-  const urls = inject("ownershipUrls");
+export async function reset(urls: { a: string; b: string; e: string } = inject("ownershipUrls")) {
   for (const url of Object.values(urls)) {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
     await client.$executeRawUnsafe(
-      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ShardOwnership"',
+      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ShardOwnership", "ShardMove"',
     );
     for (const table of TABLES) {
       for (const t of ["ins", "upd", "del"]) {

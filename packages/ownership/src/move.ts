@@ -1,0 +1,569 @@
+import { ShardIdentifier } from "@shardkit/id";
+import { type PhysicalShard, type ShardClient, shardBitsSql } from "@shardkit/prisma";
+import { MovePrecheckError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
+import { type PartitionMap, type Raw, raw } from "./map.js";
+import type { FencedTable } from "./sql.js";
+
+/** The steps of a move, in order, as progress reports them. */
+export type MoveStep =
+  | "precheck"
+  | "resume"
+  | "receive"
+  | "publish"
+  | "subscribe"
+  | "copy"
+  | "catch-up"
+  | "fence"
+  | "final-position"
+  | "verify"
+  | "switch"
+  | "enforce"
+  | "teardown"
+  | "cleanup"
+  | "done";
+
+export interface MoveProgress {
+  step: MoveStep;
+  /** Rows of the shard at the target so far (copy), per table summed. */
+  rows?: number;
+  /** Bytes of WAL the target is behind the source (catch-up, final-position). */
+  lagBytes?: number;
+  /** ms since the move started. */
+  elapsedMs: number;
+}
+
+export interface MoveOptions<Client extends ShardClient> {
+  map: PartitionMap<Client>;
+  shard: ShardIdentifier | string;
+  /** The database that will own the shard (a spare, or one that holds other shards). */
+  to: PhysicalShard<Client>;
+  /**
+   * `live` (default, PostgreSQL): the shard keeps taking writes while its rows stream to the target
+   * through logical replication; writes wait only from the fence to the switch. `offline`
+   * (PostgreSQL or PGlite, which has no logical replication): fence first, then copy, verify, switch.
+   */
+  mode?: "live" | "offline";
+  /**
+   * For `live`: how the target's server reaches the source's, as a libpq connection string
+   * (`postgresql://user@host:port/db`): the subscription connects with it.
+   */
+  sourceConnection?: string;
+  /** Compare row counts and checksums per table after the fence, before the switch. Default true. */
+  verify?: boolean;
+  /** Delete the old copy at the source after the switch (batched; the tombstone stays). Default true. */
+  cleanup?: boolean;
+  /** How long the copy and catch-up may take before the move gives up (and is undone). Default 120 s. */
+  timeoutMs?: number;
+  /** WAL the target may be behind before the fence (catch-up is done). Default 64 KiB. */
+  maxLagBytes?: number;
+  /** Each step as it starts. Default: a line per step on stderr. */
+  onProgress?(progress: MoveProgress): void;
+  /** Called as each step completes; a test's way to stop a move there, as a crash would. */
+  afterStep?(step: MoveStep): void | Promise<void>;
+}
+
+export interface MoveResult {
+  shard: string;
+  from: string;
+  to: string;
+  /** The shard's epoch at its new owner. */
+  epoch: number;
+  mode: "live" | "offline";
+  /** Rows of the shard per table, as verified at the target. */
+  rows: Record<string, number>;
+  /** How long writes to the shard were held: from the fence to the switch. */
+  freezeMs: number;
+  durationMs: number;
+  /** A move that had stopped half-way, found and rolled back or forward before this one. */
+  resumed: "rolled-back" | "rolled-forward" | null;
+  steps: { step: MoveStep; ms: number }[];
+}
+
+const MOVE_TABLE = "ShardMove";
+
+/**
+ * Moves one logical shard to another database while it takes writes (PostgreSQL logical
+ * replication), or offline (fence, copy, verify, switch; the way for PGlite):
+ *
+ * precheck -> receive (the target fences the incoming shard) -> publish (a publication of the
+ * shard's rows, row-filtered on the shard bits) -> subscribe (initial copy) -> catch-up -> fence ->
+ * final position -> verify (counts and checksums per table) -> switch (compare-and-set) ->
+ * enforce (the source's tombstone) -> teardown -> cleanup (the old copy, batched).
+ *
+ * The move is recorded on the source (`ShardMove`). A move that stopped half-way (a crash) is
+ * found by the next `moveShard` of the shard and finished when it had switched, or undone
+ * otherwise (the target never took a write), then run again: at every point exactly one database
+ * accepts the shard's writes, or none (between fence and switch). Replication slots and
+ * publications left behind are removed.
+ */
+export async function moveShard<Client extends ShardClient>(
+  options: MoveOptions<Client>,
+): Promise<MoveResult> {
+  const started = performance.now();
+  const { map } = options;
+  const shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;
+  const mode = options.mode ?? "live";
+  const issues: string[] = [];
+  if (mode !== "live" && mode !== "offline")
+    issues.push(`mode: expected 'live' or 'offline', got ${JSON.stringify(mode)}`);
+  if (mode === "live" && !options.sourceConnection) issues.push("sourceConnection: required for a live move");
+  if (!options.to || !map.registry.physical.includes(options.to))
+    issues.push("to: not a database of the map's registry");
+  if (issues.length > 0) throw new OwnershipOptionsError(issues);
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const maxLagBytes = options.maxLagBytes ?? 64 * 1024;
+  const steps: MoveResult["steps"] = [];
+  const progress = options.onProgress ?? progressLine;
+  let last = performance.now();
+  const step = async (name: MoveStep, extra: Omit<MoveProgress, "step" | "elapsedMs"> = {}) => {
+    progress({ step: name, elapsedMs: Math.round(performance.now() - started), ...extra });
+  };
+  const done = async (name: MoveStep) => {
+    const now = performance.now();
+    steps.push({ step: name, ms: Math.round(now - last) });
+    last = now;
+    await options.afterStep?.(name);
+  };
+
+  await map.refresh();
+  const to = options.to;
+  let from = map.registry.physicalOf(shard);
+  const names = { publication: `shardkit_move_${shard.bits}`, subscription: `shardkit_move_${shard.bits}` };
+
+  // A move of this shard that stopped half-way: finish it if it switched, else undo it.
+  let resumed: MoveResult["resumed"] = null;
+  const record = await findRecord(map, shard);
+  if (record) {
+    await step("resume");
+    const target = map.registry.physical.find((p) => map.identityOf(p) === record.row.target);
+    if (!target)
+      throw new OwnershipOptionsError([
+        `a stopped move of shard ${shard.key} names ${record.row.target}, which is not in the registry`,
+      ]);
+    if (map.registry.physicalOf(shard) === target) {
+      // It switched: the target owns the shard. Finish the old owner's side.
+      await map.enforce(shard, record.physical).catch(() => {});
+      await teardown(record.physical, target, names);
+      if (options.cleanup ?? true) await map.cleanup(shard, record.physical);
+      await raw(record.physical).$executeRawUnsafe(
+        `DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`,
+        shard.bits,
+      );
+      resumed = "rolled-forward";
+      if (target === to) {
+        await done("resume");
+        return {
+          shard: shard.key,
+          from: record.physical.name,
+          to: to.name,
+          epoch: map.registry.epochOf(shard),
+          mode,
+          rows: {},
+          freezeMs: 0,
+          durationMs: Math.round(performance.now() - started),
+          resumed,
+          steps,
+        };
+      }
+    } else {
+      await undo(map, shard, record.physical, target, names);
+      resumed = "rolled-back";
+    }
+    await done("resume");
+    await map.refresh();
+    from = map.registry.physicalOf(shard);
+  }
+  if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
+
+  await step("precheck");
+  await precheck(map, shard, from, to, mode);
+  await done("precheck");
+
+  await raw(from).$executeRawUnsafe(
+    `INSERT INTO "${MOVE_TABLE}" (shard, target, step) VALUES ($1, $2, 'copying')
+     ON CONFLICT (shard) DO UPDATE SET target = EXCLUDED.target, step = 'copying', "startedAt" = now(), "updatedAt" = now()`,
+    shard.bits,
+    map.identityOf(to),
+  );
+  await step("receive");
+  await map.receive(shard, to);
+  await done("receive");
+
+  let freezeStarted = 0;
+  const within = Date.now() + timeoutMs;
+  const waitFor = async (what: string, check: () => Promise<boolean>) => {
+    while (!(await check())) {
+      if (Date.now() > within)
+        throw new OwnershipOptionsError([
+          `move of shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms`,
+        ]);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+
+  /** The source stops taking the shard's writes: the freeze starts. */
+  const fence = async () => {
+    await step("fence");
+    const at = performance.now();
+    await map.fence(shard);
+    await raw(from).$executeRawUnsafe(
+      `UPDATE "${MOVE_TABLE}" SET step = 'fenced', "updatedAt" = now() WHERE shard = $1`,
+      shard.bits,
+    );
+    await done("fence");
+    return at;
+  };
+
+  if (mode === "live") {
+    await step("publish");
+    const filters = map.tables.map((t) => `"${t.table}" WHERE (${bitsOf(t)} = ${shard.bits})`).join(", ");
+    await raw(from).$executeRawUnsafe(
+      `CREATE PUBLICATION "${names.publication}" FOR TABLE ${filters} WITH (publish = 'insert, update, delete')`,
+    );
+    await done("publish");
+    await step("subscribe");
+    await raw(to).$executeRawUnsafe(
+      `CREATE SUBSCRIPTION "${names.subscription}" CONNECTION ${literal(options.sourceConnection!)} PUBLICATION "${names.publication}"
+       WITH (copy_data = true, synchronous_commit = 'on')`,
+    );
+    await done("subscribe");
+    await step("copy");
+    await waitFor("the initial copy", async () => {
+      const [row] = await raw(to).$queryRawUnsafe<{ waiting: number }[]>(
+        `SELECT count(*)::int AS waiting FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+         WHERE s.subname = $1 AND r.srsubstate <> 'r'`,
+        names.subscription,
+      );
+      return row!.waiting === 0;
+    });
+    await step("copy", { rows: await countAt(map, to, shard) });
+    await done("copy");
+    await step("catch-up");
+    await waitFor("catching up", async () => (await lagBytes(from, names.subscription)) <= maxLagBytes);
+    await done("catch-up");
+    freezeStarted = await fence();
+    await step("final-position");
+    const [position] = await raw(from).$queryRawUnsafe<{ lsn: string }[]>(
+      "SELECT pg_current_wal_lsn()::text AS lsn",
+    );
+    await waitFor("the final position", async () => {
+      const [row] = await raw(from).$queryRawUnsafe<{ reached: boolean }[]>(
+        `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) AS reached FROM pg_replication_slots WHERE slot_name = $1`,
+        names.subscription,
+        position!.lsn,
+      );
+      return row?.reached === true;
+    });
+    await done("final-position");
+  } else {
+    freezeStarted = await fence();
+    await step("copy");
+    await copyRows(map, shard, from, to);
+    await step("copy", { rows: await countAt(map, to, shard) });
+    await done("copy");
+  }
+
+  const rows: Record<string, number> = {};
+  if (options.verify ?? true) {
+    await step("verify");
+    const mismatches: string[] = [];
+    for (const table of map.tables) {
+      const [a, b] = await Promise.all([digest(from, table, shard), digest(to, table, shard)]);
+      rows[table.table] = b.rows;
+      if (a.rows !== b.rows || a.sum !== b.sum) {
+        mismatches.push(
+          `${table.table}: source ${a.rows} rows (${a.sum ?? "-"}), target ${b.rows} rows (${b.sum ?? "-"})`,
+        );
+      }
+    }
+    if (mismatches.length > 0) {
+      await undo(map, shard, from, to, names);
+      throw new MoveVerifyError(shard, mismatches);
+    }
+    await done("verify");
+  }
+
+  await step("switch");
+  const { epoch } = await map.switch(shard, to);
+  const freezeMs = Math.round(performance.now() - freezeStarted);
+  await raw(from).$executeRawUnsafe(
+    `UPDATE "${MOVE_TABLE}" SET step = 'switched', "updatedAt" = now() WHERE shard = $1`,
+    shard.bits,
+  );
+  await done("switch");
+  await step("enforce");
+  await map.enforce(shard, from);
+  await done("enforce");
+  await step("teardown");
+  await teardown(from, to, names);
+  await map.tidy(to);
+  await done("teardown");
+  if (options.cleanup ?? true) {
+    await step("cleanup");
+    await map.cleanup(shard, from);
+    await done("cleanup");
+  }
+  await raw(from).$executeRawUnsafe(`DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`, shard.bits);
+  await step("done");
+  return {
+    shard: shard.key,
+    from: from.name,
+    to: to.name,
+    epoch,
+    mode,
+    rows,
+    freezeMs,
+    durationMs: Math.round(performance.now() - started),
+    resumed,
+    steps,
+  };
+}
+
+/** Everything that must hold before a move starts; every problem is listed, nothing is changed. */
+async function precheck<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  shard: ShardIdentifier,
+  from: PhysicalShard<Client>,
+  to: PhysicalShard<Client>,
+  mode: "live" | "offline",
+): Promise<void> {
+  const issues: string[] = [];
+  if (mode === "live") {
+    const [wal] = await raw(from).$queryRawUnsafe<{ level: string }[]>(
+      "SELECT current_setting('wal_level') AS level",
+    );
+    if (wal!.level !== "logical")
+      issues.push(
+        `${from.name}: wal_level is ${wal!.level}; a live move needs wal_level = logical (or use mode: 'offline')`,
+      );
+  }
+  const COLUMNS = `SELECT table_name AS "table", column_name AS "column", data_type AS type, is_nullable AS nullable,
+      coalesce(column_default, '') AS "default", is_identity AS identity
+    FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])
+    ORDER BY table_name, ordinal_position`;
+  const tables = map.tables.map((t) => t.table);
+  type Column = {
+    table: string;
+    column: string;
+    type: string;
+    nullable: string;
+    default: string;
+    identity: string;
+  };
+  const [source, target] = await Promise.all([
+    raw(from).$queryRawUnsafe<Column[]>(COLUMNS, tables),
+    raw(to).$queryRawUnsafe<Column[]>(COLUMNS, tables),
+  ]);
+  for (const table of map.tables) {
+    const at = (list: Column[]) =>
+      list
+        .filter((c) => c.table === table.table)
+        .map((c) => `${c.column} ${c.type}${c.nullable === "NO" ? " not null" : ""}`);
+    const [a, b] = [at(source), at(target)];
+    if (a.length === 0) issues.push(`${from.name}: table ${table.table} does not exist`);
+    else if (b.length === 0)
+      issues.push(`${to.name}: table ${table.table} does not exist (roll the schema out to it first)`);
+    else if (a.join(", ") !== b.join(", "))
+      issues.push(
+        `${table.table}: the target's columns (${b.join(", ")}) differ from the source's (${a.join(", ")})`,
+      );
+    for (const c of source.filter((c) => c.table === table.table)) {
+      if (c.identity === "YES" || c.default.startsWith("nextval(")) {
+        issues.push(
+          `${table.table}.${c.column}: takes its values from a sequence, and sequences do not move with a shard`,
+        );
+      }
+    }
+  }
+  // The filter column must be in the replica identity, or every UPDATE and DELETE on the source would fail.
+  for (const table of map.tables) {
+    const [identity] = await raw(from).$queryRawUnsafe<{ replident: string; inkey: boolean }[]>(
+      `SELECT c.relreplident::text AS replident,
+         coalesce(bool_or(a.attname = $2), false) AS inkey
+       FROM pg_class c
+       LEFT JOIN pg_index i ON i.indrelid = c.oid AND (CASE WHEN c.relreplident = 'i' THEN i.indisreplident ELSE i.indisprimary END)
+       LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+       WHERE c.oid = to_regclass(quote_ident($1)) GROUP BY c.relreplident`,
+      table.table,
+      table.column,
+    );
+    if (identity && identity.replident !== "f" && !identity.inkey) {
+      issues.push(
+        `${table.table}: ${table.column} is not in its replica identity (its primary key); updates and deletes could not replicate`,
+      );
+    }
+  }
+  const leftovers = await countAt(map, to, shard);
+  if (leftovers > 0)
+    issues.push(
+      `${to.name}: already holds ${leftovers} rows of shard ${shard.key} (a leftover copy: remove it first)`,
+    );
+  // Unique values of the shard's rows that another row of the target already holds.
+  for (const table of map.tables) {
+    const uniques = await raw(from).$queryRawUnsafe<{ columns: string[] }[]>(
+      `SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns
+       FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+       JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+       WHERE i.indrelid = to_regclass(quote_ident($1)) AND i.indisunique AND NOT i.indisprimary
+       GROUP BY i.indexrelid`,
+      table.table,
+    );
+    for (const { columns } of uniques) {
+      const list = columns.map((c) => `"${c}"`).join(", ");
+      const values = await raw(from).$queryRawUnsafe<{ v: string }[]>(
+        `SELECT json_agg(json_build_array(${list}))::text AS v FROM "${table.table}" WHERE ${bitsOf(table)} = $1`,
+        shard.bits,
+      );
+      const json = values[0]?.v;
+      if (!json) continue;
+      const [clash] = await raw(to).$queryRawUnsafe<{ n: number }[]>(
+        `SELECT count(*)::int AS n FROM "${table.table}" t, json_array_elements($1::json) v
+         WHERE ${columns.map((c, i) => `t."${c}"::text = v->>${i}`).join(" AND ")}`,
+        json,
+      );
+      if (clash!.n > 0)
+        issues.push(
+          `${table.table} (${columns.join(", ")}): ${clash!.n} of the shard's values already exist at ${to.name}`,
+        );
+    }
+  }
+  if (issues.length > 0) throw new MovePrecheckError(shard, issues);
+}
+
+/** Rows of `shard` that `database` holds, over every table. */
+async function countAt<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  database: PhysicalShard<Client>,
+  shard: ShardIdentifier,
+) {
+  let total = 0;
+  for (const table of map.tables) {
+    const [row] = await raw(database).$queryRawUnsafe<{ n: number }[]>(
+      `SELECT count(*)::int AS n FROM "${table.table}" WHERE ${bitsOf(table)} = $1`,
+      shard.bits,
+    );
+    total += row!.n;
+  }
+  return total;
+}
+
+/** Row count and an order-independent checksum of the shard's rows in one table. */
+async function digest<Client extends ShardClient>(
+  database: PhysicalShard<Client>,
+  table: FencedTable,
+  shard: ShardIdentifier,
+) {
+  const [row] = await raw(database).$queryRawUnsafe<{ rows: number; sum: string | null }[]>(
+    // An order-free checksum: the sum of a 64-bit hash of each row's JSON (no sort, one pass).
+    `SELECT count(*)::int AS rows, sum(hashtextextended(row_to_json(t)::text, 7301))::text AS sum
+     FROM "${table.table}" t WHERE ${bitsOf(table)} = $1`,
+    shard.bits,
+  );
+  return row!;
+}
+
+/** The offline copy: every row of the shard, table by table, in batches, as the mover. */
+async function copyRows<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  shard: ShardIdentifier,
+  from: PhysicalShard<Client>,
+  to: PhysicalShard<Client>,
+) {
+  for (const table of map.tables) {
+    const rows = await raw(from).$queryRawUnsafe<{ batch: string }[]>(
+      `SELECT json_agg(row_to_json(t))::text AS batch FROM (
+         SELECT *, (row_number() OVER ()) / 1000 AS part FROM "${table.table}" WHERE ${bitsOf(table)} = $1) t GROUP BY part`,
+      shard.bits,
+    );
+    for (const { batch } of rows) {
+      await map.asMover(to, (tx: Raw) =>
+        tx.$executeRawUnsafe(
+          `INSERT INTO "${table.table}" SELECT * FROM json_populate_recordset(NULL::"${table.table}", $1::json)`,
+          batch,
+        ),
+      );
+    }
+  }
+}
+
+/** Bytes of WAL the subscription's slot is behind the source. */
+async function lagBytes<Client extends ShardClient>(
+  from: PhysicalShard<Client>,
+  slot: string,
+): Promise<number> {
+  const [row] = await raw(from).$queryRawUnsafe<{ lag: number | null }[]>(
+    `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 AS lag FROM pg_replication_slots WHERE slot_name = $1`,
+    slot,
+  );
+  return row?.lag ?? Number.POSITIVE_INFINITY;
+}
+
+/** Drops the subscription (and with it its slot on the source) and the publication, where they exist. */
+async function teardown<Client extends ShardClient>(
+  from: PhysicalShard<Client>,
+  to: PhysicalShard<Client>,
+  names: { publication: string; subscription: string },
+) {
+  const [sub] = await raw(to).$queryRawUnsafe<{ n: number }[]>(
+    "SELECT count(*)::int AS n FROM pg_subscription WHERE subname = $1",
+    names.subscription,
+  );
+  if (sub!.n > 0) await raw(to).$executeRawUnsafe(`DROP SUBSCRIPTION "${names.subscription}"`);
+  // A slot left behind (its subscription dropped without it) still holds WAL on the source.
+  await raw(from).$queryRawUnsafe(
+    `SELECT pg_drop_replication_slot(slot_name)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
+    names.subscription,
+  );
+  await raw(from).$executeRawUnsafe(`DROP PUBLICATION IF EXISTS "${names.publication}"`);
+}
+
+/** Undoes a move that did not switch: replication torn down, the copy discarded, the source owns the shard again. */
+async function undo<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  shard: ShardIdentifier,
+  from: PhysicalShard<Client>,
+  to: PhysicalShard<Client>,
+  names: { publication: string; subscription: string },
+) {
+  await teardown(from, to, names);
+  await map.discard(shard, to);
+  await map.refresh();
+  const [own] = await raw(from).$queryRawUnsafe<{ state: string }[]>(
+    `SELECT state FROM "ShardOwnership" WHERE shard = $1`,
+    shard.bits,
+  );
+  if (own?.state === "fenced") await map.unfence(shard);
+  await raw(from).$executeRawUnsafe(`DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`, shard.bits);
+}
+
+/** The database holding a record of a stopped move of `shard`, with the record. */
+async function findRecord<Client extends ShardClient>(map: PartitionMap<Client>, shard: ShardIdentifier) {
+  for (const physical of map.registry.physical) {
+    const rows = await raw(physical)
+      .$queryRawUnsafe<{ target: string; step: string }[]>(
+        `SELECT target, step FROM "${MOVE_TABLE}" WHERE shard = $1`,
+        shard.bits,
+      )
+      .catch(() => []);
+    if (rows[0]) return { physical, row: rows[0] };
+  }
+  return undefined;
+}
+
+function bitsOf(table: FencedTable): string {
+  return (table.kind ?? "uuid") === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
+}
+
+function literal(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+function progressLine(p: MoveProgress): void {
+  const extra =
+    p.rows !== undefined
+      ? ` (${p.rows} rows)`
+      : p.lagBytes !== undefined
+        ? ` (${p.lagBytes} bytes behind)`
+        : "";
+  process.stderr.write(`move: ${p.step}${extra} at ${p.elapsedMs} ms\n`);
+}
