@@ -10,6 +10,8 @@ export declare function ensureCluster(
   port?: number,
   options?: { logical?: boolean },
 ): Promise<number>;
+/** Stops and drops a cluster a test created (never `main`). */
+export declare function dropCluster(name: string): Promise<void>;
 export declare function withClusterStopped<T>(name: string, port: number, fn: () => Promise<T>): Promise<T>;
 /** SIGSTOPs a cluster's server processes while `fn` runs (connections hang), then SIGCONTs them. */
 export declare function withClusterFrozen<T>(name: string, fn: () => Promise<T>): Promise<T>;

@@ -128,6 +128,14 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
   return port;
 }
 
+/** Stops and drops a cluster a test created (never `main`). */
+export async function dropCluster(name) {
+  if (name === "main") throw new Error("dropCluster: main is the machine's own server");
+  await withLock(name, async () => {
+    if (state(name) !== "absent") sh("pg_dropcluster", [version(), name, "--stop"]);
+  });
+}
+
 /** Stops a cluster, runs `fn` while it is down, then starts it again (even when `fn` throws). */
 export async function withClusterStopped(name, port, fn) {
   return withLock(name, async () => {

@@ -19,12 +19,15 @@ describe("published package", () => {
     const api = [
       "EpochConflictError",
       "InvalidMapError",
+      "MovePrecheckError",
+      "MoveVerifyError",
       "OwnershipError",
       "OwnershipOptionsError",
       "PartitionMap",
       "STALE_OWNER_SQLSTATE",
       "StaleOwnerError",
       "isShardkitError",
+      "moveShard",
       "refusalOf",
     ].sort();
     expect(report.esm).toEqual(api);

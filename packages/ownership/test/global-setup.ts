@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropCluster, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 
 /** A second, independent PostgreSQL server for this package's tests (its own cluster and port). */
@@ -54,5 +54,8 @@ export default async function setup(project: TestProject) {
   project.provide("moveUrls", moveUrls);
   return async () => {
     for (const db of [...dbs, ...moving]) await dropDatabase(db.port, db.name);
+    // The logical-replication servers exist for these tests only: stopped and dropped with them.
+    await dropCluster(LOGICAL.source.cluster);
+    await dropCluster(LOGICAL.target.cluster);
   };
 }

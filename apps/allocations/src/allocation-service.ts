@@ -1,0 +1,185 @@
+import { isShardkitError, ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { IdempotencyConflictError, idempotent, isShardUnavailable } from "@shardkit/prisma";
+import { AllocationsError, type AllocationsErrorCode } from "./errors.js";
+import type { Bucket, Confirmation, Hold } from "./generated/prisma/client.js";
+import type { Router } from "./shards.js";
+
+export interface Outcome<T> {
+  result: T;
+  /** A recorded result returned again for a retried Idempotency-Key. */
+  replayed: boolean;
+}
+
+type RecordedRefusal = { code: AllocationsErrorCode; message: string; body: Record<string, unknown> };
+type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
+
+/**
+ * The allocations service. A bucket's holds and confirmations live on the bucket's shard, so each
+ * decision (is a unit left? take it) is one conditional write in one shard transaction, recorded
+ * under the client's Idempotency-Key. The router's partition map sends a decision that reached a
+ * former owner (a shard moved) to the current one, where its key finds any recorded outcome.
+ */
+export class AllocationService {
+  constructor(private readonly router: Router) {}
+
+  private get db() {
+    return this.router.db;
+  }
+
+  /** The shard a bucket ID names; a malformed ID or one of a shard this deployment lacks is refused. */
+  shardOf(id: string, what: string): ShardIdentifier {
+    try {
+      return this.router.registry.resolve(ShardedUUID.shardOf(id));
+    } catch (error) {
+      if (isShardkitError(error, "INVALID_SHARDED_ID"))
+        throw new AllocationsError("VALIDATION", `${what}: not a valid ID`);
+      if (isShardkitError(error, "UNKNOWN_SHARD"))
+        throw new AllocationsError("NOT_FOUND", `${what} ${id} not found`);
+      throw error;
+    }
+  }
+
+  /** One command on `shard`, once per key: its result, or its recorded refusal, every time. */
+  private async command<R>(
+    shard: ShardIdentifier,
+    kind: string,
+    key: string,
+    request: unknown,
+    run: (tx: Tx) => Promise<R>,
+  ): Promise<Outcome<R>> {
+    let outcome: Awaited<ReturnType<typeof idempotent<R>>>;
+    try {
+      outcome = await this.db.$transactionOn(
+        shard,
+        (tx) =>
+          idempotent(tx, { shard, kind, key }, request, () => run(tx), {
+            refusal: (error) =>
+              error instanceof AllocationsError && error.status < 500
+                ? { code: error.code, message: error.message, body: error.body }
+                : undefined,
+          }).catch((error: unknown) => {
+            if (error instanceof IdempotencyConflictError) {
+              throw new AllocationsError(
+                "IDEMPOTENCY_CONFLICT",
+                "this Idempotency-Key was used with a different request or command",
+              );
+            }
+            throw error;
+          }),
+        { retries: 4, maxWait: 5000 },
+      );
+    } catch (error) {
+      if (isShardUnavailable(error) || isShardkitError(error, "STALE_OWNER")) {
+        throw new AllocationsError(
+          "SHARD_UNAVAILABLE",
+          `shard ${shard.key} is unavailable or moving; retry later`,
+          {
+            shard: shard.key,
+          },
+        );
+      }
+      throw error;
+    }
+    if (outcome.refusal !== undefined) {
+      const { code, message, body } = outcome.refusal as RecordedRefusal;
+      throw new AllocationsError(code, message, body);
+    }
+    return { result: outcome.result as R, replayed: outcome.replayed };
+  }
+
+  /** A new bucket on `shard` (default: chosen by its name's hash over the deployment's shards). */
+  createBucket(
+    input: { name: string; capacity: number; shard?: string | undefined },
+    key: string,
+  ): Promise<Outcome<Bucket>> {
+    const shards = this.router.registry.shards;
+    const shard = input.shard
+      ? this.router.registry.resolve(ShardIdentifier.parse(input.shard))
+      : shards[[...input.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7) % shards.length]!;
+    return this.command(shard, "bucket", key, input, (tx) =>
+      tx.bucket.create({
+        data: { id: ShardedId.generate("Bucket", shard), name: input.name, capacity: input.capacity },
+      }),
+    );
+  }
+
+  /** Holds `units` of a bucket for a desk, if the bucket has them free. */
+  hold(bucketId: string, units: number, desk: string, key: string): Promise<Outcome<Hold>> {
+    const shard = this.shardOf(bucketId, "bucket_id");
+    return this.command(shard, "hold", key, { bucketId, units, desk }, async (tx) => {
+      await this.take(tx, bucketId, units, "held");
+      return tx.hold.create({
+        data: { id: ShardedId.colocatedWith("Hold", bucketId), bucketId, desk, units },
+      });
+    });
+  }
+
+  /**
+   * Confirms an allocation: a hold of the bucket (its units move from held to confirmed), or
+   * `units` taken directly if the bucket has them free. SOLD_OUT when it does not; the refusal is
+   * recorded under the key too.
+   */
+  confirm(
+    input: { bucketId: string; desk: string; holdId?: string | undefined; units?: number | undefined },
+    key: string,
+  ): Promise<Outcome<Confirmation>> {
+    const shard = this.shardOf(input.bucketId, "bucket_id");
+    if (input.holdId !== undefined && this.shardOf(input.holdId, "hold_id") !== shard) {
+      throw new AllocationsError(
+        "NOT_FOUND",
+        `hold ${input.holdId} is not a hold of bucket ${input.bucketId}`,
+      );
+    }
+    return this.command(shard, "confirm", key, input, async (tx) => {
+      let units = input.units ?? 1;
+      if (input.holdId !== undefined) {
+        const hold = await tx.hold.updateMany({
+          where: { id: input.holdId, bucketId: input.bucketId, status: "held" },
+          data: { status: "confirmed" },
+        });
+        if (hold.count === 0)
+          throw new AllocationsError("HOLD_NOT_ACTIVE", `hold ${input.holdId} is not held on this bucket`);
+        units = (await tx.hold.findUniqueOrThrow({ where: { id: input.holdId } })).units;
+        await tx.bucket.update({
+          where: { id: input.bucketId },
+          data: { held: { decrement: units }, confirmed: { increment: units } },
+        });
+      } else {
+        await this.take(tx, input.bucketId, units, "confirmed");
+      }
+      return tx.confirmation.create({
+        data: {
+          id: ShardedId.colocatedWith("Confirmation", input.bucketId),
+          bucketId: input.bucketId,
+          holdId: input.holdId ?? null,
+          desk: input.desk,
+          units,
+        },
+      });
+    });
+  }
+
+  /** Takes `units` free units of a bucket in one conditional write: two desks never both take the last one. */
+  private async take(tx: Tx, bucketId: string, units: number, as: "held" | "confirmed") {
+    const taken = await tx.$executeRawUnsafe(
+      `UPDATE "Bucket" SET "${as}" = "${as}" + $2 WHERE id = $1::uuid AND held + confirmed + $2 <= capacity`,
+      bucketId,
+      units,
+    );
+    if (taken === 0) {
+      const exists = await tx.bucket.findUnique({ where: { id: bucketId }, select: { id: true } });
+      if (!exists) throw new AllocationsError("NOT_FOUND", `bucket ${bucketId} not found`);
+      throw new AllocationsError("SOLD_OUT", `bucket ${bucketId} has fewer than ${units} units free`, {
+        bucketId,
+      });
+    }
+  }
+
+  async getBucket(bucketId: string): Promise<Bucket & { confirmations: number }> {
+    this.shardOf(bucketId, "bucket");
+    const bucket = await this.db.bucket.findUnique({ where: { id: bucketId } });
+    if (!bucket) throw new AllocationsError("NOT_FOUND", `bucket ${bucketId} not found`);
+    const confirmations = await this.db.confirmation.count({ where: { bucketId } });
+    return { ...bucket, confirmations };
+  }
+}

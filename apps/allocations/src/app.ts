@@ -1,0 +1,112 @@
+import { isShardkitError } from "@shardkit/id";
+import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { AllocationService, Outcome } from "./allocation-service.js";
+import { AllocationsError } from "./errors.js";
+
+const UNITS = "must be a whole number from 1 to 1000000";
+const units = z.int({ error: UNITS }).min(1, { error: UNITS }).max(1_000_000, { error: UNITS });
+/** A lone UTF-16 surrogate (text PostgreSQL would store altered); pairs are fine. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const text = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(max)
+    .refine((v) => !v.includes("\0") && !LONE_SURROGATE.test(v), {
+      error: "must not contain NUL characters or lone surrogates",
+    });
+const id = z.string({ error: "must be an ID" }).min(1, { error: "must be an ID" });
+const schemas = {
+  bucket: z.strictObject({
+    name: text(200),
+    capacity: units,
+    shard: z
+      .string()
+      .regex(/^\d{1,3}\/\d{1,2}$/, { error: 'must be a shard key such as "0/1"' })
+      .optional(),
+  }),
+  hold: z.strictObject({ units, desk: text(100) }),
+  confirm: z.strictObject({
+    bucket_id: id,
+    desk: text(100),
+    hold_id: id.optional(),
+    units: units.optional(),
+  }),
+};
+
+function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
+  const result = schema.safeParse(value ?? {});
+  if (!result.success) {
+    const issues = result.error.issues
+      .slice(0, 10)
+      .map((i) => `${i.path.map(String).join(".") || "body"}: ${i.message}`.slice(0, 200));
+    throw new AllocationsError("VALIDATION", issues.join("; "));
+  }
+  return result.data;
+}
+
+function idempotencyKey(request: FastifyRequest): string {
+  const key = request.headers["idempotency-key"];
+  if (typeof key !== "string" || !/^[\w.:-]{8,128}$/.test(key)) {
+    throw new AllocationsError(
+      "IDEMPOTENCY_KEY_REQUIRED",
+      "every change needs an Idempotency-Key header (8 to 128 letters, digits, '.', ':', '_' or '-')",
+    );
+  }
+  return key;
+}
+
+function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
+  if (outcome.replayed) reply.header("idempotent-replayed", "true");
+  return reply.code(status).send(outcome.result);
+}
+
+/** The HTTP API of the allocations service. */
+export function buildApp(service: AllocationService, options: { logger?: boolean } = {}) {
+  const app = Fastify({ logger: options.logger ?? false });
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof AllocationsError) {
+      if (error.status === 503) reply.header("retry-after", "1");
+      return reply.code(error.status).send({ ...error.body, error: error.code, message: error.message });
+    }
+    if (isShardkitError(error, "INVALID_SHARDED_ID")) {
+      return reply.code(400).send({ error: "VALIDATION", message: error.message });
+    }
+    const status = (error as { statusCode?: number }).statusCode;
+    if (typeof status === "number" && status >= 400 && status < 500) {
+      return reply
+        .code(status)
+        .send({ error: "VALIDATION", message: (error as Error).message.slice(0, 500) });
+    }
+    request.log.error(error);
+    return reply.code(500).send({ error: "INTERNAL", message: "internal error" });
+  });
+
+  app.post("/buckets", async (req, reply) => {
+    const body = parse(schemas.bucket, req.body);
+    return send(reply, 201, await service.createBucket(body, idempotencyKey(req)));
+  });
+  app.post<{ Params: { bucketId: string } }>("/buckets/:bucketId/holds", async (req, reply) => {
+    const body = parse(schemas.hold, req.body);
+    return send(
+      reply,
+      201,
+      await service.hold(req.params.bucketId, body.units, body.desk, idempotencyKey(req)),
+    );
+  });
+  // Routed by bucket_id: the decision runs on the bucket's shard, wherever that is now.
+  app.post("/allocations/confirm", async (req, reply) => {
+    const body = parse(schemas.confirm, req.body);
+    const outcome = await service.confirm(
+      { bucketId: body.bucket_id, desk: body.desk, holdId: body.hold_id, units: body.units },
+      idempotencyKey(req),
+    );
+    return send(reply, 201, outcome);
+  });
+  app.get<{ Params: { bucketId: string } }>("/buckets/:bucketId", (req) =>
+    service.getBucket(req.params.bucketId),
+  );
+  return app;
+}

@@ -1,0 +1,130 @@
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { moveShard } from "@shardkit/ownership";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AllocationService } from "./allocation-service.js";
+import { buildApp } from "./app.js";
+import { type Database, embeddedDatabases, openRouter, type Router } from "./shards.js";
+
+// The HTTP API on embedded PGlite databases: shards 0/0 and 0/1 in db-a, 1/0 in db-b, db-new a spare.
+let databases: Database[];
+let router: Router;
+let app: ReturnType<typeof buildApp>;
+beforeAll(async () => {
+  databases = await embeddedDatabases([
+    { name: "db-a", shards: [ShardIdentifier.of(0, 0), ShardIdentifier.of(0, 1)] },
+    { name: "db-b", shards: [ShardIdentifier.of(1, 0)] },
+    { name: "db-new", shards: [] },
+  ]);
+  router = await openRouter(databases);
+  app = buildApp(new AllocationService(router));
+});
+afterAll(async () => {
+  await app.close();
+  await router.close();
+  for (const d of databases) await d.pglite.close();
+});
+
+let n = 0;
+async function post(url: string, body: unknown, key: string | null = `key-${++n}-${Date.now()}`) {
+  const res = await app.inject({
+    method: "POST",
+    url,
+    payload: body as object,
+    headers: key ? { "idempotency-key": key } : {},
+  });
+  return { status: res.statusCode, body: res.json(), headers: res.headers };
+}
+
+describe("allocations over HTTP", () => {
+  it("holds and confirmations on a bucket's shard; the last unit goes once; a retried key gets its recorded answer", async () => {
+    const bucket = await post("/buckets", { name: "B-173", capacity: 3, shard: "0/1" });
+    expect(bucket.status).toBe(201);
+    const id = bucket.body.id as string;
+    const hold = await post(`/buckets/${id}/holds`, { units: 2, desk: "one" });
+    expect(hold.status).toBe(201);
+    const fromHold = await post("/allocations/confirm", {
+      bucket_id: id,
+      hold_id: hold.body.id,
+      desk: "one",
+    });
+    expect([fromHold.status, fromHold.body.units]).toEqual([201, 2]);
+    const again = await post("/allocations/confirm", { bucket_id: id, hold_id: hold.body.id, desk: "one" });
+    expect([again.status, again.body.error]).toEqual([409, "HOLD_NOT_ACTIVE"]);
+    // Two desks race for the last unit with their own keys: one confirmation, one SOLD_OUT.
+    const race = await Promise.all(
+      ["one", "two"].map((desk) => post("/allocations/confirm", { bucket_id: id, desk }, `race-${desk}-key`)),
+    );
+    expect(race.map((r) => r.status).sort()).toEqual([201, 409]);
+    const loser = race.find((r) => r.status === 409)!;
+    expect(loser.body).toMatchObject({ error: "SOLD_OUT" });
+    const winner = race.find((r) => r.status === 201)!;
+    const replay = await post(
+      "/allocations/confirm",
+      { bucket_id: id, desk: winner.body.desk },
+      `race-${winner.body.desk}-key`,
+    );
+    expect([replay.status, replay.body.id, replay.headers["idempotent-replayed"]]).toEqual([
+      201,
+      winner.body.id,
+      "true",
+    ]);
+    const view = await app.inject({ method: "GET", url: `/buckets/${id}` });
+    expect(view.json()).toMatchObject({ capacity: 3, held: 0, confirmed: 3, confirmations: 2 });
+  });
+
+  it("a confirmation routed by a stale map after the bucket's shard moved is refused by the old owner and decided at the new one", async () => {
+    const bucket = await post("/buckets", { name: "moving", capacity: 10, shard: "0/0" });
+    const id = bucket.body.id as string;
+    const mover = await openRouter(databases);
+    try {
+      await moveShard({
+        map: mover.map,
+        shard: "0/0",
+        to: mover.database("db-new"),
+        mode: "offline",
+        onProgress: () => {},
+      });
+    } finally {
+      await mover.close();
+    }
+    expect(router.registry.physicalOf(id).name).toBe("db-a"); // this service's map has not heard of it
+    const confirmed = await post("/allocations/confirm", { bucket_id: id, desk: "one", units: 4 });
+    expect(confirmed.status).toBe(201);
+    expect(router.registry.physicalOf(id).name).toBe("db-new");
+    expect(router.map.counters.staleRejections).toBeGreaterThanOrEqual(1);
+    const view = await app.inject({ method: "GET", url: `/buckets/${id}` });
+    expect(view.json()).toMatchObject({ confirmed: 4 });
+  });
+
+  it("bad input is a 400 naming the field, before any query; unknown buckets are 404", async () => {
+    for (const [url, body, message] of [
+      ["/buckets", { name: "x", capacity: 0 }, /capacity: must be a whole number/],
+      ["/buckets", { name: "x\u0000", capacity: 1 }, /name: must not contain NUL/],
+      ["/buckets", { name: "x", capacity: 1, extra: true }, /Unrecognized key/],
+      ["/allocations/confirm", { bucket_id: "nope", desk: "one" }, /bucket_id: not a valid ID/],
+      [
+        "/allocations/confirm",
+        { bucket_id: ShardedId.generate("Bucket", ShardIdentifier.of(0, 0)), desk: "one", units: 1.5 },
+        /units: must be a whole number/,
+      ],
+    ] as const) {
+      const res = await post(url, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.message).toMatch(message);
+    }
+    const unknown = await post("/allocations/confirm", {
+      bucket_id: ShardedId.generate("Bucket", ShardIdentifier.of(5, 5)),
+      desk: "one",
+    });
+    expect(unknown.status).toBe(404);
+    const missing = await post("/allocations/confirm", {
+      bucket_id: ShardedId.generate("Bucket", ShardIdentifier.of(1, 0)),
+      desk: "one",
+    });
+    expect([missing.status, missing.body.error]).toEqual([404, "NOT_FOUND"]);
+    const emoji = await post("/buckets", { name: "\u{1F39F} B-1", capacity: 1 }); // a surrogate pair is text like any other
+    expect([emoji.status, emoji.body.name]).toEqual([201, "\u{1F39F} B-1"]);
+    const noKey = await post("/buckets", { name: "x", capacity: 1 }, null);
+    expect([noKey.status, noKey.body.error]).toEqual([400, "IDEMPOTENCY_KEY_REQUIRED"]);
+  });
+});
