@@ -191,13 +191,15 @@ export async function moveShard<Client extends ShardClient>(
 
   let freezeStarted = 0;
   const within = Date.now() + timeoutMs;
-  const waitFor = async (what: string, check: () => Promise<boolean>) => {
+  /** Polls `check` every `everyMs` until it holds (short only while writes are held). */
+  const waitFor = async (what: string, check: () => Promise<boolean>, everyMs = 50) => {
     while (!(await check())) {
-      if (Date.now() > within)
+      if (Date.now() > within) {
         throw new OwnershipOptionsError([
           `move of shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms`,
         ]);
-      await new Promise((r) => setTimeout(r, 5));
+      }
+      await new Promise((r) => setTimeout(r, everyMs));
     }
   };
 
@@ -239,21 +241,29 @@ export async function moveShard<Client extends ShardClient>(
     await step("copy", { rows: await countAt(map, to, shard) });
     await done("copy");
     await step("catch-up");
-    await waitFor("catching up", async () => (await lagBytes(from, names.subscription)) <= maxLagBytes);
+    await waitFor("catching up", async () => {
+      const lag = await lagBytes(from, names.subscription);
+      await step("catch-up", { lagBytes: lag });
+      return lag <= maxLagBytes;
+    });
     await done("catch-up");
     freezeStarted = await fence();
     await step("final-position");
     const [position] = await raw(from).$queryRawUnsafe<{ lsn: string }[]>(
       "SELECT pg_current_wal_lsn()::text AS lsn",
     );
-    await waitFor("the final position", async () => {
-      const [row] = await raw(from).$queryRawUnsafe<{ reached: boolean }[]>(
-        `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) AS reached FROM pg_replication_slots WHERE slot_name = $1`,
-        names.subscription,
-        position!.lsn,
-      );
-      return row?.reached === true;
-    });
+    await waitFor(
+      "the final position",
+      async () => {
+        const [row] = await raw(from).$queryRawUnsafe<{ reached: boolean }[]>(
+          `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) AS reached FROM pg_replication_slots WHERE slot_name = $1`,
+          names.subscription,
+          position!.lsn,
+        );
+        return row?.reached === true;
+      },
+      2,
+    );
     await done("final-position");
   } else {
     freezeStarted = await fence();
