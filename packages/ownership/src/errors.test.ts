@@ -1,12 +1,13 @@
 import { isShardkitError as isAnyShardkitError, ShardedId, ShardkitError } from "@shardkit/id";
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
-import { afterAll } from "vitest";
+import { afterAll, inject } from "vitest";
 import { reset, router, S } from "../test/world.js";
 import {
   EpochConflictError,
   InvalidMapError,
   isShardkitError,
   MovePrecheckError,
+  MoveTimeoutError,
   MoveVerifyError,
   OwnershipError,
   type OwnershipErrorCode,
@@ -76,6 +77,29 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
             onProgress: () => {},
           }),
         ),
+    ],
+    MOVE_TIMEOUT: [
+      MoveTimeoutError,
+      async () => {
+        // A live move between the logical-replication servers, given 1 ms for its copy.
+        const urls = inject("moveUrls");
+        await reset(urls);
+        const moving = router(urls);
+        const map = await moving.open();
+        try {
+          await moveShard({
+            map,
+            shard: S.g0m1,
+            to: moving.physical.e,
+            sourceConnection: urls.a,
+            timeoutMs: 1,
+            onProgress: () => {},
+          });
+        } finally {
+          map.close();
+          await moving.close();
+        }
+      },
     ],
     MOVE_VERIFY: [
       MoveVerifyError,

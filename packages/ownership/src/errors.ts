@@ -84,6 +84,18 @@ export class MoveVerifyError extends OwnershipError<"MOVE_VERIFY"> {
   }
 }
 
+/** A live move's copy or catch-up did not finish within its `timeoutMs`: the move was undone, the source owns the shard. */
+export class MoveTimeoutError extends OwnershipError<"MOVE_TIMEOUT"> {
+  readonly shard: ShardIdentifier;
+  constructor(shard: ShardIdentifier, what: string, timeoutMs: number) {
+    super(
+      "MOVE_TIMEOUT",
+      `shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms; the move was undone`,
+    );
+    this.shard = shard;
+  }
+}
+
 /** Which class throws which code. */
 export interface OwnershipErrorByCode {
   STALE_OWNER: StaleOwnerError;
@@ -92,6 +104,7 @@ export interface OwnershipErrorByCode {
   INVALID_OWNERSHIP_OPTIONS: OwnershipOptionsError;
   MOVE_PRECHECK: MovePrecheckError;
   MOVE_VERIFY: MoveVerifyError;
+  MOVE_TIMEOUT: MoveTimeoutError;
 }
 
 /**

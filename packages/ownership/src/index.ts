@@ -3,6 +3,7 @@ export {
   InvalidMapError,
   isShardkitError,
   MovePrecheckError,
+  MoveTimeoutError,
   MoveVerifyError,
   OwnershipError,
   type OwnershipErrorByCode,

@@ -1,6 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
 import { type PhysicalShard, type ShardClient, shardBitsSql } from "@shardkit/prisma";
-import { MovePrecheckError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
+import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import { type PartitionMap, type Raw, raw } from "./map.js";
 import type { FencedTable } from "./sql.js";
 
@@ -52,7 +52,7 @@ export interface MoveOptions<Client extends ShardClient> {
   verify?: boolean;
   /** Delete the old copy at the source after the switch (batched; the tombstone stays). Default true. */
   cleanup?: boolean;
-  /** How long the copy and catch-up may take before the move gives up (and is undone). Default 120 s. */
+  /** How long the copy and catch-up may take before the move gives up and is undone (`MoveTimeoutError`). Default 120 s. */
   timeoutMs?: number;
   /** WAL the target may be behind before the fence (catch-up is done). Default 64 KiB. */
   maxLagBytes?: number;
@@ -142,7 +142,7 @@ export async function moveShard<Client extends ShardClient>(
       ]);
     if (map.registry.physicalOf(shard) === target) {
       // It switched: the target owns the shard. Finish the old owner's side.
-      await map.enforce(shard, record.physical).catch(() => {});
+      await map.enforce(shard, record.physical); // a tombstone already recorded is left as it is
       await teardown(record.physical, target, names);
       if (options.cleanup ?? true) await map.cleanup(shard, record.physical);
       await raw(record.physical).$executeRawUnsafe(
@@ -191,13 +191,12 @@ export async function moveShard<Client extends ShardClient>(
 
   let freezeStarted = 0;
   const within = Date.now() + timeoutMs;
-  /** Polls `check` every `everyMs` until it holds (short only while writes are held). */
+  /** Polls `check` every `everyMs` until it holds (short only while writes are held); a timeout undoes the move. */
   const waitFor = async (what: string, check: () => Promise<boolean>, everyMs = 50) => {
     while (!(await check())) {
       if (Date.now() > within) {
-        throw new OwnershipOptionsError([
-          `move of shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms`,
-        ]);
+        await undo(map, shard, from, to, names);
+        throw new MoveTimeoutError(shard, what, timeoutMs);
       }
       await new Promise((r) => setTimeout(r, everyMs));
     }

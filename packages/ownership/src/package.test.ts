@@ -20,6 +20,7 @@ describe("published package", () => {
       "EpochConflictError",
       "InvalidMapError",
       "MovePrecheckError",
+      "MoveTimeoutError",
       "MoveVerifyError",
       "OwnershipError",
       "OwnershipOptionsError",
