@@ -64,7 +64,7 @@ export interface PartitionMapOptions<Client extends ShardClient> {
   timeoutMs?: number;
   /**
    * How many times one write runs again after refusals, after a refresh each time (backoff 5 ms
-   * doubling, at most 50 ms: about 2 s in all, to ride out a fence until its switch). Default 40.
+   * doubling, at most 50 ms: about 5 s in all, to ride out a fence until its switch). Default 100.
    */
   retries?: number;
   /**
@@ -138,7 +138,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     };
     this.refreshIntervalMs = positive(options?.refreshIntervalMs, "refreshIntervalMs", 1000);
     this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 2000);
-    this.retries = positive(options?.retries, "retries", 40, true);
+    this.retries = positive(options?.retries, "retries", 100, true);
     this.lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
     if (issues.length > 0) throw new OwnershipOptionsError(issues);
     this.registry = options.registry;

@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { ShardedId } from "@shardkit/id";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, router, S } from "../test/world.js";
@@ -218,6 +219,75 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       map.close();
     },
     60_000,
+  );
+});
+
+describe("a mover process killed with SIGKILL", () => {
+  it.each<MoveStep>([
+    "receive",
+    "publish",
+    "subscribe",
+    "copy",
+    "catch-up",
+    "fence",
+    "final-position",
+    "verify",
+    "switch",
+    "enforce",
+    "teardown",
+  ])(
+    "after %s: one writer at most, and the next moveShard finishes the move",
+    async (stop) => {
+      const r = make();
+      const map = await r.open();
+      const buckets = await seed(r, S.g0m1, 10);
+      const child = spawn(process.execPath, ["--import", "tsx", "test/mover.ts"], {
+        cwd: new URL("..", import.meta.url).pathname,
+        env: { ...process.env, MOVE_URLS: JSON.stringify(urls), STOP_AFTER: stop },
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      let output = "";
+      child.stdout!.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      const signal = await new Promise<NodeJS.Signals | null>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          child.kill("SIGKILL");
+          reject(new Error(`the mover did not stop after ${stop} within 60 s`));
+        }, 60_000);
+        child.on("exit", (_code, sig) => {
+          clearTimeout(timer);
+          resolve(sig);
+        });
+      });
+      expect([signal, output]).toEqual(["SIGKILL", ""]);
+      const owners = await Promise.all(
+        [r.clients.a, r.clients.e].map((c) =>
+          c.$queryRawUnsafe<{ state: string }[]>(
+            `SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`,
+          ),
+        ),
+      );
+      expect(owners.filter((rows) => rows[0]?.state === "owned").length).toBeLessThanOrEqual(1);
+
+      const result = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.physical.e,
+        sourceConnection: urls.a,
+        onProgress: quiet,
+      });
+      expect(result.resumed).toBe(
+        ["switch", "enforce", "teardown"].includes(stop) ? "rolled-forward" : "rolled-back",
+      );
+      expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
+      expect(await r.clients.e.confirmation.count()).toBe(30);
+      expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
+      // The killed mover's subscription, slot and publication are gone too.
+      expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+      map.close();
+    },
+    90_000,
   );
 });
 

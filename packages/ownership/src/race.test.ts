@@ -17,7 +17,8 @@ beforeEach(() => reset());
 
 interface Outcome {
   desk: string;
-  outcome: "confirmed" | "refused";
+  outcome: "confirmed" | "refused" | "failed";
+  error?: string;
   confirmation?: string;
   replayed: boolean;
   landedOn: string;
@@ -90,6 +91,7 @@ describe("the seed's race", () => {
     await map.switch(S.g0m1, r.physical.e);
     await map.enforce(S.g0m1, r.physical.a);
     const outcomes = await Promise.all([first, second]);
+    expect(outcomes.filter((o) => o.outcome === "failed")).toEqual([]);
 
     // Exactly one confirmation, at the owner; the other desk was told it is sold out.
     const winner = outcomes.find((o) => o.outcome === "confirmed")!;

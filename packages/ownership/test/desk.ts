@@ -16,7 +16,12 @@ const lines = createInterface({ input: process.stdin });
 process.stdout.write("ready\n");
 for await (const line of lines) {
   if (line !== "go") continue;
-  const outcome = await confirm(db, { bucketId, desk, key: process.env.KEY! });
+  // A failure is an answer too (printed, not a crash), so the test sees it instead of waiting.
+  const outcome = await confirm(db, { bucketId, desk, key: process.env.KEY! }).catch((error: unknown) => ({
+    desk,
+    outcome: "failed" as const,
+    error: String(error).slice(0, 500),
+  }));
   process.stdout.write(
     `${JSON.stringify({ ...outcome, landedOn: registry.physicalOf(bucketId).name, counters: map.counters })}\n`,
   );

@@ -178,6 +178,40 @@ describe("relay", () => {
     expect(seen).toHaveLength(6);
   });
 
+  it("an aggregate whose delivery waits holds up only itself: other aggregates' events go on, and each aggregate's events stay in order", async () => {
+    const slow = ShardedId.generate("Customer", S.g0m0);
+    const fast = ShardedId.generate("Customer", S.g0m0);
+    for (let i = 0; i < 3; i++) {
+      for (const aggregateId of [slow, fast]) {
+        await db.$action((unit) => {
+          unit.emit(S.g0m0, { topic: "t", aggregateId, payload: { i } });
+        });
+      }
+    }
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const seen: string[] = [];
+    const relay = createOutboxRelay({
+      registry,
+      deliveryTimeoutMs: 10_000,
+      leaseMs: 20_000,
+      deliver: async (m) => {
+        const name = `${m.aggregateId === slow ? "slow" : "fast"}${(m.payload as { i: number }).i}`;
+        // The slow aggregate's first event waits until the fast one's three are delivered: one
+        // lane at a time would never get there (the delivery would time out instead).
+        if (name === "slow0") await released;
+        seen.push(name);
+        if (name === "fast2") release();
+      },
+    });
+    const report = await relay.runOnce();
+    expect(report.databases.find((d) => d.shards === "0/0,0/1")).toMatchObject({ delivered: 6, retried: 0 });
+    expect(seen.filter((n) => n.startsWith("slow"))).toEqual(["slow0", "slow1", "slow2"]);
+    expect(seen.indexOf("fast2")).toBeLessThan(seen.indexOf("slow0"));
+  });
+
   it("a relay killed mid-batch loses nothing: its unconfirmed deliveries are delivered again", async () => {
     await seed(8, [S.g0m0]);
     const out = join(mkdtempSync(join(tmpdir(), "sk-relay-")), "delivered.txt");

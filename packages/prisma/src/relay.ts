@@ -16,6 +16,11 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
    * aborts when the delivery times out (`deliveryTimeoutMs`).
    */
   deliver(message: OutboxMessage, context: { signal: AbortSignal }): Promise<void>;
+  /**
+   * Deliveries in flight at once per database: events of different aggregates go side by side,
+   * those of one aggregate one after another, in order. Default 8.
+   */
+  deliveryConcurrency?: number;
   /** Events claimed per database per poll. Default 100. */
   batchSize?: number;
   /**
@@ -165,6 +170,12 @@ export function createOutboxRelay<Client extends ShardClient>(
   const deliveryTimeoutMs = options.deliveryTimeoutMs ?? 10_000;
   const leaseMs = options.leaseMs ?? 60_000;
   const lagTimeoutMs = options.lagTimeoutMs ?? 5000;
+  const deliveryConcurrency = options.deliveryConcurrency ?? 8;
+  if (!(Number.isSafeInteger(deliveryConcurrency) && deliveryConcurrency >= 1)) {
+    throw new RoutingOptionsError([
+      `deliveryConcurrency must be an integer >= 1, got ${JSON.stringify(options.deliveryConcurrency)}`,
+    ]);
+  }
   if (!(leaseMs > deliveryTimeoutMs)) {
     throw new RoutingOptionsError([
       `leaseMs (${leaseMs}) must be longer than deliveryTimeoutMs (${deliveryTimeoutMs}): a claim must outlast a delivery`,
@@ -193,6 +204,44 @@ export function createOutboxRelay<Client extends ShardClient>(
     }
   }
 
+  /** Delivers one claimed event and records its outcome (fenced by its attempt count). */
+  async function deliverRow(db: Raw, row: Row, report: RelayDatabaseReport): Promise<void> {
+    const message: OutboxMessage = {
+      id: row.id,
+      topic: row.topic,
+      aggregateId: row.aggregateId,
+      payload: decodeJson(row.payload),
+      createdAt: row.createdAt,
+      attempts: row.attempts - 1,
+      shard: ShardedUUID.shardOf(row.id),
+    };
+    try {
+      await deliverOne(message);
+    } catch (error) {
+      const dead = row.attempts >= maxAttempts && !retryable(error);
+      const delay = Math.min(maxMs, baseMs * 2 ** (row.attempts - 1));
+      const text = error instanceof Error ? error.message : String(error);
+      await db.$executeRawUnsafe(
+        FAILED,
+        row.id,
+        row.attempts,
+        text.slice(0, 2000),
+        dead ? "dead" : "pending",
+        delay,
+      );
+      if (dead) {
+        report.dead++;
+        logger.warn(
+          `[shardkit] outbox event ${row.id} (${row.topic}) is dead after ${row.attempts} attempts: ${text.slice(0, 200)}`,
+        );
+        options.onDead?.(message, error);
+      } else report.retried++;
+      return;
+    }
+    await db.$executeRawUnsafe(DELIVERED, row.id, row.attempts);
+    report.delivered++;
+  }
+
   async function pollDatabase(physical: PhysicalShard<Client>): Promise<RelayDatabaseReport> {
     const report: RelayDatabaseReport = {
       shards: nameOf(physical),
@@ -210,52 +259,37 @@ export function createOutboxRelay<Client extends ShardClient>(
       physical.shards.map((shard) => shard.bits),
     );
     report.claimed = rows.length;
-    for (const [i, row] of rows.entries()) {
-      if (Date.now() + deliveryTimeoutMs > leaseEnds) {
-        // No time left to deliver within the lease: let the rest be claimed again at once.
-        const rest = rows.slice(i);
-        await db.$executeRawUnsafe(
-          RELEASE,
-          rest.map((r) => r.id),
-          rest.map((r) => r.attempts),
-        );
-        report.claimed = i;
-        break;
+    // One lane per aggregate: its events are delivered in order, and lanes run side by side (at
+    // most `deliveryConcurrency`), so an event whose consumer waits on a slow or frozen database
+    // holds up only its own aggregate, never the rest of the batch.
+    const lanes = new Map<string, Row[]>();
+    for (const row of rows) {
+      const lane = lanes.get(row.aggregateId);
+      if (lane) lane.push(row);
+      else lanes.set(row.aggregateId, [row]);
+    }
+    const queue = [...lanes.values()];
+    const released: Row[] = [];
+    const work = async () => {
+      for (let lane = queue.shift(); lane; lane = queue.shift()) {
+        for (const [i, row] of lane.entries()) {
+          if (Date.now() + deliveryTimeoutMs > leaseEnds) {
+            // No time left to deliver within the lease: let the rest be claimed again at once.
+            released.push(...lane.slice(i));
+            break;
+          }
+          await deliverRow(db, row, report);
+        }
       }
-      const message: OutboxMessage = {
-        id: row.id,
-        topic: row.topic,
-        aggregateId: row.aggregateId,
-        payload: decodeJson(row.payload),
-        createdAt: row.createdAt,
-        attempts: row.attempts - 1,
-        shard: ShardedUUID.shardOf(row.id),
-      };
-      try {
-        await deliverOne(message);
-      } catch (error) {
-        const dead = row.attempts >= maxAttempts && !retryable(error);
-        const delay = Math.min(maxMs, baseMs * 2 ** (row.attempts - 1));
-        const text = error instanceof Error ? error.message : String(error);
-        await db.$executeRawUnsafe(
-          FAILED,
-          row.id,
-          row.attempts,
-          text.slice(0, 2000),
-          dead ? "dead" : "pending",
-          delay,
-        );
-        if (dead) {
-          report.dead++;
-          logger.warn(
-            `[shardkit] outbox event ${row.id} (${row.topic}) is dead after ${row.attempts} attempts: ${text.slice(0, 200)}`,
-          );
-          options.onDead?.(message, error);
-        } else report.retried++;
-        continue;
-      }
-      await db.$executeRawUnsafe(DELIVERED, row.id, row.attempts);
-      report.delivered++;
+    };
+    await Promise.all(Array.from({ length: Math.min(deliveryConcurrency, queue.length) }, work));
+    if (released.length > 0) {
+      await db.$executeRawUnsafe(
+        RELEASE,
+        released.map((r) => r.id),
+        released.map((r) => r.attempts),
+      );
+      report.claimed -= released.length;
     }
     return report;
   }

@@ -22,6 +22,7 @@ const relay = createOutboxRelay({
   registry,
   leaseMs,
   deliveryTimeoutMs: 1000,
+  deliveryConcurrency: 1, // one delivery at a time: the test kills it after exactly `hangAfter`
   deliver: async (message) => {
     appendFileSync(out, `${message.id}\n`);
     if (++delivered === hangAfter) {
