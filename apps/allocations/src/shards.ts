@@ -1,8 +1,8 @@
 import { PGlite } from "@electric-sql/pglite";
-import type { ShardIdentifier } from "@shardkit/id";
+import { ShardIdentifier } from "@shardkit/id";
 import { type FencedTable, PartitionMap } from "@shardkit/ownership";
 import { createShardRegistry, shardRouting } from "@shardkit/prisma";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { openShards, rolloutSchema } from "@shardkit/prisma/rollout";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "./generated/prisma/client.js";
 
@@ -73,3 +73,36 @@ export async function openRouter(databases: readonly Database[], options: { poll
 }
 
 export type Router = Awaited<ReturnType<typeof openRouter>>;
+
+/**
+ * The service's router from its configuration: embedded PGlite databases (one per shard, under
+ * `dataDir`) by default, or the PostgreSQL databases of `shardsJson` (the `SHARDKIT_SHARDS` format;
+ * spare databases, the targets of moves, under `databases`). The schema is rolled out to each, a
+ * database that is down starts later, and the partition map polls.
+ */
+export async function openServiceRouter(options: { shardsJson?: string | undefined; dataDir: string }) {
+  const opened = await openShards({
+    schema: SCHEMA_DIR,
+    createClient: (adapter) => new PrismaClient({ adapter }),
+    shardsJson: options.shardsJson,
+    embedded: {
+      dataDir: options.dataDir,
+      shards: [ShardIdentifier.of(0, 0), ShardIdentifier.of(0, 1), ShardIdentifier.of(1, 0)],
+    },
+  });
+  const { registry } = opened;
+  const db = registry.physical[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
+  const map = await PartitionMap.open({ registry, tables: FENCED_TABLES });
+  map.start();
+  return {
+    registry,
+    db,
+    map,
+    describe: opened.describe,
+    database: (name: string) => registry.physical.find((p) => p.name === name)!,
+    async close() {
+      map.close();
+      await opened.close();
+    },
+  };
+}

@@ -24,13 +24,24 @@ const shardEntry = z.strictObject({
   pool: z.int().min(1).max(10_000).optional(),
 });
 
+const spareEntry = z.strictObject({
+  url: z.string().min(1),
+  pool: z.int().min(1).max(10_000).optional(),
+});
+
 const registryConfig = z.strictObject({
   shards: z.array(shardEntry).min(1),
+  /** Databases that hold no shard yet: the targets of shard moves. */
+  databases: z.array(spareEntry).optional(),
   defaultShard: shardKey.optional(),
   unknownShard: z.enum(["fail", "default"]).optional(),
 });
 
-/** The JSON form of a registry: `[{ group, member, url, pool? }]` or `{ shards, defaultShard?, unknownShard? }`. */
+/**
+ * The JSON form of a registry: `[{ group, member, url, pool? }]`, or
+ * `{ shards, databases?, defaultShard?, unknownShard? }` where `databases` lists spare databases
+ * (`{ url, pool? }`) that hold no shard yet, the targets of shard moves.
+ */
 export type ShardRegistryConfig = z.input<typeof registryConfig> | z.input<typeof registryConfig>["shards"];
 
 export interface FromConfigOptions<Client extends ShardClient> {
@@ -94,6 +105,26 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       database.pool = entry.pool;
     }
     byUrl.set(entry.url, database);
+  });
+  (value.databases ?? []).forEach((entry, i) => {
+    let url: URL;
+    try {
+      url = new URL(entry.url);
+    } catch {
+      issues.push(`databases[${i}].url: not a URL: ${redactUrl(entry.url)}`);
+      return;
+    }
+    if (!protocols.includes(url.protocol)) {
+      issues.push(`databases[${i}].url: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
+      return;
+    }
+    if (byUrl.has(entry.url)) {
+      issues.push(
+        `databases[${i}].url: already the database of a shard; list a spare database once, under databases only`,
+      );
+      return;
+    }
+    byUrl.set(entry.url, { shards: [], pool: entry.pool, first: -1 });
   });
   if (value.defaultShard !== undefined && !seen.has(value.defaultShard)) {
     issues.push(`defaultShard: ${value.defaultShard} is not one of the listed shards`);

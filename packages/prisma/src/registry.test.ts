@@ -135,6 +135,44 @@ describe("spare databases and changes of owner (what a partition map applies)", 
 describe("shardRegistryFromConfig / FromEnv", () => {
   const url = (db: string) => `postgresql://app:secret@10.0.0.1:5432/${db}`;
 
+  it("spare databases (the targets of moves) come from `databases`: a client each, no shard, after the others", () => {
+    const created: [string, string[], number][] = [];
+    const registry = shardRegistryFromConfig(
+      {
+        shards: [{ group: 0, member: 0, url: url("a") }],
+        databases: [{ url: url("e"), pool: 4 }],
+      },
+      {
+        createClient: (u, shards, { pool }) => {
+          created.push([u, shards.map((s) => s.key), pool]);
+          return fakeDb(u);
+        },
+      },
+    );
+    expect(created).toEqual([
+      [url("a"), ["0/0"], 10],
+      [url("e"), [], 4],
+    ]);
+    expect(registry.physical.map((p) => [p.name, p.shards.length, p.pool])).toEqual([
+      ["postgresql://app:***@10.0.0.1:5432/a", 1, 10],
+      ["postgresql://app:***@10.0.0.1:5432/e", 0, 4],
+    ]);
+    expect(
+      issuesOf(() =>
+        shardRegistryFromConfig(
+          {
+            shards: [{ group: 0, member: 0, url: url("a") }],
+            databases: [{ url: url("a") }, { url: "nope" }],
+          },
+          { createClient: () => fakeDb("x") },
+        ),
+      ),
+    ).toEqual([
+      "databases[0].url: already the database of a shard; list a spare database once, under databases only",
+      "databases[1].url: not a URL: nope",
+    ]);
+  });
+
   it("builds one client per distinct URL, before any connection", () => {
     const created: [string, string[]][] = [];
     const registry = shardRegistryFromConfig(

@@ -1,0 +1,29 @@
+// Starts the allocations service: embedded PGlite shards under ./.data by default, or the
+// PostgreSQL shards in SHARDKIT_SHARDS ({ "shards": [{ "group", "member", "url" }, ...],
+// "databases": [{ "url" }] } with spare databases for moves). Its partition map polls, so a shard
+// moved by another process (a mover) is found at its new owner.
+import { join } from "node:path";
+import { AllocationService } from "./allocation-service.js";
+import { buildApp } from "./app.js";
+import { openServiceRouter } from "./shards.js";
+
+const router = await openServiceRouter({
+  shardsJson: process.env.SHARDKIT_SHARDS,
+  dataDir: join(process.cwd(), ".data"),
+});
+const app = buildApp(new AllocationService(router), { logger: true });
+const port = Number(process.env.PORT ?? 3000);
+if (!(Number.isInteger(port) && port >= 0 && port <= 65_535)) {
+  throw new Error(
+    `allocations service: PORT must be a port number (0 picks a free one), got ${process.env.PORT}`,
+  );
+}
+const address = await app.listen({ port, host: "127.0.0.1" });
+console.error(`allocations service on ${address} (${router.describe})`);
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, async () => {
+    await app.close();
+    await router.close();
+    process.exit(0);
+  });
+}
