@@ -5,7 +5,6 @@ import {
   type PhysicalShard,
   type ShardClient,
   type ShardRegistry,
-  shardBitsSql,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import {
@@ -16,7 +15,7 @@ import {
   StaleOwnerError,
 } from "./errors.js";
 import { refusalOf } from "./refusal.js";
-import { ASSERT_FUNCTION, type FencedTable, fenceStatements, REFUSE_FUNCTION } from "./sql.js";
+import { ASSERT_FUNCTION, type FencedTable, fenceStatements, REFUSE_FUNCTION, shardOfRowSql } from "./sql.js";
 
 /** A shard's state in one database's `ShardOwnership`. */
 export type OwnershipState = "owned" | "fenced" | "moved" | "incoming";
@@ -507,8 +506,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     }
     const deleted: Record<string, number> = {};
     for (const table of this.tables) {
-      const bits =
-        (table.kind ?? "uuid") === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
+      const bits = shardOfRowSql(table);
       deleted[table.table] = 0;
       for (;;) {
         const n = await this.asMover(from, (tx) =>
@@ -547,8 +545,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     await this.change(to, async (tx) => {
       await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
       for (const table of this.tables) {
-        const bits =
-          (table.kind ?? "uuid") === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
+        const bits = shardOfRowSql(table);
         await tx.$executeRawUnsafe(`DELETE FROM "${table.table}" WHERE ${bits} = $1`, shard.bits);
       }
       await tx.$executeRawUnsafe(

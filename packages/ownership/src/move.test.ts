@@ -56,6 +56,63 @@ async function leftovers(r: ReturnType<typeof router>) {
   return { slots: slots!.n, publications: pubs.map((p) => p[0]!.n), subscriptions: subs.map((s) => s[0]!.n) };
 }
 
+/** Every step a move can stop after (crash tests stop after each one). */
+const STOPS: MoveStep[] = [
+  "receive",
+  "publish",
+  "subscribe",
+  "copy",
+  "catch-up",
+  "fence",
+  "final-position",
+  "verify",
+  "switch",
+  "enforce",
+  "teardown",
+];
+
+/** How many of a and e record shard 0/1 as owned. */
+async function ownersOf(r: ReturnType<typeof router>): Promise<number> {
+  const owners = await Promise.all(
+    [r.clients.a, r.clients.e].map((c) =>
+      c.$queryRawUnsafe<{ state: string }[]>(
+        `SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`,
+      ),
+    ),
+  );
+  return owners.filter((rows) => rows[0]?.state === "owned").length;
+}
+
+/**
+ * After a move of 0/1 (10 buckets, 3 confirmations each) stopped after `stop`: running it again
+ * rolls it forward or back as it should and finishes it, the data intact at e, nothing left at a,
+ * no replication left behind, and e takes the shard's writes.
+ */
+async function expectMoveFinished(
+  r: ReturnType<typeof router>,
+  map: Awaited<ReturnType<ReturnType<typeof router>["open"]>>,
+  stop: MoveStep,
+  buckets: string[],
+) {
+  const result = await moveShard({
+    map,
+    shard: S.g0m1,
+    to: r.physical.e,
+    sourceConnection: urls.a,
+    onProgress: quiet,
+  });
+  expect(result.resumed).toBe(
+    ["switch", "enforce", "teardown"].includes(stop) ? "rolled-forward" : "rolled-back",
+  );
+  expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+  expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
+  expect(await r.clients.e.confirmation.count()).toBe(30);
+  expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
+  expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+  await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 7 } });
+  expect((await r.clients.e.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(7);
+}
+
 describe("moveShard (live, PostgreSQL logical replication)", () => {
   it("moves a shard while it takes writes: every acknowledged write is at the new owner exactly once, other shards unaffected, nothing left behind", async () => {
     const r = make();
@@ -157,19 +214,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
     map.close();
   });
 
-  it.each<MoveStep>([
-    "receive",
-    "publish",
-    "subscribe",
-    "copy",
-    "catch-up",
-    "fence",
-    "final-position",
-    "verify",
-    "switch",
-    "enforce",
-    "teardown",
-  ])(
+  it.each(STOPS)(
     "a move that stops after %s leaves one writer (or none while fenced), and running it again finishes it",
     async (stop) => {
       const r = make();
@@ -188,34 +233,10 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       }).catch((e: unknown) => e);
       expect(stopped).toBe(crash);
       // Exactly one database takes the shard's writes, or none between the fence and the switch.
-      const owners = await Promise.all(
-        [r.clients.a, r.clients.e].map((c) =>
-          c.$queryRawUnsafe<{ state: string }[]>(
-            `SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`,
-          ),
-        ),
-      );
-      const owned = owners.filter((rows) => rows[0]?.state === "owned").length;
+      const owned = await ownersOf(r);
       expect(owned).toBeLessThanOrEqual(1);
       if (!["fence", "final-position", "verify"].includes(stop)) expect(owned).toBe(1);
-
-      const result = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: urls.a,
-        onProgress: quiet,
-      });
-      expect(result.resumed).toBe(
-        ["switch", "enforce", "teardown"].includes(stop) ? "rolled-forward" : "rolled-back",
-      );
-      expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
-      expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
-      expect(await r.clients.e.confirmation.count()).toBe(30);
-      expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
-      expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
-      await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 7 } });
-      expect((await r.clients.e.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(7);
+      await expectMoveFinished(r, map, stop, buckets);
       map.close();
     },
     60_000,
@@ -223,19 +244,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
 });
 
 describe("a mover process killed with SIGKILL", () => {
-  it.each<MoveStep>([
-    "receive",
-    "publish",
-    "subscribe",
-    "copy",
-    "catch-up",
-    "fence",
-    "final-position",
-    "verify",
-    "switch",
-    "enforce",
-    "teardown",
-  ])(
+  it.each(STOPS)(
     "after %s: one writer at most, and the next moveShard finishes the move",
     async (stop) => {
       const r = make();
@@ -261,30 +270,8 @@ describe("a mover process killed with SIGKILL", () => {
         });
       });
       expect([signal, output]).toEqual(["SIGKILL", ""]);
-      const owners = await Promise.all(
-        [r.clients.a, r.clients.e].map((c) =>
-          c.$queryRawUnsafe<{ state: string }[]>(
-            `SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`,
-          ),
-        ),
-      );
-      expect(owners.filter((rows) => rows[0]?.state === "owned").length).toBeLessThanOrEqual(1);
-
-      const result = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: urls.a,
-        onProgress: quiet,
-      });
-      expect(result.resumed).toBe(
-        ["switch", "enforce", "teardown"].includes(stop) ? "rolled-forward" : "rolled-back",
-      );
-      expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
-      expect(await r.clients.e.confirmation.count()).toBe(30);
-      expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
-      // The killed mover's subscription, slot and publication are gone too.
-      expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+      expect(await ownersOf(r)).toBeLessThanOrEqual(1);
+      await expectMoveFinished(r, map, stop, buckets);
       map.close();
     },
     90_000,

@@ -1,8 +1,8 @@
 import { ShardIdentifier } from "@shardkit/id";
-import { type PhysicalShard, type ShardClient, shardBitsSql } from "@shardkit/prisma";
+import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
 import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import { type PartitionMap, type Raw, raw } from "./map.js";
-import type { FencedTable } from "./sql.js";
+import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
 
 /** The steps of a move, in order, as progress reports them. */
 export type MoveStep =
@@ -217,7 +217,9 @@ export async function moveShard<Client extends ShardClient>(
 
   if (mode === "live") {
     await step("publish");
-    const filters = map.tables.map((t) => `"${t.table}" WHERE (${bitsOf(t)} = ${shard.bits})`).join(", ");
+    const filters = map.tables
+      .map((t) => `"${t.table}" WHERE (${shardOfRowSql(t)} = ${shard.bits})`)
+      .join(", ");
     await raw(from).$executeRawUnsafe(
       `CREATE PUBLICATION "${names.publication}" FOR TABLE ${filters} WITH (publish = 'insert, update, delete')`,
     );
@@ -420,7 +422,7 @@ async function precheck<Client extends ShardClient>(
     for (const { columns } of uniques) {
       const list = columns.map((c) => `"${c}"`).join(", ");
       const values = await raw(from).$queryRawUnsafe<{ v: string }[]>(
-        `SELECT json_agg(json_build_array(${list}))::text AS v FROM "${table.table}" WHERE ${bitsOf(table)} = $1`,
+        `SELECT json_agg(json_build_array(${list}))::text AS v FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
         shard.bits,
       );
       const json = values[0]?.v;
@@ -448,7 +450,7 @@ async function countAt<Client extends ShardClient>(
   let total = 0;
   for (const table of map.tables) {
     const [row] = await raw(database).$queryRawUnsafe<{ n: number }[]>(
-      `SELECT count(*)::int AS n FROM "${table.table}" WHERE ${bitsOf(table)} = $1`,
+      `SELECT count(*)::int AS n FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
       shard.bits,
     );
     total += row!.n;
@@ -465,7 +467,7 @@ async function digest<Client extends ShardClient>(
   const [row] = await raw(database).$queryRawUnsafe<{ rows: number; sum: string | null }[]>(
     // An order-free checksum: the sum of a 64-bit hash of each row's JSON (no sort, one pass).
     `SELECT count(*)::int AS rows, sum(hashtextextended(row_to_json(t)::text, 7301))::text AS sum
-     FROM "${table.table}" t WHERE ${bitsOf(table)} = $1`,
+     FROM "${table.table}" t WHERE ${shardOfRowSql(table)} = $1`,
     shard.bits,
   );
   return row!;
@@ -481,7 +483,7 @@ async function copyRows<Client extends ShardClient>(
   for (const table of map.tables) {
     const rows = await raw(from).$queryRawUnsafe<{ batch: string }[]>(
       `SELECT json_agg(row_to_json(t))::text AS batch FROM (
-         SELECT *, (row_number() OVER ()) / 1000 AS part FROM "${table.table}" WHERE ${bitsOf(table)} = $1) t GROUP BY part`,
+         SELECT *, (row_number() OVER ()) / 1000 AS part FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1) t GROUP BY part`,
       shard.bits,
     );
     for (const { batch } of rows) {
@@ -557,14 +559,6 @@ async function findRecord<Client extends ShardClient>(map: PartitionMap<Client>,
     if (rows[0]) return { physical, row: rows[0] };
   }
   return undefined;
-}
-
-function bitsOf(table: FencedTable): string {
-  return (table.kind ?? "uuid") === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
-}
-
-function literal(value: string): string {
-  return `'${value.replaceAll("'", "''")}'`;
 }
 
 function progressLine(p: MoveProgress): void {

@@ -110,14 +110,23 @@ export function fenceStatements(table: FencedTable, fenced: readonly FencedShard
     Object.fromEntries(fenced.map((f) => [f.shard, { epoch: f.epoch, state: f.state, peer: f.peer }])),
   );
   return TRIGGERS.map((t) => {
-    const column = `${t.row}.${quote(table.column)}`;
-    const bits = (table.kind ?? "uuid") === "bits" ? column : shardBitsSql(column);
+    const bits = shardOfRowSql(table, t.row);
     return `CREATE OR REPLACE TRIGGER ${name(t.suffix)} BEFORE ${t.event} ON ${quote(table.table)} FOR EACH ROW
   WHEN (${bits} IN (${list}) AND current_setting('shardkit.mover', true) IS DISTINCT FROM 'on')
   EXECUTE FUNCTION shardkit_refuse_write(${literal(table.column)}, ${literal(table.kind ?? "uuid")}, ${literal(records)})`;
   });
 }
 
-function literal(value: string): string {
+/**
+ * The SQL of a row's shard bits in `table`: its shard column read from `row` (`NEW`, `OLD`) or
+ * unqualified, as the bits themselves or decoded from the ShardedUUID it holds.
+ */
+export function shardOfRowSql(table: FencedTable, row?: string): string {
+  const column = row ? `${row}.${quote(table.column)}` : quote(table.column);
+  return (table.kind ?? "uuid") === "bits" ? column : shardBitsSql(column);
+}
+
+/** A string as an SQL literal. */
+export function literal(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }

@@ -1,8 +1,8 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
-import { shardBitsSql } from "@shardkit/prisma";
 import { inject } from "vitest";
 import { PartitionMap, type PartitionMapOptions } from "../src/index.js";
+import { shardOfRowSql } from "../src/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { models, routerOver, S, TABLES } from "./layout.js";
 
@@ -47,7 +47,7 @@ export async function copyShard(
 ) {
   await map.asMover(to, async (tx) => {
     for (const table of TABLES) {
-      const bits = table.kind === "bits" ? `"${table.column}"` : shardBitsSql(`"${table.column}"`);
+      const bits = shardOfRowSql(table);
       const rows = await from.$queryRawUnsafe<{ row: string }[]>(
         `SELECT row_to_json(t)::text AS row FROM "${table.table}" t WHERE ${bits} = $1`,
         shard.bits,
