@@ -1,20 +1,72 @@
-import { execFileSync } from "node:child_process";
-import { describe, expect, it } from "vitest";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { createDatabase, dropCluster, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+
+/** Runs `pnpm demo` (tsx src/demo.ts) with `env` and returns what it printed. */
+async function demo(env: Record<string, string> = {}) {
+  const { stdout } = await run("pnpm", ["exec", "tsx", "src/demo.ts"], {
+    cwd: new URL("..", import.meta.url).pathname,
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+  });
+  return stdout;
+}
+
+/** What every run of the demo must show, whatever its databases. */
+function expectSoldOutOnce(output: string, mode: "live" | "offline") {
+  expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in ");
+  expect(output).toMatch(
+    new RegExp(
+      `moved shard 0/1 from .+ to .+ \\(epoch 2, ${mode}\\) while the desks confirmed: writes held \\d+ ms, \\d+ ms in all`,
+    ),
+  );
+  expect(output).toMatch(/confirmations: 1000 answered, 1000 recorded in .+ \(capacity 1000\)/);
+  expect(output).toContain("double decisions: 0");
+  expect(output).toMatch(/desk two: [1-9]\d* stale-route rejections/);
+  expect(output).toContain("retrying desk one's first key: HTTP 201, the recorded confirmation");
+}
 
 describe("pnpm demo", () => {
-  it("two desks sell out B-173 while its shard moves: every unit confirmed once, the stale desk refused and retried", () => {
-    const output = execFileSync("pnpm", ["exec", "tsx", "src/demo.ts"], {
-      cwd: new URL("..", import.meta.url).pathname,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    expect(output).toContain("bucket B-173 (200 units) on shard 0/1, in db-a");
-    expect(output).toMatch(
-      /moved shard 0\/1 from db-a to db-new \(epoch 2\) while the desks confirmed: writes held \d+ ms/,
-    );
-    expect(output).toContain("confirmations: 200 answered, 200 recorded in db-new (capacity 200)");
-    expect(output).toContain("double decisions: 0");
-    expect(output).toMatch(/desk two: [1-9]\d* stale-route rejections/);
-    expect(output).toContain("retrying desk one's first key: HTTP 201, the recorded confirmation");
+  it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async () => {
+    const output = await demo();
+    expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
+    expect(output).toContain("confirmations: 1000 answered, 1000 recorded in db-new (capacity 1000)");
+    expectSoldOutOnce(output, "offline");
   }, 120_000);
+
+  describe("on PostgreSQL (SHARDKIT_SHARDS)", () => {
+    // The source's server needs wal_level = logical: a cluster of this test's own, dropped after it.
+    const LOGICAL = { cluster: "skalloc", port: 5440 };
+    const dbs = [
+      { port: LOGICAL.port, name: `sk_alloc_demo_a_${process.pid}` },
+      { port: MAIN_PORT, name: `sk_alloc_demo_b_${process.pid}` },
+      { port: MAIN_PORT, name: `sk_alloc_demo_new_${process.pid}` },
+    ];
+    const urls: string[] = [];
+    beforeAll(async () => {
+      await ensureCluster(LOGICAL.cluster, LOGICAL.port, { logical: true });
+      for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
+    }, 120_000);
+    afterAll(async () => {
+      for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
+      await dropCluster(LOGICAL.cluster);
+    }, 120_000);
+
+    it("moves the shard live while the desks confirm: the same guarantees", async () => {
+      const shards = JSON.stringify({
+        shards: [
+          { group: 0, member: 0, url: urls[0] },
+          { group: 0, member: 1, url: urls[0] },
+          { group: 1, member: 0, url: urls[1] },
+        ],
+        databases: [{ url: urls[2] }],
+      });
+      const output = await demo({ SHARDKIT_SHARDS: shards });
+      expect(output).toContain(`recorded in ${urls[2]}`);
+      expectSoldOutOnce(output, "live");
+    }, 120_000);
+  });
 });

@@ -78,9 +78,14 @@ export type Router = Awaited<ReturnType<typeof openRouter>>;
  * The service's router from its configuration: embedded PGlite databases (one per shard, under
  * `dataDir`) by default, or the PostgreSQL databases of `shardsJson` (the `SHARDKIT_SHARDS` format;
  * spare databases, the targets of moves, under `databases`). The schema is rolled out to each, a
- * database that is down starts later, and the partition map polls.
+ * database that is down starts later, and the partition map polls (unless `poll: false`).
  */
-export async function openServiceRouter(options: { shardsJson?: string | undefined; dataDir: string }) {
+export async function openServiceRouter(options: {
+  shardsJson?: string | undefined;
+  dataDir: string;
+  /** Re-read the partition map every second (default true); without, a move is learnt of when refused. */
+  poll?: boolean;
+}) {
   const opened = await openShards({
     schema: SCHEMA_DIR,
     createClient: (adapter) => new PrismaClient({ adapter }),
@@ -93,7 +98,7 @@ export async function openServiceRouter(options: { shardsJson?: string | undefin
   const { registry } = opened;
   const db = registry.physical[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
   const map = await PartitionMap.open({ registry, tables: FENCED_TABLES });
-  map.start();
+  if (options.poll ?? true) map.start();
   return {
     registry,
     db,

@@ -291,7 +291,7 @@ export class WalletService {
       case TOPICS.debited: {
         const p = message.payload as TransferDebited;
         await this.inShard(p.toWalletId, async (tx) => {
-          if (!(await consumeOnce(tx, "wallet.credit", message.id))) return;
+          if (!(await consumeOnce(tx, p.toWalletId, "wallet.credit", message.id))) return;
           const target = await tx.wallet.findUnique({ where: { id: p.toWalletId } });
           const reason = !target
             ? `wallet ${p.toWalletId} not found`
@@ -320,7 +320,7 @@ export class WalletService {
       case TOPICS.credited: {
         const p = message.payload as TransferCredited;
         await this.inShard(p.transferId, async (tx) => {
-          if (!(await consumeOnce(tx, "wallet.complete", message.id))) return;
+          if (!(await consumeOnce(tx, p.transferId, "wallet.complete", message.id))) return;
           await tx.transfer.update({ where: { id: p.transferId }, data: { status: "completed" } });
         });
         return;
@@ -328,7 +328,7 @@ export class WalletService {
       case TOPICS.refused: {
         const p = message.payload as TransferRefused;
         await this.inShard(p.transferId, async (tx) => {
-          if (!(await consumeOnce(tx, "wallet.refund", message.id))) return;
+          if (!(await consumeOnce(tx, p.transferId, "wallet.refund", message.id))) return;
           const transfer = await tx.transfer.findUniqueOrThrow({ where: { id: p.transferId } });
           await this.move(tx, transfer.fromWalletId, transfer.amount, "refund", transfer.id);
           await tx.transfer.update({

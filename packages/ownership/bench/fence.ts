@@ -110,25 +110,55 @@ async function bench() {
     () => decide(plain.db, n++),
     () => decide(mapped.db, n++),
   );
-  const before: number[] = [];
-  const after: number[] = [];
-  // 3: the same write before and after another shard of its database is fenced. Fencing cannot
-  // be interleaved call by call, so the two phases alternate in blocks of 200 calls.
-  for (let block = 0; block < ROUNDS / 200; block++) {
-    for (const phase of block % 2 === 0 ? ["before", "after"] : ["after", "before"]) {
-      if (phase === "after") await map.fence(s01);
-      for (let i = 0; i < 200; i++) {
-        const started = performance.now();
-        await write(mapped.db, n++);
-        (phase === "after" ? after : before).push(performance.now() - started);
-      }
-      if (phase === "after") await map.unfence(s01);
-    }
-  }
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
-  const [b, a] = [median(before), median(after)];
-  console.log(
-    `3. write to a shard not moving, another shard of its database fenced vs not: ${(a / b).toFixed(3)}x (${(a * 1000).toFixed(0)} us vs ${(b * 1000).toFixed(0)} us)`,
+  /**
+   * The same write with and without a state of the map that cannot be interleaved call by call:
+   * the two phases alternate in blocks of 200 calls.
+   */
+  async function phases(
+    label: string,
+    call: () => Promise<unknown>,
+    enter: () => Promise<void>,
+    leave: () => Promise<void>,
+  ) {
+    const before: number[] = [];
+    const after: number[] = [];
+    for (let block = 0; block < ROUNDS / 200; block++) {
+      for (const phase of block % 2 === 0 ? ["before", "after"] : ["after", "before"]) {
+        if (phase === "after") await enter();
+        for (let i = 0; i < 200; i++) {
+          const started = performance.now();
+          await call();
+          (phase === "after" ? after : before).push(performance.now() - started);
+        }
+        if (phase === "after") await leave();
+      }
+    }
+    const [b, a] = [median(before), median(after)];
+    console.log(
+      `${label}: ${(a / b).toFixed(3)}x (${(a * 1000).toFixed(0)} us vs ${(b * 1000).toFixed(0)} us)`,
+    );
+  }
+  // 3: the same write before and after another shard of its database is fenced.
+  await phases(
+    "3. write to a shard not moving, another shard of its database fenced vs not",
+    () => write(mapped.db, n++),
+    () => map.fence(s01).then(() => {}),
+    () => map.unfence(s01),
+  );
+  // 4: a write to a shard armed for a move (while its rows are copied) vs not armed.
+  const moving = Array.from({ length: 100 }, () => ShardedId.generate("Bucket", s01) as string);
+  await plain.db.bucket.createMany({ data: moving.map((id) => ({ id, name: "b", remaining: 1_000_000 })) });
+  const spare = mapped.registry.physical.find((p) => p.name === "b")!;
+  await phases(
+    "4. write to a shard armed for a move vs not armed",
+    () =>
+      mapped.db.bucket.update({
+        where: { id: moving[n++ % moving.length]! },
+        data: { remaining: { decrement: 1 } },
+      }),
+    () => map.arm(s01, spare),
+    () => map.unfence(s01),
   );
   map.close();
 }

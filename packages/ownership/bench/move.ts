@@ -1,17 +1,20 @@
 // pnpm bench (in packages/ownership): a live move under load. Writers insert confirmations at
 // 500 writes/s (open loop, on localhost), half to the shard that moves and half to another shard,
 // for a baseline phase and then while the shard moves from one PostgreSQL server to another
-// (logical replication). Reported: latency of each shard's writes in both phases (p50, p99,
+// (logical replication), driven by a mover process of its own (test/mover.ts), as `shardkit move`
+// is. Reported: latency of each shard's writes in both phases (p50, p99,
 // max), the move's write freeze, and the ledger check: every acknowledged write is at its
 // shard's owner exactly once.
 //
 // BENCH_SECONDS (default 4): length of each phase. BENCH_ROWS (default 5000): rows of the moving
 // shard before the move.
+
+import { spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId, type ShardIdentifier } from "@shardkit/id";
+import { ShardedId } from "@shardkit/id";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, ensureCluster } from "@shardkit/test-db";
-import { moveShard, PartitionMap } from "../src/index.js";
+import { type MoveResult, PartitionMap } from "../src/index.js";
 import { LOGICAL } from "../test/global-setup.js";
 import { routerOver, S, TABLES } from "../test/layout.js";
 
@@ -28,15 +31,13 @@ const dbs = [
 ];
 const urls = { a: "", b: "", e: "" };
 for (const db of dbs) urls[db.key] = await createDatabase(db.port, db.name);
-// The service (writers) and the mover are separate routers with their own clients and pools, as
-// a service and the `shardkit move` process are: the service learns of the move when refused.
+// The service (writers) is this process; the mover is another, with its own router: the service
+// learns of the move when refused.
 const r = routerOver(urls);
-const mover = routerOver(urls);
 try {
   await bench();
 } finally {
   await r.registry.disconnect();
-  await mover.registry.disconnect();
   for (const db of dbs) await dropDatabase(db.port, db.name);
 }
 
@@ -47,7 +48,6 @@ async function bench() {
     onProgress: () => {},
   });
   const map = await PartitionMap.open({ registry: r.registry, tables: TABLES });
-  const moverMap = await PartitionMap.open({ registry: mover.registry, tables: TABLES });
   const moving = ShardedId.generate("Bucket", S.g0m1);
   const other = ShardedId.generate("Bucket", S.g0m0);
   for (const id of [moving, other]) await r.db.bucket.create({ data: { id, name: "b", remaining: 0 } });
@@ -96,17 +96,12 @@ async function bench() {
     return `p50 ${at(0.5).toFixed(1)} ms, p99 ${at(0.99).toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms (${xs.length} writes)`;
   };
 
+  const mover = await startMover();
   const baseline = await load(SECONDS * 1000);
-  let result: Awaited<ReturnType<typeof moveShard>> | undefined;
+  let result: MoveResult | undefined;
   const during = await load(SECONDS * 1000, async () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
-    result = await moveShard({
-      map: moverMap,
-      shard: S.g0m1 as ShardIdentifier,
-      to: mover.physical.e,
-      sourceConnection: urls.a,
-      onProgress: () => {},
-    });
+    result = await mover.move();
   });
   console.log(`baseline, moving shard: ${stats(baseline.moving!)}`);
   console.log(`baseline, other shard:  ${stats(baseline.other!)}`);
@@ -131,5 +126,30 @@ async function bench() {
     `ledger: ${acked.size} writes acknowledged, ${lost} lost, ${total - ROWS - acked.size} applied twice or unacknowledged, ${failed} failed`,
   );
   map.close();
-  moverMap.close();
+
+  /** Starts test/mover.ts (0/1 from a to e); once it is ready, `move()` runs the move and returns its result. */
+  async function startMover(): Promise<{ move(): Promise<MoveResult> }> {
+    const child = spawn(process.execPath, ["--import", "tsx", "test/mover.ts"], {
+      cwd: new URL("..", import.meta.url).pathname,
+      env: { ...process.env, MOVE_URLS: JSON.stringify(urls), STOP_AFTER: "" },
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    let output = "";
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.startsWith("ready\n")) resolve();
+      });
+      void exited.then((code) => reject(new Error(`the mover exited with ${code} before it was ready`)));
+    });
+    return {
+      async move() {
+        child.stdin.write("go\n");
+        const code = await exited;
+        if (code !== 0) throw new Error(`the mover exited with ${code}: ${output}`);
+        return JSON.parse(output.slice("ready\n".length)) as MoveResult;
+      },
+    };
+  }
 }

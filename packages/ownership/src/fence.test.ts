@@ -5,7 +5,9 @@ import { reset, router, S } from "../test/world.js";
 import { refusalOf } from "./refusal.js";
 
 // The fence is airtight: a writer that began before it either commits before the fence is in place
-// (the fence waits for it) or is refused. Raced at every isolation level, on real PostgreSQL.
+// (the fence waits for it) or is refused. Raced at every isolation level, on real PostgreSQL, for a
+// fence that installs its triggers and for one whose shard was armed first (a move's fence: one row
+// update behind the shard's writers).
 const r = router();
 afterAll(() => r.close());
 beforeEach(() => reset());
@@ -18,7 +20,8 @@ async function fenceWaitingForLock() {
     for (let i = 0; i < 500; i++) {
       const { rows } = await admin.query(
         `SELECT count(*)::int AS n FROM pg_stat_activity
-         WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'CREATE OR REPLACE TRIGGER%'`,
+         WHERE datname = current_database() AND wait_event_type = 'Lock'
+           AND (query LIKE 'CREATE OR REPLACE TRIGGER%' OR query LIKE 'SELECT pg_advisory_xact_lock(7302%')`,
       );
       if (rows[0].n > 0) return;
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -37,11 +40,22 @@ function deferred() {
   return { promise, resolve };
 }
 
-describe.each(["ReadCommitted", "RepeatableRead", "Serializable"] as const)(
-  "the fence under %s",
-  (isolationLevel) => {
-    it("a writer that read before the fence and writes after it is refused; nothing it wrote commits", async () => {
+const levels = ["ReadCommitted", "RepeatableRead", "Serializable"] as const;
+describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, armed] as const)))(
+  "the fence under %s (armed first: %s)",
+  (isolationLevel, armed) => {
+    /** Opens the map, arming 0/1 for a move to e first when `armed`. */
+    const open = async () => {
       const map = await r.open();
+      if (armed) await map.arm(S.g0m1, r.physical.e);
+      return map;
+    };
+    // Under READ COMMITTED the late writer reads the record as fenced; a snapshot taken before the
+    // fence cannot lock the changed record, and says so.
+    const lateState = isolationLevel === "ReadCommitted" ? "fenced" : "changed";
+
+    it("a writer that read before the fence and writes after it is refused; nothing it wrote commits", async () => {
+      const map = await open();
       const id = ShardedId.generate("Bucket", S.g0m1);
       await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
       const read = deferred();
@@ -64,14 +78,14 @@ describe.each(["ReadCommitted", "RepeatableRead", "Serializable"] as const)(
       await map.fence(S.g0m1);
       fenced.resolve();
       const outcome = await writer;
-      expect(refusalOf(outcome)).toMatchObject({ shard: S.g0m1, state: "fenced" });
+      expect(refusalOf(outcome)).toMatchObject({ shard: S.g0m1, state: lateState });
       expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(1);
       expect(await r.clients.a.confirmation.count()).toBe(0);
       map.close();
     });
 
     it("a writer that wrote before the fence commits before it: the fence waits for it, and later writes are refused", async () => {
-      const map = await r.open();
+      const map = await open();
       const id = ShardedId.generate("Bucket", S.g0m1);
       await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
       const wrote = deferred();
@@ -109,3 +123,43 @@ describe.each(["ReadCommitted", "RepeatableRead", "Serializable"] as const)(
     });
   },
 );
+
+describe("an armed shard's fence", () => {
+  it("is one row update: it installs nothing, and a writer of another shard of the same tables, its transaction open, does not hold it up", async () => {
+    const map = await r.open();
+    const other = ShardedId.generate("Bucket", S.g0m0);
+    const id = ShardedId.generate("Bucket", S.g0m1);
+    await r.db.bucket.create({ data: { id: other, name: "B-1", remaining: 1 } });
+    await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+    await map.arm(S.g0m1, r.physical.e);
+    const triggers = () =>
+      r.clients.a.$queryRawUnsafe<{ t: string }[]>(
+        `SELECT string_agg(oid::text || ':' || xmin::text, ',' ORDER BY oid) AS t FROM pg_trigger WHERE tgname LIKE 'shardkit_fence_%'`,
+      );
+    const before = await triggers();
+    expect(before[0]!.t).not.toBeNull();
+
+    // A writer of 0/0 (same database, same table) keeps its transaction open across the fence.
+    const wrote = deferred();
+    const release = deferred();
+    const writer = r.clients.a.$transaction(
+      async (tx) => {
+        await tx.bucket.update({ where: { id: other }, data: { remaining: 0 } });
+        wrote.resolve();
+        await release.promise;
+      },
+      { timeout: 20_000 },
+    );
+    await wrote.promise;
+    await map.fence(S.g0m1); // completes while the writer of 0/0 is still open
+    release.resolve();
+    await writer;
+
+    expect(await triggers()).toEqual(before);
+    const refused = await r.clients.a.bucket
+      .update({ where: { id }, data: { remaining: 0 } })
+      .catch((e: unknown) => e);
+    expect(refusalOf(refused)).toMatchObject({ shard: S.g0m1, state: "fenced" });
+    map.close();
+  });
+});

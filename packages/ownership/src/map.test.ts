@@ -109,6 +109,7 @@ describe("the partition map", () => {
       Confirmation: 0,
       OutboxEvent: 0,
       IdempotencyKey: 0,
+      ProcessedEvent: 0,
     });
     expect(await mover.clients.a.bucket.findUnique({ where: { id } })).toBeNull();
     expect(await mover.db.$scatter({ policy: "fail" }).bucket.count()).toBe(2);

@@ -15,7 +15,17 @@ import {
   StaleOwnerError,
 } from "./errors.js";
 import { refusalOf } from "./refusal.js";
-import { ASSERT_FUNCTION, type FencedTable, fenceStatements, REFUSE_FUNCTION, shardOfRowSql } from "./sql.js";
+import {
+  ASSERT_FUNCTION,
+  FENCE_ARGUMENTS_SQL,
+  FENCE_TRIGGERS,
+  type FencedTable,
+  fenceArguments,
+  fenceStatements,
+  REFUSE_FUNCTION,
+  SHARD_LOCK,
+  shardOfRowSql,
+} from "./sql.js";
 
 /** A shard's state in one database's `ShardOwnership`. */
 export type OwnershipState = "owned" | "fenced" | "moved" | "incoming";
@@ -62,10 +72,15 @@ export interface PartitionMapOptions<Client extends ShardClient> {
   /** How long one read of the map waits for each database. Default 2000 ms. */
   timeoutMs?: number;
   /**
-   * How many times one write runs again after refusals, after a refresh each time (backoff 5 ms
-   * doubling, at most 50 ms: about 5 s in all, to ride out a fence until its switch). Default 100.
+   * How many times one write runs again after refusals. After a refusal the router reads the map;
+   * when it still sends the shard to the database that refused (the shard is between owners: fenced,
+   * not switched yet), the write waits for the map to change, for at most `waitMs`, and runs again.
+   * The waiting writes share one poll of the map (every 10 ms), so a fence costs the databases no
+   * storm of refused retries. Default 20 (about 5 s in all with the default `waitMs`).
    */
   retries?: number;
+  /** How long a refused write waits for its shard's owner to change before it runs again. Default 250 ms. */
+  waitMs?: number;
   /**
    * How long a change of owner waits for each table's lock before it gives way to the writers in
    * its path and tries again (writers wait at most about this long behind a fence). Default 200 ms.
@@ -104,6 +119,15 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private readonly refreshIntervalMs: number;
   private readonly timeoutMs: number;
   private readonly retries: number;
+  private readonly waitMs: number;
+  /** Refused writes waiting for their shard's placement to change (see `settle`). */
+  private readonly waiting = new Set<{
+    shard: ShardIdentifier;
+    physical: PhysicalShard<Client>;
+    epoch: number;
+    wake(): void;
+  }>();
+  private polling = false;
   private readonly lockTimeoutMs: number;
   private readonly onSignal: ((signal: OwnershipSignal) => void) | undefined;
   /** The last rows read from each database (kept while it does not answer). */
@@ -137,7 +161,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     };
     this.refreshIntervalMs = positive(options?.refreshIntervalMs, "refreshIntervalMs", 1000);
     this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 2000);
-    this.retries = positive(options?.retries, "retries", 100, true);
+    this.retries = positive(options?.retries, "retries", 20, true);
+    this.waitMs = positive(options?.waitMs, "waitMs", 250);
     this.lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
     if (issues.length > 0) throw new OwnershipOptionsError(issues);
     this.registry = options.registry;
@@ -339,32 +364,73 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
+   * Before a change of owner (a move does it first, while the shard's rows are copied): lists the
+   * shard in its owner's fence while the owner still owns it, naming where it will go. Its writes
+   * then read the record (a shared lock and one row read, for that shard's writes only), and the
+   * fence that follows is one row update, with no DDL waiting for every writer of the tables.
+   * `unfence` undoes it. `EpochConflictError` when the shard is not owned there at the epoch this
+   * map knows, or is armed for another database.
+   */
+  async arm(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<void> {
+    const shard = this.shard(shardRef);
+    await this.refresh();
+    const owner = this.registry.physicalOf(shard);
+    if (owner === to) throw new OwnershipOptionsError([`arm: ${to.name} already owns shard ${shard.key}`]);
+    const epoch = this.registry.epochOf(shard);
+    const peer = this.identityOf(to);
+    await this.change(owner, async (tx) => {
+      const updated = await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET peer = $3, "updatedAt" = now()
+         WHERE shard = $1 AND epoch = $2 AND state = 'owned' AND (peer IS NULL OR peer = $3)`,
+        shard.bits,
+        epoch,
+        peer,
+      );
+      if (updated !== 1)
+        throw this.conflict(
+          shard,
+          `not owned by ${owner.name} at epoch ${epoch}, or armed for another database`,
+        );
+    });
+  }
+
+  /**
    * Step 1 of a change of owner: the shard's owner stops taking writes for it. In one transaction on
-   * the owner, its record goes from owned to fenced (same epoch, compare-and-set) and its tables'
-   * fence is installed, which waits for writers already at work and refuses every later write to the
-   * shard's rows. Returns the epoch. `EpochConflictError` when the shard is not owned there at the
-   * epoch this map knows.
+   * the owner, its record goes from owned to fenced (same epoch, compare-and-set), behind the writers
+   * already at work on the shard, and every later write to its rows is refused. A shard not armed
+   * first is listed in its tables' fence before (each table waits for its writers then). Returns
+   * the epoch. `EpochConflictError` when the shard is not owned there at the epoch
+   * this map knows.
    */
   async fence(shardRef: ShardIdentifier | string): Promise<{ epoch: number; database: string }> {
     const shard = this.shard(shardRef);
     await this.refresh();
     const owner = this.registry.physicalOf(shard);
     const epoch = this.registry.epochOf(shard);
-    await this.change(owner, async (tx) => {
-      const updated = await tx.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET state = 'fenced', "updatedAt" = now() WHERE shard = $1 AND epoch = $2 AND state = 'owned'`,
-        shard.bits,
-        epoch,
-      );
-      if (updated !== 1) throw this.conflict(shard, `not owned by ${owner.name} at epoch ${epoch}`);
-    });
+    await this.change(
+      owner,
+      async (tx) => {
+        // Writers of an armed shard hold this lock (shared) until they commit; new ones queue behind it.
+        await tx.$queryRawUnsafe(
+          `SELECT pg_advisory_xact_lock(${SHARD_LOCK}, $1)::text AS locked`,
+          shard.bits,
+        );
+        const updated = await tx.$executeRawUnsafe(
+          `UPDATE "ShardOwnership" SET state = 'fenced', "updatedAt" = now() WHERE shard = $1 AND epoch = $2 AND state = 'owned'`,
+          shard.bits,
+          epoch,
+        );
+        if (updated !== 1) throw this.conflict(shard, `not owned by ${owner.name} at epoch ${epoch}`);
+      },
+      { list: shard.bits },
+    );
     await this.refresh();
     return { epoch, database: owner.name };
   }
 
   /**
-   * Undoes a fence that no switch followed (a change of owner given up): the owner takes writes for
-   * the shard again.
+   * Undoes a fence or an arming that no switch followed (a change of owner given up): the owner takes
+   * writes for the shard again, unchecked.
    */
   async unfence(shardRef: ShardIdentifier | string): Promise<void> {
     const shard = this.shard(shardRef);
@@ -372,11 +438,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     const owner = this.registry.physicalOf(shard);
     await this.change(owner, async (tx) => {
       const updated = await tx.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET state = 'owned', "updatedAt" = now() WHERE shard = $1 AND epoch = $2 AND state = 'fenced'`,
+        `UPDATE "ShardOwnership" SET state = 'owned', peer = NULL, "updatedAt" = now()
+         WHERE shard = $1 AND epoch = $2 AND (state = 'fenced' OR (state = 'owned' AND peer IS NOT NULL))`,
         shard.bits,
         this.registry.epochOf(shard),
       );
-      if (updated !== 1) throw this.conflict(shard, `not fenced at ${owner.name}`);
+      if (updated !== 1) throw this.conflict(shard, `neither fenced nor armed at ${owner.name}`);
     });
     await this.refresh();
   }
@@ -392,19 +459,23 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     if (owner === to)
       throw new OwnershipOptionsError([`receive: ${to.name} already owns shard ${shard.key}`]);
     const epoch = this.registry.epochOf(shard);
-    await this.change(to, async (tx) => {
-      const [row] = await tx.$queryRawUnsafe<Row[]>(
-        `INSERT INTO "ShardOwnership" (shard, epoch, state, peer) VALUES ($1, $2, 'incoming', $3)
+    await this.change(
+      to,
+      async (tx) => {
+        const [row] = await tx.$queryRawUnsafe<Row[]>(
+          `INSERT INTO "ShardOwnership" (shard, epoch, state, peer) VALUES ($1, $2, 'incoming', $3)
          ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'incoming', peer = EXCLUDED.peer, "updatedAt" = now()
            WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch <= EXCLUDED.epoch
          RETURNING shard, epoch, state, peer`,
-        shard.bits,
-        epoch,
-        this.identityOf(owner),
-      );
-      if (!row)
-        throw this.conflict(shard, `${to.name} holds a record of it that is not a tombstone or older`);
-    });
+          shard.bits,
+          epoch,
+          this.identityOf(owner),
+        );
+        if (!row)
+          throw this.conflict(shard, `${to.name} holds a record of it that is not a tombstone or older`);
+      },
+      { list: shard.bits },
+    );
     await this.refresh();
   }
 
@@ -446,7 +517,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
           if (!taken)
             throw this.conflict(shard, `${to.name} already has a record of it at epoch ${next} or later`);
         },
-        { fence: false },
+        { relist: false },
       );
     });
     await this.refresh();
@@ -527,7 +598,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * place (it lets the shard's writes through once its record says owned); this removes it.
    */
   async tidy(database: PhysicalShard<Client>): Promise<void> {
-    await this.change(database, async () => {});
+    await this.relist(database);
   }
 
   /**
@@ -574,41 +645,127 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
-   * A change on `database`: `fn`, then that database's fence brought in line with its records, in
-   * one transaction. The fence's locks are taken table by table, and a writer holding one table
-   * while it waits for another would deadlock with it: the change waits at most `lockTimeoutMs`
-   * for each lock, then gives way (rolls back, so the writer finishes first) and runs again.
+   * A change of `database`'s records: `fn`, in one transaction under the database's change lock.
+   *
+   * The fence's list of shards is kept apart from the records, table by table, each table in a
+   * transaction of its own (`relist`), so trigger DDL never holds one table while it waits for
+   * another: no deadlock with a writer that holds that other table, and each table's writers wait
+   * only for their own table. Listing a shard is always safe (its writes then check its record);
+   * unlisting is safe only once its record says owned. So:
+   * - `list`: a shard `fn` will make not owned (a fence, an incoming record). It is listed on every
+   *   table first, and `fn` runs only if, under the change lock, every table still lists it
+   *   (else listing runs again).
+   * - after `fn` commits, the list is brought in line with the records (shards no longer needing a
+   *   check are unlisted), unless `relist: false` (the switch: `tidy` does it later, outside the
+   *   freeze).
    */
   private async change(
     database: PhysicalShard<Client>,
     fn: (tx: Raw) => Promise<void>,
-    options: { fence?: boolean } = {},
+    options: { list?: number; relist?: boolean } = {},
   ): Promise<void> {
+    const { list } = options;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        if (list !== undefined) await this.relist(database, [list]);
+        const done = await this.locked(database, async (tx) => {
+          if (list !== undefined && !(await this.listedEverywhere(tx, list))) return false;
+          await fn(tx);
+          return true;
+        });
+        if (done) break;
+        if (attempt >= 20)
+          throw this.conflict(
+            ShardIdentifier.fromBits(list!),
+            `its listing in ${database.name}'s fence kept being undone by concurrent changes`,
+          );
+      }
+    } catch (error) {
+      if (list !== undefined) await this.relist(database).catch(() => {});
+      throw error;
+    }
+    if (options.relist !== false) await this.relist(database);
+  }
+
+  /**
+   * `fn` in a transaction on `database` holding its change lock, waiting at most `lockTimeoutMs`
+   * for any lock: a transaction that waits longer gives way (rolls back, so the writers in its
+   * path finish first) and runs again.
+   */
+  private async locked<R>(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await raw(database).$transaction(
+        return await raw(database).$transaction(
           async (tx) => {
             await tx.$queryRawUnsafe(CHANGE_LOCK);
             await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`);
-            await fn(tx);
-            // The switch leaves the target's fence as it is (it lets a shard recorded as owned
-            // through); `tidy` brings it in line later, outside the freeze.
-            if (options.fence === false) return;
-            const fenced = await tx.$queryRawUnsafe<Row[]>(
-              `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE state <> 'owned' ORDER BY shard`,
-            );
-            for (const table of this.tables) {
-              for (const statement of fenceStatements(table, fenced)) await tx.$executeRawUnsafe(statement);
-            }
+            return fn(tx);
           },
           { timeout: 30_000, maxWait: 10_000 },
         );
-        return;
       } catch (error) {
         if (attempt >= 50 || !gaveWay(error)) throw error;
         await new Promise((r) => setTimeout(r, Math.random() * 20 * Math.min(attempt, 10)));
       }
     }
+  }
+
+  /**
+   * Brings each table's fence list in line with `database`'s records (the shards it does not simply
+   * own: armed, fenced, moved away, incoming), plus `also`. One transaction per table; no DDL for a
+   * table whose list is right already, so a change of state of a listed shard (fence, switch,
+   * tombstone) is one row update while writes wait.
+   */
+  private async relist(database: PhysicalShard<Client>, also: readonly number[] = []): Promise<void> {
+    const wantedIn = async (db: Raw) => {
+      const records = await db.$queryRawUnsafe<{ shard: number }[]>(
+        `SELECT shard FROM "ShardOwnership" WHERE state <> 'owned' OR peer IS NOT NULL`,
+      );
+      return [...new Set([...records.map((r) => r.shard), ...also])].sort((a, b) => a - b);
+    };
+    const inLine = (table: FencedTable, wanted: number[], present: { args: string[] } | undefined) =>
+      wanted.length === 0
+        ? present === undefined
+        : present?.args.length === FENCE_TRIGGERS.length &&
+          present.args.every((a) => a === fenceArguments(table, wanted));
+    // The usual case, read without locks: every table is in line already (a listed shard changing
+    // state). A change that races this one lists for itself.
+    const [wanted, listings] = await Promise.all([wantedIn(raw(database)), this.listings(raw(database))]);
+    for (const table of this.tables) {
+      if (inLine(table, wanted, listings.get(table.table))) continue;
+      await this.locked(database, async (tx) => {
+        const now = await wantedIn(tx);
+        if (inLine(table, now, (await this.listings(tx)).get(table.table))) return;
+        for (const statement of fenceStatements(table, now)) await tx.$executeRawUnsafe(statement);
+      });
+    }
+  }
+
+  /** Whether every table's three fence triggers list `bits`. */
+  private async listedEverywhere(tx: Raw, bits: number): Promise<boolean> {
+    const listings = await this.listings(tx);
+    return this.tables.every((table) => {
+      const present = listings.get(table.table);
+      return (
+        present?.args.length === FENCE_TRIGGERS.length && present.shards.every((list) => list.includes(bits))
+      );
+    });
+  }
+
+  /** Each table's fence triggers: their arguments, and the shards each lists. */
+  private async listings(tx: Raw) {
+    const rows = await tx.$queryRawUnsafe<{ table: string; name: string; args: string }[]>(
+      FENCE_ARGUMENTS_SQL,
+      FENCE_TRIGGERS,
+    );
+    const byTable = new Map<string, { args: string[]; shards: number[][] }>();
+    for (const row of rows) {
+      const entry = byTable.get(row.table) ?? { args: [], shards: [] };
+      entry.args.push(row.args);
+      entry.shards.push((row.args.split("|")[2] ?? "").split(",").filter(Boolean).map(Number));
+      byTable.set(row.table, entry);
+    }
+    return byTable;
   }
 
   /** What a database says it is (`server:port/database`); throws when it has not answered yet. */
@@ -630,6 +787,55 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return new EpochConflictError(shard, message);
   }
 
+  /**
+   * After a refusal of a write for `shard`: reads the map, and when routing would still send the
+   * shard where it was refused (it is between owners), waits until its placement changes (owner or
+   * epoch), or `waitMs`. Every waiting write shares one poll of the map.
+   */
+  private async settle(shard: ShardIdentifier): Promise<void> {
+    const physical = this.registry.physicalOf(shard);
+    const epoch = this.registry.epochOf(shard);
+    await this.refresh();
+    if (this.registry.physicalOf(shard) !== physical || this.registry.epochOf(shard) !== epoch) return;
+    await new Promise<void>((resolve) => {
+      const waiter = {
+        shard,
+        physical,
+        epoch,
+        wake: () => {
+          clearTimeout(timer);
+          this.waiting.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.wake, this.waitMs);
+      this.waiting.add(waiter);
+      void this.poll();
+    });
+  }
+
+  /** Re-reads the map every 10 ms while refused writes wait, and wakes those whose shard's placement changed. */
+  private async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    try {
+      while (this.waiting.size > 0) {
+        await new Promise((r) => setTimeout(r, 10));
+        await this.refresh().catch(() => {});
+        for (const w of this.waiting) {
+          if (
+            this.registry.physicalOf(w.shard) !== w.physical ||
+            this.registry.epochOf(w.shard) !== w.epoch
+          ) {
+            w.wake();
+          }
+        }
+      }
+    } finally {
+      this.polling = false;
+    }
+  }
+
   /** What routing calls on a refusal (see `OwnershipHook`). */
   private hook(): OwnershipHook {
     return {
@@ -644,8 +850,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       refresh: async (rejected, attempt) => {
         this.counters.retries++;
         this.onSignal?.({ type: "retry", shard: rejected.shard, attempt });
-        if (attempt > 0) await new Promise((r) => setTimeout(r, Math.min(50, 5 * 2 ** (attempt - 1))));
-        await this.refresh();
+        await this.settle(rejected.shard);
       },
       begin: async (tx, shard) => {
         const epoch = this.registry.epochOf(shard);

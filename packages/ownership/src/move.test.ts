@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { ShardedId } from "@shardkit/id";
+import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, router, S } from "../test/world.js";
 import { MovePrecheckError, MoveVerifyError } from "./errors.js";
@@ -119,6 +120,14 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
     const map = await r.open();
     const buckets = await seed(r);
     const other = await seed(r, S.g0m0, 5);
+    // What else the shard holds: an outbox event, a command's idempotency key, a consumed event.
+    const consumed = ShardedId.generate("Event", S.g1m0);
+    const confirm = { shard: S.g0m1, kind: "confirm", key: "k-1" };
+    await r.db.$transactionOn(S.g0m1, async (tx) => {
+      await emitEvent(tx, S.g0m1, { topic: "bucket.confirmed", aggregateId: buckets[0]!, payload: {} });
+      await idempotent(tx, confirm, { bucket: buckets[0] }, async () => "confirmed");
+      await consumeOnce(tx, S.g0m1, "audit", consumed);
+    });
     const acked = new Set<string>();
     const failures: unknown[] = [];
     let writing = true;
@@ -179,6 +188,22 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
     );
     expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // the old copy, cleaned up
     expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+    // The event, the key and the consumed event moved with the shard: at e, the command replays its
+    // recorded decision and the event is known as consumed; nothing of them is left at a.
+    await r.db.$transactionOn(S.g0m1, async (tx) => {
+      expect(await idempotent(tx, confirm, { bucket: buckets[0] }, async () => "again")).toEqual({
+        result: "confirmed",
+        replayed: true,
+      });
+      expect(await consumeOnce(tx, S.g0m1, "audit", consumed)).toBe(false);
+    });
+    expect(await r.clients.e.outboxEvent.count({ where: { aggregateId: buckets[0]! } })).toBe(1);
+    for (const table of ["OutboxEvent", "IdempotencyKey", "ProcessedEvent"]) {
+      const [left] = await r.clients.a.$queryRawUnsafe<{ n: number }[]>(
+        `SELECT count(*)::int AS n FROM "${table}"`,
+      );
+      expect(left!.n, table).toBe(0);
+    }
     expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
     map.close();
   }, 120_000);

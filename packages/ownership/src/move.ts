@@ -2,7 +2,7 @@ import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
 import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import { type PartitionMap, type Raw, raw } from "./map.js";
-import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
+import { literal, shardOfRowSql } from "./sql.js";
 
 /** The steps of a move, in order, as progress reports them. */
 export type MoveStep =
@@ -186,6 +186,9 @@ export async function moveShard<Client extends ShardClient>(
     map.identityOf(to),
   );
   await step("receive");
+  // Armed: the shard's writes at the source check its record from now on, so the fence is one row
+  // update, with no DDL waiting for the writers of every table while the shard's writes are held.
+  await map.arm(shard, to);
   await map.receive(shard, to);
   await done("receive");
 
@@ -278,15 +281,16 @@ export async function moveShard<Client extends ShardClient>(
   if (options.verify ?? true) {
     await step("verify");
     const mismatches: string[] = [];
-    for (const table of map.tables) {
-      const [a, b] = await Promise.all([digest(from, table, shard), digest(to, table, shard)]);
+    const [source, target] = await Promise.all([digest(map, from, shard), digest(map, to, shard)]);
+    map.tables.forEach((table, i) => {
+      const [a, b] = [source[i]!, target[i]!];
       rows[table.table] = b.rows;
       if (a.rows !== b.rows || a.sum !== b.sum) {
         mismatches.push(
           `${table.table}: source ${a.rows} rows (${a.sum ?? "-"}), target ${b.rows} rows (${b.sum ?? "-"})`,
         );
       }
-    }
+    });
     if (mismatches.length > 0) {
       await undo(map, shard, from, to, names);
       throw new MoveVerifyError(shard, mismatches);
@@ -458,19 +462,23 @@ async function countAt<Client extends ShardClient>(
   return total;
 }
 
-/** Row count and an order-independent checksum of the shard's rows in one table. */
+/** Per table of the map, in its order: the shard's row count and an order-independent checksum, in one query. */
 async function digest<Client extends ShardClient>(
+  map: PartitionMap<Client>,
   database: PhysicalShard<Client>,
-  table: FencedTable,
   shard: ShardIdentifier,
 ) {
-  const [row] = await raw(database).$queryRawUnsafe<{ rows: number; sum: string | null }[]>(
-    // An order-free checksum: the sum of a 64-bit hash of each row's JSON (no sort, one pass).
-    `SELECT count(*)::int AS rows, sum(hashtextextended(row_to_json(t)::text, 7301))::text AS sum
-     FROM "${table.table}" t WHERE ${shardOfRowSql(table)} = $1`,
+  // An order-free checksum: the sum of a 64-bit hash of each row's JSON (no sort, one pass).
+  const parts = map.tables.map(
+    (table, i) =>
+      `SELECT ${i} AS i, count(*)::int AS rows, sum(hashtextextended(row_to_json(t)::text, 7301))::text AS sum
+       FROM "${table.table}" t WHERE ${shardOfRowSql(table)} = $1`,
+  );
+  const found = await raw(database).$queryRawUnsafe<{ i: number; rows: number; sum: string | null }[]>(
+    parts.join(" UNION ALL "),
     shard.bits,
   );
-  return row!;
+  return map.tables.map((_, i) => found.find((r) => r.i === i)!);
 }
 
 /** The offline copy: every row of the shard, table by table, in batches, as the mover. */
@@ -539,11 +547,11 @@ async function undo<Client extends ShardClient>(
   await teardown(from, to, names);
   await map.discard(shard, to);
   await map.refresh();
-  const [own] = await raw(from).$queryRawUnsafe<{ state: string }[]>(
-    `SELECT state FROM "ShardOwnership" WHERE shard = $1`,
+  const [own] = await raw(from).$queryRawUnsafe<{ state: string; peer: string | null }[]>(
+    `SELECT state, peer FROM "ShardOwnership" WHERE shard = $1`,
     shard.bits,
   );
-  if (own?.state === "fenced") await map.unfence(shard);
+  if (own?.state === "fenced" || (own?.state === "owned" && own.peer !== null)) await map.unfence(shard);
   await raw(from).$executeRawUnsafe(`DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`, shard.bits);
 }
 

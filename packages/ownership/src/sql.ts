@@ -15,36 +15,56 @@ export interface FencedTable {
 
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
+/** The advisory lock (with a shard's bits as its second key) that orders writers of an armed shard behind a change of owner. */
+export const SHARD_LOCK = 7302;
+
 /**
- * The function every fence trigger calls: it raises SK001 with the database's record of the shard
- * (epoch, state, new owner) as JSON in DETAIL, which routers read to refresh and retry. The record
- * comes with the trigger (its third argument, written when the fence changed), not from a query:
- * a writer under REPEATABLE READ would read the table as it was before the fence.
+ * The function every fence trigger calls, for a write to a row of a shard its trigger lists (a
+ * shard this database does not simply own: fenced, moved away, incoming, or armed for a move). It
+ * queues behind any change of owner of the shard in progress (a shared advisory lock, first come
+ * first served), then reads the database's record of the shard under a share lock. Owned: the
+ * write goes on, holding that share lock, so a fence waits for it to commit. Anything else: SK001
+ * with the record (epoch, state, new owner) as JSON in DETAIL, which routers read to refresh and
+ * retry.
+ *
+ * A writer under REPEATABLE READ or SERIALIZABLE whose snapshot predates the record's last change
+ * cannot lock it (40001): that writer is refused too, with state `changed` (the record it sees is
+ * not the current one; the router's refresh reads that).
  */
 export const REFUSE_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_refuse_write() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v text := to_jsonb(CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END) ->> TG_ARGV[0];
   bits int;
-  o jsonb;
+  o record;
+  seen text;
 BEGIN
   IF TG_ARGV[1] = 'bits' THEN
     bits := v::int;
   ELSE
     bits := ((get_byte(uuid_send(v::uuid), 8) & 63) << 8) | get_byte(uuid_send(v::uuid), 9);
   END IF;
-  o := TG_ARGV[2]::jsonb -> bits::text;
-  -- An incoming shard's fence lifts as soon as the switch has recorded it as owned here: the
-  -- switch is then one row update, no DDL while writes wait. (A fenced or moved shard's fence never
-  -- reads the table: a writer's snapshot may predate the fence.)
-  IF o ->> 'state' = 'incoming' AND EXISTS (SELECT 1 FROM "ShardOwnership" WHERE shard = bits AND state = 'owned') THEN
+  PERFORM pg_advisory_xact_lock_shared(${SHARD_LOCK}, bits);
+  IF current_setting('transaction_isolation') = 'read committed' THEN
+    SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
+    seen := o.state;
+  ELSE
+    BEGIN
+      SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
+      seen := o.state;
+    EXCEPTION WHEN serialization_failure THEN
+      SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits;
+      seen := 'changed';
+    END;
+  END IF;
+  IF seen = 'owned' THEN
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
   END IF;
   RAISE EXCEPTION USING ERRCODE = '${STALE_OWNER_SQLSTATE}',
     MESSAGE = format('shardkit: this database does not own shard %s/%s (%s at epoch %s)',
-                     bits >> 6, bits & 63, coalesce(o ->> 'state', 'unknown'), coalesce(o ->> 'epoch', '0')),
-    DETAIL = json_build_object('shard', bits, 'epoch', coalesce((o ->> 'epoch')::int, 0),
-                               'state', coalesce(o ->> 'state', 'unknown'), 'peer', o ->> 'peer')::text;
+                     bits >> 6, bits & 63, coalesce(seen, 'unknown'), coalesce(o.epoch, 0)),
+    DETAIL = json_build_object('shard', bits, 'epoch', coalesce(o.epoch, 0),
+                               'state', coalesce(seen, 'unknown'), 'peer', o.peer)::text;
 END
 $fn$`;
 
@@ -69,51 +89,55 @@ BEGIN
 END
 $fn$`;
 
-/** A shard this database does not own now, as its record says. */
-export interface FencedShard {
-  shard: number;
-  epoch: number;
-  state: string;
-  peer: string | null;
-}
-
 const TRIGGERS = [
   { suffix: "ins", event: "INSERT", row: "NEW" },
   { suffix: "upd", event: "UPDATE", row: "OLD" },
   { suffix: "del", event: "DELETE", row: "OLD" },
 ] as const;
 
+/** The names of a table's fence triggers. */
+export const FENCE_TRIGGERS = TRIGGERS.map((t) => `shardkit_fence_${t.suffix}`);
+
 /**
- * The statements that make `table` refuse writes to the rows of `fenced` shards (their bits), or,
- * with no fenced shard, that remove its fence. The check exists only while a shard of this
- * database is fenced, moved away or incoming: a database with none pays nothing.
+ * The arguments of `table`'s fence triggers for these shards (their bits), each followed by `|`, as
+ * `FENCE_ARGUMENTS_SQL` reads them back: a fence whose arguments are these already is in line.
+ */
+export function fenceArguments(table: FencedTable, shards: readonly number[]): string {
+  return [table.column, table.kind ?? "uuid", listOf(shards)].map((a) => `${a}|`).join("");
+}
+
+/** Each fence trigger of this schema: its table, name and arguments (as `fenceArguments` writes them). */
+export const FENCE_ARGUMENTS_SQL = `SELECT c.relname::text AS "table", t.tgname::text AS name,
+    replace(encode(t.tgargs, 'escape'), '\\000', '|') AS args
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+  WHERE t.tgname::text = ANY($1::text[]) AND c.relnamespace = current_schema()::regnamespace`;
+
+const listOf = (shards: readonly number[]) => [...shards].sort((a, b) => a - b).join(",");
+
+/**
+ * The statements that make `table` check writes to the rows of `shards` (their bits) against the
+ * database's record, or, with no shard, that remove its fence. The check exists only while a shard
+ * of this database is armed for a move, fenced, moved away or incoming: a database with none pays
+ * nothing.
  *
  * The condition is the trigger's WHEN, evaluated without calling the function, so writes to the
- * other shards of a fenced database pay one expression per row. The mover's own session
+ * other shards of the database pay one expression per row. The mover's own session
  * (`SET shardkit.mover = 'on'`: copying, cleaning up) passes.
  *
  * Creating a trigger takes a SHARE ROW EXCLUSIVE lock: it waits for the writers already at work on
  * the table and holds off new ones until its transaction commits, and writers then see the
- * trigger whatever their isolation level. That is what makes the fence airtight: a writer either
- * commits before the fence, or is refused.
+ * trigger whatever their isolation level. A shard listed already (armed) is fenced without this:
+ * its record's change alone refuses later writes.
  */
-export function fenceStatements(table: FencedTable, fenced: readonly FencedShard[]): string[] {
-  const name = (suffix: string) => quote(`shardkit_fence_${suffix}`);
-  if (fenced.length === 0) {
-    return TRIGGERS.map((t) => `DROP TRIGGER IF EXISTS ${name(t.suffix)} ON ${quote(table.table)}`);
+export function fenceStatements(table: FencedTable, shards: readonly number[]): string[] {
+  if (shards.length === 0) {
+    return FENCE_TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${quote(name)} ON ${quote(table.table)}`);
   }
-  const list = fenced
-    .map((f) => f.shard)
-    .sort((a, b) => a - b)
-    .join(", ");
-  const records = JSON.stringify(
-    Object.fromEntries(fenced.map((f) => [f.shard, { epoch: f.epoch, state: f.state, peer: f.peer }])),
-  );
   return TRIGGERS.map((t) => {
     const bits = shardOfRowSql(table, t.row);
-    return `CREATE OR REPLACE TRIGGER ${name(t.suffix)} BEFORE ${t.event} ON ${quote(table.table)} FOR EACH ROW
-  WHEN (${bits} IN (${list}) AND current_setting('shardkit.mover', true) IS DISTINCT FROM 'on')
-  EXECUTE FUNCTION shardkit_refuse_write(${literal(table.column)}, ${literal(table.kind ?? "uuid")}, ${literal(records)})`;
+    return `CREATE OR REPLACE TRIGGER ${quote(`shardkit_fence_${t.suffix}`)} BEFORE ${t.event} ON ${quote(table.table)} FOR EACH ROW
+  WHEN (${bits} IN (${[...shards].sort((a, b) => a - b).join(", ")}) AND current_setting('shardkit.mover', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION shardkit_refuse_write(${literal(table.column)}, ${literal(table.kind ?? "uuid")}, ${literal(listOf(shards))})`;
   });
 }
 

@@ -16,6 +16,7 @@ export const TABLES: FencedTable[] = [
   { table: "Confirmation", column: "id" },
   { table: "OutboxEvent", column: "id" },
   { table: "IdempotencyKey", column: "shard", kind: "bits" },
+  { table: "ProcessedEvent", column: "shard", kind: "bits" },
 ];
 
 export const models = { Bucket: { keys: ["id"] }, Confirmation: { keys: ["id", "bucketId"] } };

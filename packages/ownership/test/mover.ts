@@ -1,12 +1,18 @@
-// A mover process for the crash tests: moves shard 0/1 from a to e (live) and SIGKILLs itself
-// right after the step named by STOP_AFTER, as a crash there would.
+// A mover process, as `shardkit move` is one: moves shard 0/1 from a to e (live). For the crash
+// tests it SIGKILLs itself right after the step named by STOP_AFTER, as a crash there would;
+// without STOP_AFTER (the bench) it says "ready", starts the move when a line arrives on stdin
+// (so its start-up is not part of what the bench measures) and prints the move's result as JSON.
 import { moveShard, PartitionMap } from "../src/index.js";
 import { routerOver, S, TABLES } from "./layout.js";
 
 const urls = JSON.parse(process.env.MOVE_URLS!) as { a: string; b: string; e: string };
 const { registry, physical } = routerOver(urls);
 const map = await PartitionMap.open({ registry, tables: TABLES });
-await moveShard({
+if (!process.env.STOP_AFTER) {
+  process.stdout.write("ready\n");
+  await new Promise((resolve) => process.stdin.once("data", resolve));
+}
+const result = await moveShard({
   map,
   shard: S.g0m1,
   to: physical.e,
@@ -16,5 +22,5 @@ await moveShard({
     if (step === process.env.STOP_AFTER) process.kill(process.pid, "SIGKILL");
   },
 });
-process.stdout.write("finished without stopping\n");
+process.stdout.write(process.env.STOP_AFTER ? "finished without stopping\n" : `${JSON.stringify(result)}\n`);
 process.exit(0);

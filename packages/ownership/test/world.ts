@@ -24,7 +24,7 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
   for (const url of Object.values(urls)) {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
     await client.$executeRawUnsafe(
-      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ShardOwnership", "ShardMove"',
+      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "ShardOwnership", "ShardMove"',
     );
     for (const table of TABLES) {
       for (const t of ["ins", "upd", "del"]) {

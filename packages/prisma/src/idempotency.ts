@@ -125,11 +125,19 @@ export async function idempotent<R>(
 
 /**
  * Consumer idempotency: records that `consumer` applied event `eventId`, inside the consumer's
- * shard transaction `tx`. True the first time; false for a redelivery (apply nothing then).
+ * shard transaction `tx` on `shard` (the transaction's shard, or an ID on it), under which the
+ * record is kept, so it moves with the shard. True the first time; false for a redelivery (apply
+ * nothing then).
  */
-export async function consumeOnce(tx: unknown, consumer: string, eventId: string): Promise<boolean> {
+export async function consumeOnce(
+  tx: unknown,
+  shard: ShardOrId,
+  consumer: string,
+  eventId: string,
+): Promise<boolean> {
   const inserted = await (tx as Tx).$executeRawUnsafe(
-    `INSERT INTO "ProcessedEvent" (consumer, "eventId") VALUES ($1, $2::uuid) ON CONFLICT DO NOTHING`,
+    `INSERT INTO "ProcessedEvent" (shard, consumer, "eventId") VALUES ($1, $2, $3::uuid) ON CONFLICT DO NOTHING`,
+    toShard(shard).bits,
     consumer,
     eventId,
   );

@@ -517,9 +517,9 @@ describe("idempotency", () => {
 
   it("consumeOnce says whether a consumer sees an event for the first time", async () => {
     const eventId = ShardedId.generate("Event", S.g0m2);
-    const once = () => db.$transactionOn(S.g0m2, (tx) => consumeOnce(tx, "credit", eventId));
+    const once = () => db.$transactionOn(S.g0m2, (tx) => consumeOnce(tx, S.g0m2, "credit", eventId));
     expect(await once()).toBe(true);
     expect(await once()).toBe(false);
-    expect(await db.$transactionOn(S.g0m2, (tx) => consumeOnce(tx, "audit", eventId))).toBe(true);
+    expect(await db.$transactionOn(S.g0m2, (tx) => consumeOnce(tx, S.g0m2, "audit", eventId))).toBe(true);
   });
 });
