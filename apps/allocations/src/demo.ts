@@ -64,7 +64,8 @@ async function postgres(shardsJson: string): Promise<Setup> {
     | { group: number; member: number; url: string }[];
   const shards = Array.isArray(config) ? config : (config.shards ?? []);
   const spares = Array.isArray(config) ? [] : (config.databases ?? []).map((d) => d.url);
-  if (!shards.some((s) => s.group === SHARD.group && s.member === SHARD.member)) {
+  const placed = shards.find((s) => s.group === SHARD.group && s.member === SHARD.member);
+  if (!placed) {
     throw new Error("SHARDKIT_SHARDS: the demo's bucket B-173 goes on shard 0/1, which it does not place");
   }
   const urls = [...shards.map((s) => s.url), ...spares];
@@ -75,11 +76,7 @@ async function postgres(shardsJson: string): Promise<Setup> {
   const owner = probe.registry.physicalOf(SHARD).name;
   const target =
     probe.registry.physical.find((p) => spares.includes(urlOf(p.name)) && p.name !== owner)?.name ??
-    probe.registry.physical.find(
-      (p) =>
-        p.name !== owner &&
-        urlOf(p.name) === shards.find((s) => s.group === SHARD.group && s.member === SHARD.member)!.url,
-    )?.name;
+    probe.registry.physical.find((p) => p.name !== owner && urlOf(p.name) === placed.url)?.name;
   await probe.close();
   if (!target) throw new Error("SHARDKIT_SHARDS: list a spare database under `databases`: the move's target");
   return {
