@@ -10,6 +10,22 @@ export declare function ensureCluster(
   port?: number,
   options?: { logical?: boolean },
 ): Promise<number>;
+/**
+ * A streaming replica `name` on `port` of the running cluster on `primaryPort`, made afresh with
+ * `pg_basebackup -R`; resolves once it streams (the primary's pg_stat_replication) as a standby.
+ */
+export declare function createStreamingReplica(
+  name: string,
+  port: number,
+  options: { primaryPort: number; timeoutMs?: number },
+): Promise<number>;
+/** Waits until the standby on `port` has replayed the primary's WAL up to its position now. */
+export declare function waitForReplay(port: number, primaryPort: number, timeoutMs?: number): Promise<void>;
+/** Clusters shared by concurrent test processes: the first user makes them, the last drops them. */
+export declare function shareClusters(
+  key: string,
+  hooks: { make(): Promise<void>; drop(): Promise<void> },
+): Promise<() => Promise<void>>;
 /** Stops and drops a cluster a test created (never `main`). */
 export declare function dropCluster(name: string): Promise<void>;
 export declare function withClusterStopped<T>(name: string, port: number, fn: () => Promise<T>): Promise<T>;

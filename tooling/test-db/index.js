@@ -128,6 +128,141 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
   return port;
 }
 
+/** Runs a PostgreSQL client program as the postgres user (when run as root: the data files are its). */
+function asPostgres(cmd, args) {
+  return process.getuid?.() === 0 ? sh("runuser", ["-u", "postgres", "--", cmd, ...args]) : sh(cmd, args);
+}
+
+async function query(port, sql) {
+  const client = new pg.Client({ connectionString: pgUrl(port, "postgres"), connectionTimeoutMillis: 1000 });
+  try {
+    await client.connect();
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * Polls `check` (every 100 ms) until it returns true, for at most `timeoutMs`; errors count as not yet.
+ * Returns false on timeout.
+ */
+async function until(check, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return true;
+    } catch {}
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * A streaming replica `name` on 127.0.0.1:`port` of the running cluster on `primaryPort`, made
+ * afresh: a leftover of the same name is dropped, a cluster is created for its configuration, its
+ * data directory is replaced by `pg_basebackup -R -X stream` of the primary (as the postgres user
+ * when run as root; the primary's pg_hba allows replication from loopback, as initdb's does), and
+ * it is started. Resolves once the primary reports it `streaming` and it answers as a standby,
+ * within `timeoutMs` (default 60 s).
+ */
+export async function createStreamingReplica(name, port, { primaryPort, timeoutMs = 60_000 }) {
+  if (name === "main") throw new Error("createStreamingReplica: main is the machine's own server");
+  await withLock(name, async () => {
+    if (state(name) !== "absent") sh("pg_dropcluster", [version(), name, "--stop"]);
+    rmSync(`/etc/postgresql/${version()}/${name}`, { recursive: true, force: true });
+    sh("pg_createcluster", [
+      version(),
+      name,
+      "--port",
+      String(port),
+      "--start-conf=manual",
+      "--",
+      "--auth-host=trust",
+      "--auth-local=trust",
+    ]);
+    const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
+    for (const entry of readdirSync(dataDir)) rmSync(`${dataDir}/${entry}`, { recursive: true, force: true });
+    asPostgres("pg_basebackup", [
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(primaryPort),
+      "-U",
+      "postgres",
+      "-D",
+      dataDir,
+      "-R",
+      "-X",
+      "stream",
+    ]);
+    writeFileSync(
+      `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`,
+      "listen_addresses = '127.0.0.1'\n",
+    );
+    await start(name, port);
+  });
+  const applicationName = `${version()}/${name}`; // cluster_name, which the WAL receiver reports
+  const streaming = await until(async () => {
+    const [standby] = await query(port, "SELECT pg_is_in_recovery() AS recovery");
+    const senders = await query(
+      primaryPort,
+      `SELECT state FROM pg_stat_replication WHERE application_name = '${applicationName}'`,
+    );
+    return standby?.recovery === true && senders.some((s) => s.state === "streaming");
+  }, timeoutMs);
+  if (!streaming)
+    throw new Error(`replica ${name} on port ${port} is not streaming from port ${primaryPort}`);
+  return port;
+}
+
+/**
+ * Waits until the standby on `port` has replayed everything the primary on `primaryPort` had
+ * written when called (its WAL position then), within `timeoutMs` (default 30 s).
+ */
+export async function waitForReplay(port, primaryPort, timeoutMs = 30_000) {
+  const [{ lsn }] = await query(primaryPort, "SELECT pg_current_wal_lsn()::text AS lsn");
+  const replayed = await until(async () => {
+    const [row] = await query(port, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
+    return row?.done === true;
+  }, timeoutMs);
+  if (!replayed) throw new Error(`standby on port ${port} did not replay up to ${lsn} in ${timeoutMs} ms`);
+}
+
+/**
+ * Clusters several test processes use at once: the first live user makes them (`make`), the last
+ * to release drops them (`drop`). Returns this process's release. Users are pid files; a dead
+ * process's file is ignored, so a crashed run does not keep them forever.
+ */
+export async function shareClusters(key, { make, drop }) {
+  const dir = `/tmp/shardkit-users-${key}`;
+  const alive = (pid) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return err.code === "EPERM";
+    }
+  };
+  const live = () => {
+    mkdirSync(dir, { recursive: true });
+    return readdirSync(dir).filter((pid) => {
+      if (Number(pid) !== process.pid && alive(Number(pid))) return true;
+      rmSync(`${dir}/${pid}`, { force: true });
+      return false;
+    });
+  };
+  await withLock(`users-${key}`, async () => {
+    if (live().length === 0) await make();
+    writeFileSync(`${dir}/${process.pid}`, "");
+  });
+  return () =>
+    withLock(`users-${key}`, async () => {
+      rmSync(`${dir}/${process.pid}`, { force: true });
+      if (live().length === 0) await drop();
+    });
+}
+
 /** Stops and drops a cluster a test created (never `main`). */
 export async function dropCluster(name) {
   if (name === "main") throw new Error("dropCluster: main is the machine's own server");

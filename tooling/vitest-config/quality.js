@@ -1,44 +1,184 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const requireFromRepo = createRequire(join(repoRoot, "package.json"));
 const bin = (name) => join(repoRoot, "node_modules/.bin", name);
-const run = (cmd, args, cwd) =>
+const run = (cmd, args, cwd, timeoutMs) =>
   execFileSync(cmd, args, {
     cwd,
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, FORCE_COLOR: "0" },
+    ...(timeoutMs ? { timeout: timeoutMs, killSignal: "SIGKILL" } : {}),
   });
 
 /**
+ * `npm install <args>` in `cwd` (quiet, no audit, from the cache when it can), as a user runs it.
+ * Killed after `timeoutMs` (default 120 s): a registry that does not answer fails the test, never hangs it.
+ * @param {string[]} args
+ * @param {string} cwd
+ * @param {{ timeoutMs?: number }} [options]
+ */
+export function npmInstall(args, cwd, options = {}) {
+  return run(
+    "npm",
+    ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...args],
+    cwd,
+    options.timeoutMs ?? 120_000,
+  );
+}
+
+/**
+ * Packs workspace packages as they would be published (`pnpm pack` rewrites `workspace:` and
+ * `catalog:`): one tarball per directory, each in its own folder under `dest`, in the order given.
+ * @param {string[]} dirs
+ * @param {string} dest
+ * @returns {string[]} the tarballs' paths
+ */
+export function packWorkspacePackages(dirs, dest) {
+  return dirs.map((dir) => {
+    const out = mkdtempSync(join(dest, "tgz-"));
+    run("pnpm", ["pack", "--pack-destination", out], dir, 120_000);
+    const file = readdirSync(out).find((f) => f.endsWith(".tgz"));
+    if (!file) throw new Error(`pnpm pack produced no tarball for ${dir}`);
+    return join(out, file);
+  });
+}
+
+/**
+ * The version the pnpm `catalog:` of pnpm-workspace.yaml pins for `name` (as written there:
+ * `7.10.0`, `^8.16.0`). Throws when the catalog does not list it.
+ * @param {string} name
+ */
+export function catalogVersion(name) {
+  const yaml = readFileSync(join(repoRoot, "pnpm-workspace.yaml"), "utf8");
+  const block = yaml.split(/^catalog:\s*$/m)[1]?.split(/^\S/m)[0] ?? "";
+  for (const line of block.split("\n")) {
+    const m = line.match(/^\s+("?)([^":#\s]+)\1:\s*([^\s#]+)/);
+    if (m && m[2] === name) return m[3].replace(/^["']|["']$/g, "");
+  }
+  throw new Error(`the pnpm catalog (pnpm-workspace.yaml) pins no version of ${name}`);
+}
+
+/**
+ * The TypeScript settings a consumer may compile with: each imports every entry of the package.
+ * `node10` (TypeScript's old `node` resolution) ignores `exports`: subpaths need `typesVersions`.
+ */
+const TYPE_MODES = [
+  { mode: "node10 (CommonJS)", file: "index.ts", module: "commonjs", moduleResolution: "node10" },
+  { mode: "node10 (ES module output)", file: "index.ts", module: "esnext", moduleResolution: "node10" },
+  { mode: "node16 (from CommonJS)", file: "index.cts", module: "node16", moduleResolution: "node16" },
+  { mode: "node16 (from ESM)", file: "index.mts", module: "node16", moduleResolution: "node16" },
+  { mode: "bundler", file: "index.ts", module: "esnext", moduleResolution: "bundler" },
+];
+
+/** The import specifiers of a package's code entries (`exports` keys, without `./package.json`). */
+function entriesOf(pkg) {
+  const keys =
+    typeof pkg.exports === "object" && !Array.isArray(pkg.exports) ? Object.keys(pkg.exports) : ["."];
+  return keys
+    .filter((key) => !key.endsWith(".json") && !key.includes("*"))
+    .map((key) => (key === "." ? pkg.name : `${pkg.name}/${key.slice(2)}`));
+}
+
+/**
+ * Type-checks a file importing every entry of package `name` under each of TYPE_MODES (strict), with
+ * the TypeScript API in this process: one parse of the declaration files for all modes. Reports the
+ * errors of that file and of the package's own declaration files (skipLibCheck off for them): each
+ * entry must resolve to declarations (not `any`, not "cannot find module"), and so must every import
+ * inside them.
+ */
+function checkTypes(app, name, entries) {
+  const ts = requireFromRepo("typescript");
+  const imports = entries.map((spec, i) => `import * as m${i} from ${JSON.stringify(spec)};`).join("\n");
+  const source = `${imports}
+type NotAny<T> = 0 extends 1 & T ? false : true;
+export const typed: [${entries.map((_, i) => `NotAny<typeof m${i}>`).join(", ")}] = [${entries.map(() => "true").join(", ")}];
+`;
+  const own = `/node_modules/${name}/`;
+  const parsed = new Map();
+  const formatHost = {
+    getCanonicalFileName: (f) => f,
+    getCurrentDirectory: () => app,
+    getNewLine: () => "\n",
+  };
+  return Object.fromEntries(
+    TYPE_MODES.map(({ mode, file, module, moduleResolution }, i) => {
+      const dir = join(app, `types-${i}`);
+      mkdirSync(dir);
+      writeFileSync(join(dir, file), source);
+      const compilerOptions = {
+        module,
+        moduleResolution,
+        target: "es2022",
+        strict: true,
+        noEmit: true,
+        skipLibCheck: false,
+        esModuleInterop: true,
+        types: ["node"],
+        typeRoots: [join(repoRoot, "node_modules/@types")],
+      };
+      // Written out so that `tsc -p` reproduces a failure (SHARDKIT_KEEP_PACK=1 keeps the folder).
+      writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions, files: [file] }));
+      const { options } = ts.convertCompilerOptionsFromJson(compilerOptions, dir);
+      const host = ts.createCompilerHost(options);
+      const getSourceFile = host.getSourceFile.bind(host);
+      const nodeModule = module.startsWith("node");
+      host.getSourceFile = (fileName, how, ...rest) => {
+        const key = `${fileName}|${nodeModule}|${typeof how === "object" ? `${how.languageVersion}|${how.impliedNodeFormat}` : how}`;
+        if (!parsed.has(key)) parsed.set(key, getSourceFile(fileName, how, ...rest));
+        return parsed.get(key);
+      };
+      const root = join(dir, file);
+      const program = ts.createProgram({ rootNames: [root], options, host });
+      const checked = program
+        .getSourceFiles()
+        .filter((sf) => resolve(sf.fileName) === root || sf.fileName.includes(own));
+      const diagnostics = [
+        ...program.getOptionsDiagnostics(),
+        ...program.getGlobalDiagnostics(),
+        ...checked.flatMap((sf) => [
+          ...program.getSyntacticDiagnostics(sf),
+          ...program.getSemanticDiagnostics(sf),
+        ]),
+      ];
+      const files = checked
+        .map((sf) => sf.fileName.slice(sf.fileName.indexOf(own) + 1))
+        .filter((f) => f !== root);
+      return [
+        mode,
+        { ok: diagnostics.length === 0, output: ts.formatDiagnostics(diagnostics, formatHost), files },
+      ];
+    }),
+  );
+}
+
+/**
  * Packs workspace packages as they would be published (`pnpm pack` rewrites `workspace:` and `catalog:`),
- * installs the tarballs into a throwaway npm project outside the workspace and reports what each
- * module system sees. Also runs publint --strict and are-the-types-wrong on the tarball of `pkgDir`.
+ * installs the tarballs into a throwaway npm project outside the workspace, one `npm install` per
+ * tarball as a user would (`alsoPack` in the order given, then the package itself; so `alsoPack` lists
+ * dependencies before their dependents), then the package's optional peer dependencies, and reports
+ * what each module system sees. Runs publint --strict and are-the-types-wrong (every resolution mode,
+ * node10 included) on the tarball of `pkgDir`.
+ * Throws when an entry (every subpath of `exports`) does not load from both `import()` and `require()`
+ * with the same exports, or does not type-check under node10, node16 (CommonJS and ESM) and bundler.
  * @param {string} pkgDir the package under test
- * @param {{ alsoPack?: string[] }} [options] other workspace package dirs it depends on
+ * @param {{ alsoPack?: string[], scripts?: Record<string, string> }} [options] other workspace package dirs it depends on
  */
 export function checkPublishedPackage(pkgDir, options = {}) {
   const work = mkdtempSync(join(tmpdir(), "shardkit-pack-"));
   try {
-    const tarballs = [pkgDir, ...(options.alsoPack ?? [])].map((dir) => {
-      const dest = mkdtempSync(join(work, "tgz-"));
-      run("pnpm", ["pack", "--pack-destination", dest], dir);
-      const file = readdirSync(dest).find((f) => f.endsWith(".tgz"));
-      if (!file) throw new Error(`pnpm pack produced no tarball for ${dir}`);
-      return join(dest, file);
-    });
+    const tarballs = packWorkspacePackages([pkgDir, ...(options.alsoPack ?? [])], work);
     const own = tarballs[0];
     const publint = run(bin("publint"), ["--strict", own], pkgDir);
     let attw;
     try {
-      attw = {
-        ok: true,
-        output: run(bin("attw"), [own, "--profile", "node16", "--format", "ascii"], pkgDir),
-      };
+      attw = { ok: true, output: run(bin("attw"), [own, "--format", "ascii"], pkgDir) };
     } catch (err) {
       attw = { ok: false, output: `${err.stdout ?? ""}${err.stderr ?? ""}` };
     }
@@ -48,33 +188,67 @@ export function checkPublishedPackage(pkgDir, options = {}) {
       join(app, "package.json"),
       JSON.stringify({ name: "pack-check", private: true, version: "0.0.0" }),
     );
-    run(
-      "npm",
-      ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...tarballs],
-      app,
-    );
-    const name = JSON.parse(run("tar", ["-xzOf", own, "package/package.json"], work)).name;
-    const esm = JSON.parse(
-      run(
-        "node",
-        [
-          "--input-type=module",
-          "-e",
-          `const m = await import(${JSON.stringify(name)}); console.log(JSON.stringify(Object.keys(m).filter(k => k !== "default").sort()))`,
-        ],
-        app,
-      ),
-    );
-    const cjs = JSON.parse(
-      run(
-        "node",
-        [
-          "-e",
-          `const m = require(${JSON.stringify(name)}); console.log(JSON.stringify(Object.keys(m).sort()))`,
-        ],
-        app,
-      ),
-    );
+    for (const tarball of [...tarballs.slice(1), own]) npmInstall([tarball], app);
+    const pkg = JSON.parse(run("tar", ["-xzOf", own, "package/package.json"], work));
+    const name = pkg.name;
+    // What the README tells users to add for the optional parts, at the versions the package is tested with.
+    const optionalPeers = Object.keys(pkg.peerDependenciesMeta ?? {})
+      .filter((peer) => pkg.peerDependenciesMeta[peer]?.optional)
+      .map((peer) => `${peer}@${pkg.devDependencies?.[peer] ?? pkg.peerDependencies[peer]}`);
+    if (optionalPeers.length > 0) npmInstall(optionalPeers, app);
+
+    const keysOf = (specs, kind) =>
+      JSON.parse(
+        kind === "esm"
+          ? run(
+              "node",
+              [
+                "--input-type=module",
+                "-e",
+                `const out = {}; for (const s of ${JSON.stringify(specs)}) { const m = await import(s); out[s] = Object.keys(m).filter(k => k !== "default").sort(); } console.log(JSON.stringify(out))`,
+              ],
+              app,
+            )
+          : run(
+              "node",
+              [
+                "-e",
+                `const out = {}; for (const s of ${JSON.stringify(specs)}) out[s] = Object.keys(require(s)).sort(); console.log(JSON.stringify(out))`,
+              ],
+              app,
+            ),
+      );
+    const entryNames = entriesOf(pkg);
+    const esmAll = keysOf(entryNames, "esm");
+    const cjsAll = keysOf(entryNames, "cjs");
+    const entries = Object.fromEntries(entryNames.map((s) => [s, { esm: esmAll[s], cjs: cjsAll[s] }]));
+    const types = checkTypes(app, name, entryNames);
+
+    // Files of the package the README tells users to use (`examples/...`, `schema/...`) must ship in it.
+    const shipped = new Set(run("tar", ["-tzf", own], work).split("\n"));
+    const readme = shipped.has("package/README.md")
+      ? run("tar", ["-xzOf", own, "package/README.md"], work)
+      : "";
+    const referenced = [
+      ...new Set(readme.match(/(?<![\w./-])(?:examples|schema)\/[\w.-]+(?:\/[\w.-]+)*/g) ?? []),
+    ]
+      .map((ref) => ref.replace(/\.+$/, ""))
+      .filter((ref) => /\.\w+$/.test(ref));
+
+    const problems = [
+      ...referenced
+        .filter((ref) => !shipped.has(`package/${ref}`))
+        .map((ref) => `the README refers to ${ref}, which is not in the package (its "files")`),
+      ...entryNames
+        .filter((s) => JSON.stringify(esmAll[s]) !== JSON.stringify(cjsAll[s]))
+        .map((s) => `${s}: import() sees [${esmAll[s]}], require() sees [${cjsAll[s]}]`),
+      ...Object.entries(types)
+        .filter(([, r]) => !r.ok)
+        .map(([mode, r]) => `types under moduleResolution ${mode}:\n${r.output}`),
+    ];
+    if (problems.length > 0)
+      throw new Error(`${name} as installed from its tarball:\n${problems.join("\n")}`);
+
     // Extra ES module scripts run in the fresh project (e.g. subpath entries sharing classes): their output.
     const scripts = Object.fromEntries(
       Object.entries(options.scripts ?? {}).map(([key, code]) => [
@@ -82,7 +256,17 @@ export function checkPublishedPackage(pkgDir, options = {}) {
         run("node", ["--input-type=module", "-e", code], app).trim(),
       ]),
     );
-    return { name, publint, attw, esm, cjs, scripts, appDir: app };
+    return {
+      name,
+      publint,
+      attw,
+      esm: esmAll[name],
+      cjs: cjsAll[name],
+      entries,
+      types,
+      scripts,
+      appDir: app,
+    };
   } finally {
     if (!process.env.SHARDKIT_KEEP_PACK) rmSync(work, { recursive: true, force: true });
   }

@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
 
-/** Runs `pnpm demo` (tsx src/demo.ts) with `env` and returns what it printed. */
+/** Runs the demo (tsx src/demo.ts) with `env` and returns what it printed. */
 async function demo(env: Record<string, string> = {}) {
-  const { stdout } = await run("pnpm", ["exec", "tsx", "src/demo.ts"], {
+  const { stdout } = await run(process.execPath, ["--import", "tsx", "src/demo.ts"], {
     cwd: new URL("..", import.meta.url).pathname,
     env: { ...process.env, ...env },
     encoding: "utf8",
@@ -30,7 +30,7 @@ function expectSoldOutOnce(output: string, mode: "live" | "offline") {
   expect(output).toMatch(/retrying desk (one|two)'s first key: HTTP 201, the recorded confirmation/);
 }
 
-describe("pnpm demo", () => {
+describe("the demo (tsx src/demo.ts)", () => {
   it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async () => {
     const output = await demo();
     expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
@@ -39,24 +39,37 @@ describe("pnpm demo", () => {
   }, 120_000);
 
   describe("on PostgreSQL (SHARDKIT_SHARDS)", () => {
-    // The source's server needs wal_level = logical: a cluster of this test's own, dropped after it.
-    const LOGICAL = { cluster: "skalloc", port: 5440 };
+    // The source's server needs wal_level = logical: a cluster of this test's own, dropped after it
+    // (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another). Where the test may not make one (helpers
+    // that refuse with CLUSTERS_UNAVAILABLE say why), the test is skipped.
+    const [cluster = "", port = ""] = (process.env.SHARDKIT_TEST_CLUSTER ?? "skalloc:5440").split(":");
+    const LOGICAL = { cluster, port: Number(port) };
     const dbs = [
       { port: LOGICAL.port, name: `sk_alloc_demo_a_${process.pid}` },
       { port: MAIN_PORT, name: `sk_alloc_demo_b_${process.pid}` },
       { port: MAIN_PORT, name: `sk_alloc_demo_new_${process.pid}` },
     ];
     const urls: string[] = [];
+    let skipped = "";
     beforeAll(async () => {
-      await ensureCluster(LOGICAL.cluster, LOGICAL.port, { logical: true });
+      skipped = await ensureCluster(LOGICAL.cluster, LOGICAL.port, { logical: true }).then(
+        () => "",
+        (err: unknown) => {
+          if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
+          return (err as Error).message;
+        },
+      );
+      if (skipped) return console.warn(`skipping the live move on PostgreSQL: ${skipped}`);
       for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
     }, 120_000);
     afterAll(async () => {
+      if (skipped) return;
       for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
       await dropCluster(LOGICAL.cluster);
     }, 120_000);
 
-    it("moves the shard live while the desks confirm: the same guarantees", async () => {
+    it("moves the shard live while the desks confirm: the same guarantees", async ({ skip }) => {
+      skip(skipped !== "", skipped);
       const shards = JSON.stringify({
         shards: [
           { group: 0, member: 0, url: urls[0] },

@@ -1,4 +1,4 @@
-// `pnpm --filter @shardkit/allocations demo`: two desks, each its own service instance and router,
+// The demo (`demo` script): two desks, each its own service instance and router,
 // confirm the units of bucket B-173 over HTTP while the shard holding it moves to a new database.
 // One desk's router polls the partition map; the other never does and learns of the move when
 // the old owner refuses it.

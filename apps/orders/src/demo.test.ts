@@ -1,9 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 
-describe("pnpm demo", () => {
+describe("the demo (tsx src/demo.ts)", () => {
   it("runs on embedded PGlite shards with no configuration, and every credit limit holds", () => {
-    const output = execFileSync("pnpm", ["exec", "tsx", "src/demo.ts"], {
+    const output = execFileSync(process.execPath, ["--import", "tsx", "src/demo.ts"], {
       cwd: new URL("..", import.meta.url).pathname,
       encoding: "utf8",
       env: withoutShards(),

@@ -1,4 +1,4 @@
-// `pnpm --filter @shardkit/orders demo`: starts the orders service on embedded PGlite shards (or
+// The demo (`demo` script): starts the orders service on embedded PGlite shards (or
 // the PostgreSQL shards in SHARDKIT_SHARDS), drives a scenario over real HTTP and shows where
 // every row lives, the back office's list and totals across shards, and the outbox.
 import { randomUUID } from "node:crypto";

@@ -5,7 +5,7 @@ describe("schema", () => {
   it("carries @shardkit/prisma's outbox models unchanged", () => {
     const ours = readFileSync(new URL("../prisma/schema/shardkit.prisma", import.meta.url), "utf8");
     const upstream = readFileSync(
-      new URL("../../../packages/prisma/schema/shardkit.prisma", import.meta.url),
+      new URL("../node_modules/@shardkit/prisma/schema/shardkit.prisma", import.meta.url),
       "utf8",
     );
     expect(ours).toBe(upstream);

@@ -1,4 +1,4 @@
-// `pnpm demo` at the repository root: starts the wallet service on embedded PGlite shards (or the
+// The demo (`demo` script): starts the wallet service on embedded PGlite shards (or the
 // PostgreSQL shards in SHARDKIT_SHARDS), drives a scenario over real HTTP and shows where every
 // row lives and the final balances.
 import { randomUUID } from "node:crypto";

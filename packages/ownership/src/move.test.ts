@@ -1,4 +1,10 @@
 import { spawn } from "node:child_process";
+import { SpanStatusCode } from "@opentelemetry/api";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { ShardedId } from "@shardkit/id";
 import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
@@ -308,11 +314,16 @@ describe("moveShard (offline)", () => {
     const r = make();
     const map = await r.open();
     const buckets = await seed(r, S.g0m1, 20);
+    const exporter = new InMemorySpanExporter();
+    const telemetry = {
+      tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
+    };
     const spoiled = await moveShard({
       map,
       shard: S.g0m1,
       to: r.physical.e,
       mode: "offline",
+      telemetry,
       onProgress: quiet,
       afterStep: async (step) => {
         if (step === "copy") {
@@ -333,9 +344,24 @@ describe("moveShard (offline)", () => {
       shard: S.g0m1,
       to: r.physical.e,
       mode: "offline",
+      telemetry,
       onProgress: quiet,
     });
     expect(result).toMatchObject({ mode: "offline", epoch: 2, rows: { Bucket: 20, Confirmation: 60 } });
+    // A span per move: the undone one with error status, the other with an event per step.
+    const [undone, moved] = exporter.getFinishedSpans();
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["shardkit.move", "shardkit.move"]);
+    expect(undone!.status.code).toBe(SpanStatusCode.ERROR);
+    expect(moved!.status.code).toBe(SpanStatusCode.UNSET);
+    expect(moved!.attributes).toMatchObject({
+      "shardkit.shard": S.g0m1.key,
+      "shardkit.move.to": "e",
+      "shardkit.move.from": "a",
+      "shardkit.move.mode": "offline",
+      "shardkit.move.epoch": 2,
+    });
+    const steps = moved!.events.map((e) => e.attributes?.["shardkit.move.step"]);
+    expect(steps).toEqual(expect.arrayContaining(["precheck", "fence", "copy", "verify", "switch", "done"]));
     expect((await r.clients.e.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(5);
     map.close();
   }, 60_000);

@@ -1,3 +1,4 @@
+import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
 import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
@@ -60,6 +61,12 @@ export interface MoveOptions<Client extends ShardClient> {
   onProgress?(progress: MoveProgress): void;
   /** Called as each step completes; a test's way to stop a move there, as a crash would. */
   afterStep?(step: MoveStep): void | Promise<void>;
+  /**
+   * OpenTelemetry (through `@opentelemetry/api`): a span `shardkit.move` per move with an event
+   * per step (`shardkit.move.step`). Default: the API's global tracer provider (a no-op until the
+   * app registers an SDK); `{ tracerProvider }`: that one; `false`: none.
+   */
+  telemetry?: boolean | { tracerProvider?: TracerProvider | undefined } | undefined;
 }
 
 export interface MoveResult {
@@ -99,6 +106,56 @@ const MOVE_TABLE = "ShardMove";
 export async function moveShard<Client extends ShardClient>(
   options: MoveOptions<Client>,
 ): Promise<MoveResult> {
+  if (options.telemetry === false) return runMove(options);
+  const provider = typeof options.telemetry === "object" ? options.telemetry.tracerProvider : undefined;
+  const tracer = (provider ?? trace).getTracer("@shardkit/ownership", "0.1.0");
+  const shardKey = typeof options.shard === "string" ? options.shard : options.shard?.key;
+  const span = tracer.startSpan("shardkit.move", {
+    attributes: {
+      "db.system.name": "postgresql",
+      "shardkit.shard": String(shardKey),
+      "shardkit.move.to": String(options.to?.name),
+      "shardkit.move.mode": options.mode ?? "live",
+    },
+  });
+  if (!span.isRecording()) {
+    span.end();
+    return runMove(options);
+  }
+  const progress = options.onProgress ?? progressLine;
+  try {
+    const result = await runMove({
+      ...options,
+      onProgress(p) {
+        span.addEvent("shardkit.move.step", {
+          "shardkit.move.step": p.step,
+          "shardkit.move.elapsed_ms": p.elapsedMs,
+          ...(p.rows !== undefined ? { "shardkit.move.rows": p.rows } : {}),
+          ...(p.lagBytes !== undefined ? { "shardkit.move.lag_bytes": p.lagBytes } : {}),
+        });
+        progress(p);
+      },
+    });
+    span.setAttributes({
+      "shardkit.move.from": result.from,
+      "shardkit.move.epoch": result.epoch,
+      "shardkit.move.freeze_ms": result.freezeMs,
+      "shardkit.move.resumed": result.resumed ?? "no",
+    });
+    span.end();
+    return result;
+  } catch (error) {
+    if (error instanceof Error) span.recordException(error);
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: error instanceof Error ? error.message : String(error),
+    });
+    span.end();
+    throw error;
+  }
+}
+
+async function runMove<Client extends ShardClient>(options: MoveOptions<Client>): Promise<MoveResult> {
   const started = performance.now();
   const { map } = options;
   const shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;

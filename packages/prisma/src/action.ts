@@ -11,6 +11,7 @@ import type { Executor, View } from "./executor.js";
 import { type OutboxEventInput, outboxRecord } from "./outbox.js";
 import type { Obj, PlanTarget } from "./plan.js";
 import { type ShardClient, type ShardOrId, toShard } from "./registry.js";
+import { ATTR, endWithError } from "./telemetry.js";
 import {
   inDatabaseTransaction,
   inShard,
@@ -179,8 +180,17 @@ export class ActionUnit<Client extends ShardClient> {
       case "refuse":
         throw plan.error;
       case "shard":
-        targets = [{ database: plan.database, shards: [plan.shard], args: a }];
+        if (plan.claims) {
+          throw new UnsupportedShardOperationError(
+            `${model}.${operation} sets a field unique across shards (${plan.claims.map((c) => c.scope).join(", ")}): its claim is a saga of its own; run it outside $action`,
+          );
+        }
+        targets = [{ database: plan.database, shards: [plan.shard], args: plan.args ?? a }];
         break;
+      case "lookup":
+        throw new UnsupportedShardOperationError(
+          `${model}.${operation} is routed by a directory or a claim that is not cached: stage it with a key that names its shard, or run it outside $action`,
+        );
       case "database":
         targets = [plan.target];
         break;
@@ -205,6 +215,13 @@ export class ActionUnit<Client extends ShardClient> {
   private push<W extends StagedWrite<any>>(write: W): W {
     this.staged.push(write);
     return write;
+  }
+
+  /** @internal The keys of the shards whose writes committed. */
+  committedShards(): string[] {
+    return sortShards(
+      this.staged.flatMap((w) => w.steps.filter((s) => s.status === "committed").flatMap((s) => s.shards)),
+    ).map((s) => s.key);
   }
 
   /** @internal Groups the staged writes by database and runs them, one transaction per database. */
@@ -259,10 +276,33 @@ export async function runAction<Client extends ShardClient, R>(
       "$action cannot run inside a shard transaction or another action",
     );
   }
+  const telemetry = executor.telemetry;
+  const span = telemetry?.tracing()
+    ? telemetry.startSpan("shardkit $action", {
+        [ATTR.system]: "postgresql",
+        "shardkit.action.cross_shard": options.allowCrossShard === true,
+      })
+    : undefined;
   const unit = new ActionUnit<Client>(executor);
-  const result = await executor.scope.run({ kind: "staging" }, async () => await fn(unit));
-  await unit.commit(view, options);
-  return result;
+  try {
+    const result = await executor.scope.run({ kind: "staging" }, async () => await fn(unit));
+    await unit.commit(view, options);
+    span?.setAttribute("shardkit.action.committed", unit.committedShards());
+    span?.end();
+    return result;
+  } catch (error) {
+    if (span) {
+      if (error instanceof PartialCommitError) {
+        span.setAttributes({
+          "shardkit.action.committed": error.committed.map((s) => s.key),
+          "shardkit.action.failed": error.failed.map((f) => f.shard.key),
+          "shardkit.action.not_attempted": error.notAttempted.map((s) => s.key),
+        });
+      }
+      endWithError(span, error);
+    }
+    throw error;
+  }
 }
 
 function sortShards(shards: readonly ShardIdentifier[]): ShardIdentifier[] {

@@ -1,6 +1,6 @@
 import { scatter } from "@shardkit/scatter";
 import { ConnectionBudgetError, describeBudget, RegistryConfigError, type ServerBudget } from "./errors.js";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
+import type { PhysicalShard, ShardClient, ShardRegistry, ShardReplica } from "./registry.js";
 
 /** Connections each database's pool may open when the config does not say (node-postgres' own default). */
 export const DEFAULT_POOL_SIZE = 10;
@@ -13,9 +13,9 @@ export interface ConnectionBudgetOptions {
 
 export interface ConnectionBudgetReport {
   ok: boolean;
-  /** Every server the registry's databases are on, with the pools that add up on it. */
+  /** Every server the registry's databases (and their read replicas) are on, with the pools that add up on it. */
   servers: ServerBudget[];
-  /** Databases that did not answer (their server is not counted). */
+  /** Databases and replicas that did not answer (their server is not counted). */
   unreachable: string[];
 }
 
@@ -28,31 +28,39 @@ export interface Inspected {
   database: string;
   max: number;
   reserved: number;
+  /** True on a standby (`pg_is_in_recovery()`): a read replica, not a database to write to. */
+  standby: boolean;
 }
 
-const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text AS server,
+/** Who a database is and its limits: one row of `Inspected`. */
+export const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text AS server,
   current_database() AS database,
   current_setting('max_connections')::int AS max,
-  current_setting('superuser_reserved_connections')::int AS reserved`;
+  current_setting('superuser_reserved_connections')::int AS reserved,
+  pg_is_in_recovery() AS standby`;
 
-/** What `inspect` learnt: the databases that answered, and the ones that did not with why. */
-export interface Inspection<Client> {
-  answered: { physical: PhysicalShard<Client>; row: Inspected }[];
-  unreachable: { physical: PhysicalShard<Client>; error: unknown }[];
+/**
+ * What `inspect` learnt: the databases that answered, and the ones that did not with why; and, for
+ * the connection budget, the read replicas that answered (their pools count on their own servers).
+ */
+export interface Inspection<Client, Target = PhysicalShard<Client>> {
+  answered: { physical: Target; row: Inspected }[];
+  unreachable: { physical: Target; error: unknown }[];
+  replicas?: Inspection<Client, ShardReplica<Client>>["answered"];
 }
 
 /**
  * Asks each database who it is, all at once; a database that fails or does not answer within
  * `timeoutMs` (when given) is listed apart with its error.
  */
-export async function inspect<Client extends ShardClient>(
-  databases: readonly PhysicalShard<Client>[],
+export async function inspect<Client extends ShardClient, Target extends { client: Client; name: string }>(
+  databases: readonly Target[],
   options: {
     timeoutMs?: number;
     /** Runs the inspection's SQL on a database; default: through its client. */
-    query?: (physical: PhysicalShard<Client>, sql: string) => Promise<Inspected>;
+    query?: (physical: Target, sql: string) => Promise<Inspected>;
   } = {},
-): Promise<Inspection<Client>> {
+): Promise<Inspection<Client, Target>> {
   const query =
     options.query ??
     (async (physical, sql) =>
@@ -108,7 +116,24 @@ export async function checkDatabases<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
-  return checkInspected(await inspect(registry.physical), options);
+  const inspection = await inspectWithReplicas(registry);
+  const report = checkInspected(inspection, options);
+  return { ...report, unreachable: [...report.unreachable, ...inspection.missingReplicas] };
+}
+
+/** `inspect` on the registry's databases and, at the same time, on their read replicas. */
+async function inspectWithReplicas<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+): Promise<Inspection<Client> & { missingReplicas: string[] }> {
+  const [databases, replicas] = await Promise.all([
+    inspect<Client, PhysicalShard<Client>>(registry.physical),
+    inspect<Client, ShardReplica<Client>>(registry.physical.flatMap((p) => p.replicas)),
+  ]);
+  return {
+    ...databases,
+    replicas: replicas.answered,
+    missingReplicas: replicas.unreachable.map((u) => u.physical.name),
+  };
 }
 
 /**
@@ -147,22 +172,25 @@ function distinct<Client extends ShardClient>(
  * server's own system identifier, so two URL spellings of one server count once) and compares
  * each sum with what the server accepts: `max_connections` less `superuser_reserved_connections`.
  * Databases whose pool size the registry does not know (built from clients, or embedded) are not
- * counted. One process is counted: N instances of a service open N times as many.
+ * counted. Read replicas' pools count on their own servers. One process is counted: N instances
+ * of a service open N times as many.
  */
 export async function checkConnectionBudget<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
-  return budget(await inspect(registry.physical), options);
+  const inspection = await inspectWithReplicas(registry);
+  const report = budget(inspection, options);
+  return { ...report, unreachable: [...report.unreachable, ...inspection.missingReplicas] };
 }
 
 function budget<Client extends ShardClient>(
-  { answered, unreachable }: Inspection<Client>,
+  { answered, unreachable, replicas = [] }: Inspection<Client>,
   options: ConnectionBudgetOptions,
   only?: PhysicalShard<Client>,
 ): ConnectionBudgetReport {
   const servers = new Map<string, ServerBudget>();
-  for (const { physical, row } of answered) {
+  for (const { physical, row } of [...answered, ...replicas]) {
     if (physical.pool === undefined) continue;
     let server = servers.get(row.server);
     if (!server) {

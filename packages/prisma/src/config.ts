@@ -22,11 +22,14 @@ const shardEntry = z.strictObject({
   url: z.string().min(1),
   /** Connections the database's pool may open (entries with the same URL share one pool). */
   pool: z.int().min(1).max(10_000).optional(),
+  /** URLs of the database's read replicas (streaming copies); entries with the same URL give the same list. */
+  replicas: z.array(z.string().min(1)).optional(),
 });
 
 const spareEntry = z.strictObject({
   url: z.string().min(1),
   pool: z.int().min(1).max(10_000).optional(),
+  replicas: z.array(z.string().min(1)).optional(),
 });
 
 const registryConfig = z.strictObject({
@@ -38,19 +41,37 @@ const registryConfig = z.strictObject({
 });
 
 /**
- * The JSON form of a registry: `[{ group, member, url, pool? }]`, or
+ * The JSON form of a registry: `[{ group, member, url, pool?, replicas? }]`, or
  * `{ shards, databases?, defaultShard?, unknownShard? }` where `databases` lists spare databases
- * (`{ url, pool? }`) that hold no shard yet, the targets of shard moves.
+ * (`{ url, pool?, replicas? }`) that hold no shard yet, the targets of shard moves. `replicas` are
+ * the URLs of a database's read replicas; each gets a client with the database's pool size.
  */
 export type ShardRegistryConfig = z.input<typeof registryConfig> | z.input<typeof registryConfig>["shards"];
 
+/** A replica URL of the config and where it was given. */
+type Replica = { url: string; path: string };
+/** One physical database of the config: its shards, pool and replicas, and where they were given. */
+type Database = {
+  shards: ShardIdentifier[];
+  pool: number | undefined;
+  first: number;
+  replicas?: Replica[];
+  at?: string;
+};
+
 export interface FromConfigOptions<Client extends ShardClient> {
   /**
-   * Builds the client of one physical database; called once per distinct URL. `database.pool` is
-   * the pool size to give its driver adapter (`new PrismaPg({ connectionString: url, max: pool })`):
-   * the entry's `pool`, else `DEFAULT_POOL_SIZE` (10).
+   * Builds the client of one physical database; called once per distinct URL, and once per replica
+   * URL. `database.pool` is the pool size to give its driver adapter (`new PrismaPg({
+   * connectionString: url, max: pool })`): the entry's `pool`, else `DEFAULT_POOL_SIZE` (10); a
+   * replica gets its database's. For a replica, `database.replicaOf` is the URL of the database it
+   * copies (and `shards` that database's shards); for a database it is absent.
    */
-  createClient(url: string, shards: ShardIdentifier[], database: { pool: number }): Client;
+  createClient(
+    url: string,
+    shards: ShardIdentifier[],
+    database: { pool: number; replicaOf?: string },
+  ): Client;
   /** URL schemes accepted. Default `["postgres:", "postgresql:"]`. */
   protocols?: string[];
   logger?: { warn(message: string): void };
@@ -75,7 +96,42 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   const value = parsed.data;
   const protocols = options.protocols ?? ["postgres:", "postgresql:"];
   const issues: string[] = [];
-  const byUrl = new Map<string, { shards: ShardIdentifier[]; pool: number | undefined; first: number }>();
+  const byUrl = new Map<string, Database>();
+  /** Checks an entry's replica URLs and records them on its database (entries of one URL must agree). */
+  const replicasOf = (database: Database, replicas: string[] | undefined, path: string) => {
+    if (replicas === undefined) return;
+    const valid: Replica[] = [];
+    replicas.forEach((replica, j) => {
+      let url: URL;
+      try {
+        url = new URL(replica);
+      } catch {
+        issues.push(`${path}.replicas[${j}]: not a URL: ${redactUrl(replica)}`);
+        return;
+      }
+      if (!protocols.includes(url.protocol)) {
+        issues.push(`${path}.replicas[${j}]: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
+        return;
+      }
+      if (valid.some((r) => r.url === replica)) {
+        issues.push(`${path}.replicas[${j}]: listed twice`);
+        return;
+      }
+      valid.push({ url: replica, path: `${path}.replicas[${j}]` });
+    });
+    if (database.replicas !== undefined) {
+      const given = database.replicas.map((r) => r.url);
+      const same = given.length === valid.length && valid.every((r) => given.includes(r.url));
+      if (!same) {
+        issues.push(
+          `${path}.replicas: differ from the replicas given for the same database (${database.at}); entries with one URL share one database and its replicas`,
+        );
+      }
+      return;
+    }
+    database.replicas = valid;
+    database.at = path;
+  };
   const seen = new Map<string, number>();
   value.shards.forEach((entry, i) => {
     const shard = ShardIdentifier.of(entry.group, entry.member);
@@ -104,6 +160,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       }
       database.pool = entry.pool;
     }
+    replicasOf(database, entry.replicas, `shards[${i}]`);
     byUrl.set(entry.url, database);
   });
   (value.databases ?? []).forEach((entry, i) => {
@@ -124,8 +181,24 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       );
       return;
     }
-    byUrl.set(entry.url, { shards: [], pool: entry.pool, first: -1 });
+    const database: Database = { shards: [], pool: entry.pool, first: -1 };
+    replicasOf(database, entry.replicas, `databases[${i}]`);
+    byUrl.set(entry.url, database);
   });
+  const replicaOf = new Map<string, string>();
+  for (const [url, database] of byUrl) {
+    for (const { url: replica, path } of database.replicas ?? []) {
+      if (byUrl.has(replica)) {
+        issues.push(
+          `${path}: ${redactUrl(replica)} is a database of the registry; a replica is a copy of one`,
+        );
+      } else if (replicaOf.has(replica)) {
+        issues.push(
+          `${path}: ${redactUrl(replica)} is already a replica of ${redactUrl(replicaOf.get(replica)!)}; a replica copies one database`,
+        );
+      } else replicaOf.set(replica, url);
+    }
+  }
   if (value.defaultShard !== undefined && !seen.has(value.defaultShard)) {
     issues.push(`defaultShard: ${value.defaultShard} is not one of the listed shards`);
   }
@@ -135,12 +208,22 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   if (issues.length > 0) throw new RegistryConfigError(issues);
 
   const shards: { shard: ShardIdentifier; client: Client }[] = [];
-  const databases: { client: Client; name: string; pool: number }[] = [];
+  const databases: {
+    client: Client;
+    name: string;
+    pool: number;
+    replicas: { client: Client; name: string; pool: number }[];
+  }[] = [];
   for (const [url, database] of byUrl) {
     const pool = database.pool ?? DEFAULT_POOL_SIZE;
     const client = options.createClient(url, database.shards, { pool });
     for (const shard of database.shards) shards.push({ shard, client });
-    databases.push({ client, name: redactUrl(url), pool });
+    const replicas = (database.replicas ?? []).map(({ url: replica }) => ({
+      client: options.createClient(replica, database.shards, { pool, replicaOf: url }),
+      name: redactUrl(replica),
+      pool,
+    }));
+    databases.push({ client, name: redactUrl(url), pool, replicas });
   }
   return createShardRegistry({
     shards,

@@ -15,11 +15,13 @@ import { withShardDeadline } from "./deadline.js";
 import {
   ConnectionBudgetError,
   CrossShardError,
+  DirectoryUnavailableError,
   IdempotencyConflictError,
   InvalidEventError,
   isShardkitError,
   MissingModelError,
   NotCommittedError,
+  NotInDirectoryError,
   PartialCommitError,
   type PrismaShardErrorCode,
   RegistryConfigError,
@@ -30,6 +32,7 @@ import {
   ShardKeyRequiredError,
   ShardRoutingError,
   ShardTimeoutError,
+  UniqueViolationError,
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
@@ -38,6 +41,7 @@ import { idempotent } from "./idempotency.js";
 import { emitEvent } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
 import { rolloutSchema } from "./rollout.js";
+import { byDirectory } from "./strategies.js";
 
 // Every code of @shardkit/prisma, raised through the public API (real PostgreSQL where it takes one).
 const world = makeWorld();
@@ -159,7 +163,37 @@ const byCode: Record<
     () => rolloutSchema({ schema: "/no/such/schema.prisma", targets: [], onProgress: () => {} }),
   ],
   SHARD_TIMEOUT: [ShardTimeoutError, () => withShardDeadline(S.g0m0, 20, () => new Promise(() => {}))],
+  DIRECTORY_UNAVAILABLE: [
+    DirectoryUnavailableError,
+    () =>
+      routedBy(
+        // A directory service that is down: nothing listens on port 1.
+        byDirectory("name", { lookup: async () => (await fetch("http://127.0.0.1:1/")).text() }),
+      ).setting.findFirst({ where: { name: "x" } }),
+  ],
+  NOT_IN_DIRECTORY: [
+    NotInDirectoryError,
+    () => routedBy(byDirectory("name", { lookup: () => null })).setting.findFirst({ where: { name: "x" } }),
+  ],
+  UNIQUE_VIOLATION: [
+    UniqueViolationError,
+    async () => {
+      await world.truncate();
+      const unique = world.clients.a.$extends(
+        shardRouting({ registry: world.registry, models: { Customer: { unique: { email: true } } } }),
+      );
+      await unique.customer.create({ data: { ...customer(S.g0m0), email: "taken@x.com" } });
+      return unique.customer.create({ data: { ...customer(S.g1m1), email: "TAKEN@x.com" } });
+    },
+  ],
 };
+
+/** A routed client whose Setting model is routed by `key`. */
+function routedBy(key: ReturnType<typeof byDirectory>) {
+  return world.clients.a.$extends(
+    shardRouting({ registry: world.registry, models: { Setting: { keys: [key] } } }),
+  );
+}
 
 describeErrorRules({
   byCode,

@@ -206,6 +206,58 @@ export class ShardTimeoutError extends ShardRoutingError<"SHARD_TIMEOUT"> {
   }
 }
 
+/**
+ * A directory that routes a key (`byDirectory`) did not answer, and no cached entry young enough
+ * (`staleMs`) was there to use instead: the requests of that key fail, others go on.
+ */
+export class DirectoryUnavailableError extends ShardRoutingError<"DIRECTORY_UNAVAILABLE"> {
+  readonly directory: string;
+  readonly value: string;
+  constructor(directory: string, value: string, cause: unknown) {
+    super(
+      "DIRECTORY_UNAVAILABLE",
+      `directory ${directory} did not answer for ${JSON.stringify(value)}, and no cached entry was young enough to use`,
+      { cause },
+    );
+    this.directory = directory;
+    this.value = value;
+  }
+}
+
+/** A directory that routes a key (`byDirectory`) does not know the key's value: nothing is guessed. */
+export class NotInDirectoryError extends ShardRoutingError<"NOT_IN_DIRECTORY"> {
+  readonly directory: string;
+  readonly value: string;
+  constructor(directory: string, value: string) {
+    super(
+      "NOT_IN_DIRECTORY",
+      `directory ${directory} has no shard for ${JSON.stringify(value)}: add it to the directory before writing or reading by it`,
+    );
+    this.directory = directory;
+    this.value = value;
+  }
+}
+
+/**
+ * A value of a field declared unique across shards (`models.X.unique`) is already held by another
+ * row: refused before anything is written (the claim rows decide, not each shard's own index).
+ */
+export class UniqueViolationError extends ShardRoutingError<"UNIQUE_VIOLATION"> {
+  readonly model: string;
+  readonly field: string;
+  /** The canonical value that is taken. */
+  readonly value: string;
+  constructor(model: string, field: string, value: string) {
+    super(
+      "UNIQUE_VIOLATION",
+      `${model}.${field} ${JSON.stringify(value)} is already taken (unique across shards)`,
+    );
+    this.model = model;
+    this.field = field;
+    this.value = value;
+  }
+}
+
 /** Which class throws which code. */
 export interface PrismaErrorByCode {
   INVALID_CONFIG: RegistryConfigError;
@@ -224,6 +276,9 @@ export interface PrismaErrorByCode {
   ROLLOUT_FAILED: SchemaRolloutError;
   INVALID_ROLLOUT_OPTIONS: RolloutOptionsError;
   SHARD_TIMEOUT: ShardTimeoutError;
+  DIRECTORY_UNAVAILABLE: DirectoryUnavailableError;
+  NOT_IN_DIRECTORY: NotInDirectoryError;
+  UNIQUE_VIOLATION: UniqueViolationError;
 }
 
 /**

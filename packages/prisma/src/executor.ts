@@ -1,13 +1,25 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import type { Attributes, Span } from "@opentelemetry/api";
 import type { ShardIdentifier } from "@shardkit/id";
 import { type ScatterResult, scatter } from "@shardkit/scatter";
+import {
+  type ClaimContext,
+  checkClaims,
+  holdClaims,
+  readClaim,
+  releaseClaims,
+  takeClaims,
+} from "./claims.js";
 import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
 import { withCurrentOwner } from "./ownership.js";
-import type { Obj, Plan, PlanTarget } from "./plan.js";
+import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { NO_CONTEXT, type Planner, targetKey, WRITES } from "./planner.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
+import type { Lookup, Resolved } from "./strategies.js";
+import { ATTR, endWithError, type Telemetry, tracedLazy } from "./telemetry.js";
+import { runInShardTransaction } from "./transaction.js";
 import { isShardUnavailable } from "./unavailable.js";
 
 /** Runs one model operation on one Prisma client (a database's client, or a transaction's). */
@@ -15,10 +27,12 @@ export type Call = (client: object, model: string, operation: string, args: unkn
 
 /**
  * One routed client's view of the databases: each database's fully configured client (with the
- * extensions added after routing) and the per-call scatter options of `db.$scatter(options)`.
+ * extensions added after routing), its read replicas' clients (likewise; absent when no database
+ * has any, and in `db.$primary()`) and the per-call scatter options of `db.$scatter(options)`.
  */
 export interface View {
   readonly clients: readonly object[];
+  readonly replicas?: readonly (readonly object[])[] | undefined;
   readonly scatter?: ScatterReadOptions | undefined;
 }
 
@@ -26,7 +40,9 @@ export interface View {
  * What the current async context is inside: a shard transaction (opened by `$transactionOn`, or
  * by `$action` while it commits) or an action's staging function.
  */
-export type Scope = { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object } | { kind: "staging" };
+export type Scope =
+  | { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object; view?: View | undefined }
+  | { kind: "staging" };
 
 /** Calls `client[delegate][operation](args)`: Prisma's own pipeline, once. */
 export const callModel: Call = (client, model, operation, args) => {
@@ -50,14 +66,99 @@ export const callModel: Call = (client, model, operation, args) => {
 export class Executor {
   readonly scope = new AsyncLocalStorage<Scope>();
   private readonly nullable = new Map<string, boolean>();
+  /** Per database, the replica the next read goes to (round robin). */
+  private readonly turns: number[] = [];
+
+  /** The span of the routed call the current async context runs in (telemetry on only). */
+  readonly spans = new AsyncLocalStorage<Span>();
+  /** The plan the last call made (read right after planning, when telemetry is on). */
+  private planned: Plan | undefined;
 
   constructor(
     readonly planner: Planner,
     private readonly call: Call = callModel,
+    /** OpenTelemetry (absent: `telemetry: false`). */
+    readonly telemetry?: Telemetry | undefined,
+    /** The name of database `index` (`registry.physical[index].name`), for telemetry. */
+    private readonly databaseName: (index: number) => string | undefined = () => undefined,
   ) {}
 
   /** Plans and runs `model.operation(args)` for a call through the routed client. */
   run(view: View, model: string, operation: string, args: Obj | undefined): PromiseLike<unknown> {
+    const telemetry = this.telemetry;
+    if (telemetry === undefined || !telemetry.on()) return this.route(view, model, operation, args);
+    this.planned = undefined;
+    return this.traced(telemetry, this.route(view, model, operation, args), model, operation);
+  }
+
+  /** Prisma's lazy promise, wrapped: the span starts when the call is awaited, ends when it settles. */
+  private traced(
+    telemetry: Telemetry,
+    promise: PromiseLike<unknown>,
+    model: string,
+    operation: string,
+  ): PromiseLike<unknown> {
+    const plan = this.planned;
+    this.planned = undefined;
+    return tracedLazy(
+      promise,
+      () => {
+        const attributes = this.attributesOf(plan, model, operation);
+        if (telemetry.metering && plan) this.countCall(telemetry, plan);
+        if (!telemetry.tracing()) return undefined;
+        return telemetry.startSpan(`shardkit ${model}.${operation}`, attributes);
+      },
+      (span, run) => (span ? this.spans.run(span, run) : run()),
+    );
+  }
+
+  /** The span attributes of a call with `plan` (undefined: planned later, after a lookup). */
+  attributesOf(plan: Plan | undefined, model: string, operation: string): Attributes {
+    const attributes: Attributes = {
+      [ATTR.system]: "postgresql",
+      [ATTR.operation]: operation,
+      [ATTR.collection]: model,
+    };
+    if (plan) this.annotate(attributes, plan);
+    return attributes;
+  }
+
+  private annotate(attributes: Attributes, plan: Plan): void {
+    attributes[ATTR.plan] = plan.kind;
+    if (plan.kind === "shard") {
+      attributes[ATTR.shard] = plan.shard.key;
+      const name = this.databaseName(plan.database);
+      if (name !== undefined) attributes[ATTR.database] = name;
+    } else if (plan.kind === "database") {
+      attributes[ATTR.shards] = plan.target.shards.map((s) => s.key);
+      const name = this.databaseName(plan.target.database);
+      if (name !== undefined) attributes[ATTR.database] = name;
+    }
+  }
+
+  /** Sets a plan made after a lookup on the current call's span. */
+  private noteLookup(plan: Plan): void {
+    const telemetry = this.telemetry;
+    if (telemetry?.metering) this.countCall(telemetry, plan);
+    const span = this.spans.getStore();
+    if (!span) return;
+    const attributes: Attributes = {};
+    this.annotate(attributes, plan);
+    span.setAttributes(attributes);
+  }
+
+  /** `shardkit.calls`: one per logical shard a routed call runs on. */
+  private countCall(telemetry: Telemetry, plan: Plan): void {
+    const counter = telemetry.counter("shardkit.calls", "Routed calls, by logical shard");
+    if (plan.kind === "shard") counter.add(1, telemetry.shard(plan.shard.key));
+    else if (plan.kind === "database")
+      for (const s of plan.target.shards) counter.add(1, telemetry.shard(s.key));
+    else if (plan.kind === "scatter") {
+      for (const t of plan.targets) for (const s of t.shards) counter.add(1, telemetry.shard(s.key));
+    }
+  }
+
+  private route(view: View, model: string, operation: string, args: Obj | undefined): PromiseLike<unknown> {
     const scope = this.scope.getStore();
     if (scope?.kind === "staging" && WRITES.has(operation)) {
       return lazyReject(
@@ -66,22 +167,86 @@ export class Executor {
         ),
       );
     }
-    if (scope?.kind === "tx") return this.runIn(scope.tx, scope.shard, model, operation, args);
-    const context = view.scatter ? { scatter: view.scatter } : NO_CONTEXT;
+    if (scope?.kind === "tx") return this.routeIn(scope.tx, scope.shard, model, operation, args, scope.view);
+    const context: PlanContext = view.scatter ? { scatter: view.scatter } : NO_CONTEXT;
     const plan = this.planner.plan(model, operation, args, context);
+    if (this.telemetry) this.planned = plan;
+    if (plan.kind === "lookup") {
+      return lazy(async () => {
+        const [next, resolved] = await this.resolve(
+          view,
+          plan,
+          (c) => this.planner.plan(model, operation, args, c),
+          context,
+        );
+        if (this.telemetry) this.noteLookup(next);
+        return this.runPlan(next, view, model, operation, args, { ...context, resolved });
+      });
+    }
+    return this.runPlan(plan, view, model, operation, args, context);
+  }
+
+  /** Runs a plan made outside any transaction; a write refused by a former owner is planned again and run at the current one. */
+  private runPlan(
+    plan: Plan,
+    view: View,
+    model: string,
+    operation: string,
+    args: Obj | undefined,
+    context: PlanContext,
+  ): PromiseLike<unknown> {
     const hook = this.planner.placement.ownership;
-    if (hook && WRITES.has(operation) && (plan.kind === "shard" || plan.kind === "database")) {
+    const claims = plan.kind === "shard" && plan.claims;
+    if (hook && !claims && WRITES.has(operation) && (plan.kind === "shard" || plan.kind === "database")) {
       // A former owner refuses the write: refresh the map, plan again, run at the current owner.
       let next: Plan | undefined = plan;
       return lazy(() =>
-        withCurrentOwner(hook, () => {
-          const current = next ?? this.planner.plan(model, operation, args, context);
-          next = undefined;
-          return this.execute(current, view, model, operation, args);
-        }),
+        withCurrentOwner(
+          hook,
+          () => {
+            const current = next ?? this.planner.plan(model, operation, args, context);
+            next = undefined;
+            return this.execute(current, view, model, operation, args);
+          },
+          this.telemetry,
+        ),
       );
     }
     return this.execute(plan, view, model, operation, args);
+  }
+
+  /**
+   * Answers a `lookup` plan's lookups (a directory's, in its cache; a claim row's) and plans again
+   * with them, until the plan needs no more (a key may need several). Returns the plan and the answers.
+   */
+  async resolve(
+    view: View | undefined,
+    plan: Plan,
+    replan: (context: PlanContext) => Plan,
+    context: PlanContext,
+  ): Promise<[Plan, Resolved]> {
+    const resolved = new Map<string, unknown>(context.resolved ?? []);
+    let current = plan;
+    for (let round = 0; current.kind === "lookup"; round++) {
+      if (round === 4) {
+        throw new UnsupportedShardOperationError("a call needed more than 4 rounds of directory lookups");
+      }
+      await Promise.all(
+        current.lookups.map(async (lookup: Lookup) => {
+          if (resolved.has(lookup.id)) return;
+          if (lookup.claim) {
+            if (!view) {
+              throw new UnsupportedShardOperationError("a unique field's claim cannot be read here");
+            }
+            resolved.set(lookup.id, await readClaim(this.claimContext(view), lookup.claim));
+          } else {
+            resolved.set(lookup.id, await lookup.run());
+          }
+        }),
+      );
+      current = replan({ ...context, resolved });
+    }
+    return [current, resolved];
   }
 
   /** Runs `model.operation(args)` in the transaction `tx` on `shard`, after checking it names no other shard. */
@@ -91,10 +256,103 @@ export class Executor {
     model: string,
     operation: string,
     args: unknown,
+    view?: View,
   ): PromiseLike<unknown> {
-    const plan = this.planner.plan(model, operation, args as Obj | undefined, { within: shard });
+    const telemetry = this.telemetry;
+    if (telemetry === undefined || !telemetry.on())
+      return this.routeIn(tx, shard, model, operation, args, view);
+    this.planned = undefined;
+    return this.traced(telemetry, this.routeIn(tx, shard, model, operation, args, view), model, operation);
+  }
+
+  private routeIn(
+    tx: object,
+    shard: ShardIdentifier,
+    model: string,
+    operation: string,
+    args: unknown,
+    view?: View,
+  ): PromiseLike<unknown> {
+    const context: PlanContext = { within: shard };
+    const replan = (c: PlanContext) => this.planner.plan(model, operation, args as Obj | undefined, c);
+    const plan = replan(context);
+    if (this.telemetry) this.planned = plan;
+    if (plan.kind === "lookup") {
+      return lazy(async () => {
+        const [next] = await this.resolve(view, plan, replan, context);
+        if (this.telemetry) this.noteLookup(next);
+        return this.runPlanIn(next, tx, view, model, operation, args);
+      });
+    }
+    return this.runPlanIn(plan, tx, view, model, operation, args);
+  }
+
+  private runPlanIn(
+    plan: Plan,
+    tx: object,
+    view: View | undefined,
+    model: string,
+    operation: string,
+    args: unknown,
+  ): PromiseLike<unknown> {
     if (plan.kind === "refuse") return lazyReject(plan.error);
-    return this.call(tx, model, operation, args);
+    if (plan.kind !== "shard") return this.call(tx, model, operation, args);
+    const run = plan.args ?? args;
+    const claims = plan.claims;
+    if (!claims) return this.call(tx, model, operation, run);
+    if (!view) {
+      return lazyReject(
+        new UnsupportedShardOperationError(
+          `${model}.${operation} sets a field unique across shards; run it through the routed client or a $transactionOn transaction`,
+        ),
+      );
+    }
+    // In the caller's transaction: claim first (committed on the claims' shards), then the check and
+    // the row in this transaction. A rollback leaves the claims void, to be settled by the next claimant.
+    const context = this.claimContext(view);
+    return lazy(async () => {
+      await takeClaims(context, claims);
+      await checkClaims(context, tx, claims);
+      return this.call(tx, model, operation, run);
+    });
+  }
+
+  /** The claim saga of a write outside any transaction: claim, then the row in its shard transaction, then hold. */
+  private async claimed(
+    view: View,
+    plan: Extract<Plan, { kind: "shard" }>,
+    model: string,
+    operation: string,
+    args: unknown,
+  ): Promise<unknown> {
+    const claims = plan.claims!;
+    const context = this.claimContext(view);
+    await takeClaims(context, claims);
+    let result: unknown;
+    try {
+      result = await runInShardTransaction(this, view, plan.shard, {}, async () => {
+        const scope = this.scope.getStore() as Extract<Scope, { kind: "tx" }>;
+        await checkClaims(context, scope.tx, claims);
+        return this.call(scope.tx, model, operation, args);
+      });
+    } catch (error) {
+      // Settled, not deleted: if the row did commit (an error after the commit), its claims stay.
+      await releaseClaims(context, claims).catch(() => {});
+      throw error;
+    }
+    // A failure here leaves the claims pending with their row: `repairClaims` (or the next claimant) holds them.
+    await holdClaims(context, claims).catch(() => {});
+    return result;
+  }
+
+  /** How the claim functions reach the databases of `view`. */
+  claimContext(view: View): ClaimContext {
+    return {
+      clients: view.clients,
+      placement: this.planner.placement,
+      call: this.call,
+      spec: (scope) => this.planner.keys.uniqueSpec(scope),
+    };
   }
 
   /** Runs `model.operation(args)` on `client` as it is, already planned (an action's staged statement). */
@@ -106,9 +364,16 @@ export class Executor {
   execute(plan: Plan, view: View, model: string, operation: string, args: unknown): PromiseLike<unknown> {
     switch (plan.kind) {
       case "shard":
-        return this.call(view.clients[plan.database]!, model, operation, args);
+        if (plan.claims) return lazy(() => this.claimed(view, plan, model, operation, plan.args ?? args));
+        return this.on(view, plan.database, model, operation, plan.args ?? args);
+      case "lookup":
+        return lazyReject(
+          new UnsupportedShardOperationError(
+            `${model}.${operation}: a lookup plan is resolved before it is executed`,
+          ),
+        );
       case "database":
-        return this.call(view.clients[plan.target.database]!, model, operation, plan.target.args);
+        return this.on(view, plan.target.database, model, operation, plan.target.args);
       case "scatter":
         return lazy(() => this.scatter(view, model, operation, plan));
       case "split":
@@ -135,8 +400,9 @@ export class Executor {
       let client = view.clients[plan.targets[0]!.database]!;
       if (step.row) {
         const { placement } = this.planner;
-        client = view.clients[placement.physicalOf(placement.resolve(step.row.shard)).index]!;
-        row = (await this.call(client, model, "findUnique", step.row.lookup)) as Obj | null;
+        const database = placement.physicalOf(placement.resolve(step.row.shard)).index;
+        client = view.clients[database]!;
+        row = (await this.on(view, database, model, "findUnique", step.row.lookup)) as Obj | null;
       }
       const nullable = new Set<string>();
       if (row || !step.row) {
@@ -154,18 +420,24 @@ export class Executor {
     // input that reached it, a constraint) fails the whole read with its own error, as one database
     // would: a client must not be able to pass its own mistake off as an outage.
     let refused: { error: unknown } | undefined;
+    const parent = this.telemetry ? this.spans.getStore() : undefined;
     const result = await scatter(
       plan.targets,
       async (target) => {
+        const child = parent && this.scatterChild(parent, model, current.operation, target);
         try {
-          return await this.call(
-            view.clients[target.database]!,
+          const value = await this.on(
+            view,
+            target.database,
             model,
             current.operation,
             current.argsFor(target),
           );
+          child?.end();
+          return value;
         } catch (error) {
           if (!refused && !isShardUnavailable(error)) refused = { error };
+          if (child) endWithError(child, error);
           throw error;
         }
       },
@@ -179,10 +451,80 @@ export class Executor {
       throw refused ? refused.error : error;
     });
     if (refused) throw refused.error;
+    if (this.telemetry) this.noteScatter(parent, result);
     const merged = current.merge(result.values);
     if (options.onReport) options.onReport(report(model, operation, result));
     const answered = result.outcomes.filter((o) => o.status === "fulfilled").map((o) => o.target);
     return this.finish(view, model, current, merged, answered.length > 0 ? answered : plan.targets);
+  }
+
+  /** A scatter's child span for one database. */
+  private scatterChild(parent: Span, model: string, operation: string, target: PlanTarget): Span {
+    const attributes: Attributes = {
+      [ATTR.system]: "postgresql",
+      [ATTR.operation]: operation,
+      [ATTR.collection]: model,
+      [ATTR.shards]: target.shards.map((s) => s.key),
+    };
+    const name = this.databaseName(target.database);
+    if (name !== undefined) attributes[ATTR.database] = name;
+    return this.telemetry!.startSpan(
+      `shardkit ${model}.${operation} ${name ?? target.database}`,
+      attributes,
+      parent,
+    );
+  }
+
+  /** Completeness on the scatter's span, an event per missing database, and `shardkit.scatter.misses`. */
+  private noteScatter(parent: Span | undefined, result: ScatterResult<PlanTarget, unknown>): void {
+    const telemetry = this.telemetry!;
+    const missing = result.outcomes.filter((o) => o.status === "missing");
+    parent?.setAttributes({
+      [ATTR.complete]: result.complete,
+      [ATTR.missing]: missing.flatMap((o) => o.target.shards.map((s) => s.key)),
+    });
+    for (const o of missing) {
+      const name = this.databaseName(o.target.database) ?? String(o.target.database);
+      const reason = String(o.reason);
+      parent?.addEvent("shardkit.scatter.missing", {
+        [ATTR.database]: name,
+        [ATTR.shards]: o.target.shards.map((s) => s.key),
+        "shardkit.reason": reason,
+      });
+      if (telemetry.metering) {
+        telemetry
+          .counter("shardkit.scatter.misses", "Databases missing from a scatter's answer")
+          .add(1, { [ATTR.database]: name, "shardkit.reason": reason });
+      }
+    }
+  }
+
+  /**
+   * Runs a call on database `database`: on its client, or, for a read outside any shard transaction
+   * or action when the view has replicas for it, on its next replica in turn (round robin). A
+   * replica that fails as unavailable (`isShardUnavailable`: down, unreachable, not ready) gets
+   * the call asked once more of the database itself. The only place that picks a client for a call.
+   */
+  private on(
+    view: View,
+    database: number,
+    model: string,
+    operation: string,
+    args: unknown,
+  ): PromiseLike<unknown> {
+    const replicas = view.replicas?.[database];
+    if (replicas === undefined || replicas.length === 0 || WRITES.has(operation) || this.scope.getStore()) {
+      return this.call(view.clients[database]!, model, operation, args);
+    }
+    const turn = this.turns[database] ?? 0;
+    this.turns[database] = (turn + 1) % replicas.length;
+    const replica = replicas[turn]!;
+    return lazy(() =>
+      Promise.resolve(this.call(replica, model, operation, args)).catch((error: unknown) => {
+        if (!isShardUnavailable(error)) throw error;
+        return this.call(view.clients[database]!, model, operation, args);
+      }),
+    );
   }
 
   /** A `findFirstOrThrow` that found nothing raises Prisma's own not-found error, from a database that answered. */

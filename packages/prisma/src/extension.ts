@@ -2,8 +2,15 @@ import { Prisma } from "@prisma/client/extension";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Page } from "@shardkit/scatter";
 import { type ActionOptions, type ActionUnit, type ModelKey, runAction } from "./action.js";
+import {
+  backfillClaims,
+  type ClaimBackfillProgress,
+  type ClaimBackfillReport,
+  type ClaimRepairReport,
+  repairClaims,
+} from "./claims.js";
 import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { Executor, lazyReject, type View } from "./executor.js";
+import { callModel, Executor, lazyReject, type View } from "./executor.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
 import { OPERATIONS, Planner, routingConfig } from "./planner.js";
@@ -15,6 +22,8 @@ import {
   scatterOptionIssues,
 } from "./scatter/options.js";
 import type { ScatterPageArgs } from "./scatter/page.js";
+import type { LegacyIds } from "./strategies.js";
+import { type TelemetryOption, telemetryOf } from "./telemetry.js";
 import { runInShardTransaction, type TransactionClient, type TransactionOptions } from "./transaction.js";
 
 export interface ShardRoutingOptions<Client extends ShardClient> {
@@ -31,6 +40,19 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
    * `db.$scatter(options)`.
    */
   keyless?: KeylessPolicy;
+  /**
+   * Where rows whose IDs are not ShardedUUIDs (v4 UUIDs, cuids: the rows of the one database an app
+   * had before sharding) live: `"0/0"`. Without it such IDs are refused (`InvalidShardedIdError`),
+   * never guessed. Per model: `models.X.legacy`. The README of @shardkit/prisma has the migration path.
+   */
+  legacy?: LegacyIds;
+  /**
+   * OpenTelemetry (through `@opentelemetry/api`): a span per routed call, per scatter with a child
+   * per database, per `$action`; metrics `shardkit.calls`, `shardkit.scatter.misses`,
+   * `shardkit.ownership.stale_rejections`. Default: the API's global providers (a no-op until the
+   * app registers an SDK). `false`: no instrumentation at all. The README's "Telemetry" says more.
+   */
+  telemetry?: TelemetryOption;
 }
 
 const RAW = new Set(["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$executeRawUnsafe", "$queryRawTyped"]);
@@ -126,7 +148,16 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
               pageOptions.onReport?.(r);
             },
           };
-          const plan = routed.executor.planner.page(name, page as ScatterPageArgs, options);
+          const { executor } = routed;
+          let plan = executor.planner.page(name, page as ScatterPageArgs, options);
+          if (plan.kind === "lookup") {
+            [plan] = await executor.resolve(
+              routed.view,
+              plan,
+              (c) => executor.planner.page(name, page as ScatterPageArgs, options, c.resolved),
+              {},
+            );
+          }
           const merged = (await routed.executor.execute(plan, routed.view, name, "findMany", page)) as Page<
             RowOf<This, M>
           >;
@@ -138,7 +169,61 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
             missingShards: report?.missingShards ?? [],
           };
         },
-        /** The client of the database that holds the shard or ID (with the extensions added after routing). */
+        /**
+         * A view of this client whose reads all go to the databases themselves, never to a read
+         * replica: read-your-writes right after a write. `await db.$primary().wallet.findUnique(...)`.
+         */
+        $primary<This>(this: This): This {
+          const routed = own(this);
+          return routedClient({ ...routed, view: { ...routed.view, replicas: undefined } }) as This;
+        },
+        /**
+         * Settles the claims of fields unique across shards left pending longer than `olderThanMs`
+         * (default 60 s) by a write that crashed: held when the row holds the value, else deleted.
+         * Run it from a timer, as the relay runs.
+         */
+        $repairClaims(
+          this: unknown,
+          repairOptions: { olderThanMs?: number } = {},
+        ): Promise<ClaimRepairReport> {
+          const routed = own(this);
+          return repairClaims(routed.executor.claimContext(routed.view), repairOptions);
+        },
+        /**
+         * Claims the unique values (`models.X.unique`) of the existing rows of `model` (a delegate
+         * name: "user"), for rows written before the claims. Conflicts are reported, not thrown.
+         */
+        $backfillClaims(
+          this: unknown,
+          model: string,
+          backfillOptions: {
+            batchSize?: number;
+            onProgress?: (progress: ClaimBackfillProgress) => void;
+          } = {},
+        ): Promise<ClaimBackfillReport> {
+          const routed = own(this);
+          const { keys, delegates } = routed.executor.planner;
+          const name = delegates.get(model) ?? model;
+          const specs = keys.uniqueOf(name);
+          const idField = specs[0] ? keys.uniqueSpec(specs[0].scope)?.idField : undefined;
+          if (!idField) {
+            return Promise.reject(
+              new UnsupportedShardOperationError(
+                `${model} has no fields unique across shards (models.${name}.unique)`,
+              ),
+            );
+          }
+          return backfillClaims(
+            routed.executor.claimContext(routed.view),
+            name,
+            specs,
+            idField,
+            (unique, stored, ownerId) =>
+              keys.claimFor(unique, stored, keys.shardOfKey(name, idField, ownerId), ownerId),
+            backfillOptions,
+          );
+        },
+        /** The client of the database that holds the shard or ID (with the extensions added after routing; never a replica). */
         $shard(shardOrId: ShardOrId): Client {
           const routed = own(this);
           return routed.view.clients[routed.registry.physicalOf(shardOrId).index] as Client;
@@ -176,9 +261,19 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
       },
     });
     return routedClient({
-      executor: new Executor(planner),
+      executor: new Executor(
+        planner,
+        callModel,
+        telemetryOf(options.telemetry),
+        (index) => registry.physical[index]?.name,
+      ),
       registry: registry as ShardRegistry<ShardClient>,
-      view: { clients: registry.physical.map((p) => p.client) },
+      view: {
+        clients: registry.physical.map((p) => p.client),
+        replicas: registry.physical.some((p) => p.replicas.length > 0)
+          ? registry.physical.map((p) => p.replicas.map((r) => r.client))
+          : undefined,
+      },
       target,
     }) as typeof target;
   });
@@ -217,6 +312,9 @@ function routedClient(routed: Routed): object {
               view: {
                 ...view,
                 clients: view.clients.map((c) => (c as { $extends(e: unknown): object }).$extends(extension)),
+                replicas: view.replicas?.map((list) =>
+                  list.map((c) => (c as { $extends(e: unknown): object }).$extends(extension)),
+                ),
               },
             });
         case "$transaction":
@@ -240,7 +338,17 @@ function routedClient(routed: Routed): object {
   return client;
 }
 
-const OWN = new Set(["$shardRegistry", "$scatter", "$scatterPage", "$shard", "$transactionOn", "$action"]);
+const OWN = new Set([
+  "$shardRegistry",
+  "$scatter",
+  "$scatterPage",
+  "$primary",
+  "$repairClaims",
+  "$backfillClaims",
+  "$shard",
+  "$transactionOn",
+  "$action",
+]);
 
 /** The arguments of `client[M].findMany`. */
 type FindManyArgsOf<C, M extends keyof C> = C[M] extends { findMany(args?: infer A): unknown }

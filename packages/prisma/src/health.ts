@@ -15,8 +15,10 @@ export type DatabaseState = "ready" | "starting" | "refused";
 /** One database of `OpenShards.databases()`. */
 export interface DatabaseStatus {
   name: string;
-  /** Its logical shards' keys. */
+  /** Its logical shards' keys (a read replica's: its database's). */
   shards: string[];
+  /** For a read replica: the name of the database it copies. */
+  replicaOf?: string;
   state: DatabaseState;
   /** When it entered this state. */
   since: Date;

@@ -8,6 +8,7 @@ export {
   DEFAULT_POOL_SIZE,
   databaseIdentities,
 } from "./budget.js";
+export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claims.js";
 export {
   type FromConfigOptions,
   type ShardRegistryConfig,
@@ -18,11 +19,13 @@ export { withShardDeadline } from "./deadline.js";
 export {
   ConnectionBudgetError,
   CrossShardError,
+  DirectoryUnavailableError,
   IdempotencyConflictError,
   InvalidEventError,
   isShardkitError,
   MissingModelError,
   NotCommittedError,
+  NotInDirectoryError,
   PartialCommitError,
   type PrismaErrorByCode,
   type PrismaShardErrorCode,
@@ -36,6 +39,7 @@ export {
   ShardKeyRequiredError,
   ShardRoutingError,
   ShardTimeoutError,
+  UniqueViolationError,
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
@@ -62,11 +66,13 @@ export type { Plan, PlanContext, PlanTarget } from "./plan.js";
 export {
   createShardRegistry,
   type PhysicalShard,
+  type ReplicaOptions,
   type ShardClient,
   type ShardOrId,
   type ShardRef,
   ShardRegistry,
   type ShardRegistryOptions,
+  type ShardReplica,
 } from "./registry.js";
 export {
   createOutboxRelay,
@@ -86,5 +92,18 @@ export type {
 } from "./scatter/options.js";
 export type { ScatterPageArgs } from "./scatter/page.js";
 export { shardBitsSql } from "./sql.js";
+export {
+  byColumn,
+  byDirectory,
+  byHash,
+  type ColumnKey,
+  type DirectoryKey,
+  type HashKey,
+  type LegacyIds,
+  type RoutedKey,
+  type ShardDirectory,
+} from "./strategies.js";
+export type { TelemetryOption } from "./telemetry.js";
 export type { TransactionClient, TransactionOptions } from "./transaction.js";
 export { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
+export type { UniqueField } from "./unique.js";

@@ -18,6 +18,7 @@ describe("Prisma internals shardkit reads", () => {
       "OutboxEvent",
       "ProcessedEvent",
       "Setting",
+      "UniqueClaim",
       "Wallet",
     ]);
     expect(model.models.Wallet?.fields.customerId).toEqual({ kind: "scalar", type: "String" });

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import { checkInspected, type Inspected, type Inspection, inspect } from "./budget.js";
+import { checkInspected, INSPECT, type Inspected, type Inspection, inspect } from "./budget.js";
 import { redactUrl, shardRegistryFromEnv } from "./config.js";
 import { RegistryConfigError } from "./errors.js";
 import { DatabaseGate } from "./gate.js";
@@ -13,19 +13,34 @@ import {
   shardHealth,
   summary,
 } from "./health.js";
-import { createShardRegistry, type PhysicalShard, type ShardClient, type ShardRegistry } from "./registry.js";
+import {
+  createShardRegistry,
+  type PhysicalShard,
+  type ShardClient,
+  type ShardRegistry,
+  type ShardReplica,
+} from "./registry.js";
 import { type RolloutEvent, type RolloutTarget, rolloutSchema } from "./schema-rollout.js";
 import { isShardUnavailable } from "./unavailable.js";
 
 export interface OpenShardsOptions<Client extends ShardClient> {
   /** The Prisma schema (file or folder) every database gets, pushed at open. */
   schema: string;
-  /** Builds the client of one database from its driver adapter: `(adapter) => new PrismaClient({ adapter })`. */
-  createClient(adapter: SqlMigrationAwareDriverAdapterFactory): Client;
   /**
-   * The shards as JSON in the `SHARDKIT_SHARDS` format (`[{ group, member, url }]` or
-   * `{ shards, defaultShard?, unknownShard? }`): real PostgreSQL through `@prisma/adapter-pg`.
+   * Builds the client of one database from its driver adapter: `(adapter) => new PrismaClient({ adapter })`.
+   * Called for each read replica too, with `database.replicaOf` naming the database it copies.
+   */
+  createClient(
+    adapter: SqlMigrationAwareDriverAdapterFactory,
+    database: { name: string; replicaOf?: string },
+  ): Client;
+  /**
+   * The shards as JSON in the `SHARDKIT_SHARDS` format (`[{ group, member, url, replicas? }]` or
+   * `{ shards, databases?, defaultShard?, unknownShard? }`): real PostgreSQL through `@prisma/adapter-pg`.
    * When absent (undefined), `embedded` is used; set but blank is an error, never a fallback.
+   * Read replicas (`replicas: [url]`) get no schema (they copy their database's): each opens once
+   * it is a standby of its database that has replayed the database's schema; until then, and
+   * whenever it is down, its reads go to the database itself.
    */
   shardsJson?: string | undefined;
   /** Embedded PGlite: one database per shard under `dataDir` (needs `@electric-sql/pglite` and `pglite-prisma-adapter`). */
@@ -95,6 +110,16 @@ interface Database {
   status: DatabaseStatus;
 }
 
+/** A read replica of a database: held shut (its reads go to the database) until it is checked and caught up. */
+interface Replica {
+  replica: ShardReplica<ShardClient>;
+  of: Database;
+  gate: DatabaseGate;
+  /** Its own one-connection adapter, for the checks (never the schema). */
+  target: RolloutTarget;
+  status: DatabaseStatus;
+}
+
 async function openPostgres<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
   shardsJson: string,
@@ -109,10 +134,13 @@ async function openPostgres<Client extends ShardClient>(
   const made = new Map<ShardClient, { gate: DatabaseGate; target: RolloutTarget }>();
   const registry = shardRegistryFromEnv({
     env: { SHARDKIT_SHARDS: shardsJson },
-    createClient: (url, shards, { pool }) => {
+    createClient: (url, shards, { pool, replicaOf }) => {
       const name = redactUrl(url);
       const gate = new DatabaseGate(name);
-      const client = options.createClient(gate.wrap(new PrismaPg({ connectionString: url, max: pool })));
+      const client = options.createClient(
+        gate.wrap(new PrismaPg({ connectionString: url, max: pool })),
+        replicaOf === undefined ? { name } : { name, replicaOf: redactUrl(replicaOf) },
+      );
       const target = { name, adapter: new PrismaPg({ connectionString: url, max: 1 }), shards };
       made.set(client, { gate, target });
       return client;
@@ -129,8 +157,23 @@ async function openPostgres<Client extends ShardClient>(
       attempts: 1,
     },
   }));
+  const replicas: Replica[] = databases.flatMap((of) =>
+    of.physical.replicas.map((replica) => ({
+      replica,
+      of,
+      ...made.get(replica.client)!,
+      status: {
+        name: replica.name,
+        shards: of.status.shards,
+        replicaOf: of.physical.name,
+        state: "starting" as const,
+        since: new Date(),
+        attempts: 1,
+      },
+    })),
+  );
   const stop = new AbortController();
-  const set = (db: Database, state: DatabaseState, error?: unknown) => {
+  const set = (db: { status: DatabaseStatus }, state: DatabaseState, error?: unknown) => {
     const message = error === undefined ? undefined : summary(error);
     const changed = db.status.state !== state || db.status.error !== message;
     db.status = {
@@ -144,18 +187,32 @@ async function openPostgres<Client extends ShardClient>(
   };
   /** The databases that answered so far, with what they said: a late one is checked against them. */
   const known: Inspection<ShardClient>["answered"] = [];
-  /** Asks a database who it is past its gate: through a connection of its own. */
-  const query = async (physical: PhysicalShard<ShardClient>, sql: string) => {
-    const db = databases.find((d) => d.physical === physical)!;
-    const connection = await db.target.adapter.connect();
+  /** Asks a database (or replica) past its gate: through a connection of its own; the first row. */
+  const ask = async <Row = Inspected>(on: { target: RolloutTarget }, sql: string): Promise<Row> => {
+    const connection = await on.target.adapter.connect();
     try {
       const result = await connection.queryRaw({ sql, args: [], argTypes: [] });
-      return Object.fromEntries(
-        result.columnNames.map((c, i) => [c, result.rows[0]![i]]),
-      ) as unknown as Inspected;
+      return Object.fromEntries(result.columnNames.map((c, i) => [c, result.rows[0]![i]])) as Row;
     } finally {
       await connection.dispose();
     }
+  };
+  /** Asks a database who it is. */
+  const query = (physical: PhysicalShard<ShardClient>, sql: string) =>
+    ask(databases.find((d) => d.physical === physical)!, sql);
+  /** Asks a replica who it is. */
+  const queryReplica = (replica: ShardReplica<ShardClient>, sql: string) =>
+    ask(replicas.find((r) => r.replica === replica)!, sql);
+  /** Why a replica that answered `row` is not a read replica of its database (`of` answered `primary`). */
+  const notAReplica = (rep: Replica, row: Inspected, primary: Inspected | undefined): string | undefined => {
+    if (!row.standby) {
+      return `${rep.status.name} is listed as a replica of ${rep.of.physical.name} but is not a standby (pg_is_in_recovery() is false): a replica must be a streaming copy of its database`;
+    }
+    const system = (r: Inspected) => r.server.slice(0, r.server.lastIndexOf(":"));
+    if (primary && (system(row) !== system(primary) || row.database !== primary.database)) {
+      return `${rep.status.name} is not a streaming replica of ${rep.of.physical.name}: it is database ${row.database} of system ${system(row)}, the database is ${primary.database} of system ${system(primary)}`;
+    }
+    return undefined;
   };
   const rollout = (db: Database, index: number, total: number) =>
     rolloutSchema({
@@ -165,17 +222,39 @@ async function openPostgres<Client extends ShardClient>(
     });
 
   try {
-    const first = await inspect(
-      databases.map((d) => d.physical),
-      { timeoutMs, query },
-    );
-    const issues = first.unreachable
-      .filter((u) => !unreachable(u.error))
-      .map((u) => `${u.physical.name}: ${summary(u.error)}`);
+    const [first, firstReplicas] = await Promise.all([
+      inspect(
+        databases.map((d) => d.physical),
+        { timeoutMs, query },
+      ),
+      inspect(
+        replicas.map((r) => r.replica),
+        { timeoutMs, query: queryReplica },
+      ),
+    ]);
+    const issues = [
+      ...first.unreachable.filter((u) => !unreachable(u.error)),
+      ...firstReplicas.unreachable.filter((u) => !unreachable(u.error) && !behind(u.error)),
+    ].map((u) => `${u.physical.name}: ${summary(u.error)}`);
+    for (const { physical, row } of first.answered) {
+      if (row.standby) {
+        issues.push(
+          `${physical.name} is a standby (pg_is_in_recovery() is true): a database takes writes; list a standby under its database's replicas`,
+        );
+      }
+    }
+    for (const { physical, row } of firstReplicas.answered) {
+      const rep = replicas.find((r) => r.replica === physical)!;
+      const why = notAReplica(rep, row, first.answered.find((a) => a.physical === rep.of.physical)?.row);
+      if (why) issues.push(why);
+    }
     if (issues.length > 0) throw new RegistryConfigError(issues);
     // Before any schema change: one database listed twice, or a budget that cannot hold, is a
-    // configuration error.
-    checkInspected({ answered: first.answered, unreachable: [] }, budgetOptions);
+    // configuration error. Replicas' pools count on their own servers.
+    checkInspected(
+      { answered: first.answered, unreachable: [], replicas: firstReplicas.answered },
+      budgetOptions,
+    );
     known.push(...first.answered);
     const reachable = databases.filter((d) => first.answered.some((a) => a.physical === d.physical));
     for (const [index, db] of reachable.entries()) {
@@ -238,19 +317,61 @@ async function openPostgres<Client extends ShardClient>(
     }
   }
 
+  /**
+   * Opens a replica once its database is ready and it has replayed the database's WAL up to the
+   * position the database was at then (so it has the schema); retried with backoff while it is down
+   * or behind. Its reads go to the database until then. A replica that answers as something else
+   * than a standby of its database is refused (and stays shut).
+   */
+  async function openReplica(rep: Replica): Promise<void> {
+    let delay = baseMs;
+    let lsn: string | undefined;
+    for (;;) {
+      if (rep.of.status.state === "refused")
+        return set(rep, "refused", `${rep.of.physical.name} was refused`);
+      if (rep.of.status.state === "ready") {
+        try {
+          lsn ??= (await ask<{ lsn: string }>(rep.of, "SELECT pg_current_wal_lsn()::text AS lsn")).lsn;
+          if (!/^[0-9A-F]+\/[0-9A-F]+$/i.test(lsn))
+            throw new RegistryConfigError([`unexpected WAL position ${lsn}`]);
+          const row = await ask<Inspected & { caught: boolean }>(
+            rep,
+            `${INSPECT}, coalesce(pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn, false) AS caught`,
+          );
+          const primary = known.find((k) => k.physical === rep.of.physical)?.row;
+          const why = notAReplica(rep, row, primary);
+          if (why) return set(rep, "refused", new RegistryConfigError([why]));
+          if (row.caught) {
+            rep.gate.open();
+            return set(rep, "ready");
+          }
+          set(rep, "starting", `replaying ${rep.of.physical.name}'s WAL up to ${lsn}`);
+        } catch (error) {
+          if (!unreachable(error) && !behind(error)) return set(rep, "refused", error);
+          set(rep, "starting", error);
+        }
+      }
+      if (!(await pause(delay, stop.signal))) return;
+      delay = Math.min(delay * 2, maxMs);
+      rep.status.attempts++;
+    }
+  }
+
   const waiting = databases.filter((d) => d.status.state === "starting");
   const loops = waiting.map((db) => recover(db));
-  const ready = Promise.all(loops).then(() => {
-    if (stop.signal.aborted && databases.some((d) => d.status.state !== "ready"))
+  const replicaLoops = replicas.map((rep) => openReplica(rep));
+  const everything = [...databases, ...replicas];
+  const ready = Promise.all([...loops, ...replicaLoops]).then(() => {
+    if (stop.signal.aborted && everything.some((d) => d.status.state !== "ready"))
       return new Promise<void>(() => {});
-    const refused = databases.find((d) => d.status.state === "refused");
+    const refused = everything.find((d) => d.status.state === "refused");
     if (refused) throw new RegistryConfigError([`${refused.status.name}: ${refused.status.error}`]);
   });
   ready.catch(() => {}); // a refusal is also reported through onState: nobody has to await `ready`
   return {
     registry,
     describe: databases.map((d) => d.target.name).join(", "),
-    databases: () => databases.map((d) => ({ ...d.status })),
+    databases: () => everything.map((d) => ({ ...d.status })),
     ready,
     health: (health) =>
       shardHealth(registry, {
@@ -259,7 +380,7 @@ async function openPostgres<Client extends ShardClient>(
       }),
     async close() {
       stop.abort();
-      await Promise.all(loops);
+      await Promise.all([...loops, ...replicaLoops]);
       await registry.disconnect();
     },
   };
@@ -294,7 +415,7 @@ async function openEmbedded<Client extends ShardClient>(
   const registry = createShardRegistry({
     shards: databases.map(({ shard, pglite }) => ({
       shard,
-      client: options.createClient(new PrismaPGlite(pglite)),
+      client: options.createClient(new PrismaPGlite(pglite), { name: `shard ${shard.key}` }),
     })),
   });
   const since = new Date();
@@ -324,6 +445,15 @@ function unreachable(error: unknown): boolean {
   const message = String((error as Error | undefined)?.message ?? "");
   return /timed out after|Can't reach database server|ECONNREFUSED|Connection terminated|the database system is (starting up|shutting down)/i.test(
     message,
+  );
+}
+
+/** A replica that has not replayed its database's creation yet (a new database): behind, not misconfigured. */
+function behind(error: unknown): boolean {
+  const cause = (error as { cause?: { kind?: unknown } } | undefined)?.cause;
+  return (
+    cause?.kind === "DatabaseDoesNotExist" ||
+    /database "[^"]*" does not exist/.test(String((error as Error | undefined)?.message ?? ""))
   );
 }
 
@@ -363,6 +493,13 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 function stateLine(status: DatabaseStatus): void {
+  if (status.replicaOf !== undefined) {
+    const detail = status.error ? ` (${status.error})` : "";
+    const next =
+      status.state === "ready" ? "ready" : `${status.state}; its reads go to ${status.replicaOf} meanwhile`;
+    process.stderr.write(`replica ${status.name} of ${status.replicaOf}: ${next}${detail}\n`);
+    return;
+  }
   const shards = `shards ${status.shards.join(", ")} on ${status.name}`;
   const detail = status.error ? ` (${status.error})` : "";
   const next =

@@ -224,7 +224,7 @@ describe("relay", () => {
           shards: [["0/0", "0/1"]],
           out,
           hangAfter: 3,
-          leaseMs: 1500,
+          leaseMs: 2500,
         }),
       },
       stdio: ["ignore", "pipe", "inherit"],
@@ -245,8 +245,8 @@ describe("relay", () => {
     expect(recorded.sort()).toEqual(firstRun.slice(0, 2).sort()); // each outcome was recorded on its own
     const seen: string[] = [];
     const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
-    // The killed relay's lease ends (1.5 s): its undelivered events are claimed again.
-    for (let i = 0; i < 50 && seen.length < 6; i++) {
+    // The killed relay's lease ends (2.5 s): its undelivered events are claimed again.
+    for (let i = 0; i < 100 && seen.length < 6; i++) {
       await relay.runOnce();
       if (seen.length < 6) await new Promise((r) => setTimeout(r, 100));
     }

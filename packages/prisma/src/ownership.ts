@@ -1,4 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
+import type { Telemetry } from "./telemetry.js";
 
 /**
  * What a partition map (`@shardkit/ownership`) plugs into routing: how to recognise a database's
@@ -29,10 +30,12 @@ export interface OwnershipHook {
 /**
  * Runs `run`; after a stale-owner refusal, refreshes and runs it again (at most `hook.retries`
  * times). Without a hook, `run` once. `run` must plan again each time: the owner may have changed.
+ * Each refusal adds 1 to `shardkit.ownership.stale_rejections` (by shard) when `telemetry` meters.
  */
 export async function withCurrentOwner<R>(
   hook: OwnershipHook | undefined,
   run: () => PromiseLike<R>,
+  telemetry?: Telemetry | undefined,
 ): Promise<R> {
   for (let attempt = 0; ; attempt++) {
     try {
@@ -40,6 +43,11 @@ export async function withCurrentOwner<R>(
     } catch (error) {
       const rejected = hook?.rejection(error);
       if (!hook || !rejected) throw error;
+      if (telemetry?.metering) {
+        telemetry
+          .counter("shardkit.ownership.stale_rejections", "Writes refused by a former owner of their shard")
+          .add(1, telemetry.shard(rejected.shard.key));
+      }
       if (attempt >= hook.retries) throw hook.giveUp ? hook.giveUp(error) : error;
       await hook.refresh(rejected, attempt);
     }

@@ -66,6 +66,12 @@ describe("published package", () => {
       "shardBitsSql",
       "databaseIdentities",
       "withShardDeadline",
+      "byColumn",
+      "byDirectory",
+      "byHash",
+      "DirectoryUnavailableError",
+      "NotInDirectoryError",
+      "UniqueViolationError",
     ].sort();
     expect(report.esm).toEqual(api);
     expect(report.cjs).toEqual(api);

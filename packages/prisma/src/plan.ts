@@ -1,6 +1,8 @@
 import type { ShardIdentifier, ShardkitError } from "@shardkit/id";
 import type { ScatterReadOptions } from "./scatter/options.js";
 import type { ScatterRead } from "./scatter/read.js";
+import type { Lookup, Resolved } from "./strategies.js";
+import type { Claim } from "./unique.js";
 
 export type Obj = Record<string, unknown>;
 
@@ -18,8 +20,14 @@ export interface PlanTarget {
  * before anything runs. The executor runs a plan; it never decides where.
  */
 export type Plan =
-  /** One shard: the call runs unchanged on the database holding it. */
-  | { kind: "shard"; shard: ShardIdentifier; database: number }
+  /**
+   * One shard: the call runs on the database holding it, with `args` when set (IDs filled in, a
+   * `where` by a unique field made exact). `claims`: values of fields unique across shards the
+   * write takes first (a saga: claim, then the row; see `UniqueClaim`).
+   */
+  | { kind: "shard"; shard: ShardIdentifier; database: number; args?: Obj; claims?: Claim[] }
+  /** A key's shard is in a directory or a claim row: look these up, then plan again with the answers. */
+  | { kind: "lookup"; lookups: Lookup[] }
   /**
    * One statement on one database that covers several shards (an `in` list whose shards share a
    * database; a keyless call in single-database mode): the database's answer is the answer.
@@ -44,4 +52,6 @@ export interface PlanContext {
   allowCrossShard?: boolean;
   /** Per-call scatter options (`db.$scatter(options)`): keyless reads scatter with them. */
   scatter?: ScatterReadOptions | undefined;
+  /** The answers of the lookups a `lookup` plan asked for. */
+  resolved?: Resolved | undefined;
 }

@@ -105,8 +105,12 @@ const registry = createShardRegistry({
 const only = client("only");
 const singleRegistry = createShardRegistry({ shards: ALL.map((shard) => ({ shard, client: only })) });
 
+/** The ID the planner fills in on a shard, fixed for the tests: a valid ShardedUUID of that shard. */
+export const filledId = (shard: ShardIdentifier) =>
+  `00000000-0000-7000-${(0x8000 | shard.bits).toString(16)}-000000000000`;
+
 const planner = (options: PlannerOptions = {}, placement = registry) =>
-  new Planner(dataModel, placement, { models, ...options });
+  new Planner(dataModel, placement, { models, ...options }, filledId);
 
 const strict = planner();
 const scattering = planner({ keyless: "scatter" });
@@ -154,7 +158,7 @@ interface TargetExpect {
   data?: Obj[];
 }
 type Expected =
-  | { shard: ShardIdentifier; database: number }
+  | { shard: ShardIdentifier; database: number; args?: Obj }
   /** One database; `args` are the call's own. */
   | { database: number; shards: ShardIdentifier[] }
   /** Keyless scatter: every target gets the call's own args. `in`: the targets' `in` lists are cut. */
@@ -220,7 +224,12 @@ function run(c: Case): Plan {
     if (e.message) expect(error.message).toMatch(e.message);
     e.check?.(error);
   } else if ("shard" in e) {
-    expect(plan).toEqual({ kind: "shard", shard: e.shard, database: e.database });
+    expect(plan).toEqual({
+      kind: "shard",
+      shard: e.shard,
+      database: e.database,
+      ...(e.args ? { args: e.args } : {}),
+    });
     expect((plan as Extract<Plan, { kind: "shard" }>).shard).toBe(e.shard);
   } else if ("scatter" in e) {
     expect(plan.kind).toBe("scatter");
@@ -348,14 +357,22 @@ const routingCases: Case[] = [
     model: "Wallet",
     operation: "create",
     args: { data: { customerId: C.g0m1, balance: 5n } },
-    expect: { shard: S.g0m1, database: 0 },
+    expect: {
+      shard: S.g0m1,
+      database: 0,
+      args: { data: { customerId: C.g0m1, balance: 5n, id: filledId(S.g0m1) } },
+    },
   },
   {
     name: "OrderItem.create with only orderId",
     model: "OrderItem",
     operation: "create",
     args: { data: { orderId: O.g1m2, sku: "a", qty: 1 } },
-    expect: { shard: S.g1m2, database: 2 },
+    expect: {
+      shard: S.g1m2,
+      database: 2,
+      args: { data: { orderId: O.g1m2, sku: "a", qty: 1, id: filledId(S.g1m2) } },
+    },
   },
   {
     name: "Wallet.updateMany by customerId",
@@ -671,8 +688,15 @@ const createManyCases: Case[] = [
     context: { allowCrossShard: true },
     expect: {
       split: [
-        { database: 0, shards: [S.g0m0], data: [orderRows[1]!] },
-        { database: 2, shards: [S.g1m1], data: [orderRows[0]!, orderRows[2]!] },
+        { database: 0, shards: [S.g0m0], data: [{ ...orderRows[1]!, id: filledId(S.g0m0) }] },
+        {
+          database: 2,
+          shards: [S.g1m1],
+          data: [
+            { ...orderRows[0]!, id: filledId(S.g1m1) },
+            { ...orderRows[2]!, id: filledId(S.g1m1) },
+          ],
+        },
       ],
     },
   },

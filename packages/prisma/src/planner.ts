@@ -22,6 +22,7 @@ import {
 } from "./scatter/options.js";
 import { planPageRead, type ScatterPageArgs } from "./scatter/page.js";
 import type { ModelInfo, ScatterRead } from "./scatter/read.js";
+import { type LegacyIds, NeedsLookup } from "./strategies.js";
 
 /** Where logical shards live: the registry today, a partition map with epochs later. */
 export interface Placement {
@@ -40,11 +41,14 @@ export interface PlannerOptions {
   models?: Record<string, ModelRouting> | undefined;
   /** What keyless operations do when there are several databases (see `KeylessPolicy`). */
   keyless?: KeylessPolicy | undefined;
+  /** Where rows whose IDs are not ShardedUUIDs live (see `ModelRouting.legacy`). */
+  legacy?: LegacyIds | undefined;
 }
 
 /** Routing options checked before any client is involved: keyless policies parsed. */
 export interface RoutingConfig {
   models: Record<string, ModelRouting>;
+  legacy: LegacyIds | undefined;
   keyless: KeylessScatterOptions | null;
   keylessPerModel: Map<string, KeylessScatterOptions | null>;
 }
@@ -59,7 +63,7 @@ export function routingConfig(options: PlannerOptions): RoutingConfig {
     if (parsed !== undefined) keylessPerModel.set(name, parsed);
   }
   if (issues.length > 0) throw new RoutingOptionsError(issues);
-  return { models: options.models ?? {}, keyless, keylessPerModel };
+  return { models: options.models ?? {}, legacy: options.legacy, keyless, keylessPerModel };
 }
 
 /** The context of a call outside any transaction or action, with no per-call scatter options. */
@@ -106,10 +110,15 @@ export class Planner {
     readonly dataModel: DataModel,
     readonly placement: Placement,
     options: PlannerOptions | RoutingConfig = {},
+    generateId?: (shard: ShardIdentifier) => string,
   ) {
     this.config = "keylessPerModel" in options ? options : routingConfig(options);
     const issues: string[] = [];
-    this.keys = new KeyRouting(dataModel, (shard) => placement.resolve(shard), this.config.models, issues);
+    this.keys = new KeyRouting(dataModel, (shard) => placement.resolve(shard), this.config.models, issues, {
+      legacy: this.config.legacy,
+      generateId,
+      shards: placement.physical.flatMap((p) => p.shards),
+    });
     if (issues.length > 0) throw new RoutingOptionsError(issues);
     for (const [name, model] of Object.entries(dataModel.models)) {
       this.info.set(name, { name, fields: model.fields, keys: this.keys.keysOf(name) });
@@ -121,22 +130,28 @@ export class Planner {
   plan(model: string, operation: string, args: Obj | undefined, context: PlanContext = NO_CONTEXT): Plan {
     const a = args ?? {};
     try {
-      const named = this.keys.named(model, operation, a);
-      if (context.within) return this.within(context.within, named, model, operation, a);
+      const named = this.keys.named(model, operation, a, context);
+      const run = named.args ?? a;
+      if (context.within) return this.within(context.within, named, model, operation, run);
       switch (named.kind) {
-        case "one":
-          return {
+        case "one": {
+          const plan: Plan = {
             kind: "shard",
             shard: named.shard,
             database: this.placement.physicalOf(named.shard).index,
           };
+          if (named.args) plan.args = named.args;
+          if (named.claims) plan.claims = named.claims;
+          return plan;
+        }
         case "in":
         case "rows":
-          return this.spread(model, operation, a, named, context);
+          return this.spread(model, operation, run, named, context);
         case "none":
-          return this.keylessPlan(model, operation, a, named.hint, context);
+          return this.keylessPlan(model, operation, run, named.hint, context);
       }
     } catch (error) {
+      if (error instanceof NeedsLookup) return { kind: "lookup", lookups: error.lookups };
       if (isShardkitError(error)) return { kind: "refuse", error };
       throw error;
     }
@@ -165,14 +180,19 @@ export class Planner {
    * A keyset page (`db.$scatterPage`): on the databases of the shards its `where` names (one
    * database for a customer's own list), over every database when it names none; or its refusal.
    */
-  page(model: string, args: ScatterPageArgs, options: ScatterReadOptions): Plan {
+  page(
+    model: string,
+    args: ScatterPageArgs,
+    options: ScatterReadOptions,
+    resolved?: PlanContext["resolved"],
+  ): Plan {
     try {
       const read = planPageRead(this.info.get(model)!, args);
-      const named = this.keys.named(model, "findMany", { where: args.where });
+      const named = this.keys.named(model, "findMany", { where: args.where }, { resolved });
       let targets: PlanTarget[];
       if (named.kind === "one") {
         const database = this.placement.physicalOf(named.shard).index;
-        targets = [{ database, shards: [named.shard], args: { where: args.where } }];
+        targets = [{ database, shards: [named.shard], args: { where: named.args?.where ?? args.where } }];
       } else if (named.kind === "in") {
         const plan = this.spread(model, "findMany", { where: args.where }, named, {});
         targets = plan.kind === "scatter" ? plan.targets : plan.kind === "database" ? [plan.target] : [];
@@ -185,6 +205,7 @@ export class Planner {
       }
       return { kind: "scatter", targets, read, options };
     } catch (error) {
+      if (error instanceof NeedsLookup) return { kind: "lookup", lookups: error.lookups };
       if (isShardkitError(error)) return { kind: "refuse", error };
       throw error;
     }
@@ -203,7 +224,10 @@ export class Planner {
     }
     // A write whose where names no shard runs on the transaction's shard: what it writes must stay there.
     if (named.kind === "none") this.keys.checkWrite(model, operation, args, shard);
-    return { kind: "shard", shard, database: this.placement.physicalOf(shard).index };
+    const plan: Plan = { kind: "shard", shard, database: this.placement.physicalOf(shard).index };
+    if (named.args) plan.args = named.args;
+    if (named.kind === "one" && named.claims) plan.claims = named.claims;
+    return plan;
   }
 
   /** An `in` list or createMany rows over several shards: one statement per database. */

@@ -22,7 +22,18 @@ export interface ShardRegistryOptions<Client extends ShardClient> {
    * client named here that holds no shard is a spare database (the target of a shard move): it
    * comes after the others in `physical` and no plan reaches it until it owns a shard.
    */
-  databases?: ReadonlyArray<{ client: Client; name?: string; pool?: number }>;
+  databases?: ReadonlyArray<{
+    client: Client;
+    name?: string;
+    pool?: number;
+    /**
+     * Read replicas of this database (streaming copies, read-only): each a client, or the client
+     * with a name for messages and its pool size for `checkConnectionBudget`. Reads made outside
+     * any transaction or action go to them in turn (see `shardRouting`); everything else stays on
+     * `client`. A replica is the replica of one database only, and never a primary itself.
+     */
+    replicas?: ReadonlyArray<Client | ReplicaOptions<Client>>;
+  }>;
   /** Where `unknownShard: 'default'` sends IDs of unknown shards. Must be one of `shards`. */
   defaultShard?: ShardRef;
   /**
@@ -32,6 +43,22 @@ export interface ShardRegistryOptions<Client extends ShardClient> {
   unknownShard?: "fail" | "default";
   /** Receives the warnings `unknownShard: 'default'` logs. Default: `console.warn`. */
   logger?: { warn(message: string): void };
+}
+
+/** A read replica as given to `createShardRegistry` with its name and pool (else the bare client). */
+export interface ReplicaOptions<Client> {
+  client: Client;
+  /** How messages name it (a password-less URL). Default: `<database name> replica #<j>`. */
+  name?: string;
+  /** Connections its client's pool may open, counted on its own server by `checkConnectionBudget`. */
+  pool?: number;
+}
+
+/** A read replica of a physical database: a streaming, read-only copy of it, with its own client and pool. */
+export interface ShardReplica<Client> {
+  client: Client;
+  name: string;
+  pool: number | undefined;
 }
 
 /** One physical database and the logical shards it holds. */
@@ -45,6 +72,8 @@ export interface PhysicalShard<Client> {
   name: string;
   /** Connections its client's pool may open, when known (from the config). */
   pool: number | undefined;
+  /** Its read replicas, in the order given (empty without any). */
+  replicas: readonly ShardReplica<Client>[];
 }
 
 /**
@@ -88,7 +117,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       seen.set(shard.bits, i);
       let physical = physicalByClient.get(entry.client);
       if (!physical) {
-        physical = { client: entry.client, shards: [], index: 0, name: "", pool: undefined };
+        physical = { client: entry.client, shards: [], index: 0, name: "", pool: undefined, replicas: [] };
         physicalByClient.set(entry.client, physical);
       }
       physical.shards.push(shard);
@@ -109,6 +138,8 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
     const spares: PhysicalShard<Client>[] = [];
+    /** Each database's replicas as given, with where they were given (the first time). */
+    const given = new Map<PhysicalShard<Client>, { at: number; replicas: readonly unknown[] }>();
     for (const [i, described] of (options.databases ?? []).entries()) {
       if (!described?.client || typeof described.client.$disconnect !== "function") {
         issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
@@ -116,15 +147,68 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       }
       let physical = physicalByClient.get(described.client);
       if (!physical) {
-        physical = { client: described.client, shards: [], index: 0, name: "", pool: undefined };
+        physical = {
+          client: described.client,
+          shards: [],
+          index: 0,
+          name: "",
+          pool: undefined,
+          replicas: [],
+        };
         physicalByClient.set(described.client, physical);
         spares.push(physical);
+      }
+      if (described.replicas !== undefined) {
+        const before = given.get(physical);
+        if (!Array.isArray(described.replicas)) {
+          issues.push(`databases[${i}].replicas: expected an array of clients`);
+        } else if (before && before.replicas.length > 0 && described.replicas.length > 0) {
+          issues.push(
+            `databases[${i}].replicas: this database's replicas are already given in databases[${before.at}]; give them once`,
+          );
+        } else if (!before || described.replicas.length > 0) {
+          given.set(physical, { at: i, replicas: described.replicas });
+        }
       }
       if (described.pool !== undefined && !(Number.isSafeInteger(described.pool) && described.pool >= 1)) {
         issues.push(`databases[${i}].pool: expected an integer >= 1, got ${JSON.stringify(described.pool)}`);
       }
       physical.pool = described.pool;
       if (described.name !== undefined) physical.name = described.name;
+    }
+    const replicaAt = new Map<unknown, string>();
+    for (const [physical, { at, replicas }] of given) {
+      const list: ShardReplica<Client>[] = [];
+      replicas.forEach((entry, j) => {
+        const path = `databases[${at}].replicas[${j}]`;
+        const bare = typeof (entry as ShardClient | undefined)?.$disconnect === "function";
+        const options = (bare ? { client: entry } : entry) as ReplicaOptions<Client> | undefined;
+        if (!options?.client || typeof options.client.$disconnect !== "function") {
+          issues.push(
+            `${path}: expected a PrismaClient (an object with $disconnect) or { client, name?, pool? }`,
+          );
+          return;
+        }
+        if (physicalByClient.has(options.client)) {
+          issues.push(
+            `${path}: this client is a database of the registry (a primary); a replica needs a client of its own`,
+          );
+          return;
+        }
+        const previous = replicaAt.get(options.client);
+        if (previous !== undefined) {
+          issues.push(
+            `${path}: the same replica client as ${previous}; a client is the replica of one database, once`,
+          );
+          return;
+        }
+        replicaAt.set(options.client, path);
+        if (options.pool !== undefined && !(Number.isSafeInteger(options.pool) && options.pool >= 1)) {
+          issues.push(`${path}.pool: expected an integer >= 1, got ${JSON.stringify(options.pool)}`);
+        }
+        list.push({ client: options.client, name: options.name ?? "", pool: options.pool });
+      });
+      physical.replicas = list;
     }
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
@@ -135,6 +219,9 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     physical.forEach((p, index) => {
       p.index = index;
       if (p.name === "") p.name = `database #${index}`;
+      p.replicas.forEach((r, j) => {
+        if (r.name === "") r.name = `${p.name} replica #${j}`;
+      });
       for (const shard of p.shards) this.byBits[shard.bits] = p;
     });
     this.physical = physical;
@@ -218,9 +305,14 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     return this.physicalOf(shardOrId).client;
   }
 
-  /** Disconnects every physical database's client. */
+  /** Disconnects every physical database's client, and its replicas' clients. */
   async disconnect(): Promise<void> {
-    await Promise.all(this.physical.map((p) => p.client.$disconnect()));
+    await Promise.all(
+      this.physical.flatMap((p) => [
+        p.client.$disconnect(),
+        ...p.replicas.map((r) => r.client.$disconnect()),
+      ]),
+    );
   }
 }
 

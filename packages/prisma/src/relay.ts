@@ -1,3 +1,4 @@
+import { SpanKind } from "@opentelemetry/api";
 import { ShardedUUID } from "@shardkit/id";
 import { scatter } from "@shardkit/scatter";
 import { decodeJson } from "./codec.js";
@@ -5,6 +6,7 @@ import { RoutingOptionsError } from "./errors.js";
 import type { OutboxMessage } from "./outbox.js";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
 import { shardBitsSql } from "./sql.js";
+import { ATTR, endWithError, type TelemetryOption, telemetryOf } from "./telemetry.js";
 import { isShardUnavailable } from "./unavailable.js";
 
 export interface OutboxRelayOptions<Client extends ShardClient> {
@@ -53,6 +55,12 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
   onDead?(message: OutboxMessage, error: unknown): void;
   /** Where dead letters are logged. Default `console`. */
   logger?: { warn(message: string): void };
+  /**
+   * OpenTelemetry: a span per delivery (`shardkit.relay.deliver`), metrics `shardkit.relay.lag`
+   * (age of the oldest event each poll claimed, per database) and `shardkit.relay.dead_letters`.
+   * Default the API's global providers; `false`: none (see `shardRouting`'s `telemetry`).
+   */
+  telemetry?: TelemetryOption;
 }
 
 /** What one poll did on one physical database. */
@@ -186,6 +194,17 @@ export function createOutboxRelay<Client extends ShardClient>(
   const logger = options.logger ?? console;
   const databases = options.registry.physical;
   const nameOf = (p: PhysicalShard<Client>) => p.shards.map((s) => s.key).join(",");
+  const telemetry = telemetryOf(options.telemetry, "@shardkit/prisma");
+  const lagHistogram = telemetry?.metering
+    ? telemetry.histogram(
+        "shardkit.relay.lag",
+        "Age of the oldest outbox event a relay poll claimed, per database (0 when it claimed none)",
+        "ms",
+      )
+    : undefined;
+  const deadLetters = telemetry?.metering
+    ? telemetry.counter("shardkit.relay.dead_letters", "Outbox events moved to the dead-letter state")
+    : undefined;
 
   async function deliverOne(message: OutboxMessage): Promise<void> {
     const controller = new AbortController();
@@ -205,7 +224,12 @@ export function createOutboxRelay<Client extends ShardClient>(
   }
 
   /** Delivers one claimed event and records its outcome (fenced by its attempt count). */
-  async function deliverRow(db: Raw, row: Row, report: RelayDatabaseReport): Promise<void> {
+  async function deliverRow(
+    db: Raw,
+    row: Row,
+    report: RelayDatabaseReport,
+    databaseName: string,
+  ): Promise<void> {
     const message: OutboxMessage = {
       id: row.id,
       topic: row.topic,
@@ -215,9 +239,27 @@ export function createOutboxRelay<Client extends ShardClient>(
       attempts: row.attempts - 1,
       shard: ShardedUUID.shardOf(row.id),
     };
+    const span = telemetry?.tracing()
+      ? telemetry.startSpan(
+          "shardkit.relay.deliver",
+          {
+            "messaging.destination.name": row.topic,
+            "messaging.message.id": row.id,
+            "shardkit.relay.topic": row.topic,
+            "shardkit.relay.event_id": row.id,
+            "shardkit.relay.attempt": row.attempts,
+            [ATTR.shard]: message.shard.key,
+            [ATTR.database]: databaseName,
+          },
+          undefined,
+          SpanKind.PRODUCER,
+        )
+      : undefined;
     try {
       await deliverOne(message);
+      span?.end();
     } catch (error) {
+      if (span) endWithError(span, error);
       const dead = row.attempts >= maxAttempts && !retryable(error);
       const delay = Math.min(maxMs, baseMs * 2 ** (row.attempts - 1));
       const text = error instanceof Error ? error.message : String(error);
@@ -235,6 +277,7 @@ export function createOutboxRelay<Client extends ShardClient>(
           `[shardkit] outbox event ${row.id} (${row.topic}) is dead after ${row.attempts} attempts: ${text.slice(0, 200)}`,
         );
         options.onDead?.(message, error);
+        deadLetters?.add(1, { "shardkit.relay.topic": row.topic, [ATTR.database]: databaseName });
       } else report.retried++;
       return;
     }
@@ -259,6 +302,12 @@ export function createOutboxRelay<Client extends ShardClient>(
       physical.shards.map((shard) => shard.bits),
     );
     report.claimed = rows.length;
+    lagHistogram?.record(
+      rows.length > 0 ? Math.max(0, Date.now() - new Date(rows[0]!.createdAt).getTime()) : 0,
+      {
+        [ATTR.database]: physical.name,
+      },
+    );
     // One lane per aggregate: its events are delivered in order, and lanes run side by side (at
     // most `deliveryConcurrency`), so an event whose consumer waits on a slow or frozen database
     // holds up only its own aggregate, never the rest of the batch.
@@ -278,7 +327,7 @@ export function createOutboxRelay<Client extends ShardClient>(
             released.push(...lane.slice(i));
             break;
           }
-          await deliverRow(db, row, report);
+          await deliverRow(db, row, report, physical.name);
         }
       }
     };

@@ -56,6 +56,7 @@ describe("rolloutSchema on PGlite (push)", () => {
         "OutboxEvent",
         "ProcessedEvent",
         "Setting",
+        "UniqueClaim",
         "Wallet",
       ]);
     }

@@ -59,22 +59,26 @@ export async function runInShardTransaction<R>(
   let lost = 0;
   // A former owner refuses the transaction's writes (a partition map's fence): refresh and run it
   // again at the current owner, like a lost race but counted apart (the hook bounds it).
-  return withCurrentOwner(placement.ownership, async () => {
-    for (;;) {
-      const database = placement.physicalOf(shard).index;
-      try {
-        const begin = placement.ownership?.begin;
-        return await inDatabaseTransaction(view, database, options, async (tx) => {
-          if (begin) await begin(tx, shard);
-          return inShard(executor, tx, shard, fn);
-        });
-      } catch (error) {
-        if (lost >= retries || !isTransientTransactionError(error)) throw error;
-        const wait = Math.min(500, 10 * 2 ** lost++) * (0.5 + Math.random());
-        await new Promise((resolve) => setTimeout(resolve, wait));
+  return withCurrentOwner(
+    placement.ownership,
+    async () => {
+      for (;;) {
+        const database = placement.physicalOf(shard).index;
+        try {
+          const begin = placement.ownership?.begin;
+          return await inDatabaseTransaction(view, database, options, async (tx) => {
+            if (begin) await begin(tx, shard);
+            return inShard(executor, tx, shard, fn, view);
+          });
+        } catch (error) {
+          if (lost >= retries || !isTransientTransactionError(error)) throw error;
+          const wait = Math.min(500, 10 * 2 ** lost++) * (0.5 + Math.random());
+          await new Promise((resolve) => setTimeout(resolve, wait));
+        }
       }
-    }
-  });
+    },
+    executor.telemetry,
+  );
 }
 
 /** One interactive transaction on a database, through its fully configured client. */
@@ -94,11 +98,12 @@ export function inShard<R>(
   tx: object,
   shard: ShardIdentifier,
   fn: (tx: object) => Promise<R>,
+  view?: View,
 ) {
-  const guarded = guardTransaction(executor, tx, shard);
+  const guarded = guardTransaction(executor, tx, shard, view);
   // Calls are routed when they are made (inside the scope), so a lazy Prisma promise that `fn`
   // returns unawaited is already bound to `tx` when it starts.
-  return executor.scope.run({ kind: "tx", shard, tx, guarded }, () => fn(guarded));
+  return executor.scope.run({ kind: "tx", shard, tx, guarded, view }, () => fn(guarded));
 }
 
 function cleanOptions(options: TransactionOptions): object | undefined {
@@ -113,7 +118,12 @@ function cleanOptions(options: TransactionOptions): object | undefined {
  * Wraps a transaction client so each model operation is checked against the transaction's shard
  * before it runs; everything else (raw queries, ...) passes through.
  */
-function guardTransaction(executor: Executor, tx: object, shard: ShardIdentifier): object {
+function guardTransaction(
+  executor: Executor,
+  tx: object,
+  shard: ShardIdentifier,
+  view: View | undefined,
+): object {
   const delegates = new Map<string, object>();
   const models = executor.planner.delegates;
   // Plain Proxy targets: V8 checks each `get` against the target's own property, and on Prisma's
@@ -137,7 +147,7 @@ function guardTransaction(executor: Executor, tx: object, shard: ShardIdentifier
             if (typeof operation !== "string" || typeof method !== "function") return method;
             let run = operations.get(operation);
             if (!run) {
-              run = (args) => executor.runIn(tx, shard, model, operation, args);
+              run = (args) => executor.runIn(tx, shard, model, operation, args, view);
               operations.set(operation, run);
             }
             return run;

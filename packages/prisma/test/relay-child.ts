@@ -17,6 +17,9 @@ const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ con
 const registry = createShardRegistry({
   shards: shards.flatMap((keys, i) => keys.map((shard) => ({ shard, client: clients[i]! }))),
 });
+// Connect first: a cold client's first claim can take longer than the lease leaves for a delivery
+// on a loaded machine, and the relay then (rightly) releases the claim unsent.
+await Promise.all(clients.map((client) => client.$queryRawUnsafe("SELECT 1")));
 let delivered = 0;
 const relay = createOutboxRelay({
   registry,

@@ -73,10 +73,42 @@ export interface ShardKeyScorecard {
   };
 }
 
-interface KeyStats {
-  operations: number;
-  traffic: number;
-  readonly member: number; // candidate index
+/**
+ * Per-key counters in parallel typed arrays, indexed by the order in which keys were first seen
+ * (dense and free of per-key objects: the scorecard's time is mostly spent on this table).
+ */
+class KeyTable {
+  readonly ids = new Map<string, number>();
+  readonly keys: string[] = [];
+  operations = new Float64Array(1024);
+  traffic = new Float64Array(1024);
+  /** Candidate index of the member each key hashes to. */
+  member = new Uint8Array(1024);
+
+  constructor(private readonly candidates: Candidates) {}
+
+  /** The id of `key`, created (and its member hashed) on first sight. */
+  idOf(key: string): number {
+    const id = this.ids.get(key);
+    return id === undefined ? this.add(key) : id;
+  }
+
+  private add(key: string): number {
+    const id = this.keys.length;
+    if (id === this.member.length) {
+      const grow = <T extends Float64Array | Uint8Array>(old: T, bigger: T): T => {
+        bigger.set(old);
+        return bigger;
+      };
+      this.operations = grow(this.operations, new Float64Array(2 * id));
+      this.traffic = grow(this.traffic, new Float64Array(2 * id));
+      this.member = grow(this.member, new Uint8Array(2 * id));
+    }
+    this.member[id] = rendezvous(this.candidates, murmur3(key));
+    this.ids.set(key, id);
+    this.keys.push(key);
+    return id;
+  }
 }
 
 /**
@@ -95,15 +127,7 @@ export function analyzeShardKey(
   }
   const candidates: Candidates = prepareCandidates(memberNumbers.map((member) => ({ member, weight: 1 })));
   const n = memberNumbers.length;
-  const stats = new Map<string, KeyStats>();
-  const homeOf = (key: string): KeyStats => {
-    let s = stats.get(key);
-    if (s === undefined) {
-      s = { operations: 0, traffic: 0, member: rendezvous(candidates, murmur3(key)) };
-      stats.set(key, s);
-    }
-    return s;
-  };
+  const table = new KeyTable(candidates);
   const traffic = new Float64Array(n);
   const writeTraffic = new Float64Array(n);
   let operations = 0;
@@ -112,7 +136,6 @@ export function analyzeShardKey(
   let local = 0;
   let cross = 0;
   let keyless = 0;
-  let touched: Set<number> | undefined;
 
   for (const sample of samples) {
     const index = operations++;
@@ -130,7 +153,7 @@ export function analyzeShardKey(
     }
     if (write) writes++;
     total += cost;
-    const key = keyString(sample.key, index, "key");
+    const key = keyString(sample.key, index, -1);
     if (key === undefined) {
       keyless++;
       for (let m = 0; m < n; m++) {
@@ -139,29 +162,42 @@ export function analyzeShardKey(
       }
       continue;
     }
-    const home = homeOf(key);
-    home.operations++;
-    home.traffic += cost;
+    const id = table.idOf(key);
+    table.operations[id]! += 1;
+    table.traffic[id]! += cost;
+    const home = table.member[id]!;
     const others = sample.touches;
     if (others === undefined || others.length === 0) {
       local++;
-      traffic[home.member]! += cost;
-      if (write) writeTraffic[home.member]! += cost;
+      traffic[home]! += cost;
+      if (write) writeTraffic[home]! += cost;
       continue;
     }
-    touched ??= new Set();
-    touched.clear();
-    touched.add(home.member);
+    // The members this operation touches, as a 64-bit set of candidate indices (n <= 64):
+    // candidates 0..31 in `low`, 32..63 in `high`.
+    let low = 0;
+    let high = 0;
+    if (home < 32) low = 1 << home;
+    else high = 1 << (home - 32);
     for (let i = 0; i < others.length; i++) {
-      const other = keyString(others[i], index, `touches[${i}]`);
+      const other = keyString(others[i], index, i);
       if (other === undefined) {
         throw new InvalidScorecardInputError(`samples[${index}].touches[${i}] must be a key value`);
       }
-      touched.add(homeOf(other).member);
+      const m = table.member[table.idOf(other)]!;
+      if (m < 32) low |= 1 << m;
+      else high |= 1 << (m - 32);
     }
-    if (touched.size === 1) local++;
+    const oneMember = high === 0 ? (low & (low - 1)) === 0 : low === 0 && (high & (high - 1)) === 0;
+    if (oneMember) local++;
     else cross++;
-    for (const m of touched) {
+    for (; low !== 0; low &= low - 1) {
+      const m = 31 - Math.clz32(low & -low);
+      traffic[m]! += cost;
+      if (write) writeTraffic[m]! += cost;
+    }
+    for (; high !== 0; high &= high - 1) {
+      const m = 63 - Math.clz32(high & -high);
       traffic[m]! += cost;
       if (write) writeTraffic[m]! += cost;
     }
@@ -169,23 +205,24 @@ export function analyzeShardKey(
 
   const keysPerMember = new Array<number>(n).fill(0);
   let cardinality = 0;
-  for (const s of stats.values()) {
-    if (s.operations === 0) continue; // only ever touched, never the operation's own key
+  for (let id = 0; id < table.keys.length; id++) {
+    if (table.operations[id] === 0) continue; // only ever touched, never the operation's own key
     cardinality++;
-    keysPerMember[s.member]!++;
+    keysPerMember[table.member[id]!]!++;
   }
 
-  const heaviest = topEntries(stats, top);
+  const heaviest = topEntries(table, top);
   const ratio = (part: number) => (total > 0 ? part / total : 0);
   let topTraffic = 0;
-  const topList: ShardKeyTopEntry[] = heaviest.map(([key, s]) => {
-    topTraffic += s.traffic;
+  const topList: ShardKeyTopEntry[] = heaviest.map((id) => {
+    const keyTraffic = table.traffic[id]!;
+    topTraffic += keyTraffic;
     return {
-      key,
-      operations: s.operations,
-      traffic: s.traffic,
-      share: ratio(s.traffic),
-      member: memberNumbers[s.member]!,
+      key: table.keys[id]!,
+      operations: table.operations[id]!,
+      traffic: keyTraffic,
+      share: ratio(keyTraffic),
+      member: memberNumbers[table.member[id]!]!,
     };
   });
   let hottest = 0;
@@ -232,11 +269,13 @@ function memberList(options: ShardKeyAnalysisOptions): number[] {
   );
 }
 
-function keyString(value: unknown, index: number, field: string): string | undefined {
+/** `value` as a key string; `undefined` for no key. `touch` is the index in `touches`, -1 for `key`. */
+function keyString(value: unknown, index: number, touch: number): string | undefined {
   if (typeof value === "string") return value.length > 0 ? value : undefined;
   if (value === null || value === undefined) return undefined;
   if ((typeof value === "number" && Number.isFinite(value)) || typeof value === "bigint")
     return String(value);
+  const field = touch < 0 ? "key" : `touches[${touch}]`;
   throw new InvalidScorecardInputError(
     `samples[${index}].${field} must be a string, a finite number, a bigint or null, got ${typeof value}`,
   );
@@ -252,17 +291,19 @@ function imbalance(load: ArrayLike<number>): number {
   return sum > 0 ? (max * load.length) / sum : 1;
 }
 
-/** The `k` keys with the most traffic (ties: more operations, then key order), heaviest first. O(n log k). */
-function topEntries(stats: Map<string, KeyStats>, k: number): [string, KeyStats][] {
+/** The ids of the `k` keys with the most traffic (ties: more operations, then key order), heaviest first. O(n log k). */
+function topEntries(table: KeyTable, k: number): number[] {
   if (k === 0) return [];
-  const heavier = (a: [string, KeyStats], b: [string, KeyStats]) =>
-    a[1].traffic !== b[1].traffic
-      ? a[1].traffic > b[1].traffic
-      : a[1].operations !== b[1].operations
-        ? a[1].operations > b[1].operations
-        : a[0] < b[0];
+  const { keys, operations, traffic } = table;
+  /** Whether key `a` ranks above key `b`: more traffic, then more operations, then the lower key. */
+  const heavier = (a: number, b: number): boolean =>
+    traffic[a] !== traffic[b]
+      ? traffic[a]! > traffic[b]!
+      : operations[a] !== operations[b]
+        ? operations[a]! > operations[b]!
+        : keys[a]! < keys[b]!;
   // Min-heap (lightest at the root) of at most k entries.
-  const heap: [string, KeyStats][] = [];
+  const heap: number[] = [];
   const down = (i: number) => {
     for (;;) {
       const l = 2 * i + 1;
@@ -275,18 +316,18 @@ function topEntries(stats: Map<string, KeyStats>, k: number): [string, KeyStats]
       i = lightest;
     }
   };
-  for (const entry of stats) {
-    if (entry[1].operations === 0) continue;
+  for (let id = 0; id < keys.length; id++) {
+    if (operations[id] === 0) continue;
     if (heap.length < k) {
-      heap.push(entry);
+      heap.push(id);
       for (let i = heap.length - 1; i > 0; ) {
         const parent = (i - 1) >> 1;
         if (!heavier(heap[parent]!, heap[i]!)) break;
         [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
         i = parent;
       }
-    } else if (heavier(entry, heap[0]!)) {
-      heap[0] = entry;
+    } else if (heavier(id, heap[0]!)) {
+      heap[0] = id;
       down(0);
     }
   }

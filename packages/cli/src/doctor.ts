@@ -1,0 +1,240 @@
+import {
+  checkConnectionBudget,
+  checkDistinctDatabases,
+  isShardkitError,
+  type PhysicalShard,
+  type ServerBudget,
+} from "@shardkit/prisma";
+import { scatter } from "@shardkit/scatter";
+import { type ConfigOptions, openConfig, type RawClient } from "./config.js";
+import {
+  compareSchemas,
+  type DriftReport,
+  FINGERPRINT_SQL,
+  HAS_MIGRATIONS_SQL,
+  MIGRATIONS_SQL,
+  type SchemaObject,
+} from "./drift.js";
+import { UsageError } from "./errors.js";
+import { oneLine, plural, table } from "./format.js";
+
+export interface DoctorOptions extends ConfigOptions {
+  /** How long each database may take to answer. Default 5000 ms. */
+  timeoutMs?: number;
+  /** Service instances that each open the configuration's pools: the connection budget counts pools x instances. Default 1. */
+  instances?: number;
+  /** Warnings (e.g. `wal_level` not logical) count as problems too. Default false. */
+  strict?: boolean;
+}
+
+export type DoctorCheck = "reachable" | "distinct" | "budget" | "wal_level" | "drift";
+
+export interface DoctorFinding {
+  check: DoctorCheck;
+  /** `error`: a problem (exit code 1); `warning`: a problem only with `strict`. */
+  severity: "error" | "warning";
+  message: string;
+  databases: string[];
+}
+
+export interface DoctorReport {
+  /** No errors (and, with `strict`, no warnings): exit code 0. */
+  ok: boolean;
+  strict: boolean;
+  checks: { check: DoctorCheck; status: "ok" | "warning" | "error" | "skipped"; summary: string }[];
+  findings: DoctorFinding[];
+  /** Each server's connection budget: its limit and the pools (x instances) of the databases on it. */
+  servers: (ServerBudget & { instances: number; available: number })[];
+  /** Each database's `wal_level`. */
+  walLevels: { database: string; walLevel: string }[];
+  drift: DriftReport;
+}
+
+type Answer<T> = { physical: PhysicalShard<RawClient>; value: T };
+
+/** Runs `fn` on every database at once; those that fail or take longer than `timeoutMs` are left out. */
+async function ask<T>(
+  databases: readonly PhysicalShard<RawClient>[],
+  timeoutMs: number,
+  fn: (client: RawClient) => Promise<T>,
+): Promise<Answer<T>[]> {
+  const result = await scatter(databases, (p) => fn(p.client), {
+    policy: "partial",
+    targetTimeoutMs: timeoutMs,
+    key: (p) => String(p.index),
+  });
+  return result.outcomes.flatMap((o) =>
+    o.status === "fulfilled" ? [{ physical: o.target, value: o.value }] : [],
+  );
+}
+
+/**
+ * Checks a configuration against its databases: every database answers; no database is listed
+ * twice under two URLs (`checkDistinctDatabases`); the pools fit each server's `max_connections`
+ * (`checkConnectionBudget`, times `instances`); `wal_level` is `logical` (live moves need it: a
+ * warning); and every database has the same schema (tables, columns, indexes, constraints, enums,
+ * applied migrations), each database that differs from the most common schema listed with how.
+ */
+export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport> {
+  const timeoutMs = options.timeoutMs ?? 5000;
+  const instances = options.instances ?? 1;
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0))
+    throw new UsageError([`--timeout: expected a positive number of ms, got ${timeoutMs}`]);
+  if (!(Number.isInteger(instances) && instances >= 1))
+    throw new UsageError([`--instances: expected an integer >= 1, got ${instances}`]);
+  const opened = openConfig(options);
+  const findings: DoctorFinding[] = [];
+  const checks: DoctorReport["checks"] = [];
+  try {
+    const { registry } = opened;
+    const all = registry.physical;
+
+    // Which databases answer, and whether two entries are one database.
+    const probes = await scatter(all, (p) => p.client.$queryRawUnsafe("SELECT 1"), {
+      policy: "partial",
+      targetTimeoutMs: timeoutMs,
+      key: (p) => String(p.index),
+    });
+    const down = probes.missing.map((m) => ({
+      physical: m.target,
+      error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : oneLine(m.error),
+    }));
+    const up = all.filter((p) => !down.some((d) => d.physical === p));
+    for (const d of down)
+      findings.push({
+        check: "reachable",
+        severity: "error",
+        message: `${d.physical.name} does not answer: ${d.error}; it was not checked`,
+        databases: [d.physical.name],
+      });
+    checks.push({
+      check: "reachable",
+      status: down.length > 0 ? "error" : "ok",
+      summary: `${up.length} of ${plural(all.length, "database")} answer`,
+    });
+
+    try {
+      await checkDistinctDatabases(registry);
+      checks.push({ check: "distinct", status: "ok", summary: "each database is listed once" });
+    } catch (error) {
+      if (!isShardkitError(error, "INVALID_CONFIG")) throw error;
+      for (const issue of error.issues)
+        findings.push({
+          check: "distinct",
+          severity: "error",
+          message: issue,
+          databases: all.filter((p) => issue.includes(p.name)).map((p) => p.name),
+        });
+      checks.push({
+        check: "distinct",
+        status: "error",
+        summary: `${plural(error.issues.length, "database")} listed twice (every scatter would read it twice)`,
+      });
+    }
+
+    const budget = await checkConnectionBudget(registry, { onExceeded: "warn", logger: { warn() {} } });
+    const servers = budget.servers.map((s) => ({
+      ...s,
+      instances,
+      available: s.maxConnections - s.reserved,
+    }));
+    const over = servers.filter((s) => s.pools * instances > s.available);
+    for (const s of over)
+      findings.push({
+        check: "budget",
+        severity: "error",
+        message: `server ${s.server}: pools of ${s.pools}${instances > 1 ? ` x ${instances} instances = ${s.pools * instances}` : ""} connections exceed max_connections ${s.maxConnections} - ${s.reserved} reserved = ${s.available} (${s.databases.map((d) => `${d.name}: ${d.pool}`).join(", ")})`,
+        databases: s.databases.map((d) => d.name),
+      });
+    checks.push({
+      check: "budget",
+      status: over.length > 0 ? "error" : servers.length === 0 ? "skipped" : "ok",
+      summary:
+        servers.length === 0
+          ? "no server answered"
+          : servers
+              .map((s) => `${s.pools * instances} of ${s.available} connections on server ${s.server}`)
+              .join("; "),
+    });
+
+    const wal = await ask(up, timeoutMs, async (c) => {
+      const [row] = await c.$queryRawUnsafe<{ level: string }[]>(
+        "SELECT current_setting('wal_level') AS level",
+      );
+      return row!.level;
+    });
+    const walLevels = wal.map((w) => ({ database: w.physical.name, walLevel: w.value }));
+    const notLogical = walLevels.filter((w) => w.walLevel !== "logical");
+    if (notLogical.length > 0)
+      findings.push({
+        check: "wal_level",
+        severity: "warning",
+        message: `wal_level is not logical on ${notLogical.map((w) => `${w.database} (${w.walLevel})`).join(", ")}: a live move from these databases cannot start (set wal_level = logical and restart the server, or move with --mode offline)`,
+        databases: notLogical.map((w) => w.database),
+      });
+    checks.push({
+      check: "wal_level",
+      status: notLogical.length > 0 ? "warning" : walLevels.length === 0 ? "skipped" : "ok",
+      summary:
+        notLogical.length > 0
+          ? `${notLogical.length} of ${plural(walLevels.length, "database")} not logical`
+          : `logical on ${plural(walLevels.length, "database")}`,
+    });
+
+    const schemas = await ask(up, timeoutMs, async (c) => {
+      const objects = await c.$queryRawUnsafe<SchemaObject[]>(FINGERPRINT_SQL);
+      const [has] = await c.$queryRawUnsafe<{ present: boolean }[]>(HAS_MIGRATIONS_SQL);
+      if (has?.present) objects.push(...(await c.$queryRawUnsafe<SchemaObject[]>(MIGRATIONS_SQL)));
+      return objects;
+    });
+    const drift = compareSchemas(schemas.map((s) => ({ database: s.physical.name, objects: s.value })));
+    for (const d of drift.differences) {
+      const parts = [
+        ...d.missing.map((m) => `missing ${m}`),
+        ...d.extra.map((e) => `extra ${e}`),
+        ...d.changed.map((c) => `changed ${c}`),
+      ];
+      findings.push({
+        check: "drift",
+        severity: "error",
+        message: `${d.database} differs from the schema of ${plural(drift.reference.length, "database")} (${drift.reference[0]}${drift.reference.length > 1 ? ", ..." : ""}): ${parts.slice(0, 8).join("; ")}${parts.length > 8 ? `; and ${parts.length - 8} more (--json lists all)` : ""}`,
+        databases: [d.database],
+      });
+    }
+    checks.push({
+      check: "drift",
+      status: schemas.length < 2 ? "skipped" : drift.differences.length > 0 ? "error" : "ok",
+      summary:
+        schemas.length < 2
+          ? "fewer than two databases answered"
+          : drift.differences.length > 0
+            ? `${drift.differences.length} of ${plural(schemas.length, "database")} differ from the others`
+            : `${plural(schemas.length, "database")}, one schema`,
+    });
+
+    const strict = options.strict ?? false;
+    const ok = !findings.some((f) => f.severity === "error" || (strict && f.severity === "warning"));
+    return { ok, strict, checks, findings, servers, walLevels, drift };
+  } finally {
+    await opened.close();
+  }
+}
+
+/** `doctor` for people. */
+export function renderDoctor(report: DoctorReport): string {
+  const lines = [
+    table(
+      ["CHECK", "RESULT", "SUMMARY"],
+      report.checks.map((c) => [c.check, c.status === "error" ? "FAIL" : c.status, c.summary]),
+    ),
+  ];
+  if (report.findings.length > 0) lines.push("");
+  for (const f of report.findings) lines.push(`${f.severity}: ${f.check}: ${f.message}`);
+  lines.push(
+    "",
+    report.ok
+      ? "no problems found"
+      : `${plural(report.findings.filter((f) => f.severity === "error" || report.strict).length, "problem")} found`,
+  );
+  return `${lines.join("\n")}\n`;
+}

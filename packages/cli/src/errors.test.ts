@@ -1,0 +1,77 @@
+import { fileURLToPath } from "node:url";
+import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describe, expect, it } from "vitest";
+import { analyze } from "./analyze.js";
+import {
+  CliError,
+  type CliErrorCode,
+  ConfigUnavailableError,
+  isShardkitError,
+  SampleFileError,
+  UnknownDatabaseError,
+  UsageError,
+} from "./errors.js";
+import { move } from "./move.js";
+import { ExitCode, exitCodeOf } from "./run.js";
+import { status } from "./status.js";
+
+/** A configuration whose database is never reached: these errors come before any connection. */
+const env = {
+  SHARDKIT_SHARDS: JSON.stringify([{ group: 0, member: 0, url: "postgresql://u@127.0.0.1:1/x" }]),
+};
+
+/** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
+const byCode: Record<CliErrorCode, [cls: new (...args: never[]) => CliError, trigger: () => unknown]> = {
+  INVALID_USAGE: [UsageError, () => analyze({ file: "-", stdin: "{}", keys: [], members: 8 })],
+  CONFIG_UNAVAILABLE: [ConfigUnavailableError, () => status({ env: {} })],
+  INVALID_SAMPLE_FILE: [
+    SampleFileError,
+    () => analyze({ file: "-", stdin: "not json", keys: ["k"], members: 2 }),
+  ],
+  UNKNOWN_DATABASE: [
+    UnknownDatabaseError,
+    () => move({ env, shard: "0/0", to: "nowhere", tables: ["Wallet"] }),
+  ],
+};
+
+describeErrorRules({
+  byCode,
+  base: CliError,
+  shardkitError: ShardkitError,
+  guard: isShardkitError,
+  anyGuard: isAnyShardkitError,
+  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
+  forbidden: /\bnew (?:Cli|Type|Range|Syntax)?Error\(/,
+});
+
+describe("CLI errors", () => {
+  it("usage, configuration and input errors are exit code 2, whatever package threw them; the rest 1", async () => {
+    for (const [, trigger] of Object.values(byCode)) {
+      const error = await (async () => trigger())().catch((e: unknown) => e);
+      expect(exitCodeOf(error)).toBe(ExitCode.USAGE);
+    }
+    const config = await status({ env: { SHARDKIT_SHARDS: "[]" } }).catch((e: unknown) => e);
+    expect(isAnyShardkitError(config, "INVALID_CONFIG")).toBe(true);
+    expect(exitCodeOf(config)).toBe(2);
+    const shard = await move({ env, shard: "9/99", to: "x", tables: ["T"] }).catch((e: unknown) => e);
+    expect(isShardkitError(shard, "INVALID_USAGE") && shard.issues[0]).toMatch(/^shard "9\/99": /);
+    expect(exitCodeOf(new Error("connection reset"))).toBe(ExitCode.PROBLEMS);
+  });
+
+  it("keep what they say: issues, the sample line, the known databases", async () => {
+    const sample = await analyze({ file: "-", stdin: '{"k":1}\n{"k":true}', keys: ["k"], members: 2 }).catch(
+      (e: unknown) => e,
+    );
+    expect(isShardkitError(sample, "INVALID_SAMPLE_FILE") && sample.line).toBe(2);
+    const unknown = await move({ env, shard: "0/0", to: "nowhere", tables: ["Wallet"] }).catch(
+      (e: unknown) => e,
+    );
+    expect(isShardkitError(unknown, "UNKNOWN_DATABASE") && unknown.known).toEqual([
+      "postgresql://u@127.0.0.1:1/x",
+    ]);
+    const usage = new UsageError(["a", "b"]);
+    expect(usage.message).toBe("Invalid usage:\n  - a\n  - b");
+    expect(new UsageError(["only one"]).message).toBe("only one");
+  });
+});

@@ -1,0 +1,37 @@
+export {
+  type AnalyzeOptions,
+  type AnalyzeReport,
+  analyze,
+  type CandidateReport,
+  type KeyStability,
+} from "./analyze.js";
+export type { ConfigOptions } from "./config.js";
+export {
+  type DoctorCheck,
+  type DoctorFinding,
+  type DoctorOptions,
+  type DoctorReport,
+  doctor,
+} from "./doctor.js";
+export type { DriftReport, SchemaDifference } from "./drift.js";
+export {
+  CliError,
+  type CliErrorByCode,
+  type CliErrorCode,
+  ConfigUnavailableError,
+  isShardkitError,
+  SampleFileError,
+  UnknownDatabaseError,
+  UsageError,
+} from "./errors.js";
+export { type MoveCommandOptions, type MovePlan, type MoveReport, move } from "./move.js";
+export { type RedriveOptions, type RedriveReport, redrive } from "./redrive.js";
+export { type RolloutCommandOptions, type RolloutEvent, type RolloutReport, rollout } from "./rollout.js";
+export { type CliIo, ExitCode, exitCodeOf, run } from "./run.js";
+export {
+  type StatusDatabase,
+  type StatusOptions,
+  type StatusReport,
+  type StatusShard,
+  status,
+} from "./status.js";

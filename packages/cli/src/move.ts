@@ -1,0 +1,211 @@
+import { ShardIdentifier } from "@shardkit/id";
+import {
+  type FencedTable,
+  type MoveProgress,
+  type MoveResult,
+  type MoveStep,
+  moveShard,
+  PartitionMap,
+} from "@shardkit/ownership";
+import { type ConfigOptions, findDatabase, openConfig } from "./config.js";
+import { UsageError } from "./errors.js";
+import { bytes, count, duration, redactUrl, table } from "./format.js";
+import { identities, placementOf, readRecords } from "./records.js";
+
+export interface MoveCommandOptions extends ConfigOptions {
+  /** The logical shard, `group/member`. */
+  shard: string;
+  /** The database that will own it: its URL, its printed name, or its database name when unique. */
+  to: string;
+  /** Every table holding shard rows: `Table` (column `id`, a ShardedUUID), `Table:column`, or `Table:column:bits`. */
+  tables: readonly string[];
+  /** `live` (default; the source needs `wal_level = logical`) or `offline` (fence first, then copy). */
+  mode?: "live" | "offline";
+  /** For a live move: how the target's server reaches the source (libpq URL). Default: the source's URL in the configuration. */
+  sourceConnection?: string;
+  /** Compare counts and checksums before the switch. Default true. */
+  verify?: boolean;
+  /** Delete the old copy after the switch. Default true. */
+  cleanup?: boolean;
+  /** How long the copy and catch-up may take before the move is undone. Default 120 s. */
+  timeoutMs?: number;
+  /** Check the arguments and show the plan; change nothing. */
+  dryRun?: boolean;
+  onProgress?: (progress: MoveProgress) => void;
+}
+
+/** What `move --dry-run` would do. */
+export interface MovePlan {
+  dryRun: true;
+  shard: string;
+  /** The current owner, by the ownership records (or the configuration when none has a record). */
+  from: string;
+  to: string;
+  epoch: number | null;
+  state: string;
+  mode: "live" | "offline";
+  tables: FencedTable[];
+  /** The source connection the target's server would use (password hidden). */
+  sourceConnection: string | null;
+}
+
+export type MoveReport = MovePlan | (MoveResult & { dryRun: false });
+
+/** The steps a move reports, in order, for the progress bar's total. */
+export function moveSteps(mode: "live" | "offline", options: { verify?: boolean; cleanup?: boolean } = {}) {
+  const steps: MoveStep[] =
+    mode === "live"
+      ? [
+          "precheck",
+          "receive",
+          "publish",
+          "subscribe",
+          "copy",
+          "catch-up",
+          "fence",
+          "final-position",
+          "verify",
+        ]
+      : ["precheck", "receive", "fence", "copy", "verify"];
+  steps.push("switch", "enforce", "teardown", "cleanup", "done");
+  return steps.filter(
+    (s) => !(s === "verify" && options.verify === false) && !(s === "cleanup" && options.cleanup === false),
+  );
+}
+
+/** `Table`, `Table:column` or `Table:column:bits` (comma-separated lists too). */
+export function parseTables(specs: readonly string[]): FencedTable[] {
+  const issues: string[] = [];
+  const tables: FencedTable[] = [];
+  for (const spec of specs.flatMap((s) => s.split(",")).map((s) => s.trim())) {
+    if (spec === "") continue;
+    const [name, column = "id", kind = "uuid", ...rest] = spec.split(":");
+    if (!name || !column || rest.length > 0 || (kind !== "uuid" && kind !== "bits")) {
+      issues.push(
+        `--table ${JSON.stringify(spec)}: expected Table, Table:column or Table:column:bits (kind uuid or bits)`,
+      );
+      continue;
+    }
+    if (tables.some((t) => t.table === name)) issues.push(`--table ${name}: listed twice`);
+    tables.push(kind === "bits" ? { table: name, column, kind } : { table: name, column });
+  }
+  if (tables.length === 0 && issues.length === 0)
+    issues.push(
+      "--table: list every table holding shard rows, e.g. --table Wallet --table OutboxEvent --table IdempotencyKey:shard:bits",
+    );
+  if (issues.length > 0) throw new UsageError(issues);
+  return tables;
+}
+
+/**
+ * Moves one logical shard to another database with `moveShard` of `@shardkit/ownership`: live
+ * (logical replication, writes held only from the fence to the switch) or offline. The mover opens
+ * its own partition map over the configuration. A move that stopped half-way is finished or undone
+ * first (ownership records it on the source). `dryRun` only reads and returns the plan.
+ */
+export async function move(options: MoveCommandOptions): Promise<MoveReport> {
+  const issues: string[] = [];
+  let shard: ShardIdentifier | undefined;
+  try {
+    shard = ShardIdentifier.parse(options.shard);
+  } catch (error) {
+    issues.push(`shard ${JSON.stringify(options.shard)}: ${(error as Error).message}`);
+  }
+  const mode = options.mode ?? "live";
+  if (mode !== "live" && mode !== "offline")
+    issues.push(`--mode: expected live or offline, got ${JSON.stringify(mode)}`);
+  if (options.timeoutMs !== undefined && !(Number.isFinite(options.timeoutMs) && options.timeoutMs > 0))
+    issues.push(`--timeout: expected a positive number of ms, got ${options.timeoutMs}`);
+  let tables: FencedTable[] = [];
+  try {
+    tables = parseTables(options.tables);
+  } catch (error) {
+    issues.push(...(error as UsageError).issues);
+  }
+  if (issues.length > 0 || !shard) throw new UsageError(issues);
+  const opened = openConfig(options);
+  try {
+    const { registry } = opened;
+    if (!registry.has(shard))
+      throw new UsageError([
+        `shard ${shard.key} is not in the configuration (it has ${registry.shards.map((s) => s.key).join(", ")})`,
+      ]);
+    const to = findDatabase(opened, options.to);
+    if (options.dryRun) {
+      const [records, ids] = await Promise.all([readRecords(opened, 5000), identities(opened, 5000)]);
+      const configured = registry.physicalOf(shard);
+      const placement = placementOf(shard, configured, records, ids.nameOf);
+      const from = placement.owner ?? configured;
+      if (from === to) throw new UsageError([`${to.name} already owns shard ${shard.key}`]);
+      return {
+        dryRun: true,
+        shard: shard.key,
+        from: from.name,
+        to: to.name,
+        epoch: placement.epoch,
+        state: placement.state,
+        mode,
+        tables,
+        sourceConnection: mode === "live" ? redactUrl(options.sourceConnection ?? opened.urlOf(from)) : null,
+      };
+    }
+    const map = await PartitionMap.open({ registry, tables });
+    try {
+      const from = registry.physicalOf(shard);
+      const result = await moveShard({
+        map,
+        shard,
+        to,
+        mode,
+        ...(mode === "live" ? { sourceConnection: options.sourceConnection ?? opened.urlOf(from) } : {}),
+        ...(options.verify !== undefined ? { verify: options.verify } : {}),
+        ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
+        ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+        onProgress: options.onProgress ?? (() => {}),
+      });
+      return { dryRun: false, ...result };
+    } finally {
+      map.close();
+    }
+  } finally {
+    await opened.close();
+  }
+}
+
+/** One progress line's text for a move's progress event. */
+export function describeMoveProgress(p: MoveProgress): string {
+  const extra =
+    p.rows !== undefined
+      ? `: ${count(p.rows)} rows at the target`
+      : p.lagBytes !== undefined
+        ? `: ${bytes(p.lagBytes)} behind`
+        : "";
+  return `${p.step}${extra} (${duration(p.elapsedMs)})`;
+}
+
+/** `move` for people. */
+export function renderMove(report: MoveReport): string {
+  if (report.dryRun) {
+    return `${[
+      `dry run: nothing was changed`,
+      `shard        ${report.shard} (${report.state}${report.epoch !== null ? ` at epoch ${report.epoch}` : ""})`,
+      `from         ${report.from}`,
+      `to           ${report.to}`,
+      `mode         ${report.mode}${report.mode === "live" ? ` (the target's server subscribes with ${report.sourceConnection})` : ""}`,
+      `tables       ${report.tables.map((t) => `${t.table}.${t.column}${t.kind === "bits" ? " (bits)" : ""}`).join(", ")}`,
+    ].join("\n")}\n`;
+  }
+  const lines = [
+    `moved shard ${report.shard}: ${report.from} -> ${report.to}, epoch ${report.epoch} (${report.mode})`,
+    `writes held ${duration(report.freezeMs)} (fence to switch), ${duration(report.durationMs)} in all${report.resumed ? `; a stopped move was ${report.resumed} first` : ""}`,
+  ];
+  const rows = Object.entries(report.rows);
+  if (rows.length > 0)
+    lines.push(
+      table(
+        ["TABLE", { header: "ROWS", align: "right" }],
+        rows.map(([t, n]) => [t, count(n)]),
+      ),
+    );
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,68 @@
+import { ShardedUUID } from "@shardkit/id";
+import { createOutboxRelay } from "@shardkit/prisma";
+import { type ConfigOptions, openConfig } from "./config.js";
+import { UsageError } from "./errors.js";
+import { count, plural, table } from "./format.js";
+import { holdingShards } from "./holders.js";
+import { applyRecords } from "./records.js";
+
+export interface RedriveOptions extends ConfigOptions {
+  /** Only dead letters of this topic. */
+  topic?: string;
+  /** Only these event IDs. */
+  ids?: readonly string[];
+}
+
+export interface RedriveReport {
+  ok: true;
+  /** Dead letters put back to pending, per database (`shards`: the keys of the shards it holds). */
+  databases: { database: string; shards: string; redriven: number }[];
+  redriven: number;
+  filter: { topic: string | null; ids: string[] | null };
+}
+
+/**
+ * Dead letters back to pending (attempts reset), to be delivered again by the services' relays:
+ * `redrive` of `@shardkit/prisma`'s outbox relay, on every database that holds a shard, at once. A
+ * database that does not answer makes it fail (`ScatterFailedError` naming it); the others are
+ * redriven all the same, and running it again is harmless.
+ */
+export async function redrive(options: RedriveOptions = {}): Promise<RedriveReport> {
+  const ids = options.ids && options.ids.length > 0 ? [...options.ids] : undefined;
+  const bad = (ids ?? []).filter((id) => !ShardedUUID.isValid(id));
+  if (bad.length > 0) throw new UsageError(bad.map((id) => `--id ${JSON.stringify(id)}: not a ShardedUUID`));
+  if (options.topic !== undefined && options.topic === "") throw new UsageError(["--topic: empty"]);
+  const opened = openConfig(options);
+  try {
+    // Label each database with the shards it holds now (shards that moved since the configuration was written).
+    await applyRecords(opened, 5000);
+    const holders = holdingShards(opened.registry);
+    const relay = createOutboxRelay({
+      registry: holders,
+      // Never called: redrive only moves dead letters back to pending; the services' relays deliver them.
+      deliver: async () => {},
+    });
+    const counts = await relay.redrive({
+      ...(options.topic !== undefined ? { topic: options.topic } : {}),
+      ...(ids ? { ids } : {}),
+    });
+    // The relay names a database by its shards' keys, in the registry's order.
+    const databases = counts.map((c, i) => ({ database: holders.physical[i]?.name ?? "", ...c }));
+    return {
+      ok: true,
+      databases,
+      redriven: databases.reduce((sum, d) => sum + d.redriven, 0),
+      filter: { topic: options.topic ?? null, ids: ids ?? null },
+    };
+  } finally {
+    await opened.close();
+  }
+}
+
+/** `redrive` for people. */
+export function renderRedrive(report: RedriveReport): string {
+  return `${table(
+    ["DATABASE", "SHARDS", { header: "REDRIVEN", align: "right" }],
+    report.databases.map((d) => [d.database, d.shards || "(spare)", count(d.redriven)]),
+  )}\n${plural(report.redriven, "dead letter")} back to pending: the services' relays deliver ${report.redriven === 1 ? "it" : "them"} again\n`;
+}

@@ -1,0 +1,208 @@
+import { createOutboxRelay, shardHealth } from "@shardkit/prisma";
+import { type ConfigOptions, openConfig } from "./config.js";
+import { UsageError } from "./errors.js";
+import { duration, oneLine, plainDbError, plural, table } from "./format.js";
+import { holdingShards } from "./holders.js";
+import { applyRecords, isMissingTable } from "./records.js";
+
+export interface StatusOptions extends ConfigOptions {
+  /** How long each database may take to answer each question. Default 5000 ms. */
+  timeoutMs?: number;
+}
+
+/** One logical shard in `status`. */
+export interface StatusShard {
+  shard: string;
+  /** The database that holds it now: its owner by the ownership records, else the configuration's. */
+  database: string;
+  /** Where the configuration places it, when that is not where it is now (it moved since). */
+  configured?: string;
+  /** Whether that database answered the health probe (`shardHealth`). */
+  reachable: boolean;
+  latencyMs: number | null;
+  /** Why it is unreachable. */
+  error?: string;
+  /** The database that owns it by the ownership records (`null`: no record, the configuration holds). */
+  owner: string | null;
+  epoch: number | null;
+  /** `owned`, `fenced` (between owners), `unrecorded` (no partition map opened yet) or `unknown`. */
+  state: "owned" | "fenced" | "unrecorded" | "unknown";
+  /** The database it is being moved to, when a move is under way. */
+  movingTo: string | null;
+  /** Every database's record of it. */
+  records: { database: string; epoch: number; state: string; peer: string | null }[];
+}
+
+/** One physical database in `status`: reachability and its outbox (per database, as the relay reports it). */
+export interface StatusDatabase {
+  database: string;
+  shards: string[];
+  reachable: boolean;
+  error?: string;
+  /**
+   * `present`, `absent` (no `OutboxEvent` table), `unavailable` (the database did not answer), or
+   * `spare` (it holds no shard: no relay delivers from it, so it is not asked).
+   */
+  outbox: "present" | "absent" | "unavailable" | "spare";
+  pending: number | null;
+  /** Age of the oldest pending event. */
+  oldestPendingMs: number | null;
+  /** Dead letters (`shardkit redrive` puts them back to pending). */
+  dead: number | null;
+}
+
+export interface StatusReport {
+  /** False when a database did not answer (exit code 1). */
+  ok: boolean;
+  /** Where the configuration came from. */
+  config: string;
+  shards: StatusShard[];
+  databases: StatusDatabase[];
+  /** Names of the databases that did not answer. */
+  unreachable: string[];
+  /** Dead letters over every database that answered. */
+  deadLetters: number;
+}
+
+/**
+ * Each shard's database, reachability, epoch and owner state, and each database's outbox lag and
+ * dead letters. Reads only (SELECTs); every database is asked at once, each bounded by `timeoutMs`.
+ */
+export async function status(options: StatusOptions = {}): Promise<StatusReport> {
+  const timeoutMs = options.timeoutMs ?? 5000;
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0))
+    throw new UsageError([`--timeout: expected a positive number of ms, got ${timeoutMs}`]);
+  const opened = openConfig(options);
+  try {
+    const { registry } = opened;
+    // First where each shard is now (by the ownership records), then its health and outbox there.
+    const { ids, placements } = await applyRecords(opened, timeoutMs);
+    // Probed after the records were read, so a shard's latency is a round trip, not the client's start.
+    const holders = holdingShards(registry);
+    const relay = createOutboxRelay({
+      registry: holders,
+      // Never called: status only reads the outbox's counts.
+      deliver: async () => {},
+      lagTimeoutMs: timeoutMs,
+    });
+    const [health, lag] = await Promise.all([shardHealth(registry, { timeoutMs }), relay.lag()]);
+    const byShard = new Map(health.shards.map((h) => [h.shard, h]));
+    const shards: StatusShard[] = placements.map(({ shard, configured, placement }) => {
+      const h = byShard.get(shard.key)!;
+      return {
+        shard: shard.key,
+        database: h.database,
+        ...(configured.name !== h.database ? { configured: configured.name } : {}),
+        reachable: h.state === "up",
+        latencyMs: h.latencyMs ?? null,
+        ...(h.error !== undefined ? { error: plainDbError(h.error) } : {}),
+        owner: placement.owner?.name ?? null,
+        epoch: placement.epoch,
+        state: placement.state,
+        movingTo: placement.movingTo,
+        records: placement.records,
+      };
+    });
+    const databases: StatusDatabase[] = registry.physical.map((physical) => {
+      const at = holders.physical.findIndex((h) => h.client === physical.client);
+      const outbox =
+        at >= 0 ? lag[at]! : { pending: null, dead: null, oldestPendingMs: null, error: undefined };
+      const answered = ids.byPhysical.has(physical);
+      const downShard = shards.find((s) => s.database === physical.name && !s.reachable);
+      const reachable = answered && downShard === undefined;
+      const absent = outbox.error !== undefined && isMissingTable(outbox.error);
+      const error = !reachable
+        ? (downShard?.error ?? oneLine(outbox.error ?? "no answer"))
+        : outbox.error !== undefined && !absent
+          ? oneLine(outbox.error)
+          : undefined;
+      return {
+        database: physical.name,
+        shards: physical.shards.map((s) => s.key),
+        reachable,
+        ...(error !== undefined ? { error } : {}),
+        outbox: at < 0 ? "spare" : outbox.error === undefined ? "present" : absent ? "absent" : "unavailable",
+        pending: outbox.pending,
+        oldestPendingMs: outbox.oldestPendingMs,
+        dead: outbox.dead,
+      };
+    });
+    const unreachable = databases.filter((d) => !d.reachable).map((d) => d.database);
+    return {
+      ok: unreachable.length === 0,
+      config: opened.source,
+      shards,
+      databases,
+      unreachable,
+      deadLetters: databases.reduce((sum, d) => sum + (d.dead ?? 0), 0),
+    };
+  } finally {
+    await opened.close();
+  }
+}
+
+/** `status` for people. */
+export function renderStatus(report: StatusReport): string {
+  const ownership = (s: StatusShard) => {
+    if (s.state === "unrecorded") return "unrecorded (no partition map yet)";
+    if (s.state === "unknown") return "unknown";
+    const moving = s.movingTo ? `, moving to ${s.movingTo}` : "";
+    const moved = s.configured ? ` (moved; the configuration says ${s.configured})` : "";
+    return `${s.state}${moving}${moved}`;
+  };
+  const lines = [
+    `shards (configuration: ${report.config})`,
+    table(
+      [
+        "SHARD",
+        "DATABASE",
+        "REACHABLE",
+        { header: "LATENCY", align: "right" },
+        { header: "EPOCH", align: "right" },
+        "OWNER STATE",
+      ],
+      report.shards.map((s) => [
+        s.shard,
+        s.database,
+        s.reachable ? "yes" : "NO",
+        s.latencyMs === null ? null : `${s.latencyMs} ms`,
+        s.epoch,
+        ownership(s),
+      ]),
+    ),
+    "",
+    "outbox (per database)",
+    table(
+      [
+        "DATABASE",
+        "SHARDS",
+        { header: "PENDING", align: "right" },
+        { header: "OLDEST PENDING", align: "right" },
+        { header: "DEAD LETTERS", align: "right" },
+      ],
+      report.databases.map((d) => [
+        d.database,
+        d.shards.join(",") || "(spare)",
+        d.outbox === "absent" ? "no outbox" : d.pending,
+        d.outbox === "present" && d.pending ? duration(d.oldestPendingMs) : null,
+        d.dead,
+      ]),
+    ),
+  ];
+  if (report.unreachable.length > 0) {
+    lines.push(
+      "",
+      `${plural(report.unreachable.length, "database")} of ${report.databases.length} unreachable:`,
+      ...report.databases
+        .filter((d) => !d.reachable)
+        .map((d) => `  ${d.database}: ${d.error ?? "no answer"}`),
+    );
+  }
+  if (report.deadLetters > 0) {
+    lines.push(
+      "",
+      `${plural(report.deadLetters, "dead letter")}: \`shardkit redrive\` puts them back to pending`,
+    );
+  }
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,50 @@
+// Runs the real `shardkit` binary (dist/cli.js) in a child process, as a user or a script does.
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+export const SCHEMA = fileURLToPath(new URL("./schema.prisma", import.meta.url));
+
+/** A timeout for questions to databases that are up: on a loaded machine a first query can take seconds. */
+export const SLOW = ["--timeout", "20000"];
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `shardkit ...args` with stdout and stderr as pipes (not a terminal), and SHARDKIT_SHARDS unset unless given. */
+export function shardkit(
+  args: string[],
+  options: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {},
+): Promise<CliRun> {
+  const { SHARDKIT_SHARDS: _, ...env } = process.env;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...env, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 50_000);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(options.input ?? "");
+  });
+}
+
+/** A configuration file (the `SHARDKIT_SHARDS` JSON) in a temporary folder; its path. */
+export function configFile(name: string, config: unknown): string {
+  const path = join(tmpdir(), `shardkit-cli-${name}-${process.pid}.json`);
+  writeFileSync(path, JSON.stringify(config, null, 2));
+  return path;
+}

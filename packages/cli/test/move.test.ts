@@ -1,0 +1,153 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
+import { rowsPerShard, seed } from "./seed.js";
+
+// Offline moves on the machine's server (no logical replication needed): a holds 0/0 and 0/1, e is a spare.
+const names = { a: `sk_cli_move_a_${process.pid}`, e: `sk_cli_move_e_${process.pid}` };
+const urls = { a: "", e: "" };
+let config = "";
+const TABLES = ["--table", "Wallet", "--table", "OutboxEvent"];
+
+beforeAll(async () => {
+  urls.a = await createDatabase(MAIN_PORT, names.a);
+  urls.e = await createDatabase(MAIN_PORT, names.e);
+  await rolloutSchema({
+    schema: SCHEMA,
+    targets: Object.entries(urls).map(([name, url]) => ({
+      name,
+      adapter: new PrismaPg({ connectionString: url }),
+    })),
+    onProgress: () => {},
+  });
+  await seed(urls.a, { "0/0": 20, "0/1": 30 });
+  config = configFile("move", {
+    shards: [
+      { group: 0, member: 0, url: urls.a },
+      { group: 0, member: 1, url: urls.a },
+    ],
+    databases: [{ url: urls.e }],
+  });
+});
+
+afterAll(async () => {
+  for (const name of Object.values(names)) await dropDatabase(MAIN_PORT, name);
+});
+
+async function ownershipRows(url: string) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const { rows } = await client.query(`SELECT shard, epoch, state FROM "ShardOwnership" ORDER BY shard`);
+  await client.end();
+  return rows;
+}
+
+describe("shardkit move: arguments", () => {
+  it("refuses what cannot work before touching a database: exit 2, saying why", async () => {
+    const runs = await Promise.all([
+      shardkit(["move", "x/y", "--config", config, "--to", names.e, ...TABLES]),
+      shardkit(["move", "0/1", "--config", config, "--to", "sk_nowhere", ...TABLES]),
+      shardkit(["move", "0/1", "--config", config, "--to", names.e]),
+      shardkit(["move", "5/5", "--config", config, "--to", names.e, ...TABLES]),
+      shardkit(["move", "0/1", "--config", config, ...TABLES]),
+      shardkit(["move", "0/1", "--config", config, "--to", names.e, "--mode", "sideways", ...TABLES]),
+      shardkit(["move", "0/1", "--config", config, "--to", names.e, "--table", "Wallet:id:text"]),
+    ]);
+    for (const run of runs) expect(run.code, run.stderr).toBe(2);
+    const [shard, to, tables, unknown, noTo, mode, kind] = runs.map((r) => r.stderr);
+    expect(shard).toMatch(/^shardkit move: shard "x\/y": /);
+    expect(to).toContain(
+      `no database "sk_nowhere" in the configuration; the configuration has: ${urls.a}, ${urls.e}`,
+    );
+    expect(tables).toContain("--table: list every table holding shard rows");
+    expect(unknown).toContain("shard 5/5 is not in the configuration (it has 0/0, 0/1)");
+    expect(noTo).toContain("required option '--to <database>' not specified");
+    expect(mode).toContain("argument 'sideways' is invalid. Allowed choices are live, offline.");
+    expect(kind).toContain('--table "Wallet:id:text": expected Table, Table:column or Table:column:bits');
+    // Nothing was recorded anywhere.
+    expect(await ownershipRows(urls.a)).toEqual([]);
+  });
+
+  it("--dry-run shows the plan and changes nothing", async () => {
+    const run = await shardkit(["move", "0/1", "--config", config, "--to", names.e, ...TABLES, "--dry-run"]);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toBe(
+      [
+        "dry run: nothing was changed",
+        "shard        0/1 (unrecorded)",
+        `from         ${urls.a}`,
+        `to           ${urls.e}`,
+        `mode         live (the target's server subscribes with ${urls.a})`,
+        "tables       Wallet.id, OutboxEvent.id",
+        "",
+      ].join("\n"),
+    );
+    expect(await ownershipRows(urls.a)).toEqual([]);
+    expect(await rowsPerShard(urls.e)).toEqual({});
+  });
+});
+
+describe("shardkit move: offline", () => {
+  it("moves the shard's rows and ownership, with plain progress lines on stderr; status sees it at its new owner", async () => {
+    const run = await shardkit([
+      "move",
+      "0/1",
+      "--config",
+      config,
+      "--to",
+      names.e,
+      ...TABLES,
+      "--mode",
+      "offline",
+      "--json",
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    const steps = run.stderr.trimEnd().split("\n");
+    expect(steps[0]).toMatch(/^move 0\/1 \[1\/10\] precheck \([\d.]+ (ms|s)\)$/);
+    expect(steps).toContainEqual(expect.stringMatching(/^move 0\/1 \[4\/10\] copy: 33 rows at the target /));
+    expect(steps.at(-1)).toMatch(/^move 0\/1 \[10\/10\] done /);
+    const result = JSON.parse(run.stdout);
+    expect(result).toMatchObject({
+      dryRun: false,
+      ok: true,
+      shard: "0/1",
+      from: urls.a,
+      to: urls.e,
+      epoch: 2,
+      mode: "offline",
+      rows: { Wallet: 30, OutboxEvent: 3 },
+      resumed: null,
+    });
+    expect(await rowsPerShard(urls.a)).toEqual({ "0/0": 20 });
+    expect(await rowsPerShard(urls.e)).toEqual({ "0/1": 30 });
+
+    const status = JSON.parse((await shardkit(["status", "--config", config, "--json", ...SLOW])).stdout);
+    expect(status.shards.find((s: { shard: string }) => s.shard === "0/1")).toMatchObject({
+      database: urls.e,
+      configured: urls.a,
+      epoch: 2,
+      state: "owned",
+    });
+    expect(status.databases.find((d: { database: string }) => d.database === urls.e)).toMatchObject({
+      shards: ["0/1"],
+      pending: 3,
+    });
+    // Moving it to where it is now is refused.
+    const again = await shardkit([
+      "move",
+      "0/1",
+      "--config",
+      config,
+      "--to",
+      names.e,
+      ...TABLES,
+      "--dry-run",
+    ]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain(`${urls.e} already owns shard 0/1`);
+  });
+});

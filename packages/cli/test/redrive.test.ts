@@ -1,0 +1,97 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { configFile, SCHEMA, shardkit } from "./cli.js";
+
+const names = ["a", "b"].map((k) => `sk_cli_redrive_${k}_${process.pid}`);
+let urls: string[] = [];
+let config = "";
+const ids = { a: [] as string[], b: [] as string[] };
+
+beforeAll(async () => {
+  urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+  await rolloutSchema({
+    schema: SCHEMA,
+    targets: urls.map((url, i) => ({ name: names[i]!, adapter: new PrismaPg({ connectionString: url }) })),
+    onProgress: () => {},
+  });
+  config = configFile("redrive", [
+    { group: 0, member: 0, url: urls[0] },
+    { group: 1, member: 0, url: urls[1] },
+  ]);
+  // Dead letters: three on a (two of topic wallet.debited), two on b; a delivered event on a.
+  const events = [
+    [0, "a", "wallet.debited", "dead"],
+    [0, "a", "wallet.debited", "dead"],
+    [0, "a", "wallet.credited", "dead"],
+    [0, "a", "wallet.debited", "delivered"],
+    [1, "b", "wallet.debited", "dead"],
+    [1, "b", "wallet.credited", "dead"],
+  ] as const;
+  for (const [group, key, topic, status] of events) {
+    const client = new pg.Client({ connectionString: urls[group] });
+    await client.connect();
+    const id = ShardedUUID.generate(ShardIdentifier.of(group, 0));
+    if (status === "dead") ids[key].push(id);
+    await client.query(
+      `INSERT INTO "OutboxEvent" (id, topic, "aggregateId", payload, status, attempts, "lastError")
+       VALUES ($1, $2, $1, '{}', $3, 10, 'consumer said no')`,
+      [id, topic, status],
+    );
+    await client.end();
+  }
+});
+
+afterAll(async () => {
+  for (const name of names) await dropDatabase(MAIN_PORT, name);
+});
+
+async function statuses(url: string) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const { rows } = await client.query(
+    `SELECT id::text, topic, status, attempts, "lastError" FROM "OutboxEvent" ORDER BY id`,
+  );
+  await client.end();
+  return rows;
+}
+
+describe("shardkit redrive", () => {
+  it("by topic: only that topic's dead letters go back to pending, attempts reset, on every database", async () => {
+    const run = await shardkit(["redrive", "--config", config, "--topic", "wallet.debited"]);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^${urls[0]}\\s+0/0\\s+2$`, "m"));
+    expect(run.stdout).toMatch(new RegExp(`^${urls[1]}\\s+1/0\\s+1$`, "m"));
+    expect(run.stdout).toContain("3 dead letters back to pending");
+    const a = await statuses(urls[0]!);
+    expect(a.filter((r) => r.topic === "wallet.debited" && r.status === "pending")).toHaveLength(2);
+    expect(
+      a.filter((r) => r.status === "pending").every((r) => r.attempts === 0 && r.lastError === null),
+    ).toBe(true);
+    expect(a.find((r) => r.topic === "wallet.credited")!.status).toBe("dead");
+    expect(a.filter((r) => r.status === "delivered")).toHaveLength(1);
+  });
+
+  it("by id, with --json for scripts; then everything else; a malformed id exits 2", async () => {
+    const byId = await shardkit(["redrive", "--config", config, "--id", ids.a[2]!, "--json"]);
+    expect(byId.code).toBe(0);
+    expect(JSON.parse(byId.stdout)).toEqual({
+      ok: true,
+      databases: [
+        { database: urls[0], shards: "0/0", redriven: 1 },
+        { database: urls[1], shards: "1/0", redriven: 0 },
+      ],
+      redriven: 1,
+      filter: { topic: null, ids: [ids.a[2]] },
+    });
+    const rest = await shardkit(["redrive", "--config", config, "--json"]);
+    expect(JSON.parse(rest.stdout).redriven).toBe(1); // b's wallet.credited; one (b's debited) went before
+    expect((await statuses(urls[1]!)).map((r) => r.status)).toEqual(["pending", "pending"]);
+    const bad = await shardkit(["redrive", "--config", config, "--id", "not-a-uuid"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--id "not-a-uuid": not a ShardedUUID');
+  });
+});

@@ -1,0 +1,140 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { createDatabase, dropDatabase, MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
+import { DOWN } from "./clusters.js";
+
+// Three databases: a and b on the machine's server, c on a cluster of the package's tests
+// (test/clusters.ts), which one test stops to see `status` name it.
+const names = {
+  a: `sk_cli_status_a_${process.pid}`,
+  b: `sk_cli_status_b_${process.pid}`,
+  c: `sk_cli_status_c_${process.pid}`,
+};
+const urls = { a: "", b: "", c: "" };
+let config = "";
+
+beforeAll(async () => {
+  [urls.a, urls.b, urls.c] = await Promise.all([
+    createDatabase(MAIN_PORT, names.a),
+    createDatabase(MAIN_PORT, names.b),
+    createDatabase(DOWN.port, names.c),
+  ]);
+  await rolloutSchema({
+    schema: SCHEMA,
+    targets: Object.entries(urls).map(([name, url]) => ({
+      name,
+      adapter: new PrismaPg({ connectionString: url }),
+    })),
+    onProgress: () => {},
+  });
+  // Two dead letters and a pending event on shard 0/1 (database a).
+  const client = new pg.Client({ connectionString: urls.a });
+  await client.connect();
+  for (const status of ["dead", "dead", "pending"]) {
+    const id = ShardedUUID.generate(ShardIdentifier.of(0, 1));
+    await client.query(
+      `INSERT INTO "OutboxEvent" (id, topic, "aggregateId", payload, status, attempts) VALUES ($1, 'wallet.debited', $1, '{}', $2, 10)`,
+      [id, status],
+    );
+  }
+  await client.end();
+  config = configFile("status", [
+    { group: 0, member: 0, url: urls.a },
+    { group: 0, member: 1, url: urls.a },
+    { group: 1, member: 0, url: urls.b },
+    { group: 2, member: 0, url: urls.c },
+  ]);
+});
+
+afterAll(async () => {
+  await Promise.all([
+    dropDatabase(MAIN_PORT, names.a),
+    dropDatabase(MAIN_PORT, names.b),
+    dropDatabase(DOWN.port, names.c),
+  ]);
+});
+
+describe("shardkit status", () => {
+  it("every shard up: each shard's database, epoch and state, each database's outbox; exit 0", async () => {
+    const run = await shardkit(["status", "--config", config, ...SLOW]);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const lines = run.stdout.split("\n");
+    expect(lines[1]).toMatch(/^SHARD\s+DATABASE\s+REACHABLE\s+LATENCY\s+EPOCH\s+OWNER STATE$/);
+    expect(lines.find((l) => l.startsWith("0/1 "))).toMatch(
+      new RegExp(`^0/1\\s+${urls.a}\\s+yes\\s+[\\d.]+ ms\\s+-\\s+unrecorded`),
+    );
+    expect(lines.find((l) => l.startsWith(urls.a))).toMatch(/0\/0,0\/1\s+1\s+[\d.]+ (ms|s)\s+2$/);
+    expect(run.stdout).toContain("2 dead letters: `shardkit redrive` puts them back to pending");
+  });
+
+  it("reads SHARDKIT_SHARDS the same way, and --json gives the same facts to scripts; spares hold no outbox", async () => {
+    const shards = {
+      shards: [{ group: 0, member: 1, url: urls.a }],
+      databases: [{ url: urls.b }, { url: urls.c }],
+    };
+    const run = await shardkit(["status", "--json", ...SLOW], {
+      env: { SHARDKIT_SHARDS: JSON.stringify(shards) },
+    });
+    expect(run.code).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report).toMatchObject({
+      ok: true,
+      config: "SHARDKIT_SHARDS",
+      unreachable: [],
+      deadLetters: 2,
+      shards: [{ shard: "0/1", database: urls.a, reachable: true, state: "unrecorded", epoch: null }],
+      databases: [
+        { database: urls.a, shards: ["0/1"], outbox: "present", pending: 1, dead: 2 },
+        { database: urls.b, shards: [], reachable: true, outbox: "spare", dead: null },
+        { database: urls.c, shards: [], reachable: true, outbox: "spare", dead: null },
+      ],
+    });
+  });
+
+  it("a database that is down: named in the table and on its own line, exit 1; the others are still reported", async () => {
+    const [text, json] = await withClusterStopped(DOWN.cluster, DOWN.port, () =>
+      Promise.all([
+        shardkit(["status", "--config", config, ...SLOW]),
+        shardkit(["status", "--config", config, "--json", ...SLOW]),
+      ]),
+    );
+    expect(text.code, text.stderr).toBe(1);
+    expect(text.stdout, text.stderr).toMatch(new RegExp(`^2/0\\s+${urls.c}\\s+NO\\s`, "m"));
+    expect(text.stdout).toMatch(/^0\/0\s+\S+\s+yes\s/m);
+    expect(text.stdout).toContain(`1 database of 3 unreachable:\n  ${urls.c}: `);
+    expect(json.code, json.stderr).toBe(1);
+    const report = JSON.parse(json.stdout);
+    expect(report.ok).toBe(false);
+    expect(report.unreachable).toEqual([urls.c]);
+    expect(report.shards.find((s: { shard: string }) => s.shard === "2/0")).toMatchObject({
+      reachable: false,
+      state: "unknown",
+      error: expect.stringMatching(/./),
+    });
+    expect(report.databases.find((d: { database: string }) => d.database === urls.c)).toMatchObject({
+      reachable: false,
+      outbox: "unavailable",
+      dead: null,
+    });
+  });
+
+  it("configuration errors exit 2 and say what is wrong", async () => {
+    const none = await shardkit(["status"]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/no shard configuration: pass --config <file> or set SHARDKIT_SHARDS/);
+    const bad = await shardkit(["status", "--json", ...SLOW], {
+      env: { SHARDKIT_SHARDS: JSON.stringify([{ group: 0, member: 99, url: urls.a }]) },
+    });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("shards[0].member");
+    expect(JSON.parse(bad.stdout)).toMatchObject({ ok: false, error: { code: "INVALID_CONFIG" } });
+    const missing = await shardkit(["status", "--config", "/nonexistent/shards.json"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("cannot read the configuration file /nonexistent/shards.json");
+  });
+});

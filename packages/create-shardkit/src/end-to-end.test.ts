@@ -1,0 +1,307 @@
+// Each template as a user gets it: the packed create-shardkit run the way `npm create` runs it (npm
+// exec of the package), with --packages pointing at packed @shardkit tarballs, into a folder outside
+// the workspace; then, in that folder, `npm install`, `npm test`, `npm run demo` and `npm run
+// typecheck`, with nothing of the workspace on the PATH or in reach of Node's module resolution.
+// The templates run at the same time (one vitest worker: their commands are child processes).
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { availableParallelism, tmpdir } from "node:os";
+import { delimiter, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { catalogVersion, packWorkspacePackages } from "@shardkit/vitest-config/quality";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { whyNoClusters } from "../template-files/test-db.js";
+import { listTemplates } from "./templates.js";
+
+const pkgDir = fileURLToPath(new URL("..", import.meta.url));
+const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
+const templates = listTemplates(join(pkgDir, "templates")).map((t) => t.name);
+
+/** What each template's demo prints when it worked. */
+const DEMO_SAYS: Record<string, RegExp> = {
+  wallet: /total EUR: 200\.00 = deposits 200\.00 - withdrawals 0\.00: conserved/,
+  orders: /the relay delivered 9 event\(s\)/,
+  allocations: /double decisions: 0/,
+};
+/** A test of each template that needs a second server, run where the tests may not make one. */
+const SKIP_CHECK: Record<string, { args: string[]; says: RegExp }> = {
+  wallet: {
+    args: ["src/degraded.test.ts", "src/schema.test.ts"],
+    says: /skipping the tests that stop a second PostgreSQL server: cannot make PostgreSQL server .+: SHARDKIT_TEST_NO_CLUSTERS is set/,
+  },
+  allocations: {
+    args: ["src/demo.test.ts", "-t", "on PostgreSQL"],
+    says: /skipping the live move on PostgreSQL: cannot make PostgreSQL server .+: SHARDKIT_TEST_NO_CLUSTERS is set/,
+  },
+};
+
+interface Result {
+  code: number | null;
+  output: string;
+  seconds: number;
+}
+
+/** The environment of a user's shell: nothing of this workspace or of the vitest and pnpm running this test. */
+function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of Object.keys(env))
+    if (
+      /^(VITEST|npm_lifecycle_|npm_package_|PNPM_)/.test(key) ||
+      [
+        "npm_execpath",
+        "npm_node_execpath",
+        "npm_command",
+        "npm_config_user_agent",
+        "INIT_CWD",
+        "NODE_ENV",
+        "TEST",
+      ].includes(key) ||
+      key.startsWith("SHARDKIT_")
+    )
+      delete env[key];
+  env.PATH = (env.PATH ?? "")
+    .split(delimiter)
+    .filter((dir) => relative(repoRoot, dir).startsWith(".."))
+    .join(delimiter);
+  delete env.FORCE_COLOR; // any value of it turns colours on in vitest
+  return { ...env, NO_COLOR: "1", ...extra };
+}
+
+/** Runs a command in its own process group; kills the group after `timeoutMs`. */
+function sh(cmd: string, args: string[], cwd: string, timeoutMs: number, env = userEnv()): Promise<Result> {
+  const started = Date.now();
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let output = "";
+    child.stdout.on("data", (chunk) => (output += chunk));
+    child.stderr.on("data", (chunk) => (output += chunk));
+    const timer = setTimeout(() => {
+      output += `\n[killed: ${cmd} ${args.join(" ")} took more than ${timeoutMs / 1000} s]`;
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {}
+    }, timeoutMs);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes
+      output = output.replace(/\u001b\[[0-9;]*m/g, "");
+      done({ code, output, seconds: Math.round((Date.now() - started) / 1000) });
+    });
+  });
+}
+
+/** A runner of at most `n` calls at a time: a call waits while `n` run. */
+function limit(n: number) {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (running < n) running++;
+    else await new Promise<void>((go) => waiting.push(go)); // a finished call hands its place over
+    try {
+      return await fn();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
+}
+// The templates' test suites hold concurrent work to deadlines of a few seconds (a call that waits
+// longer is a 503): a suite needs about two cores to itself, so on two cores they run one at a time.
+// The installs run one at a time, so that the first suite starts early; the other templates install,
+// and those whose tests are done run their demo and typecheck, while a suite runs.
+const suites = limit(Math.min(3, Math.max(1, Math.floor(availableParallelism() / 2))));
+const installs = limit(1);
+
+const tail = (r: Result, lines = 60) => r.output.split("\n").slice(-lines).join("\n");
+
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.on("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** Clusters of this file's runs (`cs_<template>_<pid>`); those of runs no longer alive are dropped first. */
+function dropClusters(which: (name: string, pid: number) => boolean) {
+  if (whyNoClusters()) return;
+  const lines = execFileSync("pg_lsclusters", ["--no-header"], { encoding: "utf8" }).split("\n");
+  for (const line of lines) {
+    const [version, name] = line.trim().split(/\s+/);
+    const m = /^cs_[a-z]+_(\d+)$/.exec(name ?? "");
+    if (!version || !m || !which(name!, Number(m[1]))) continue;
+    try {
+      execFileSync("pg_dropcluster", [version, name!, "--stop"], { stdio: "ignore", timeout: 60_000 });
+    } catch {}
+  }
+}
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+/** The workspace packages the templates depend on, and theirs, in dependency order. */
+function shardkitPackages(): string[] {
+  const dirs = new Map<string, string>();
+  for (const name of readdirSync(join(repoRoot, "packages"))) {
+    const file = join(repoRoot, "packages", name, "package.json");
+    if (existsSync(file))
+      dirs.set(JSON.parse(readFileSync(file, "utf8")).name, join(repoRoot, "packages", name));
+  }
+  const order: string[] = [];
+  const visit = (name: string) => {
+    const dir = dirs.get(name);
+    if (!dir || order.includes(dir)) return;
+    const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+    for (const dep of Object.keys(pkg.dependencies ?? {})) visit(dep);
+    order.push(dir);
+  };
+  for (const t of templates) {
+    const pkg = JSON.parse(readFileSync(join(pkgDir, "templates", t, "package.json"), "utf8"));
+    for (const dep of Object.keys(pkg.dependencies ?? {})) if (dep.startsWith("@shardkit/")) visit(dep);
+  }
+  visit("@shardkit/id"); // create-shardkit's own
+  return order;
+}
+
+const work = mkdtempSync(join(tmpdir(), "create-shardkit-e2e-"));
+const tarballs = join(work, "packages");
+let createTgz = "";
+let idTgz = "";
+const why = whyNoClusters();
+const clusters = new Map<string, string>();
+
+beforeAll(async () => {
+  dropClusters((_, pid) => !alive(pid));
+  mkdirSync(tarballs);
+  for (const file of packWorkspacePackages([...shardkitPackages(), pkgDir], work)) {
+    const target = join(tarballs, file.split("/").at(-1)!);
+    renameSync(file, target);
+    if (target.includes("create-shardkit-")) createTgz = target;
+    if (target.includes("shardkit-id-")) idTgz = target;
+  }
+  for (const t of templates) clusters.set(t, `cs_${t}_${process.pid}:${await freePort()}`);
+  // The way `npm create shardkit@latest my-x -- --template x` runs it (npm exec of the package), with
+  // this package's own dependency from its tarball (it is not in the registry yet).
+  for (const t of templates) {
+    const created = await sh(
+      "npm",
+      [
+        "exec",
+        "--yes",
+        `--package=${idTgz}`,
+        `--package=${createTgz}`,
+        "--",
+        "create-shardkit",
+        `my-${t}`,
+        "--template",
+        t,
+        "--packages",
+        tarballs,
+        "--no-install",
+      ],
+      work,
+      120_000,
+    );
+    if (created.code !== 0) throw new Error(`create-shardkit my-${t} --template ${t}:\n${tail(created)}`);
+  }
+}, 300_000);
+
+afterAll(() => {
+  dropClusters((name) => [...clusters.values()].some((c) => c.startsWith(`${name}:`)));
+  if (!process.env.SHARDKIT_KEEP_PACK) rmSync(work, { recursive: true, force: true });
+}, 120_000);
+
+describe("npm create shardkit@latest my-x -- --template x, then npm install, npm test, npm run demo", () => {
+  it("one template per reference service", () => {
+    expect(templates).toEqual(readdirSync(join(repoRoot, "apps")).sort());
+  });
+
+  it.concurrent.each(templates)(
+    "%s: a standalone project whose install, tests, demo and typecheck pass",
+    async (template) => {
+      const dir = join(work, `my-${template}`);
+      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+      expect(pkg.name).toBe(`my-${template}`);
+      expect(JSON.stringify(pkg)).not.toMatch(
+        /catalog:|workspace:|@shardkit\/(test-db|tsconfig|vitest-config)/,
+      );
+      expect(pkg.devDependencies.prisma).toBe(catalogVersion("prisma"));
+      for (const [dep, spec] of Object.entries<string>(pkg.dependencies))
+        if (dep.startsWith("@shardkit/"))
+          expect(spec, dep).toMatch(/^file:\.\.\/packages\/shardkit-[a-z]+-[\d.]+\.tgz$/);
+
+      // npm install as quality.js's npmInstall runs it (quiet, no audit, from npm's cache when it
+      // can), but without blocking: the other templates' commands go on meanwhile. Then, one after the
+      // other (the tests and the demo share the demo's .data folder; vitest runs in one folder share a
+      // temporary tsconfig): the tests, the demo, the typecheck, and a run where the tests may not
+      // make PostgreSQL servers.
+      const install = await installs(() =>
+        sh(
+          "npm",
+          ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
+          dir,
+          300_000,
+        ),
+      );
+      expect(install.code, `npm install (${install.seconds} s):\n${tail(install)}`).toBe(0);
+      expect(
+        existsSync(join(dir, "src/generated/prisma/client.ts")),
+        "npm install generates the client",
+      ).toBe(true);
+      const env = userEnv({ SHARDKIT_TEST_CLUSTER: clusters.get(template)! });
+      const test = await suites(() => sh("npm", ["test"], dir, 420_000, env));
+      expect(test.code, `npm test (${test.seconds} s):\n${tail(test)}`).toBe(0);
+      expect(test.output).toMatch(/Test Files +\d+ passed \(\d+\)/);
+      if (why) expect(test.output).toContain(why);
+      else expect(test.output).not.toMatch(/skipping/);
+
+      const demo = await sh("npm", ["run", "demo"], dir, 180_000);
+      expect(demo.code, `npm run demo (${demo.seconds} s):\n${tail(demo)}`).toBe(0);
+      expect(demo.output).toMatch(DEMO_SAYS[template]!);
+
+      const typecheck = await sh("npm", ["run", "typecheck"], dir, 180_000);
+      expect(typecheck.code, `npm run typecheck:\n${tail(typecheck)}`).toBe(0);
+
+      const skipCheck = SKIP_CHECK[template];
+      const skipped = skipCheck
+        ? await sh("npx", ["vitest", "run", ...skipCheck.args, "--reporter=verbose"], dir, 180_000, {
+            ...env,
+            SHARDKIT_TEST_NO_CLUSTERS: "1",
+          })
+        : undefined;
+      if (skipped) {
+        expect(skipped.code, `tests with SHARDKIT_TEST_NO_CLUSTERS=1:\n${tail(skipped)}`).toBe(0);
+        expect(skipped.output).toMatch(skipCheck!.says);
+        expect(skipped.output).toMatch(/\d+ skipped/);
+      }
+
+      // What the install, the tests and the demo wrote is ignored by git; the project's own files are not.
+      execFileSync("git", ["init", "-q"], { cwd: dir });
+      const untracked = execFileSync("git", ["status", "--porcelain", "--untracked-files=all"], {
+        cwd: dir,
+        encoding: "utf8",
+      })
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => line.slice(3));
+      expect(untracked.filter((f) => /^(node_modules|src\/generated|\.data)\//.test(f))).toEqual([]);
+      expect(untracked).toEqual(
+        expect.arrayContaining([".gitignore", "package-lock.json", "src/test/test-db.ts"]),
+      );
+      console.log(
+        `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s, npm run demo ${demo.seconds} s, typecheck ${typecheck.seconds} s${skipped ? `, without clusters ${skipped.seconds} s` : ""}`,
+      );
+    },
+    1_200_000,
+  );
+});

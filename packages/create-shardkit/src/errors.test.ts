@@ -1,0 +1,116 @@
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  type CreateErrorCode,
+  CreateShardkitError,
+  InstallFailedError,
+  InvalidProjectNameError,
+  isShardkitError,
+  PackagesDirError,
+  TargetNotEmptyError,
+  UnknownTemplateError,
+} from "./errors.js";
+import { projectName, scaffold } from "./scaffold.js";
+import { readPackagesDir } from "./tarballs.js";
+
+const work = mkdtempSync(join(tmpdir(), "create-shardkit-errors-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** A templates folder with one tiny template, so that scaffolding is cheap. */
+function tinyTemplates(): string {
+  const dir = join(work, `templates-${Math.random().toString(36).slice(2)}`);
+  mkdirSync(join(dir, "tiny"), { recursive: true });
+  writeFileSync(
+    join(dir, "tiny", "package.json"),
+    JSON.stringify({ name: "tiny", description: "a tiny one" }),
+  );
+  return dir;
+}
+
+/** Runs `fn` with an `npm` on the PATH that exits with `code`. */
+async function withFakeNpm<T>(code: number, fn: () => Promise<T>): Promise<T> {
+  const bin = mkdtempSync(join(work, "bin-"));
+  writeFileSync(join(bin, "npm"), `#!/bin/sh\nexit ${code}\n`);
+  chmodSync(join(bin, "npm"), 0o755);
+  const path = process.env.PATH;
+  process.env.PATH = `${bin}:${path}`;
+  try {
+    return await fn();
+  } finally {
+    process.env.PATH = path;
+  }
+}
+
+/** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
+const byCode: Record<
+  CreateErrorCode,
+  [cls: new (...args: never[]) => CreateShardkitError, trigger: () => unknown]
+> = {
+  UNKNOWN_TEMPLATE: [
+    UnknownTemplateError,
+    () => scaffold({ dir: join(work, "a"), template: "nope", templatesDir: tinyTemplates(), install: false }),
+  ],
+  TARGET_NOT_EMPTY: [
+    TargetNotEmptyError,
+    () => {
+      const dir = mkdtempSync(join(work, "full-"));
+      writeFileSync(join(dir, "x"), "");
+      return scaffold({ dir, template: "tiny", templatesDir: tinyTemplates(), install: false });
+    },
+  ],
+  INVALID_PROJECT_NAME: [InvalidProjectNameError, () => projectName("___")],
+  INVALID_PACKAGES: [PackagesDirError, () => readPackagesDir(join(work, "no-such-folder"))],
+  INSTALL_FAILED: [
+    InstallFailedError,
+    () =>
+      withFakeNpm(3, () =>
+        scaffold({
+          dir: join(work, `fails-${Math.random().toString(36).slice(2)}`),
+          template: "tiny",
+          templatesDir: tinyTemplates(),
+          installOutput: "ignore",
+        }),
+      ),
+  ],
+};
+
+describeErrorRules({
+  byCode,
+  base: CreateShardkitError,
+  shardkitError: ShardkitError,
+  guard: isShardkitError,
+  anyGuard: isAnyShardkitError,
+  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
+  forbidden: /\bnew (?:CreateShardkit|Type|Range|Syntax)?Error\(/,
+});
+
+describe("the errors' messages say what to do", () => {
+  it("names the templates, the folder, the reason", async () => {
+    await expect(
+      scaffold({ dir: join(work, "b"), template: "nope", templatesDir: tinyTemplates(), install: false }),
+    ).rejects.toThrow('unknown template "nope": the templates are tiny');
+    await expect(
+      scaffold({ dir: join(work, "c"), template: "x", templatesDir: join(work, "none"), install: false }),
+    ).rejects.toThrow(/has no templates/);
+    expect(() => projectName("...")).toThrow(
+      '"..." cannot name the project\'s package: no letter or digit in it',
+    );
+    const failed = await withFakeNpm(3, () =>
+      scaffold({
+        dir: join(work, "d"),
+        template: "tiny",
+        templatesDir: tinyTemplates(),
+        installOutput: "ignore",
+      }).catch((err: unknown) => err),
+    );
+    expect(isShardkitError(failed, "INSTALL_FAILED") && failed.dir).toBe(join(work, "d"));
+    expect((failed as Error).message).toMatch(
+      /npm install in .+ failed \(exit code 3\); the project is written/,
+    );
+  });
+});

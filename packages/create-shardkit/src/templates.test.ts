@@ -1,0 +1,250 @@
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { catalogVersion } from "@shardkit/vitest-config/quality";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  allowedScripts,
+  buildTemplate,
+  repoRoot,
+  rewriteReadme,
+  TemplateBuildError,
+  templateManifest,
+  templateNames,
+  workspacePackages,
+} from "../build/templates.js";
+import { ClustersUnavailableError, ensureCluster, whyNoClusters } from "../template-files/test-db.js";
+import { defaultTemplatesDir } from "./templates.js";
+
+const apps = templateNames();
+const built = new Map(await Promise.all(apps.map(async (app) => [app, await buildTemplate(app)] as const)));
+const json = (app: string, file: string) => JSON.parse(built.get(app)!.get(file)!);
+const work = mkdtempSync(join(tmpdir(), "create-shardkit-templates-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe("the templates, made from apps/*", () => {
+  it("one per reference service", () => {
+    expect(apps).toEqual(["allocations", "orders", "wallet"]);
+  });
+
+  it.each(apps)(
+    "%s: package.json has real versions, no private tooling package, a generate that works offline",
+    (app) => {
+      const source = JSON.parse(readFileSync(join(repoRoot, "apps", app, "package.json"), "utf8"));
+      const pkg = json(app, "package.json");
+      const workspace = workspacePackages();
+      const all = { ...pkg.dependencies, ...pkg.devDependencies };
+      for (const [dep, spec] of Object.entries({ ...source.dependencies, ...source.devDependencies })) {
+        if (spec === "catalog:") expect(all[dep], dep).toBe(catalogVersion(dep));
+        else if (String(spec).startsWith("workspace:")) {
+          const target = workspace.get(dep)!;
+          expect(all[dep], dep).toBe(target.private ? undefined : `^${target.version}`);
+        }
+      }
+      expect(
+        Object.keys(all)
+          .filter((d) => d.startsWith("@shardkit/"))
+          .sort(),
+      ).toEqual(
+        Object.keys(source.dependencies)
+          .filter((d) => d.startsWith("@shardkit/"))
+          .sort(),
+      );
+      for (const tool of ["vitest", "vite", "typescript", "@types/node", "pg", "@types/pg"])
+        expect(pkg.devDependencies[tool], tool).toBe(catalogVersion(tool));
+      expect(pkg.scripts.generate).toBe("node scripts/prisma-generate.mjs prisma/schema");
+      expect(pkg.scripts.postinstall).toBe("node scripts/prisma-generate.mjs prisma/schema --if-installed");
+      expect(pkg.allowScripts).toEqual(allowedScripts());
+      expect(pkg.allowScripts).toMatchObject({ esbuild: true, prisma: false });
+      expect(built.get(app)!.get("scripts/prisma-generate.mjs")).toContain("PRISMA_SCHEMA_ENGINE_BINARY");
+    },
+  );
+
+  it.each(apps)("%s: a tsconfig.json and a vitest.config.ts of its own", (app) => {
+    const tsconfig = json(app, "tsconfig.json");
+    const base = JSON.parse(readFileSync(join(repoRoot, "tooling/tsconfig/base.json"), "utf8"));
+    expect(tsconfig).toEqual({ compilerOptions: base.compilerOptions, include: ["src"] });
+    const vitest = built.get(app)!.get("vitest.config.ts")!;
+    expect(vitest).toMatch(/^import \{ defineConfig \} from "vitest\/config";\n/);
+    expect(vitest).toContain("testTimeout: 120_000,");
+    expect(vitest).not.toMatch(/@shardkit|alias|name:/);
+    if (app !== "allocations") {
+      expect(vitest).toContain('globalSetup: ["src/test/global-setup.ts"],');
+      expect(vitest).toContain("fileParallelism: false,");
+    }
+  });
+
+  it.each(apps)(
+    "%s: the tests use src/test/test-db.ts, the schema test node_modules/@shardkit/prisma",
+    (app) => {
+      const files = built.get(app)!;
+      expect(files.get("src/test/test-db.ts")).toBe(
+        readFileSync(new URL("../template-files/test-db.ts", import.meta.url), "utf8"),
+      );
+      const importers = [...files].filter(
+        ([path, text]) => path.endsWith(".ts") && text.includes("/test-db.js"),
+      );
+      expect(importers.length).toBeGreaterThan(0);
+      for (const [path, text] of importers)
+        expect(text, path).toMatch(
+          path.startsWith("src/test/") ? /from "\.\/test-db\.js"/ : /from "\.\/test\/test-db\.js"/,
+        );
+      const schemaTest = files.get("src/schema.test.ts");
+      if (schemaTest) expect(schemaTest).toContain("../node_modules/@shardkit/prisma/schema/shardkit.prisma");
+      expect(files.get("gitignore")).toMatch(/^node_modules\/\n[\s\S]*^src\/generated\/\n[\s\S]*^\.data\/$/m);
+    },
+  );
+
+  it.each(apps)(
+    "%s: a README for the new service: install, test, demo, start; the tests' PostgreSQL",
+    (app) => {
+      const readme = built.get(app)!.get("README.md")!;
+      expect(readme).toMatch(/^# \{\{name\}\}\n/);
+      for (const command of ["npm install", "npm test", "npm run demo", "npm start"])
+        expect(readme).toContain(command);
+      expect(readme).toContain("PRISMA_SCHEMA_ENGINE_BINARY");
+      expect(readme).toContain("127.0.0.1:5432");
+      expect(readme).toMatch(/SHARDKIT_TEST_CLUSTER=<name>:<port>/);
+      expect(readme).toMatch(/SHARDKIT_TEST_NO_CLUSTERS=1/);
+    },
+  );
+
+  it("templates/ holds what the build makes now (the package's prepack and build write it)", () => {
+    for (const app of apps) {
+      const dir = join(defaultTemplatesDir(), app);
+      const shipped = existsSync(dir) ? listFiles(dir) : [];
+      expect(shipped, `templates/${app} is stale: pnpm --filter create-shardkit build`).toEqual(
+        [...built.get(app)!.keys()].sort(),
+      );
+      for (const [path, text] of built.get(app)!)
+        expect(readFileSync(join(dir, path), "utf8"), `templates/${app}/${path}`).toBe(text);
+    }
+  });
+});
+
+describe("the build refuses what would not stand alone", () => {
+  const workspace = workspacePackages();
+  const catalog = (name: string) => `1.0.0-${name}`;
+
+  it("a private package without a replacement, a script running a private package's bin", () => {
+    workspace.set("@shardkit/secret", {
+      name: "@shardkit/secret",
+      dir: work,
+      version: "0.0.0",
+      private: true,
+    });
+    expect(() =>
+      templateManifest(
+        { name: "@shardkit/x", devDependencies: { "@shardkit/secret": "workspace:*" } },
+        { workspace, catalog },
+      ),
+    ).toThrow(
+      new TemplateBuildError(
+        "@shardkit/x uses the private package @shardkit/secret, which templates have no replacement for (build/templates.ts)",
+      ),
+    );
+    expect(() =>
+      templateManifest(
+        { name: "@shardkit/x", scripts: { gen: "shardkit-prisma-generate a" }, devDependencies: {} },
+        { workspace, catalog },
+      ),
+    ).toThrow(/script gen runs shardkit-prisma-generate of a private package/);
+    expect(() =>
+      templateManifest(
+        { name: "@shardkit/x", dependencies: { zod: "catalog:named" } },
+        { workspace, catalog },
+      ),
+    ).toThrow(/named catalogs/);
+  });
+
+  it("workspace:* and workspace:^ become ^version, workspace:~ ~version, catalog: the catalog's", () => {
+    const { manifest } = templateManifest(
+      {
+        name: "@shardkit/x",
+        dependencies: { "@shardkit/id": "workspace:*", "@shardkit/prisma": "workspace:^", zod: "catalog:" },
+        devDependencies: { "@shardkit/selector": "workspace:~" },
+      },
+      { workspace, catalog, allowScripts: {} },
+    );
+    const v = (name: string) => workspace.get(name)!.version;
+    expect(manifest.dependencies).toEqual({
+      "@shardkit/id": `^${v("@shardkit/id")}`,
+      "@shardkit/prisma": `^${v("@shardkit/prisma")}`,
+      zod: "1.0.0-zod",
+    });
+    expect(manifest.devDependencies?.["@shardkit/selector"]).toBe(`~${v("@shardkit/selector")}`);
+    expect(manifest.name).toBe("x");
+  });
+
+  it("an app whose files still name the repository or import an undeclared package", async () => {
+    const repo = join(work, "repo");
+    const app = join(repo, "apps", "demo");
+    mkdirSync(join(app, "src"), { recursive: true });
+    writeFileSync(join(repo, "pnpm-workspace.yaml"), "packages:\n  - apps/*\n");
+    writeFileSync(
+      join(repo, "package.json"),
+      JSON.stringify({
+        name: "r",
+        devDependencies: { typescript: "5.9.3", vitest: "4.1.12", vite: "8.3.8", "@types/node": "20.19.43" },
+      }),
+    );
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "@shardkit/demo", dependencies: {} }));
+    writeFileSync(join(app, "tsconfig.json"), JSON.stringify({ include: ["src"] }));
+    writeFileSync(join(app, "vitest.config.ts"), "export default { test: { testTimeout: 5 } };\n");
+    writeFileSync(join(app, "README.md"), "# apps/demo: the reference demo service\n\nRun `pnpm dev`.\n");
+    writeFileSync(join(app, "src", "a.ts"), 'import chalk from "chalk";\nexport const x = chalk;\n');
+    await expect(buildTemplate("demo", repo)).rejects.toThrow(
+      /the demo template \(from apps\/demo\):\n {2}src\/a.ts: imports chalk, which package.json does not declare\n {2}README.md:\d+: pnpm \(the template is an npm project\): Run `pnpm dev`.$/,
+    );
+  });
+
+  it("the README's repository commands become the project's", () => {
+    expect(
+      rewriteReadme(
+        "# apps/wallet: the reference wallet service\n\nFrom the repository root, `pnpm demo` (or `pnpm --filter @shardkit/wallet demo`): go. `pnpm --filter @shardkit/wallet start` serves; `pnpm test` at the root runs them; under `apps/wallet/.data/demo`, /work/main/apps/wallet/.data; like [`apps/orders`](../orders).\n",
+        "wallet",
+      ),
+    ).toBe(
+      "`npm run demo`: go. `npm start` serves; `npm test` runs them; under `.data/demo`, /path/to/{{name}}/.data; like the `orders` template.\n",
+    );
+  });
+});
+
+describe("the templates' src/test/test-db.ts", () => {
+  it("says why it cannot make PostgreSQL servers, or nothing when it can", async () => {
+    expect(whyNoClusters({ PATH: join(work, "nothing") })).toBe(
+      "pg_createcluster is not installed (the postgresql-common package of Debian and Ubuntu provides it)",
+    );
+    expect(whyNoClusters({ ...process.env, SHARDKIT_TEST_NO_CLUSTERS: "1" })).toBe(
+      "SHARDKIT_TEST_NO_CLUSTERS is set",
+    );
+    if (process.getuid?.() === 0 && existsSync("/usr/bin/pg_createcluster"))
+      expect(whyNoClusters()).toBeUndefined();
+    process.env.SHARDKIT_TEST_NO_CLUSTERS = "1";
+    try {
+      const err = await ensureCluster("cs_never", 1).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ClustersUnavailableError);
+      expect(err).toMatchObject({
+        code: "CLUSTERS_UNAVAILABLE",
+        message:
+          "cannot make PostgreSQL server cs_never (port 1) for the tests: SHARDKIT_TEST_NO_CLUSTERS is set",
+      });
+    } finally {
+      delete process.env.SHARDKIT_TEST_NO_CLUSTERS;
+    }
+  });
+});
+
+function listFiles(dir: string, base = ""): string[] {
+  return readdirSync(join(dir, base), { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? listFiles(dir, `${base}${e.name}/`) : [`${base}${e.name}`]))
+    .sort();
+}

@@ -1,0 +1,39 @@
+// A relay process for the "killed after publishing" test: it publishes each event it claims through
+// the JetStream sink, prints "published <id>" once JetStream acked it, and then never returns from
+// `deliver`, so the relay never marks the event delivered (the parent SIGKILLs it).
+
+import { connect } from "@nats-io/transport-node";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { createOutboxRelay, createShardRegistry } from "@shardkit/prisma";
+import { PrismaClient } from "../examples/generated/prisma/client.js";
+import { jetStreamSink } from "../src/index.js";
+
+const { urls, shards, natsUrl, prefix, stream, leaseMs } = JSON.parse(process.env.SINK_CHILD!) as {
+  urls: string[];
+  shards: string[];
+  natsUrl: string;
+  prefix: string;
+  stream: string;
+  leaseMs: number;
+};
+const nc = await connect({ servers: natsUrl });
+const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
+const registry = createShardRegistry({
+  shards: shards.map((shard, i) => ({ shard, client: clients[i]! })),
+});
+const publish = jetStreamSink({ connection: nc, prefix, stream, timeoutMs: 800 });
+let published = 0;
+const relay = createOutboxRelay({
+  registry,
+  leaseMs,
+  deliveryTimeoutMs: 1000,
+  deliver: async (message) => {
+    await publish(message);
+    process.stdout.write(`published ${message.id} ${++published}\n`);
+    await new Promise(() => {});
+  },
+});
+// Connected and warm before the claim: a claim that took long would leave too little of the lease
+// to deliver in, and the relay would release its events unsent.
+for (const client of clients) await client.$queryRawUnsafe("SELECT 1");
+await relay.runOnce();

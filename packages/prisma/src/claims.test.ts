@@ -1,0 +1,339 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { ShardedUUID } from "@shardkit/id";
+import pg from "pg";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { makeWorld, S } from "../test/world.js";
+import { UniqueViolationError } from "./errors.js";
+import { shardRouting } from "./extension.js";
+import { hashString, rendezvous } from "./strategies.js";
+
+// Fields unique across shards, on real PostgreSQL: three databases, six logical shards (a: 0/0 0/1,
+// b: 0/2 1/0, c: 1/1 1/2). Customer.email is @unique in the schema, which holds per database only;
+// the routing declares it unique across shards, enforced by claim rows.
+
+const world = makeWorld();
+const { registry, clients } = world;
+let placeOn = S.g0m0;
+const db = clients.a.$extends(
+  shardRouting({
+    registry,
+    legacy: "0/0",
+    models: { Customer: { unique: { email: true }, place: () => placeOn } },
+  }),
+);
+const SHARDS = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g1m1, S.g1m2];
+const claimShardOf = (value: string) => rendezvous(`Customer.email\u0000${value}`, SHARDS);
+const clientOf = (shard: typeof S.g0m0) =>
+  [clients.a, clients.b, clients.c][registry.physicalOf(shard).index]!;
+const urls = inject("shardUrls");
+const urlOf = (shard: typeof S.g0m0) => [urls.a, urls.b, urls.c][registry.physicalOf(shard).index]!;
+
+/** Every claim on every database. */
+async function claims() {
+  const all = await Promise.all([clients.a, clients.b, clients.c].map((c) => c.uniqueClaim.findMany()));
+  return all.flat();
+}
+/** Every customer with an email, with the shard its id names. */
+async function holders() {
+  const all = await Promise.all(
+    [clients.a, clients.b, clients.c].map((c) => c.customer.findMany({ where: { email: { not: null } } })),
+  );
+  return all.flat();
+}
+/** No claim without its row holding the value, no row without its claim. */
+async function expectConsistent() {
+  const cs = await claims();
+  const rows = await holders();
+  for (const row of rows) {
+    const claim = cs.find((c) => c.value === row.email!.toLowerCase());
+    expect(claim, `claim of ${row.email}`).toMatchObject({ ownerId: row.id, state: "held" });
+  }
+  for (const claim of cs) {
+    expect(rows.find((r) => r.id === claim.ownerId && r.email!.toLowerCase() === claim.value)).toBeDefined();
+  }
+}
+
+/** A customer's data without an id: the router fills one in (test/schema.prisma has no `@default` on the id, so Prisma's types want one). */
+const fresh = <T extends object>(data: T) => data as T & { id: string };
+
+beforeEach(() => world.truncate());
+afterAll(() => world.close());
+
+describe("fields unique across shards (real PostgreSQL)", () => {
+  it("a plain @unique holds per database: the same email on two databases is accepted", async () => {
+    await clients.a.customer.create({
+      data: { id: ShardedUUID.generate(S.g0m0), name: "x", region: "eu", email: "a@x.com" },
+    });
+    await clients.b.customer.create({
+      data: { id: ShardedUUID.generate(S.g0m2), name: "y", region: "eu", email: "a@x.com" },
+    });
+    expect(await holders()).toHaveLength(2);
+  });
+
+  it("the second user with an email (any case) on another shard is refused; the claim names the first", async () => {
+    placeOn = S.g0m1;
+    const first = await db.customer.create({
+      data: fresh({ name: "ana", region: "eu", email: "Ana@Example.com" }),
+    });
+    expect(ShardedUUID.shardOf(first.id)).toBe(S.g0m1);
+    placeOn = S.g1m2;
+    await expect(
+      db.customer.create({ data: fresh({ name: "eve", region: "us", email: "ana@EXAMPLE.com" }) }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+    expect(await holders()).toHaveLength(1);
+    const [claim] = await claims();
+    expect(claim).toMatchObject({
+      scope: "Customer.email",
+      value: "ana@example.com",
+      stored: "Ana@Example.com",
+      ownerId: first.id,
+      ownerShard: S.g0m1.bits,
+      shard: claimShardOf("ana@example.com").bits,
+      state: "held",
+    });
+    // The claim lives on the database of the shard the value hashes to.
+    expect(await clientOf(claimShardOf("ana@example.com")).uniqueClaim.count()).toBe(1);
+  });
+
+  it("findUnique by email routes through the claim: any case finds the row, on its shard only", async () => {
+    placeOn = S.g1m1;
+    const user = await db.customer.create({ data: fresh({ name: "bo", region: "eu", email: "bo@x.com" }) });
+    world.clear();
+    const found = await db.customer.findUnique({ where: { email: "BO@x.com" } });
+    expect(found?.id).toBe(user.id);
+    const customerDbs = world.landed("Customer");
+    expect(customerDbs).toEqual(["c"]);
+    expect(await db.customer.findUnique({ where: { email: "nobody@x.com" } })).toBeNull();
+    // update and delete by email reach the same row, with the rest of their arguments.
+    const renamed = await db.customer.update({
+      where: { email: "Bo@X.com" },
+      data: { name: "Bo" },
+      select: { name: true },
+    });
+    expect(renamed).toEqual({ name: "Bo" });
+    await db.customer.delete({ where: { email: "bo@x.COM" } });
+    expect(await clients.c.customer.count()).toBe(0);
+  });
+
+  it("an update to another email frees the old one; the old one is then taken by someone else", async () => {
+    placeOn = S.g0m2;
+    const bo = await db.customer.create({ data: fresh({ name: "bo", region: "eu", email: "old@x.com" }) });
+    await db.customer.update({ where: { id: bo.id }, data: { email: "new@x.com" } });
+    expect(await db.customer.findUnique({ where: { email: "old@x.com" } })).toBeNull();
+    expect((await db.customer.findUnique({ where: { email: "new@x.com" } }))?.id).toBe(bo.id);
+    placeOn = S.g1m1;
+    const cy = await db.customer.create({ data: fresh({ name: "cy", region: "us", email: "old@x.com" }) });
+    expect((await db.customer.findUnique({ where: { email: "old@x.com" } }))?.id).toBe(cy.id);
+    // Taking a value held by a live row is refused even by update.
+    await expect(
+      db.customer.update({ where: { id: cy.id }, data: { email: "NEW@x.com" } }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+  });
+
+  it("a deleted row's email can be taken again", async () => {
+    placeOn = S.g0m0;
+    const gone = await db.customer.create({ data: fresh({ name: "g", region: "eu", email: "g@x.com" }) });
+    await db.customer.delete({ where: { id: gone.id } });
+    placeOn = S.g1m2;
+    const next = await db.customer.create({ data: fresh({ name: "h", region: "eu", email: "g@x.com" }) });
+    expect((await db.customer.findUnique({ where: { email: "g@x.com" } }))?.id).toBe(next.id);
+    await expectConsistent();
+  });
+
+  it("twelve concurrent sign-ups with one email on six shards: exactly one wins", async () => {
+    const results = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) =>
+        db.$transactionOn(SHARDS[i % 6]!, (tx) =>
+          tx.customer.create({ data: fresh({ name: `n${i}`, region: "eu", email: "race@x.com" }) }),
+        ),
+      ),
+    );
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    for (const r of results) {
+      if (r.status === "rejected") expect(r.reason).toBeInstanceOf(UniqueViolationError);
+    }
+    expect(await holders()).toHaveLength(1);
+    await db.$repairClaims({ olderThanMs: 0 });
+    await expectConsistent();
+  });
+
+  it("a failed row write leaves no claim behind", async () => {
+    placeOn = S.g0m0;
+    const taken = ShardedUUID.generate(S.g0m0);
+    await db.customer.create({ data: { id: taken, name: "a", region: "eu", email: "first@x.com" } });
+    // The same id again: the row's insert fails (primary key), so its new claim is settled away.
+    await expect(
+      db.customer.create({ data: { id: taken, name: "b", region: "eu", email: "second@x.com" } }),
+    ).rejects.toThrow();
+    expect((await claims()).map((c) => c.value)).toEqual(["first@x.com"]);
+  });
+
+  it("a transaction that rolls back leaves a void claim that the next sign-up takes over", async () => {
+    await db
+      .$transactionOn(S.g0m1, async (tx) => {
+        await tx.customer.create({ data: fresh({ name: "a", region: "eu", email: "tx@x.com" }) });
+        throw new Error("rolled back");
+      })
+      .catch(() => {});
+    expect((await claims()).map((c) => c.state)).toEqual(["pending"]);
+    placeOn = S.g1m0;
+    const b = await db.customer.create({ data: fresh({ name: "b", region: "eu", email: "tx@x.com" }) });
+    expect((await db.customer.findUnique({ where: { email: "tx@x.com" } }))?.id).toBe(b.id);
+    await expectConsistent();
+  });
+
+  it("backfill claims existing rows (legacy v4 IDs included) and reports values two rows share", async () => {
+    const legacy = ["3b241101-e2bb-4255-8caf-4136c566a962", "5e0c1bd6-6a2b-4a0e-9c59-1d1a43b0e7a1"];
+    await clients.a.customer.create({
+      data: { id: legacy[0]!, name: "old", region: "eu", email: "Old@x.com" },
+    });
+    await clients.a.customer.create({
+      data: { id: legacy[1]!, name: "dup", region: "eu", email: "OLD@x.com" },
+    });
+    await clients.c.customer.create({
+      data: { id: ShardedUUID.generate(S.g1m1), name: "c", region: "eu", email: "c@x.com" },
+    });
+    const progress: number[] = [];
+    const report = await db.$backfillClaims("customer", {
+      batchSize: 1,
+      onProgress: (p) => progress.push(p.rows),
+    });
+    expect(report.rows).toBe(3);
+    expect(report.claimed).toBe(2);
+    expect(report.conflicts).toHaveLength(1);
+    expect(report.conflicts[0]!.value).toBe("old@x.com");
+    expect(progress.at(-1)).toBe(3);
+    const again = await db.$backfillClaims("customer");
+    expect(again.claimed).toBe(2);
+    expect((await claims()).length).toBe(2);
+    // The legacy row is found by email on the legacy shard.
+    const found = await db.customer.findUnique({ where: { email: "old@x.com" } });
+    expect(legacy).toContain(found?.id);
+    expect((await db.customer.findUnique({ where: { email: "c@x.com" } }))?.name).toBe("c");
+  });
+});
+
+describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
+  const layout = () => ({
+    urls: [urls.a, urls.b, urls.c],
+    shards: [
+      ["0/0", "0/1"],
+      ["0/2", "1/0"],
+      ["1/1", "1/2"],
+    ],
+  });
+
+  function startChild(email: string, shard: string): { child: ChildProcess; exited: Promise<unknown> } {
+    const child = spawn("pnpm", ["exec", "tsx", "test/claim-child.ts"], {
+      cwd: new URL("..", import.meta.url).pathname,
+      env: { ...process.env, CLAIM_CHILD: JSON.stringify({ ...layout(), email, shard }) },
+      stdio: ["ignore", "pipe", "inherit"],
+      detached: true,
+    });
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    return { child, exited };
+  }
+
+  /** Polls `check` until it is true (bounded). */
+  async function until(check: () => Promise<boolean>, what: string) {
+    const deadline = Date.now() + 20_000;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  async function waiting(url: string, sql: string, params: unknown[]): Promise<boolean> {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const { rows } = await c.query(sql, params);
+      return Number(rows[0].n) > 0;
+    } finally {
+      await c.end();
+    }
+  }
+
+  it("killed after its claim, before its row: the claim is void, repaired away, and the email free", async () => {
+    const email = "crash1@x.com";
+    const owner = S.g0m2;
+    const key = hashString(`Customer.email\u0000${email}`);
+    // Hold the value's advisory lock on the row's database: the child stops at the row step.
+    const blocker = new pg.Client({ connectionString: urlOf(owner) });
+    await blocker.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [key | 0]);
+    const { child, exited } = startChild(email, owner.key);
+    await until(
+      () =>
+        waiting(
+          urlOf(owner),
+          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 7303 AND objid = $1::bigint::oid",
+          [key],
+        ),
+      "the child to wait at the row step",
+    );
+    process.kill(-child.pid!, "SIGKILL");
+    await exited;
+    await blocker.query("ROLLBACK");
+    await blocker.end();
+    expect((await claims()).map((c) => c.state)).toEqual(["pending"]);
+    expect(await holders()).toHaveLength(0);
+    expect(await db.$repairClaims({ olderThanMs: 0 })).toMatchObject({ held: 0, released: 1 });
+    expect(await claims()).toHaveLength(0);
+    placeOn = S.g1m1;
+    await db.customer.create({ data: fresh({ name: "next", region: "eu", email }) });
+    await expectConsistent();
+  });
+
+  it("killed after its row committed, before the claim was marked held: repair holds it", async () => {
+    const email = "crash2@x.com";
+    const owner = S.g1m1;
+    const key = hashString(`Customer.email\u0000${email}`);
+    const claimDb = urlOf(claimShardOf(email));
+    const advisory = new pg.Client({ connectionString: urlOf(owner) });
+    const rowLock = new pg.Client({ connectionString: claimDb });
+    await advisory.connect();
+    await rowLock.connect();
+    await advisory.query("BEGIN");
+    await advisory.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [key | 0]);
+    const { child, exited } = startChild(email, owner.key);
+    await until(
+      () => waiting(claimDb, `SELECT count(*) AS n FROM "UniqueClaim" WHERE "value" = $1`, [email]),
+      "the claim",
+    );
+    // Lock the claim row (the child's final "held" update waits on it), then let the row step go.
+    await rowLock.query("BEGIN");
+    await rowLock.query(`SELECT 1 FROM "UniqueClaim" WHERE "value" = $1 FOR UPDATE`, [email]);
+    await advisory.query("COMMIT");
+    await until(
+      () => waiting(urlOf(owner), `SELECT count(*) AS n FROM "Customer" WHERE "email" = $1`, [email]),
+      "the child's row",
+    );
+    await until(
+      () =>
+        waiting(
+          claimDb,
+          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
+          [],
+        ),
+      "the child to wait at the held update",
+    );
+    process.kill(-child.pid!, "SIGKILL");
+    await exited;
+    // A backend blocked on a lock finishes its statement even after its client died: end the dead
+    // process's connection as the crash of its host would, before the lock is released.
+    await rowLock.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE "UniqueClaim"%'`,
+    );
+    await rowLock.query("ROLLBACK");
+    await Promise.all([advisory.end(), rowLock.end()]);
+    expect((await claims()).map((c) => c.state)).toEqual(["pending"]);
+    expect(await db.$repairClaims({ olderThanMs: 0 })).toMatchObject({ held: 1, released: 0 });
+    await expectConsistent();
+    placeOn = S.g0m0;
+    await expect(
+      db.customer.create({ data: fresh({ name: "late", region: "eu", email }) }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+  });
+});

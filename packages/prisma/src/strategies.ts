@@ -1,0 +1,273 @@
+import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import { DirectoryUnavailableError, NotInDirectoryError, UnsupportedShardOperationError } from "./errors.js";
+import type { ShardRef } from "./registry.js";
+
+/**
+ * How a key field that is not a ShardedUUID names its shard. A string in `models.X.keys` is a
+ * ShardedUUID field; these route other columns:
+ * - `byColumn(field, shardOf)`: a function of the value, such as a selector's
+ *   `(tenantId) => selector.select({ tenantId })`. Synchronous, no lookup.
+ * - `byHash(field, shards)`: a frozen rendezvous hash of the value over a list of shards. Adding a
+ *   shard to the list moves about 1/(n+1) of the values (to the new shard only).
+ * - `byDirectory(field, directory)`: an asynchronous lookup (a table, a service), cached.
+ */
+export type RoutedKey = ColumnKey | HashKey | DirectoryKey;
+
+export interface ColumnKey {
+  by: "column";
+  field: string;
+  shardOf(value: unknown): ShardRef;
+}
+
+export interface HashKey {
+  by: "hash";
+  field: string;
+  shards: readonly ShardRef[];
+}
+
+export interface DirectoryKey {
+  by: "directory";
+  field: string;
+  directory: ShardDirectory;
+}
+
+/** A lookup from a key's value to its shard, with the cache the router keeps of its answers. */
+export interface ShardDirectory {
+  /** How errors name it. Default: `directory of <field>`. */
+  name?: string;
+  /** The shard of a value; null or undefined when the directory does not know it. */
+  lookup(value: string): Promise<ShardRef | null | undefined> | ShardRef | null | undefined;
+  /** How long an answer is used without asking again (ms). Default 60 000. */
+  ttlMs?: number;
+  /**
+   * When a lookup fails (the directory is down), an answer at most this old (ms) is still used;
+   * with none, the requests of that value fail with `DirectoryUnavailableError`. Default 3 600 000.
+   */
+  staleMs?: number;
+  /** Answers kept; the least recently used go first. Default 100 000. */
+  maxEntries?: number;
+}
+
+/** A key routed by a function of its value (the selector fits): `byColumn("tenantId", (t) => selector.select({ tenantId: t }))`. */
+export function byColumn(field: string, shardOf: (value: unknown) => ShardRef): ColumnKey {
+  return { by: "column", field, shardOf };
+}
+
+/** A key routed by a frozen rendezvous hash of its value over `shards`. */
+export function byHash(field: string, shards: readonly ShardRef[]): HashKey {
+  return { by: "hash", field, shards };
+}
+
+/** A key routed by a directory lookup, cached (see `ShardDirectory`). */
+export function byDirectory(field: string, directory: ShardDirectory): DirectoryKey {
+  return { by: "directory", field, directory };
+}
+
+/** A value's shard is in a directory the planner cannot read synchronously: look it up, then plan again. */
+export type Lookup =
+  /** A directory's answer. */
+  | { id: string; run(): Promise<unknown>; claim?: undefined }
+  /** The claim row of a value of a field unique across shards (read by the executor). */
+  | { id: string; claim: ClaimKey; run?: undefined };
+
+/** Where the claim of one value of a field unique across shards lives. */
+export interface ClaimKey {
+  /** `Model.field` */
+  scope: string;
+  /** The canonical value. */
+  value: string;
+  /** The logical shard the claim is placed on (by the value's hash). */
+  shard: ShardIdentifier;
+}
+
+/** Answers of lookups made for one call, by `Lookup.id`. */
+export type Resolved = ReadonlyMap<string, unknown>;
+
+/** Thrown by a key's `shardOf` when its answer needs a lookup; the planner turns it into a `lookup` plan. */
+export class NeedsLookup {
+  constructor(readonly lookups: Lookup[]) {}
+}
+
+/** The frozen 32-bit hash of a string: FNV-1a over UTF-16 code units, then murmur3's finalizer. */
+export function hashString(value: string, seed = 0): number {
+  let h = (0x811c9dc5 ^ seed) >>> 0;
+  for (let i = 0; i < value.length; i++) {
+    h ^= value.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return mix(h);
+}
+
+function mix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** Rendezvous (highest random weight): the shard of `shards` whose weight for `value` is highest. */
+export function rendezvous(value: string, shards: readonly ShardIdentifier[]): ShardIdentifier {
+  const base = hashString(value);
+  let best = -1;
+  let chosen = shards[0]!;
+  for (const shard of shards) {
+    const weight = mix(base ^ Math.imul(shard.bits + 1, 0x9e3779b1));
+    if (weight > best || (weight === best && shard.bits < chosen.bits)) {
+      best = weight;
+      chosen = shard;
+    }
+  }
+  return chosen;
+}
+
+/** A cached directory: fresh answers are read synchronously; the rest are looked up. */
+export class DirectoryCache {
+  readonly name: string;
+  private readonly entries = new Map<string, { shard: ShardIdentifier; at: number }>();
+  private readonly ttlMs: number;
+  private readonly staleMs: number;
+  private readonly maxEntries: number;
+  private readonly inflight = new Map<string, Promise<ShardIdentifier>>();
+
+  constructor(
+    private readonly directory: ShardDirectory,
+    field: string,
+    private readonly resolve: (shard: ShardRef) => ShardIdentifier,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.name = directory.name ?? `directory of ${field}`;
+    this.ttlMs = directory.ttlMs ?? 60_000;
+    this.staleMs = directory.staleMs ?? 3_600_000;
+    this.maxEntries = directory.maxEntries ?? 100_000;
+  }
+
+  /** The shard of a fresh answer, or undefined. */
+  fresh(value: string): ShardIdentifier | undefined {
+    const entry = this.entries.get(value);
+    return entry && this.now() - entry.at < this.ttlMs ? entry.shard : undefined;
+  }
+
+  /** Asks the directory (one request per value at a time); a failure falls back to a stale answer. */
+  lookup(value: string): Promise<ShardIdentifier> {
+    let pending = this.inflight.get(value);
+    if (!pending) {
+      pending = this.ask(value).finally(() => this.inflight.delete(value));
+      this.inflight.set(value, pending);
+    }
+    return pending;
+  }
+
+  private async ask(value: string): Promise<ShardIdentifier> {
+    let answer: ShardRef | null | undefined;
+    try {
+      answer = await this.directory.lookup(value);
+    } catch (error) {
+      const entry = this.entries.get(value);
+      if (entry && this.now() - entry.at < this.staleMs) return entry.shard;
+      throw new DirectoryUnavailableError(this.name, value, error);
+    }
+    if (answer === null || answer === undefined) {
+      this.entries.delete(value);
+      throw new NotInDirectoryError(this.name, value);
+    }
+    const shard = this.resolve(answer);
+    this.entries.delete(value);
+    this.entries.set(value, { shard, at: this.now() });
+    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    return shard;
+  }
+}
+
+/** Which IDs are not ShardedUUIDs and live on a declared shard (see `LegacyIds`). */
+export interface Legacy {
+  shard: ShardIdentifier;
+  /** UUIDv7 IDs made before this time (ms) are legacy too. */
+  before: number | undefined;
+}
+
+/**
+ * Where rows whose IDs are not ShardedUUIDs live: a shard (`"0/0"`), or `{ shard, uuidv7Before }`
+ * when the app's existing IDs are plain UUIDv7 (they cannot be told from sharded ones by form, so by
+ * time: IDs made before the cut-over are legacy).
+ */
+export type LegacyIds = ShardRef | { shard: ShardRef; uuidv7Before?: Date };
+
+/** The shard a key value names: a function that throws a ShardkitError, or `NeedsLookup`. */
+export type ShardOfValue = (value: unknown, resolved: Resolved | undefined) => ShardIdentifier;
+
+/** The routing function of a ShardedUUID key, with legacy IDs sent to their declared shard. */
+export function idShardOf(
+  resolve: (shard: ShardIdentifier) => ShardIdentifier,
+  legacy: Legacy | undefined,
+): ShardOfValue {
+  if (!legacy) return (value) => resolve(ShardedUUID.shardOf(value as string));
+  const { shard, before } = legacy;
+  return (value) => {
+    if (ShardedUUID.isValid(value) && (before === undefined || ShardedUUID.timestampOf(value) >= before)) {
+      return resolve(ShardedUUID.shardOf(value));
+    }
+    if (typeof value === "string" && value.length > 0) return shard;
+    return resolve(ShardedUUID.shardOf(value as string)); // throws InvalidShardedIdError
+  };
+}
+
+/** The routing function of a routed key; `issues` collects what is wrong with its options. */
+export function routedShardOf(
+  key: RoutedKey,
+  at: string,
+  resolve: (shard: ShardRef) => ShardIdentifier,
+  issues: string[],
+): ShardOfValue | undefined {
+  switch (key.by) {
+    case "column": {
+      if (typeof key.shardOf !== "function") {
+        issues.push(`${at}.shardOf: expected a function (value) => shard`);
+        return undefined;
+      }
+      return (value) => resolve(key.shardOf(value));
+    }
+    case "hash": {
+      const shards: ShardIdentifier[] = [];
+      for (const [i, ref] of (Array.isArray(key.shards) ? key.shards : []).entries()) {
+        try {
+          shards.push(resolve(ref));
+        } catch (error) {
+          issues.push(`${at}.shards[${i}]: ${(error as Error).message}`);
+        }
+      }
+      if (shards.length === 0) {
+        issues.push(`${at}.shards: expected at least one registered shard`);
+        return undefined;
+      }
+      if (new Set(shards).size !== shards.length) issues.push(`${at}.shards: a shard is listed twice`);
+      return (value) => rendezvous(text(value), shards);
+    }
+    case "directory": {
+      if (typeof key.directory?.lookup !== "function") {
+        issues.push(`${at}.directory.lookup: expected a function (value) => shard`);
+        return undefined;
+      }
+      const cache = new DirectoryCache(key.directory, key.field, resolve);
+      const id = `directory:${at}:`;
+      return (value, resolved) => {
+        const v = text(value);
+        const known = resolved?.get(id + v) ?? cache.fresh(v);
+        if (known !== undefined) return known as ShardIdentifier;
+        throw new NeedsLookup([{ id: id + v, run: () => cache.lookup(v) }]);
+      };
+    }
+    default:
+      issues.push(`${at}: expected a field name or byColumn(...), byHash(...) or byDirectory(...)`);
+      return undefined;
+  }
+}
+
+function text(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (typeof value === "number" || typeof value === "bigint") return String(value);
+  throw new UnsupportedShardOperationError(
+    `a routed key value must be a string or a number, got ${typeof value}`,
+  );
+}

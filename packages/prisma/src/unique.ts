@@ -1,0 +1,61 @@
+import type { ShardIdentifier } from "@shardkit/id";
+import { type ClaimKey, rendezvous } from "./strategies.js";
+
+/**
+ * A field unique across shards (`models.User.unique: { email: true }`): each value is claimed by a
+ * claim row placed by the hash of its canonical form, written before the row. How values are
+ * compared is configurable; by default case is folded and Unicode normalized (NFKC).
+ */
+export interface UniqueField {
+  /** Compare without case (`toLowerCase` after normalizing). Default true. */
+  caseFold?: boolean;
+  /** Unicode normalization form, or false. Default "NFKC". */
+  normalize?: "NFC" | "NFD" | "NFKC" | "NFKD" | false;
+  /** Replaces both: the canonical form of a value. */
+  canonical?: (value: string) => string;
+}
+
+/** One field unique across shards, compiled. */
+export interface UniqueSpec {
+  model: string;
+  field: string;
+  scope: string;
+  canonical(value: string): string;
+}
+
+/** The canonical form function of a field's options. */
+export function canonicalOf(options: UniqueField | true): (value: string) => string {
+  const o = options === true ? {} : options;
+  if (o.canonical) return o.canonical;
+  const form = o.normalize ?? "NFKC";
+  const fold = o.caseFold ?? true;
+  return (value) => {
+    const normal = form ? value.normalize(form) : value;
+    return fold ? normal.toLowerCase() : normal;
+  };
+}
+
+/** Where the claim of `value` (already canonical) lives: a frozen hash over every logical shard. */
+export function claimKey(spec: UniqueSpec, value: string, shards: readonly ShardIdentifier[]): ClaimKey {
+  return { scope: spec.scope, value, shard: rendezvous(`${spec.scope}\u0000${value}`, shards) };
+}
+
+/** A value to claim for a row: its claim's place, the value as the row stores it, and the row. */
+export interface Claim extends ClaimKey {
+  model: string;
+  field: string;
+  stored: string;
+  /** The row that will hold the value: its shard and id. */
+  ownerShard: ShardIdentifier;
+  ownerId: string;
+  /** The row's id field (to check that it holds the value). */
+  idField: string;
+}
+
+/** A claim row as read from its database. */
+export interface ClaimRecord {
+  ownerShard: number;
+  ownerId: string;
+  stored: string;
+  state: string;
+}
