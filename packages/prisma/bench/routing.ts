@@ -20,6 +20,7 @@ import pg from "pg";
 import { createShardRegistry, shardRouting } from "../src/index.js";
 import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { median, measure as timed, type Variant } from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2000);
 const ERROR_FORMAT = (process.env.BENCH_ERROR_FORMAT ?? "minimal") as "minimal" | "colorless" | "pretty";
@@ -180,25 +181,9 @@ async function bench(): Promise<void> {
   // Measuring
   // ---------------------------------------------------------------------------------------------
 
-  type Variant = { name: string; run: (i: number) => PromiseLike<unknown> };
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
   const us = (ms: number) => `${(ms * 1000).toFixed(0)} µs`;
   const fixed = (x: number) => x.toFixed(3);
-
-  /** Median latency (ms) of each variant, calls interleaved with a rotating order. */
-  async function measure(variants: Variant[]): Promise<number[]> {
-    const samples = variants.map(() => [] as number[]);
-    for (let i = 0; i < WARMUP; i++) for (const v of variants) await v.run(i);
-    for (let i = 0; i < ROUNDS; i++) {
-      for (let k = 0; k < variants.length; k++) {
-        const j = (i + k) % variants.length;
-        const start = performance.now();
-        await variants[j]!.run(WARMUP + i);
-        samples[j]!.push(performance.now() - start);
-      }
-    }
-    return samples.map(median);
-  }
+  const measure = (variants: Variant[]) => timed(variants, WARMUP, ROUNDS);
 
   type Customers = {
     customer: {

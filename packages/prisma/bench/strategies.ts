@@ -15,6 +15,7 @@ import pg from "pg";
 import { byColumn, byDirectory, byHash, createShardRegistry, shardRouting } from "../src/index.js";
 import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { measure as timed, type Variant } from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1500);
 const WARMUP = 500;
@@ -83,21 +84,7 @@ async function run(): Promise<void> {
     settings.push(s);
   }
 
-  type Variant = { name: string; run: (i: number) => PromiseLike<unknown> };
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
-  async function measure(variants: Variant[]): Promise<number[]> {
-    const samples = variants.map(() => [] as number[]);
-    for (let i = 0; i < WARMUP; i++) for (const v of variants) await v.run(i);
-    for (let i = 0; i < ROUNDS; i++) {
-      for (let k = 0; k < variants.length; k++) {
-        const j = (i + k) % variants.length;
-        const start = performance.now();
-        await variants[j]!.run(WARMUP + i);
-        samples[j]!.push(performance.now() - start);
-      }
-    }
-    return samples.map(median);
-  }
+  const measure = (variants: Variant[]) => timed(variants, WARMUP, ROUNDS);
 
   const reads = await measure([
     {
