@@ -155,6 +155,65 @@ describe("analyzeShardKey", () => {
     );
   });
 
+  it("charges each operation once to every member its keys live on, up to 64 members (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            key: fc.option(fc.integer({ min: 0, max: 40 }), { nil: null }),
+            touches: fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 4 }),
+            cost: fc.integer({ min: 0, max: 1000 }),
+            op: fc.constantFrom("read" as const, "write" as const),
+          }),
+          { maxLength: 60 },
+        ),
+        fc.oneof(
+          fc.integer({ min: 1, max: 64 }),
+          fc.uniqueArray(fc.integer({ min: 0, max: 63 }), { minLength: 1, maxLength: 64 }),
+        ),
+        (raw, members) => {
+          const samples = raw.map((s) => ({ ...s, key: s.key === null ? null : `k${s.key}` }));
+          const list =
+            typeof members === "number"
+              ? Array.from({ length: members }, (_, i) => i)
+              : [...members].sort((a, b) => a - b);
+          const selector = createShardSelector({
+            routingKey: "k",
+            groups: [{ group: 0, members: list }],
+            defaultGroup: 0,
+          });
+          const home = (key: string | number) => list.indexOf(selector.select({ k: String(key) }).member);
+          const traffic = list.map(() => 0);
+          const writeTraffic = list.map(() => 0);
+          let local = 0;
+          let cross = 0;
+          for (const s of samples) {
+            const on =
+              s.key === null
+                ? list.map((_, i) => i)
+                : [...new Set([home(s.key), ...s.touches.map((t) => home(`k${t}`))])];
+            if (s.key !== null) {
+              if (on.length === 1) local++;
+              else cross++;
+            }
+            for (const i of on) {
+              traffic[i]! += s.cost;
+              if (s.op === "write") writeTraffic[i]! += s.cost;
+            }
+          }
+          const card = analyzeShardKey(
+            samples.map((s) => ({ ...s, touches: s.touches.map((t) => `k${t}`) })),
+            { members },
+          );
+          expect(card.load.traffic).toEqual(traffic);
+          expect(card.load.writeTraffic).toEqual(writeTraffic);
+          expect(card.locality).toMatchObject({ local, crossMember: cross });
+        },
+      ),
+      { seed: 11, numRuns: 300 },
+    );
+  });
+
   it("refuses bad options and samples, naming the sample", () => {
     for (const members of [0, 65, 1.5, [], [1, 1], [64], "8"]) {
       expect(thrown(() => analyzeShardKey([], { members: members as never })).code).toBe(
