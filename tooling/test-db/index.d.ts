@@ -1,9 +1,19 @@
+// The types of index.js (see there); also every create-shardkit template's src/test/test-db.d.ts.
+/** The port of the main PostgreSQL server. */
 export declare const MAIN_PORT: number;
 export declare function pgUrl(port: number, database: string): string;
+/** Thrown where this machine does not let the tests make PostgreSQL servers. */
+export declare class ClustersUnavailableError extends Error {
+  readonly code: "CLUSTERS_UNAVAILABLE";
+  override readonly name: "ClustersUnavailableError";
+}
+/** Why the tests cannot make PostgreSQL servers here, or undefined when they can. */
+export declare function whyNoClusters(env?: NodeJS.ProcessEnv): string | undefined;
 /**
  * A PostgreSQL cluster `name` on 127.0.0.1:`port`, created if absent (trust auth, loopback only)
  * and started if down. `logical: true` gives it `wal_level = logical` (restarting it once if it
- * ran without). `main` is the machine's own server: only started.
+ * ran without). `main` is the machine's own server: only started, never created. Rejects with a
+ * ClustersUnavailableError (for any other cluster) where `whyNoClusters()` gives a reason.
  */
 export declare function ensureCluster(
   name?: string,
@@ -13,6 +23,7 @@ export declare function ensureCluster(
 /**
  * A streaming replica `name` on `port` of the running cluster on `primaryPort`, made afresh with
  * `pg_basebackup -R`; resolves once it streams (the primary's pg_stat_replication) as a standby.
+ * Rejects with a ClustersUnavailableError where `whyNoClusters()` gives a reason.
  */
 export declare function createStreamingReplica(
   name: string,

@@ -1,9 +1,28 @@
-// Shard databases for tests: real PostgreSQL servers on this machine, one database per shard.
+// Shard databases for tests: real PostgreSQL servers on this machine, one database per shard, on
+// the server at 127.0.0.1:5432 (user postgres, trust authentication), and the extra servers
+// (clusters) some tests stop, freeze, replicate or need with `wal_level = logical`. Extra servers
+// are made with Debian's and Ubuntu's postgresql-common (`pg_createcluster`, `pg_ctlcluster`),
+// which needs root or the postgres user. Where that is not available, `ensureCluster` and
+// `createStreamingReplica` reject with a ClustersUnavailableError saying why, and the tests that
+// need such a server are skipped with that reason. SHARDKIT_TEST_NO_CLUSTERS=1 asks for that too.
 // Cluster management is idempotent and guarded by a lock directory per cluster, shared by every
-// process on the machine, so test files of different packages never create, start or stop the
-// same cluster at the same time.
+// process on the machine, so test processes never create, start or stop the same cluster at once.
+//
+// This file and index.d.ts are also every create-shardkit template's src/test/test-db.js and
+// src/test/test-db.d.ts, copied unchanged when the templates are built: keep them free of
+// anything that only exists in this repository.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  accessSync,
+  constants,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { delimiter, join } from "node:path";
 import pg from "pg";
 
 export const MAIN_PORT = 5432;
@@ -11,6 +30,39 @@ const LOCK_STALE_MS = 180_000;
 
 export function pgUrl(port, database) {
   return `postgresql://postgres@127.0.0.1:${port}/${database}`;
+}
+
+/** Thrown where this machine does not let the tests make PostgreSQL servers (code CLUSTERS_UNAVAILABLE). */
+export class ClustersUnavailableError extends Error {
+  code = "CLUSTERS_UNAVAILABLE";
+  name = "ClustersUnavailableError";
+}
+
+/** Why the tests cannot make PostgreSQL servers here, or undefined when they can. */
+export function whyNoClusters(env = process.env) {
+  if (env.SHARDKIT_TEST_NO_CLUSTERS) return "SHARDKIT_TEST_NO_CLUSTERS is set";
+  const found = (env.PATH ?? "").split(delimiter).some((dir) => {
+    try {
+      accessSync(join(dir, "pg_createcluster"), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  if (!found)
+    return "pg_createcluster is not installed (the postgresql-common package of Debian and Ubuntu provides it)";
+  let v;
+  try {
+    v = version();
+  } catch {
+    return "no PostgreSQL under /etc/postgresql";
+  }
+  try {
+    accessSync(`/etc/postgresql/${v}`, constants.W_OK);
+  } catch {
+    return `pg_createcluster needs root or the postgres user (this is uid ${process.getuid?.()})`;
+  }
+  return undefined;
 }
 
 function sh(cmd, args) {
@@ -79,10 +131,27 @@ async function start(name, port) {
 }
 
 /**
- * A PostgreSQL cluster `name` on 127.0.0.1:`port`: created if absent (trust auth, loopback only),
- * started if down. `main` on 5432 is the machine's own server.
+ * A PostgreSQL server (cluster) `name` on 127.0.0.1:`port`: created if absent (trust authentication,
+ * loopback only), started if down; `logical: true` sets `wal_level = logical`. `main` is the machine's
+ * own server on MAIN_PORT: it must answer (or be startable here); it is never created and its
+ * configuration is left alone.
  */
 export async function ensureCluster(name = "main", port = MAIN_PORT, options = {}) {
+  if (name === "main") {
+    if (await ready(port, 1000)) return port;
+    const why = whyNoClusters();
+    if (why)
+      throw new Error(
+        `PostgreSQL does not answer on 127.0.0.1:${port}: the tests need a server there (user postgres, trust authentication), and cannot start one: ${why}`,
+      );
+    await withLock(name, () => start(name, port));
+    return port;
+  }
+  const why = whyNoClusters();
+  if (why)
+    throw new ClustersUnavailableError(
+      `cannot make PostgreSQL server ${name} (port ${port}) for the tests: ${why}`,
+    );
   await withLock(name, async () => {
     let current = state(name);
     if (current === "absent") {
@@ -96,11 +165,6 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
         "--auth-host=trust",
         "--auth-local=trust",
       ]);
-    }
-    if (name === "main") {
-      // The machine's own server: started if down, its configuration left alone.
-      if (current !== "online" || !(await ready(port, 1000))) await start(name, port);
-      return;
     }
     // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address), and for
     // logical replication tests wal_level = logical with room for slots and senders.
@@ -168,6 +232,11 @@ async function until(check, timeoutMs) {
  */
 export async function createStreamingReplica(name, port, { primaryPort, timeoutMs = 60_000 }) {
   if (name === "main") throw new Error("createStreamingReplica: main is the machine's own server");
+  const why = whyNoClusters();
+  if (why)
+    throw new ClustersUnavailableError(
+      `cannot make PostgreSQL replica ${name} (port ${port}) for the tests: ${why}`,
+    );
   await withLock(name, async () => {
     if (state(name) !== "absent") sh("pg_dropcluster", [version(), name, "--stop"]);
     rmSync(`/etc/postgresql/${version()}/${name}`, { recursive: true, force: true });

@@ -19,7 +19,8 @@ const relay = createOutboxRelay({
   registry: shards.registry,
   pollIntervalMs: 200,
   deliver: publish,
-  onError: (error, where) => console.error(`relay: shards ${where} unavailable: ${(error as Error).message}`),
+  onError: (error, database, shards) =>
+    console.error(`relay: ${database} (shards ${shards || "none"}) unavailable: ${(error as Error).message}`),
 });
 relay.start();
 const port = Number(process.env.PORT ?? 3000);

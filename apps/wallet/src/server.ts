@@ -19,7 +19,8 @@ const relay = createOutboxRelay({
   deliveryTimeoutMs: config.RELAY_DELIVERY_TIMEOUT_MS,
   leaseMs: config.RELAY_LEASE_MS,
   deliver: (message) => service.handle(message),
-  onError: (error, where) => console.error(`relay: shards ${where} unavailable: ${(error as Error).message}`),
+  onError: (error, database, shards) =>
+    console.error(`relay: ${database} (shards ${shards || "none"}) unavailable: ${(error as Error).message}`),
 });
 const app = buildApp(service, { logger: true });
 relay.start();

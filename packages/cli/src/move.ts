@@ -1,5 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
 import {
+  checkMove,
   type FencedTable,
   type MoveProgress,
   type MoveResult,
@@ -9,8 +10,7 @@ import {
 } from "@shardkit/ownership";
 import { type ConfigOptions, findDatabase, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { bytes, count, duration, redactUrl, table } from "./format.js";
-import { identities, placementOf, readRecords } from "./records.js";
+import { bytes, count, duration, plural, redactUrl, table } from "./format.js";
 
 export interface MoveCommandOptions extends ConfigOptions {
   /** The logical shard, `group/member`. */
@@ -29,7 +29,7 @@ export interface MoveCommandOptions extends ConfigOptions {
   cleanup?: boolean;
   /** How long the copy and catch-up may take before the move is undone. Default 120 s. */
   timeoutMs?: number;
-  /** Check the arguments and show the plan; change nothing. */
+  /** Check the arguments, run the move's precheck and show the plan; change nothing. */
   dryRun?: boolean;
   onProgress?: (progress: MoveProgress) => void;
 }
@@ -38,8 +38,8 @@ export interface MoveCommandOptions extends ConfigOptions {
 export interface MovePlan {
   dryRun: true;
   shard: string;
-  /** The current owner, by the ownership records (or the configuration when none has a record). */
-  from: string;
+  /** The current owner, by the ownership records (or the configuration when none has a record); null when unknown. */
+  from: string | null;
   to: string;
   epoch: number | null;
   state: string;
@@ -47,9 +47,19 @@ export interface MovePlan {
   tables: FencedTable[];
   /** The source connection the target's server would use (password hidden). */
   sourceConnection: string | null;
+  /**
+   * What would stop the move from starting (`checkMove` of `@shardkit/ownership`: the move's own
+   * precheck, records that cannot be right, a database that did not answer); empty: it can start.
+   */
+  issues: string[];
 }
 
 export type MoveReport = MovePlan | (MoveResult & { dryRun: false });
+
+/** Whether a move's report is good news: a move done, or a plan whose precheck found nothing (exit code 0; else 1). */
+export function moveOk(report: MoveReport): boolean {
+  return !report.dryRun || report.issues.length === 0;
+}
 
 /** The steps a move reports, in order, for the progress bar's total. */
 export function moveSteps(mode: "live" | "offline", options: { verify?: boolean; cleanup?: boolean } = {}) {
@@ -132,21 +142,23 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
       ]);
     const to = findDatabase(opened, options.to);
     if (options.dryRun) {
-      const [records, ids] = await Promise.all([readRecords(opened, 5000), identities(opened, 5000)]);
-      const configured = registry.physicalOf(shard);
-      const placement = placementOf(shard, configured, records, ids.nameOf);
-      const from = placement.owner ?? configured;
-      if (from === to) throw new UsageError([`${to.name} already owns shard ${shard.key}`]);
+      // The move's own precheck, on a read of the map (SELECTs only): what `moveShard` would refuse.
+      const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs: 5000 });
+      const { placement, from } = check;
       return {
         dryRun: true,
         shard: shard.key,
-        from: from.name,
+        from: from?.name ?? null,
         to: to.name,
         epoch: placement.epoch,
         state: placement.state,
         mode,
         tables,
-        sourceConnection: mode === "live" ? redactUrl(options.sourceConnection ?? opened.urlOf(from)) : null,
+        sourceConnection:
+          mode === "live" && (options.sourceConnection !== undefined || from !== null)
+            ? redactUrl(options.sourceConnection ?? opened.urlOf(from!))
+            : null,
+        issues: check.issues,
       };
     }
     const map = await PartitionMap.open({ registry, tables });
@@ -189,10 +201,13 @@ export function renderMove(report: MoveReport): string {
     return `${[
       `dry run: nothing was changed`,
       `shard        ${report.shard} (${report.state}${report.epoch !== null ? ` at epoch ${report.epoch}` : ""})`,
-      `from         ${report.from}`,
+      `from         ${report.from ?? "unknown (its owner did not answer)"}`,
       `to           ${report.to}`,
       `mode         ${report.mode}${report.mode === "live" ? ` (the target's server subscribes with ${report.sourceConnection})` : ""}`,
       `tables       ${report.tables.map((t) => `${t.table}.${t.column}${t.kind === "bits" ? " (bits)" : ""}`).join(", ")}`,
+      report.issues.length === 0
+        ? "precheck     ok: the move can start"
+        : `precheck     ${plural(report.issues.length, "problem")}: the move would not start\n${report.issues.map((i) => `  - ${i}`).join("\n")}`,
     ].join("\n")}\n`;
   }
   const lines = [

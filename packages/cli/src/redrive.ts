@@ -2,8 +2,7 @@ import { ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { count, plural, table } from "./format.js";
-import { holdingShards } from "./holders.js";
+import { count, oneLine, plural, table } from "./format.js";
 import { applyRecords } from "./records.js";
 
 export interface RedriveOptions extends ConfigOptions {
@@ -14,18 +13,23 @@ export interface RedriveOptions extends ConfigOptions {
 }
 
 export interface RedriveReport {
-  ok: true;
-  /** Dead letters put back to pending, per database (`shards`: the keys of the shards it holds). */
-  databases: { database: string; shards: string; redriven: number }[];
+  /** False when a database did not answer: its dead letters are still there (run it again). */
+  ok: boolean;
+  /**
+   * Dead letters put back to pending, per database (`shards`: the keys of the shards it holds);
+   * `redriven` is null and `error` says why for a database that did not answer.
+   */
+  databases: { database: string; shards: string; redriven: number | null; error?: string }[];
+  /** Over the databases that answered. */
   redriven: number;
   filter: { topic: string | null; ids: string[] | null };
 }
 
 /**
  * Dead letters back to pending (attempts reset), to be delivered again by the services' relays:
- * `redrive` of `@shardkit/prisma`'s outbox relay, on every database that holds a shard, at once. A
- * database that does not answer makes it fail (`ScatterFailedError` naming it); the others are
- * redriven all the same, and running it again is harmless.
+ * `redrive` of `@shardkit/prisma`'s outbox relay, on every database at once, each for the shards it
+ * holds. A database that does not answer is reported (and the report is not ok: exit code 1); the
+ * others are redriven all the same, and running it again is harmless.
  */
 export async function redrive(options: RedriveOptions = {}): Promise<RedriveReport> {
   const ids = options.ids && options.ids.length > 0 ? [...options.ids] : undefined;
@@ -36,9 +40,8 @@ export async function redrive(options: RedriveOptions = {}): Promise<RedriveRepo
   try {
     // Label each database with the shards it holds now (shards that moved since the configuration was written).
     await applyRecords(opened, 5000);
-    const holders = holdingShards(opened.registry);
     const relay = createOutboxRelay({
-      registry: holders,
+      registry: opened.registry,
       // Never called: redrive only moves dead letters back to pending; the services' relays deliver them.
       deliver: async () => {},
     });
@@ -46,12 +49,16 @@ export async function redrive(options: RedriveOptions = {}): Promise<RedriveRepo
       ...(options.topic !== undefined ? { topic: options.topic } : {}),
       ...(ids ? { ids } : {}),
     });
-    // The relay names a database by its shards' keys, in the registry's order.
-    const databases = counts.map((c, i) => ({ database: holders.physical[i]?.name ?? "", ...c }));
+    const databases = counts.map(({ database, shards, redriven, error }) => ({
+      database,
+      shards,
+      redriven,
+      ...(error !== undefined ? { error: oneLine(error) } : {}),
+    }));
     return {
-      ok: true,
+      ok: databases.every((d) => d.redriven !== null),
       databases,
-      redriven: databases.reduce((sum, d) => sum + d.redriven, 0),
+      redriven: databases.reduce((sum, d) => sum + (d.redriven ?? 0), 0),
       filter: { topic: options.topic ?? null, ids: ids ?? null },
     };
   } finally {
@@ -63,6 +70,13 @@ export async function redrive(options: RedriveOptions = {}): Promise<RedriveRepo
 export function renderRedrive(report: RedriveReport): string {
   return `${table(
     ["DATABASE", "SHARDS", { header: "REDRIVEN", align: "right" }],
-    report.databases.map((d) => [d.database, d.shards || "(spare)", count(d.redriven)]),
-  )}\n${plural(report.redriven, "dead letter")} back to pending: the services' relays deliver ${report.redriven === 1 ? "it" : "them"} again\n`;
+    report.databases.map((d) => [
+      d.database,
+      d.shards || "(spare)",
+      d.redriven === null ? `no answer: ${d.error ?? "unknown"}` : count(d.redriven),
+    ]),
+  )}\n${plural(report.redriven, "dead letter")} back to pending: the services' relays deliver ${report.redriven === 1 ? "it" : "them"} again\n${report.databases
+    .filter((d) => d.redriven === null)
+    .map((d) => `${d.database} did not answer: its dead letters were not redriven (run it again)\n`)
+    .join("")}`;
 }

@@ -55,8 +55,8 @@ const HELP_AFTER = `
 Configuration: --config <file>, or the SHARDKIT_SHARDS environment variable: the apps' own JSON,
 [{ "group", "member", "url", "pool"? }, ...] or { "shards": [...], "databases": [...] }.
 
-Exit codes: 0 ok; 1 problems found (doctor, status with unreachable databases) or the operation
-failed; 2 usage, configuration or input errors. --json prints one JSON document on stdout; progress
+Exit codes: 0 ok; 1 problems found (doctor, status with unreachable databases, move --dry-run
+whose precheck fails) or the operation failed; 2 usage, configuration or input errors. --json prints one JSON document on stdout; progress
 and messages go to stderr (a bar on a terminal, plain lines otherwise).`;
 
 const positiveInt = (name: string) => (value: string) => {
@@ -195,7 +195,10 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       "how long the copy and catch-up may take before the move is undone",
       positiveInt("--timeout"),
     )
-    .option("--dry-run", "check the arguments and show the plan; change nothing")
+    .option(
+      "--dry-run",
+      "check the arguments, run the move's precheck and show the plan; change nothing (exit 1 when the precheck finds a problem)",
+    )
     .option("--no-progress", "no progress on stderr")
     .addHelpText(
       "after",
@@ -217,7 +220,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       };
       const o = options as O;
       await execute<O, MoveReport & { ok: boolean }>("move", async () => {
-        const { move, moveSteps, describeMoveProgress, renderMove } = await import("./move.js");
+        const { move, moveOk, moveSteps, describeMoveProgress, renderMove } = await import("./move.js");
         const steps = moveSteps(o.mode, { verify: o.verify, cleanup: o.cleanup });
         const progress = createProgress(io.stderr, {
           title: `move ${shard}`,
@@ -251,7 +254,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
               }
             },
           });
-          return [{ ...report, ok: true }, renderMove];
+          return [{ ...report, ok: moveOk(report) }, renderMove];
         } finally {
           progress.stop();
         }

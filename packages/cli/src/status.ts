@@ -2,7 +2,6 @@ import { createOutboxRelay, shardHealth } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { duration, oneLine, plainDbError, plural, table } from "./format.js";
-import { holdingShards } from "./holders.js";
 import { applyRecords, isMissingTable } from "./records.js";
 
 export interface StatusOptions extends ConfigOptions {
@@ -76,18 +75,18 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
   try {
     const { registry } = opened;
     // First where each shard is now (by the ownership records), then its health and outbox there.
-    const { ids, placements } = await applyRecords(opened, timeoutMs);
+    const view = await applyRecords(opened, timeoutMs);
     // Probed after the records were read, so a shard's latency is a round trip, not the client's start.
-    const holders = holdingShards(registry);
     const relay = createOutboxRelay({
-      registry: holders,
+      registry,
       // Never called: status only reads the outbox's counts.
       deliver: async () => {},
       lagTimeoutMs: timeoutMs,
     });
     const [health, lag] = await Promise.all([shardHealth(registry, { timeoutMs }), relay.lag()]);
     const byShard = new Map(health.shards.map((h) => [h.shard, h]));
-    const shards: StatusShard[] = placements.map(({ shard, configured, placement }) => {
+    const shards: StatusShard[] = view.shards.map((placement) => {
+      const { shard, configured } = placement;
       const h = byShard.get(shard.key)!;
       return {
         shard: shard.key,
@@ -103,11 +102,11 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
         records: placement.records,
       };
     });
-    const databases: StatusDatabase[] = registry.physical.map((physical) => {
-      const at = holders.physical.findIndex((h) => h.client === physical.client);
-      const outbox =
-        at >= 0 ? lag[at]! : { pending: null, dead: null, oldestPendingMs: null, error: undefined };
-      const answered = ids.byPhysical.has(physical);
+    const databases: StatusDatabase[] = registry.physical.map((physical, i) => {
+      // A database that holds no shard (a spare) has no outbox of its own to report.
+      const spare = physical.shards.length === 0;
+      const outbox = spare ? { pending: null, dead: null, oldestPendingMs: null, error: undefined } : lag[i]!;
+      const answered = view.databases.some((d) => d.physical === physical && d.identity !== null);
       const downShard = shards.find((s) => s.database === physical.name && !s.reachable);
       const reachable = answered && downShard === undefined;
       const absent = outbox.error !== undefined && isMissingTable(outbox.error);
@@ -121,7 +120,7 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
         shards: physical.shards.map((s) => s.key),
         reachable,
         ...(error !== undefined ? { error } : {}),
-        outbox: at < 0 ? "spare" : outbox.error === undefined ? "present" : absent ? "absent" : "unavailable",
+        outbox: spare ? "spare" : outbox.error === undefined ? "present" : absent ? "absent" : "unavailable",
         pending: outbox.pending,
         oldestPendingMs: outbox.oldestPendingMs,
         dead: outbox.dead,

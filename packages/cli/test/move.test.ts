@@ -1,4 +1,5 @@
 import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
@@ -71,23 +72,81 @@ describe("shardkit move: arguments", () => {
     expect(await ownershipRows(urls.a)).toEqual([]);
   });
 
-  it("--dry-run shows the plan and changes nothing", async () => {
-    const run = await shardkit(["move", "0/1", "--config", config, "--to", names.e, ...TABLES, "--dry-run"]);
-    expect(run.code).toBe(0);
+  it("--dry-run runs the move's precheck and shows the plan, changing nothing: exit 0 when the move can start", async () => {
+    const run = await shardkit([
+      "move",
+      "0/1",
+      "--config",
+      config,
+      "--to",
+      names.e,
+      ...TABLES,
+      "--mode",
+      "offline",
+      "--dry-run",
+    ]);
     expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
     expect(run.stdout).toBe(
       [
         "dry run: nothing was changed",
         "shard        0/1 (unrecorded)",
         `from         ${urls.a}`,
         `to           ${urls.e}`,
-        `mode         live (the target's server subscribes with ${urls.a})`,
+        "mode         offline",
         "tables       Wallet.id, OutboxEvent.id",
+        "precheck     ok: the move can start",
         "",
       ].join("\n"),
     );
     expect(await ownershipRows(urls.a)).toEqual([]);
+    expect(await ownershipRows(urls.e)).toEqual([]);
     expect(await rowsPerShard(urls.e)).toEqual({});
+  });
+
+  it("--dry-run names each problem the precheck finds (wal_level for a live move, a leftover copy at the target): exit 1", async () => {
+    const leftover = ShardedUUID.generate(ShardIdentifier.of(0, 1));
+    const client = new pg.Client({ connectionString: urls.e });
+    await client.connect();
+    await client.query(`INSERT INTO "Wallet" (id, owner, balance) VALUES ($1, 'leftover', 0)`, [leftover]);
+    try {
+      const [text, json] = await Promise.all([
+        shardkit(["move", "0/1", "--config", config, "--to", names.e, ...TABLES, "--dry-run"]),
+        shardkit(["move", "0/1", "--config", config, "--to", names.e, ...TABLES, "--dry-run", "--json"]),
+      ]);
+      expect(text.code, text.stderr).toBe(1);
+      expect(text.stdout).toBe(
+        [
+          "dry run: nothing was changed",
+          "shard        0/1 (unrecorded)",
+          `from         ${urls.a}`,
+          `to           ${urls.e}`,
+          `mode         live (the target's server subscribes with ${urls.a})`,
+          "tables       Wallet.id, OutboxEvent.id",
+          "precheck     2 problems: the move would not start",
+          `  - ${urls.a}: wal_level is replica; a live move needs wal_level = logical (or use mode: 'offline')`,
+          `  - ${urls.e}: already holds 1 rows of shard 0/1 (a leftover copy: remove it first)`,
+          "",
+        ].join("\n"),
+      );
+      expect(json.code, json.stderr).toBe(1);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        ok: false,
+        dryRun: true,
+        from: urls.a,
+        to: urls.e,
+        state: "unrecorded",
+        issues: [
+          expect.stringContaining("wal_level is replica"),
+          expect.stringContaining("already holds 1 rows"),
+        ],
+      });
+    } finally {
+      await client.query(`DELETE FROM "Wallet" WHERE id = $1`, [leftover]);
+      await client.end();
+    }
+    expect(await ownershipRows(urls.a)).toEqual([]);
+    expect(await ownershipRows(urls.e)).toEqual([]);
   });
 });
 

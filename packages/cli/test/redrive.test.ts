@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
@@ -93,5 +94,55 @@ describe("shardkit redrive", () => {
     const bad = await shardkit(["redrive", "--config", config, "--id", "not-a-uuid"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--id "not-a-uuid": not a ShardedUUID');
+  });
+});
+
+/** A port nothing listens on: a database server that is down. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe("shardkit redrive with a database down", () => {
+  it("redrives the databases that answer, names the one that did not, and exits 1", async () => {
+    const id = ShardedUUID.generate(ShardIdentifier.of(0, 0));
+    const client = new pg.Client({ connectionString: urls[0] });
+    await client.connect();
+    await client.query(
+      `INSERT INTO "OutboxEvent" (id, topic, "aggregateId", payload, status, attempts, "lastError")
+       VALUES ($1, 'wallet.closed', $1, '{}', 'dead', 10, 'consumer said no')`,
+      [id],
+    );
+    await client.end();
+    const down = `postgresql://127.0.0.1:${await closedPort()}/nothing`;
+    const withDown = configFile("redrive-down", [
+      { group: 0, member: 0, url: urls[0] },
+      { group: 1, member: 0, url: urls[1] },
+      { group: 2, member: 0, url: down },
+    ]);
+    const text = await shardkit(["redrive", "--config", withDown, "--topic", "wallet.closed"]);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toMatch(new RegExp(`^${urls[0]}\\s+0/0\\s+1$`, "m"));
+    expect(text.stdout).toMatch(new RegExp(`^${down}\\s+2/0\\s+no answer: `, "m"));
+    expect(text.stdout).toContain(
+      `${down} did not answer: its dead letters were not redriven (run it again)`,
+    );
+    expect((await statuses(urls[0]!)).find((r) => r.id === id)!.status).toBe("pending");
+
+    const json = await shardkit(["redrive", "--config", withDown, "--topic", "wallet.closed", "--json"]);
+    expect(json.code).toBe(1);
+    const report = JSON.parse(json.stdout);
+    expect(report).toMatchObject({ ok: false, redriven: 0 });
+    expect(
+      report.databases.map((d: { database: string; redriven: number | null }) => [d.database, d.redriven]),
+    ).toEqual([
+      [urls[0], 0],
+      [urls[1], 0],
+      [down, null],
+    ]);
+    expect(report.databases[2].error).toEqual(expect.any(String));
   });
 });

@@ -5,7 +5,8 @@
 //   root provides added, `generate` on a local script that also works offline;
 // - tsconfig.json without `extends` (the shared settings written in), vitest.config.ts without
 //   @shardkit/vitest-config (the app's own options, as the app's config computes them);
-// - imports of @shardkit/test-db -> src/test/test-db.ts (template-files/test-db.ts);
+// - imports of @shardkit/test-db -> src/test/test-db.js, with its types in src/test/test-db.d.ts:
+//   tooling/test-db's index.js and index.d.ts, copied unchanged (one source, never a hand copy);
 // - a .gitignore (shipped as `gitignore`: npm does not publish `.gitignore` files) and a README:
 //   how to start, then the app's README with the repository's commands turned into npm's.
 // The build fails (it never ships a broken template) when something repo-specific is left, or a
@@ -50,7 +51,7 @@ const REPLACED = new Set(["package.json", "tsconfig.json", "vitest.config.ts", "
 
 /** The private tooling packages the apps use, and what replaces each in a template. */
 const PRIVATE_REPLACEMENTS: Record<string, { devDependencies: string[]; bins?: Record<string, string> }> = {
-  // Its helpers become src/test/test-db.ts (which uses pg); its bin, scripts/prisma-generate.mjs.
+  // Its helpers become src/test/test-db.js and .d.ts (which use pg); its bin, scripts/prisma-generate.mjs.
   "@shardkit/test-db": {
     devDependencies: ["pg", "@types/pg"],
     bins: { "shardkit-prisma-generate": "node scripts/prisma-generate.mjs" },
@@ -347,7 +348,7 @@ export async function standaloneVitestConfig(appDir: string): Promise<string> {
   return `import { defineConfig } from "vitest/config";\n\n${comments ? `${comments}\n` : ""}export default defineConfig({\n  test: ${toSource(sorted, "  ")},\n});\n`;
 }
 
-/** `import ... from "@shardkit/test-db"` -> the template's own src/test/test-db.ts. */
+/** `import ... from "@shardkit/test-db"` -> the template's own src/test/test-db.js (and its .d.ts). */
 function localTestDb(path: string, text: string): string {
   const target = "src/test/test-db.js";
   let rel = posix.relative(posix.dirname(path), target);
@@ -424,7 +425,7 @@ the run says why (\`npx vitest run --reporter=verbose\` shows the reason next to
 server: ${clusters.map((c) => `cluster \`${c.split(":")[0]}\` on port ${c.split(":")[1]}`).join(", ")};
 \`SHARDKIT_TEST_CLUSTER=<name>:<port>\` picks another.`;
   const postgres = `The tests need PostgreSQL on 127.0.0.1:5432, user \`postgres\` with trust authentication (a local
-development server). \`src/test/test-db.ts\` creates the databases of a run and drops them after it;
+development server). \`src/test/test-db.js\` creates the databases of a run and drops them after it;
 their names carry the test process's ID, so runs at the same time never share one.${servers}`;
   // At the end of the app's Tests section (after its list of test files), or as that section.
   const tests = /^## Tests\n[\s\S]*?(?=^## |(?![\s\S]))/m;
@@ -447,13 +448,52 @@ function importedPackages(text: string): string[] {
     .map((s) => (s.startsWith("@") ? s.split("/").slice(0, 2).join("/") : s.split("/")[0]!));
 }
 
-/** The exported names of a TypeScript module (functions, classes, consts). */
-function exportedNames(text: string): Set<string> {
+/** The exported names of a module or its declarations (functions, classes, consts). */
+export function exportedNames(text: string): Set<string> {
   return new Set(
-    [...text.matchAll(/^export\s+(?:async\s+)?(?:function|class|const|let)\s+([A-Za-z_$][\w$]*)/gm)].map(
-      (m) => m[1]!,
-    ),
+    [
+      ...text.matchAll(
+        /^export\s+(?:declare\s+)?(?:async\s+)?(?:function|class|const|let)\s+([A-Za-z_$][\w$]*)/gm,
+      ),
+    ].map((m) => m[1]!),
   );
+}
+
+/** Where a template's copy of @shardkit/test-db goes, and the file of tooling/test-db it is. */
+export const TEST_DB_FILES = { "src/test/test-db.js": "index.js", "src/test/test-db.d.ts": "index.d.ts" };
+
+/**
+ * The template's src/test/test-db.js and .d.ts: tooling/test-db's index.js and index.d.ts as they
+ * are, so the templates' tests run on the very helpers the repository's tests run on. Checked: the
+ * two export the same names, and every name the app imports from @shardkit/test-db.
+ */
+export function testDbFiles(
+  workspace: Map<string, WorkspacePackage>,
+  app: string,
+  imported: Iterable<string>,
+): TemplateFiles {
+  const pkg = workspace.get("@shardkit/test-db");
+  if (!pkg) throw new TemplateBuildError("no workspace package @shardkit/test-db (tooling/test-db)");
+  const files: TemplateFiles = new Map();
+  for (const [target, source] of Object.entries(TEST_DB_FILES))
+    files.set(target, readFileSync(join(pkg.dir, source), "utf8"));
+  const code = exportedNames(files.get("src/test/test-db.js")!);
+  const types = exportedNames(files.get("src/test/test-db.d.ts")!);
+  const untyped = [...code].filter((name) => !types.has(name));
+  const absent = [...types].filter((name) => !code.has(name));
+  if (untyped.length > 0 || absent.length > 0)
+    throw new TemplateBuildError(
+      `tooling/test-db: index.js and index.d.ts do not export the same names (${[
+        ...untyped.map((n) => `${n} has no declaration`),
+        ...absent.map((n) => `${n} is declared but not exported`),
+      ].join(", ")})`,
+    );
+  const missing = [...imported].filter((name) => !code.has(name));
+  if (missing.length > 0)
+    throw new TemplateBuildError(
+      `apps/${app} imports ${missing.join(", ")} from @shardkit/test-db, which tooling/test-db does not export`,
+    );
+  return files;
 }
 
 /** Every file of the template made from `apps/<app>`, checked (see the module's comment). */
@@ -492,16 +532,12 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   }
 
   if (removed.includes("@shardkit/test-db")) {
-    if (files.has("src/test/test-db.ts"))
-      throw new TemplateBuildError(`apps/${app}/src/test/test-db.ts: the template's own helpers go there`);
-    const helpers = readFileSync(join(templateFiles, "test-db.ts"), "utf8");
-    const exported = exportedNames(helpers);
-    const missing = [...testDbImports].filter((name) => !exported.has(name));
-    if (missing.length > 0)
-      throw new TemplateBuildError(
-        `apps/${app} imports ${missing.join(", ")} from @shardkit/test-db: add them to template-files/test-db.ts`,
-      );
-    files.set("src/test/test-db.ts", helpers);
+    for (const path of ["src/test/test-db.ts", ...Object.keys(TEST_DB_FILES)])
+      if (files.has(path))
+        throw new TemplateBuildError(
+          `apps/${app}/${path}: the template's copy of @shardkit/test-db goes there`,
+        );
+    for (const [path, text] of testDbFiles(workspace, app, testDbImports)) files.set(path, text);
   }
   if (manifest.scripts?.generate) {
     files.set(

@@ -11,7 +11,8 @@ import { delimiter, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { catalogVersion, packWorkspacePackages } from "@shardkit/vitest-config/quality";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { whyNoClusters } from "../template-files/test-db.js";
+// tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
+import { whyNoClusters } from "../../../tooling/test-db/index.js";
 import { listTemplates } from "./templates.js";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
@@ -296,7 +297,12 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
         .map((line) => line.slice(3));
       expect(untracked.filter((f) => /^(node_modules|src\/generated|\.data)\//.test(f))).toEqual([]);
       expect(untracked).toEqual(
-        expect.arrayContaining([".gitignore", "package-lock.json", "src/test/test-db.ts"]),
+        expect.arrayContaining([
+          ".gitignore",
+          "package-lock.json",
+          "src/test/test-db.js",
+          "src/test/test-db.d.ts",
+        ]),
       );
       console.log(
         `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s, npm run demo ${demo.seconds} s, typecheck ${typecheck.seconds} s${skipped ? `, without clusters ${skipped.seconds} s` : ""}`,

@@ -11,17 +11,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { catalogVersion } from "@shardkit/vitest-config/quality";
 import { afterAll, describe, expect, it } from "vitest";
+// What every template ships as src/test/test-db.js and .d.ts (copied unchanged: checked below).
+import { ClustersUnavailableError, ensureCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
 import {
   allowedScripts,
   buildTemplate,
+  exportedNames,
   repoRoot,
   rewriteReadme,
+  TEST_DB_FILES,
   TemplateBuildError,
   templateManifest,
   templateNames,
+  testDbFiles,
   workspacePackages,
 } from "../build/templates.js";
-import { ClustersUnavailableError, ensureCluster, whyNoClusters } from "../template-files/test-db.js";
 import { defaultTemplatesDir } from "./templates.js";
 
 const apps = templateNames();
@@ -83,20 +87,34 @@ describe("the templates, made from apps/*", () => {
   });
 
   it.each(apps)(
-    "%s: the tests use src/test/test-db.ts, the schema test node_modules/@shardkit/prisma",
+    "%s: the tests use src/test/test-db.js (tooling/test-db as it is), the schema test node_modules/@shardkit/prisma",
     (app) => {
       const files = built.get(app)!;
-      expect(files.get("src/test/test-db.ts")).toBe(
-        readFileSync(new URL("../template-files/test-db.ts", import.meta.url), "utf8"),
-      );
+      // The very files of tooling/test-db, byte for byte: a change there is a change of every template.
+      for (const [target, source] of Object.entries(TEST_DB_FILES))
+        expect(files.get(target), target).toBe(
+          readFileSync(join(repoRoot, "tooling", "test-db", source), "utf8"),
+        );
+      expect(files.has("src/test/test-db.ts")).toBe(false);
       const importers = [...files].filter(
-        ([path, text]) => path.endsWith(".ts") && text.includes("/test-db.js"),
+        ([path, text]) => path.endsWith(".ts") && !path.endsWith(".d.ts") && text.includes("/test-db.js"),
       );
       expect(importers.length).toBeGreaterThan(0);
-      for (const [path, text] of importers)
+      // Every name a test imports from it is exported by the code and declared by the types.
+      const code = exportedNames(files.get("src/test/test-db.js")!);
+      const types = exportedNames(files.get("src/test/test-db.d.ts")!);
+      expect([...types].sort()).toEqual([...code].sort());
+      for (const [path, text] of importers) {
         expect(text, path).toMatch(
           path.startsWith("src/test/") ? /from "\.\/test-db\.js"/ : /from "\.\/test\/test-db\.js"/,
         );
+        for (const m of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*"\.\.?\/(?:test\/)?test-db\.js"/g))
+          for (const name of m[1]!
+            .split(",")
+            .map((n) => n.trim())
+            .filter(Boolean))
+            expect(code.has(name), `${path} imports ${name}`).toBe(true);
+      }
       const schemaTest = files.get("src/schema.test.ts");
       if (schemaTest) expect(schemaTest).toContain("../node_modules/@shardkit/prisma/schema/shardkit.prisma");
       expect(files.get("gitignore")).toMatch(/^node_modules\/\n[\s\S]*^src\/generated\/\n[\s\S]*^\.data\/$/m);
@@ -184,6 +202,37 @@ describe("the build refuses what would not stand alone", () => {
     expect(manifest.name).toBe("x");
   });
 
+  it("test-db helpers whose code and types export different names, or that lack what an app imports", () => {
+    const dir = join(work, "test-db");
+    mkdirSync(dir, { recursive: true });
+    const fake = new Map([
+      ["@shardkit/test-db", { name: "@shardkit/test-db", dir, version: "0.0.0", private: true }],
+    ]);
+    writeFileSync(
+      join(dir, "index.js"),
+      "export const MAIN_PORT = 5432;\nexport async function extra() {}\n",
+    );
+    writeFileSync(
+      join(dir, "index.d.ts"),
+      "export declare const MAIN_PORT: number;\nexport declare function gone(): void;\n",
+    );
+    expect(() => testDbFiles(fake, "demo", [])).toThrow(
+      new TemplateBuildError(
+        "tooling/test-db: index.js and index.d.ts do not export the same names (extra has no declaration, gone is declared but not exported)",
+      ),
+    );
+    writeFileSync(
+      join(dir, "index.d.ts"),
+      "export declare const MAIN_PORT: number;\nexport declare function extra(): Promise<void>;\n",
+    );
+    expect(() => testDbFiles(fake, "demo", ["MAIN_PORT", "createDatabase"])).toThrow(
+      new TemplateBuildError(
+        "apps/demo imports createDatabase from @shardkit/test-db, which tooling/test-db does not export",
+      ),
+    );
+    expect([...testDbFiles(fake, "demo", ["MAIN_PORT"]).keys()]).toEqual(Object.keys(TEST_DB_FILES));
+  });
+
   it("an app whose files still name the repository or import an undeclared package", async () => {
     const repo = join(work, "repo");
     const app = join(repo, "apps", "demo");
@@ -218,7 +267,7 @@ describe("the build refuses what would not stand alone", () => {
   });
 });
 
-describe("the templates' src/test/test-db.ts", () => {
+describe("the templates' src/test/test-db.js (tooling/test-db)", () => {
   it("says why it cannot make PostgreSQL servers, or nothing when it can", async () => {
     expect(whyNoClusters({ PATH: join(work, "nothing") })).toBe(
       "pg_createcluster is not installed (the postgresql-common package of Debian and Ubuntu provides it)",

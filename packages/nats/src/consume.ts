@@ -8,8 +8,7 @@ import {
 } from "@nats-io/jetstream";
 import { type MsgHdrs, type NatsConnection, nanos } from "@nats-io/nats-core";
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import { consumeOnce, type ShardOrId } from "@shardkit/prisma";
-import { decodePayload } from "./codec.js";
+import { consumeOnce, decodeJson, type ShardOrId } from "@shardkit/prisma";
 import {
   describeError,
   errorName,
@@ -68,7 +67,7 @@ export function decodeEvent<Payload = unknown>(msg: Received): ReceivedEvent<Pay
   if (Number.isNaN(createdAt.getTime())) fail(`${EVENT_HEADERS.createdAt} is not a date`);
   let payload: Payload;
   try {
-    payload = decodePayload<Payload>(text.decode(msg.data));
+    payload = decodeJson<Payload>(text.decode(msg.data));
   } catch (error) {
     return fail("its body is not JSON", error);
   }

@@ -1,4 +1,3 @@
-export { decodePayload, encodePayload } from "./codec.js";
 export {
   type ConsumeEventsOptions,
   type ConsumerStats,

@@ -41,8 +41,6 @@ describe("published package", () => {
       "PublishTimeoutError",
       "consumeEvents",
       "decodeEvent",
-      "decodePayload",
-      "encodePayload",
       "ensureStream",
       "invalidSubject",
       "isRetryableDelivery",

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
+import { createOutboxRelay, decodeJson, type OutboxMessage } from "@shardkit/prisma";
 import {
   afterAll,
   afterEach,
@@ -26,7 +26,6 @@ import {
   type World,
   within,
 } from "../test/world.js";
-import { decodePayload } from "./codec.js";
 import {
   BrokerUnavailableError,
   InvalidSubjectError,
@@ -102,7 +101,7 @@ describe("jetStreamSink through the outbox relay", () => {
       expect(m.header.get(EVENT_HEADERS.aggregateId)).toBe(event.aggregateId);
       expect(m.header.get(EVENT_HEADERS.shard)).toBe(event.aggregateId === accounts[0] ? S.a.key : S.b.key);
       expect(m.header.get(EVENT_HEADERS.createdAt)).toBe(event.createdAt.toISOString());
-      const payload = decodePayload<Deposit>(new TextDecoder().decode(m.data));
+      const payload = decodeJson<Deposit>(new TextDecoder().decode(m.data));
       expect(payload.account).toBe(event.aggregateId);
       expect(typeof payload.amount).toBe("bigint");
     }
@@ -110,7 +109,7 @@ describe("jetStreamSink through the outbox relay", () => {
     for (const account of accounts) {
       const amounts = stored
         .filter((m) => m.header.get(EVENT_HEADERS.aggregateId) === account)
-        .map((m) => decodePayload<Deposit>(new TextDecoder().decode(m.data)).amount);
+        .map((m) => decodeJson<Deposit>(new TextDecoder().decode(m.data)).amount);
       expect(amounts).toEqual([10n ** 18n, 10n ** 18n + 1n, 10n ** 18n + 2n]);
     }
   });

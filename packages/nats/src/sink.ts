@@ -1,7 +1,6 @@
 import { type JetStreamClient, type JetStreamPublishOptions, jetstream } from "@nats-io/jetstream";
 import { type NatsConnection, headers as natsHeaders } from "@nats-io/nats-core";
-import { isShardUnavailable, type OutboxMessage } from "@shardkit/prisma";
-import { encodePayload } from "./codec.js";
+import { encodeJson, isShardUnavailable, type OutboxMessage } from "@shardkit/prisma";
 import {
   BrokerUnavailableError,
   describeError,
@@ -137,7 +136,7 @@ export function jetStreamSink(options: JetStreamSinkOptions): JetStreamDeliver {
     js ??= jetstream(connection, { timeout: timeoutMs });
     let receipt: PublishReceipt;
     try {
-      const ack = await js.publish(subject, encodePayload(message.payload), publishOptions);
+      const ack = await js.publish(subject, encodeJson(message.payload), publishOptions);
       receipt = { subject, stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate };
     } catch (error) {
       throw publishError(error, subject, message.id, timeoutMs);

@@ -6,16 +6,16 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { createShardRegistry, emitEvent, type OutboxMessage, shardRouting } from "@shardkit/prisma";
+import {
+  createShardRegistry,
+  decodeJson,
+  emitEvent,
+  type OutboxMessage,
+  shardRouting,
+} from "@shardkit/prisma";
 import { inject } from "vitest";
 import { PrismaClient } from "../examples/generated/prisma/client.js";
-import {
-  decodePayload,
-  ensureStream,
-  type JetStreamSinkOptions,
-  jetStreamSink,
-  type PublishReceipt,
-} from "../src/index.js";
+import { ensureStream, type JetStreamSinkOptions, jetStreamSink, type PublishReceipt } from "../src/index.js";
 
 export const S = { a: ShardIdentifier.of(0, 0), b: ShardIdentifier.of(0, 1) };
 export const TOPIC = "account.deposited";
@@ -93,7 +93,7 @@ export async function outboxMessages(w: World): Promise<OutboxMessage[]> {
     id: e.id,
     topic: e.topic,
     aggregateId: e.aggregateId,
-    payload: decodePayload(e.payload),
+    payload: decodeJson(e.payload),
     createdAt: e.createdAt,
     attempts: e.attempts,
     shard: ShardedUUID.shardOf(e.id),

@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { PartitionMap, refusalOf } from "@shardkit/ownership";
+import { checkMove, PartitionMap, readPartitionMap, refusalOf } from "@shardkit/ownership";
 import { createShardRegistry, shardRouting } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { PrismaPGlite } from "pglite-prisma-adapter";
@@ -14,6 +14,7 @@ await rolloutSchema({
   onProgress: () => {},
 });
 const shard = ShardIdentifier.of(0, 1);
+const tables = [{ table: "Bucket", column: "id" }];
 /** A router: its own clients, registry and partition map (a service instance). */
 async function router() {
   const clients = {
@@ -27,7 +28,7 @@ async function router() {
       { client: clients.new, name: "new" },
     ],
   });
-  const map = await PartitionMap.open({ registry, tables: [{ table: "Bucket", column: "id" }] });
+  const map = await PartitionMap.open({ registry, tables });
   const db = clients.old.$extends(shardRouting({ registry, models: { Bucket: { keys: ["id"] } } }));
   return {
     clients,
@@ -42,6 +43,16 @@ const stale = await router(); // reads the map now and is never told of the move
 
 const id = ShardedId.generate("Bucket", shard);
 await mover.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+
+// 0. The checks a move runs before it changes anything, on their own: no map needed, nothing changed.
+const check = await checkMove({
+  registry: mover.registry,
+  shard,
+  to: mover.database("new"),
+  mode: "offline",
+  tables,
+});
+console.log(`precheck of a move to "new": ${check.issues.length === 0 ? "ok" : check.issues.join("; ")}`);
 
 // 1. Fence: the old owner refuses every write for the shard, whoever sends it.
 await mover.map.fence(shard);
@@ -72,6 +83,13 @@ const updated = await stale.db.bucket.update({ where: { id }, data: { remaining:
 console.log(
   `stale router's write: remaining ${updated.remaining} on "${stale.registry.physicalOf(shard).name}",`,
   `${stale.map.counters.staleRejections} refusal, ${stale.map.counters.retries} retry`,
+);
+
+// 4. What the databases record now, read without changing anything (as `shardkit status` reads it).
+const placement = (await readPartitionMap(mover.registry)).placementOf(shard);
+console.log(
+  `owner "${placement.owner?.name}" at epoch ${placement.epoch}; records:`,
+  placement.records.map((r) => `${r.database} ${r.state}`).join(", "),
 );
 for (const r of [mover, stale]) r.map.close();
 for (const pglite of Object.values(databases)) await pglite.close();

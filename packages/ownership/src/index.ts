@@ -16,16 +16,30 @@ export {
   type MapEntry,
   type OwnershipCounters,
   type OwnershipSignal,
-  type OwnershipState,
   PartitionMap,
   type PartitionMapOptions,
 } from "./map.js";
 export {
+  checkMove,
+  type MoveCheck,
+  type MoveCheckOptions,
   type MoveOptions,
   type MoveProgress,
   type MoveResult,
   type MoveStep,
   moveShard,
 } from "./move.js";
+export type {
+  OwnershipRow,
+  OwnershipState,
+  ShardPlacement,
+  ShardRecord,
+} from "./placement.js";
 export { refusalOf } from "./refusal.js";
 export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";
+export {
+  type DatabaseOwnership,
+  type PartitionView,
+  type ReadPartitionMapOptions,
+  readPartitionMap,
+} from "./view.js";

@@ -14,6 +14,7 @@ import {
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
+import { type OwnershipRow, type OwnershipState, placeShards } from "./placement.js";
 import { refusalOf } from "./refusal.js";
 import {
   ASSERT_FUNCTION,
@@ -25,11 +26,8 @@ import {
   REFUSE_FUNCTION,
   SHARD_LOCK,
   shardOfRowSql,
+  tableIssues,
 } from "./sql.js";
-
-/** A shard's state in one database's `ShardOwnership`. */
-export type OwnershipState = "owned" | "fenced" | "moved" | "incoming";
-const STATES: readonly string[] = ["owned", "fenced", "moved", "incoming"];
 
 /** One shard in the map: where routing sends it, at which epoch, and in what state. */
 export interface MapEntry {
@@ -95,7 +93,7 @@ export type Raw = {
   $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
   $transaction<R>(fn: (tx: Raw) => Promise<R>, options?: object): Promise<R>;
 };
-type Row = { shard: number; epoch: number; state: string; peer: string | null };
+type Row = OwnershipRow;
 
 /** Serialises changes of ownership within one database (one key for every shardkit ownership change). */
 const CHANGE_LOCK = "SELECT pg_advisory_xact_lock(7301)::text AS locked";
@@ -140,18 +138,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private constructor(options: PartitionMapOptions<Client>) {
     const issues: string[] = [];
     if (!options?.registry || !Array.isArray(options.registry.physical)) issues.push("registry: required");
-    if (!Array.isArray(options?.tables) || options.tables.length === 0) {
-      issues.push("tables: at least one table holding shard rows is required");
-    } else {
-      options.tables.forEach((t, i) => {
-        if (!t || typeof t.table !== "string" || t.table === "") issues.push(`tables[${i}].table: required`);
-        if (!t || typeof t.column !== "string" || t.column === "")
-          issues.push(`tables[${i}].column: required`);
-        if (t?.kind !== undefined && t.kind !== "uuid" && t.kind !== "bits") {
-          issues.push(`tables[${i}].kind: expected 'uuid' or 'bits', got ${JSON.stringify(t.kind)}`);
-        }
-      });
-    }
+    issues.push(...tableIssues(options?.tables));
     const positive = (value: number | undefined, name: string, fallback: number, integer = false) => {
       if (value === undefined) return fallback;
       if (!(Number.isFinite(value) && value >= (integer ? 0 : 1)) || (integer && !Number.isInteger(value))) {
@@ -254,74 +241,20 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.onSignal?.({ type: "refresh", changed, missing });
   }
 
-  /** Where each shard goes by these records; throws `InvalidMapError` listing every problem. */
+  /** Where each shard goes by these records (`placeShards`); throws `InvalidMapError` listing every problem. */
   private plan(records: Map<PhysicalShard<Client>, Row[]>) {
-    const issues: string[] = [];
-    const known = new Set(this.identities.values());
-    const byShard = new Map<number, { physical: PhysicalShard<Client>; row: Row }[]>();
-    for (const [physical, rows] of records) {
-      for (const row of rows) {
-        const where = `${physical.name}: shard ${row.shard}`;
-        if (!Number.isInteger(row.shard) || row.shard < 0 || row.shard >= 1 << 14) {
-          issues.push(`${where}: not a shard (expected 0..16383)`);
-          continue;
-        }
-        const shard = ShardIdentifier.fromBits(row.shard);
-        if (!this.registry.has(shard))
-          issues.push(`${physical.name}: shard ${shard.key} is not in the registry`);
-        if (!Number.isSafeInteger(row.epoch) || row.epoch < 1) {
-          issues.push(
-            `${physical.name}: shard ${shard.key}: epoch ${JSON.stringify(row.epoch)} is not an integer >= 1`,
-          );
-        }
-        if (!STATES.includes(row.state)) {
-          issues.push(
-            `${physical.name}: shard ${shard.key}: state ${JSON.stringify(row.state)} is not one of ${STATES.join(", ")}`,
-          );
-        }
-        if (row.peer !== null && known.size === this.registry.physical.length && !known.has(row.peer)) {
-          issues.push(
-            `${physical.name}: shard ${shard.key}: names database ${row.peer}, which is not in the registry`,
-          );
-        }
-        byShard.set(row.shard, [...(byShard.get(row.shard) ?? []), { physical, row }]);
-      }
-    }
+    const { placements, issues } = placeShards(this.registry, records, this.identities);
     const plan: { shard: ShardIdentifier; physical: PhysicalShard<Client>; epoch: number }[] = [];
-    for (const [bits, held] of byShard) {
-      const shard = ShardIdentifier.fromBits(bits);
-      if (!this.registry.has(shard)) continue;
-      const owners = held.filter((h) => h.row.state === "owned");
-      if (owners.length > 1) {
+    for (const { shard, owner, epoch, issues: problems } of placements) {
+      issues.push(...problems);
+      if (problems.length > 0 || owner === null || epoch === null) continue;
+      if (epoch < this.registry.epochOf(shard)) {
         issues.push(
-          `shard ${shard.key} has two owners: ${owners.map((o) => `${o.physical.name} (epoch ${o.row.epoch})`).join(" and ")}`,
+          `shard ${shard.key}: epoch ${epoch} is behind epoch ${this.registry.epochOf(shard)} already seen`,
         );
         continue;
       }
-      const top = Math.max(...held.map((h) => h.row.epoch));
-      // The owner; else the database that fenced it (writes are refused there until the switch);
-      // else, from a tombstone, the database it moved to (whose own record did not answer).
-      const owner = owners[0] ?? held.find((h) => h.row.state === "fenced" && h.row.epoch === top);
-      if (owner) {
-        if (owner.row.epoch < top) {
-          issues.push(
-            `shard ${shard.key}: owner ${owner.physical.name} is at epoch ${owner.row.epoch}, behind epoch ${top} elsewhere`,
-          );
-          continue;
-        }
-        plan.push({ shard, physical: owner.physical, epoch: owner.row.epoch });
-        continue;
-      }
-      const tombstone = held.find((h) => h.row.state === "moved" && h.row.epoch === top);
-      const target = tombstone && [...this.identities].find(([, id]) => id === tombstone.row.peer)?.[0];
-      if (target) plan.push({ shard, physical: target, epoch: top });
-    }
-    for (const entry of plan) {
-      if (entry.epoch < this.registry.epochOf(entry.shard)) {
-        issues.push(
-          `shard ${entry.shard.key}: epoch ${entry.epoch} is behind epoch ${this.registry.epochOf(entry.shard)} already seen`,
-        );
-      }
+      plan.push({ shard, physical: owner, epoch });
     }
     if (issues.length > 0) throw new InvalidMapError(issues);
     return plan;

@@ -1,9 +1,11 @@
 import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import { type PartitionMap, type Raw, raw } from "./map.js";
-import { literal, shardOfRowSql } from "./sql.js";
+import type { ShardPlacement } from "./placement.js";
+import { type FencedTable, literal, shardOfRowSql, tableIssues } from "./sql.js";
+import { readPartitionMap } from "./view.js";
 
 /** The steps of a move, in order, as progress reports them. */
 export type MoveStep =
@@ -160,12 +162,8 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   const { map } = options;
   const shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;
   const mode = options.mode ?? "live";
-  const issues: string[] = [];
-  if (mode !== "live" && mode !== "offline")
-    issues.push(`mode: expected 'live' or 'offline', got ${JSON.stringify(mode)}`);
+  const issues = moveOptionIssues(map.registry, options.to, mode);
   if (mode === "live" && !options.sourceConnection) issues.push("sourceConnection: required for a live move");
-  if (!options.to || !map.registry.physical.includes(options.to))
-    issues.push("to: not a database of the map's registry");
   if (issues.length > 0) throw new OwnershipOptionsError(issues);
   const timeoutMs = options.timeoutMs ?? 120_000;
   const maxLagBytes = options.maxLagBytes ?? 64 * 1024;
@@ -233,7 +231,8 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
 
   await step("precheck");
-  await precheck(map, shard, from, to, mode);
+  const problems = await precheck(map.tables, shard, from, to, mode);
+  if (problems.length > 0) throw new MovePrecheckError(shard, problems);
   await done("precheck");
 
   await raw(from).$executeRawUnsafe(
@@ -299,7 +298,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
       );
       return row!.waiting === 0;
     });
-    await step("copy", { rows: await countAt(map, to, shard) });
+    await step("copy", { rows: await countAt(map.tables, to, shard) });
     await done("copy");
     await step("catch-up");
     await waitFor("catching up", async () => {
@@ -330,7 +329,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     freezeStarted = await fence();
     await step("copy");
     await copyRows(map, shard, from, to);
-    await step("copy", { rows: await countAt(map, to, shard) });
+    await step("copy", { rows: await countAt(map.tables, to, shard) });
     await done("copy");
   }
 
@@ -391,14 +390,117 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   };
 }
 
-/** Everything that must hold before a move starts; every problem is listed, nothing is changed. */
+export interface MoveCheckOptions<Client extends ShardClient> {
+  /** The registry of the databases (no `PartitionMap` needed: the check opens none). */
+  registry: ShardRegistry<Client>;
+  shard: ShardIdentifier | string;
+  /** The database that would own the shard. */
+  to: PhysicalShard<Client>;
+  /** As `moveShard`'s: `live` (default) checks `wal_level` at the source too. */
+  mode?: "live" | "offline";
+  /** Every table holding shard rows, as the move's map would list them. */
+  tables: readonly FencedTable[];
+  /** How long each database may take to answer the read of the map. Default 2000 ms. */
+  timeoutMs?: number;
+}
+
+/** What `checkMove` found: where the shard is, and what would stop `moveShard` from starting. */
+export interface MoveCheck<Client extends ShardClient = ShardClient> {
+  shard: ShardIdentifier;
+  /** The shard's owner now, by the records (the registry's placement while it is unrecorded); null when unknown. */
+  from: PhysicalShard<Client> | null;
+  to: PhysicalShard<Client>;
+  mode: "live" | "offline";
+  /** The shard's placement, as `readPartitionMap` reads it. */
+  placement: ShardPlacement<Client>;
+  /**
+   * Every problem that would make `moveShard` refuse to start: the precheck's (`MovePrecheckError`
+   * lists the same ones), records that cannot be right, a database that did not answer. Empty:
+   * the move can start.
+   */
+  issues: string[];
+}
+
+/**
+ * The checks a move runs before it changes anything (`moveShard`'s precheck, the same code), on
+ * their own and without a `PartitionMap`: reads the map (`readPartitionMap`, SELECTs only) to find
+ * the shard's owner, then checks that owner as the source against `to`. Nothing is changed: no
+ * function installed, no record written. `OwnershipOptionsError` for options that cannot work,
+ * or when `to` owns the shard already (as `moveShard`).
+ */
+export async function checkMove<Client extends ShardClient>(
+  options: MoveCheckOptions<Client>,
+): Promise<MoveCheck<Client>> {
+  const mode = options?.mode ?? "live";
+  const issues = [
+    ...(options?.registry && Array.isArray(options.registry.physical)
+      ? moveOptionIssues(options.registry, options.to, mode)
+      : ["registry: required"]),
+    ...tableIssues(options?.tables),
+  ];
+  let shard: ShardIdentifier | undefined;
+  if (typeof options?.shard === "string") {
+    try {
+      shard = ShardIdentifier.parse(options.shard);
+    } catch (error) {
+      issues.push(`shard ${JSON.stringify(options.shard)}: ${(error as Error).message}`);
+    }
+  } else if (options?.shard instanceof ShardIdentifier) shard = options.shard;
+  else issues.push("shard: required");
+  if (shard && typeof options.registry?.has === "function" && !options.registry.has(shard))
+    issues.push(`shard ${shard.key} is not in the registry`);
+  if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
+  const { registry, to, tables } = options;
+  const view = await readPartitionMap(registry, {
+    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+  });
+  const placement = view.placementOf(shard);
+  const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
+  if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
+  const found = [...view.issues];
+  if (from === null)
+    found.push(
+      `the owner of shard ${shard.key} is unknown: the databases holding its records did not answer`,
+    );
+  const silent = (physical: PhysicalShard<Client>) =>
+    view.databases.some((d) => d.physical === physical && d.status === "unavailable");
+  for (const db of view.databases) {
+    if (db.status === "unavailable" && (from === null || db.physical === from || db.physical === to))
+      found.push(`${db.database}: did not answer (${db.error})`);
+    if (db.status === "no-table" && (db.physical === from || db.physical === to))
+      found.push(
+        `${db.database}: has no ShardOwnership table (roll @shardkit/ownership's schema/ownership.prisma out to it)`,
+      );
+  }
+  if (from !== null && !silent(from) && !silent(to))
+    found.push(...(await precheck(tables, shard, from, to, mode)));
+  return { shard, from, to, mode, placement, issues: found };
+}
+
+/** What is wrong with a move's `to` and `mode` (shared by `moveShard` and `checkMove`). */
+function moveOptionIssues<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  to: PhysicalShard<Client> | undefined,
+  mode: unknown,
+): string[] {
+  const issues: string[] = [];
+  if (mode !== "live" && mode !== "offline")
+    issues.push(`mode: expected 'live' or 'offline', got ${JSON.stringify(mode)}`);
+  if (!to || !registry.physical.includes(to)) issues.push("to: not a database of the map's registry");
+  return issues;
+}
+
+/**
+ * Everything that must hold before a move of `shard` from `from` to `to` starts (`moveShard` runs
+ * it, and `checkMove` on its own): every problem, nothing changed (it only reads).
+ */
 async function precheck<Client extends ShardClient>(
-  map: PartitionMap<Client>,
+  tables: readonly FencedTable[],
   shard: ShardIdentifier,
   from: PhysicalShard<Client>,
   to: PhysicalShard<Client>,
   mode: "live" | "offline",
-): Promise<void> {
+): Promise<string[]> {
   const issues: string[] = [];
   if (mode === "live") {
     const [wal] = await raw(from).$queryRawUnsafe<{ level: string }[]>(
@@ -413,7 +515,7 @@ async function precheck<Client extends ShardClient>(
       coalesce(column_default, '') AS "default", is_identity AS identity
     FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])
     ORDER BY table_name, ordinal_position`;
-  const tables = map.tables.map((t) => t.table);
+  const names = tables.map((t) => t.table);
   type Column = {
     table: string;
     column: string;
@@ -423,15 +525,20 @@ async function precheck<Client extends ShardClient>(
     identity: string;
   };
   const [source, target] = await Promise.all([
-    raw(from).$queryRawUnsafe<Column[]>(COLUMNS, tables),
-    raw(to).$queryRawUnsafe<Column[]>(COLUMNS, tables),
+    raw(from).$queryRawUnsafe<Column[]>(COLUMNS, names),
+    raw(to).$queryRawUnsafe<Column[]>(COLUMNS, names),
   ]);
-  for (const table of map.tables) {
+  // The row checks below read only the tables that exist where they look.
+  const atTarget: FencedTable[] = [];
+  const onBoth: FencedTable[] = [];
+  for (const table of tables) {
     const at = (list: Column[]) =>
       list
         .filter((c) => c.table === table.table)
         .map((c) => `${c.column} ${c.type}${c.nullable === "NO" ? " not null" : ""}`);
     const [a, b] = [at(source), at(target)];
+    if (b.length > 0) atTarget.push(table);
+    if (a.length > 0 && b.length > 0) onBoth.push(table);
     if (a.length === 0) issues.push(`${from.name}: table ${table.table} does not exist`);
     else if (b.length === 0)
       issues.push(`${to.name}: table ${table.table} does not exist (roll the schema out to it first)`);
@@ -448,7 +555,7 @@ async function precheck<Client extends ShardClient>(
     }
   }
   // The filter column must be in the replica identity, or every UPDATE and DELETE on the source would fail.
-  for (const table of map.tables) {
+  for (const table of tables) {
     const [identity] = await raw(from).$queryRawUnsafe<{ replident: string; inkey: boolean }[]>(
       `SELECT c.relreplident::text AS replident,
          coalesce(bool_or(a.attname = $2), false) AS inkey
@@ -465,13 +572,13 @@ async function precheck<Client extends ShardClient>(
       );
     }
   }
-  const leftovers = await countAt(map, to, shard);
+  const leftovers = await countAt(atTarget, to, shard);
   if (leftovers > 0)
     issues.push(
       `${to.name}: already holds ${leftovers} rows of shard ${shard.key} (a leftover copy: remove it first)`,
     );
   // Unique values of the shard's rows that another row of the target already holds.
-  for (const table of map.tables) {
+  for (const table of onBoth) {
     const uniques = await raw(from).$queryRawUnsafe<{ columns: string[] }[]>(
       `SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns
        FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
@@ -499,17 +606,17 @@ async function precheck<Client extends ShardClient>(
         );
     }
   }
-  if (issues.length > 0) throw new MovePrecheckError(shard, issues);
+  return issues;
 }
 
 /** Rows of `shard` that `database` holds, over every table. */
 async function countAt<Client extends ShardClient>(
-  map: PartitionMap<Client>,
+  tables: readonly FencedTable[],
   database: PhysicalShard<Client>,
   shard: ShardIdentifier,
 ) {
   let total = 0;
-  for (const table of map.tables) {
+  for (const table of tables) {
     const [row] = await raw(database).$queryRawUnsafe<{ n: number }[]>(
       `SELECT count(*)::int AS n FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
       shard.bits,

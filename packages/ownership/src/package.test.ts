@@ -17,6 +17,7 @@ describe("published package", () => {
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
     expect(report.attw.ok, report.attw.output).toBe(true);
     const api = [
+      "checkMove",
       "EpochConflictError",
       "InvalidMapError",
       "MovePrecheckError",
@@ -29,6 +30,7 @@ describe("published package", () => {
       "StaleOwnerError",
       "isShardkitError",
       "moveShard",
+      "readPartitionMap",
       "refusalOf",
     ].sort();
     expect(report.esm).toEqual(api);
@@ -44,9 +46,11 @@ describe("published package", () => {
       stdio: ["ignore", "pipe", "pipe"],
     });
     expect(output.trim().split("\n")).toEqual([
+      'precheck of a move to "new": ok',
       "a script writing to the old owner: fenced",
       'shard 0/1 is owned by "new" at epoch 2',
       'stale router\'s write: remaining 0 on "new", 1 refusal, 1 retry',
+      'owner "new" at epoch 2; records: old moved, new owned',
     ]);
   }, 120_000);
 });

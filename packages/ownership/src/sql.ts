@@ -13,6 +13,23 @@ export interface FencedTable {
   kind?: "uuid" | "bits";
 }
 
+/** What is wrong with a list of tables holding shard rows (`tables` of the map, of a move, of a check); empty when nothing. */
+export function tableIssues(tables: readonly FencedTable[] | undefined): string[] {
+  const issues: string[] = [];
+  if (!Array.isArray(tables) || tables.length === 0) {
+    issues.push("tables: at least one table holding shard rows is required");
+    return issues;
+  }
+  tables.forEach((t, i) => {
+    if (!t || typeof t.table !== "string" || t.table === "") issues.push(`tables[${i}].table: required`);
+    if (!t || typeof t.column !== "string" || t.column === "") issues.push(`tables[${i}].column: required`);
+    if (t?.kind !== undefined && t.kind !== "uuid" && t.kind !== "bits") {
+      issues.push(`tables[${i}].kind: expected 'uuid' or 'bits', got ${JSON.stringify(t.kind)}`);
+    }
+  });
+  return issues;
+}
+
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /** The advisory lock (with a shard's bits as its second key) that orders writers of an armed shard behind a change of owner. */

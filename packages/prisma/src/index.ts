@@ -9,6 +9,7 @@ export {
   databaseIdentities,
 } from "./budget.js";
 export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claims.js";
+export { decodeJson, encodeJson } from "./codec.js";
 export {
   type FromConfigOptions,
   type ShardRegistryConfig,

@@ -2,14 +2,17 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
 import { IdempotencyConflictError, PartialCommitError } from "./errors.js";
 import { consumeOnce, idempotent } from "./idempotency.js";
 import { emitEvent, type OutboxMessage } from "./outbox.js";
+import { createShardRegistry } from "./registry.js";
 import { createOutboxRelay } from "./relay.js";
 
 const world = makeWorld();
@@ -171,7 +174,7 @@ describe("relay", () => {
     const seen: string[] = [];
     const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
     const report = await withClusterStopped("skprisma", 5434, () => relay.runOnce());
-    expect(report.missing.map((m) => m.shards)).toEqual(["1/1,1/2"]);
+    expect(report.missing.map((m) => [m.database, m.shards])).toEqual([["database #2", "1/1,1/2"]]);
     expect(report.databases.map((d) => d.delivered)).toEqual([2, 2]);
     const after = await relay.runOnce();
     expect(after.missing).toEqual([]);
@@ -382,14 +385,96 @@ describe("relay", () => {
     expect((await relay.lag())[0]).toMatchObject({ pending: 0, dead: 2 });
     broken = false;
     expect(await relay.redrive({ ids: [dead[0]!] })).toEqual([
-      { shards: "0/0,0/1", redriven: 1 },
-      { shards: "0/2,1/0", redriven: 0 },
-      { shards: "1/1,1/2", redriven: 0 },
+      { database: "database #0", shards: "0/0,0/1", redriven: 1 },
+      { database: "database #1", shards: "0/2,1/0", redriven: 0 },
+      { database: "database #2", shards: "1/1,1/2", redriven: 0 },
     ]);
     expect((await relay.runOnce()).databases[0]).toMatchObject({ delivered: 1 });
     expect((await relay.redrive()).map((r) => r.redriven)).toEqual([1, 0, 0]);
     expect((await relay.runOnce()).databases[0]).toMatchObject({ delivered: 1 });
     expect((await relay.lag())[0]).toMatchObject({ pending: 0, dead: 0 });
+  });
+
+  it("a redrive with a database down redrives the others and reports the one down, by name", async () => {
+    await seed(4, [S.g0m0, S.g1m1]); // 2 events on a, 2 on c (the second server)
+    const relay = createOutboxRelay({
+      registry,
+      maxAttempts: 1,
+      logger: { warn: () => {} },
+      deliver: async () => {
+        throw new Error("payload rejected by the consumer");
+      },
+    });
+    await relay.runOnce();
+    expect((await relay.lag()).map((l) => l.dead)).toEqual([2, 0, 2]);
+    const report = await withClusterStopped(SECOND.cluster, SECOND.port, () => relay.redrive());
+    expect(report.map(({ database, redriven }) => [database, redriven])).toEqual([
+      ["database #0", 2],
+      ["database #1", 0],
+      ["database #2", null],
+    ]);
+    expect(report[2]!.error).toBeDefined();
+    expect((await relay.lag()).map((l) => [l.pending, l.dead])).toEqual([
+      [2, 0],
+      [0, 0],
+      [0, 2],
+    ]);
+    expect((await relay.redrive()).map((r) => r.redriven)).toEqual([0, 0, 2]);
+  });
+
+  it("spare databases (holding no shard) are polled, counted and redriven each under its own name, for no shard", async () => {
+    // The spares are second clients of databases a and b: to the registry they hold no shard, so
+    // the rows they see there (a's events of 0/0, like a copy a move left behind) are not theirs.
+    const spares = [
+      new PrismaClient({ adapter: new PrismaPg({ connectionString: inject("shardUrls").a }) }),
+      new PrismaClient({ adapter: new PrismaPg({ connectionString: inject("shardUrls").b }) }),
+    ];
+    try {
+      const withSpares = createShardRegistry({
+        shards: registry.shards.map((shard) => ({ shard, client: registry.physicalOf(shard).client })),
+        databases: [
+          ...registry.physical.map((p) => ({ client: p.client, name: p.name })),
+          { client: spares[0]!, name: "spare one" },
+          { client: spares[1]!, name: "spare two" },
+        ],
+      });
+      await seed(3, [S.g0m0]);
+      let broken = true;
+      const relay = createOutboxRelay({
+        registry: withSpares,
+        maxAttempts: 1,
+        logger: { warn: () => {} },
+        deliver: async (m) => {
+          if (broken && m.payload && (m.payload as { i: number }).i < 2) throw new Error("rejected");
+        },
+      });
+      const polled = await relay.runOnce();
+      expect(polled.missing).toEqual([]);
+      expect(polled.databases.map((d) => [d.database, d.shards, d.claimed, d.delivered, d.dead])).toEqual([
+        ["database #0", "0/0,0/1", 3, 1, 2],
+        ["database #1", "0/2,1/0", 0, 0, 0],
+        ["database #2", "1/1,1/2", 0, 0, 0],
+        ["spare one", "", 0, 0, 0],
+        ["spare two", "", 0, 0, 0],
+      ]);
+      expect((await relay.lag()).map((l) => [l.database, l.pending, l.dead])).toEqual([
+        ["database #0", 0, 2],
+        ["database #1", 0, 0],
+        ["database #2", 0, 0],
+        ["spare one", 0, 0],
+        ["spare two", 0, 0],
+      ]);
+      broken = false;
+      expect((await relay.redrive()).map((r) => [r.database, r.redriven])).toEqual([
+        ["database #0", 2],
+        ["database #1", 0],
+        ["database #2", 0],
+        ["spare one", 0],
+        ["spare two", 0],
+      ]);
+    } finally {
+      await Promise.all(spares.map((c) => c.$disconnect()));
+    }
   });
 
   it("a frozen database (its server SIGSTOPped) delays only its own events; lag() reports it unavailable", async () => {

@@ -65,6 +65,8 @@ describe("published package", () => {
       "shardHealth",
       "shardBitsSql",
       "databaseIdentities",
+      "decodeJson",
+      "encodeJson",
       "withShardDeadline",
       "byColumn",
       "byDirectory",

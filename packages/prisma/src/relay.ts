@@ -49,8 +49,11 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
   leaseMs?: number;
   /** How long `lag()` waits for a database before reporting it unavailable. Default 5 s. */
   lagTimeoutMs?: number;
-  /** Receives poll failures of a database (e.g. its server is down) while `start()`ed. */
-  onError?(error: unknown, shards: string): void;
+  /**
+   * Receives poll failures of a database (e.g. its server is down) while `start()`ed, with the
+   * database's name (`registry.physical[i].name`) and the keys of the shards it holds.
+   */
+  onError?(error: unknown, database: string, shards: string): void;
   /** Called for every event moved to the dead-letter state (also logged as a warning). */
   onDead?(message: OutboxMessage, error: unknown): void;
   /** Where dead letters are logged. Default `console`. */
@@ -65,7 +68,9 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
 
 /** What one poll did on one physical database. */
 export interface RelayDatabaseReport {
-  /** Keys of the logical shards that database holds, e.g. "1/0,1/1". */
+  /** The database's name in the registry (`registry.physical[i].name`): unique, also for spares. */
+  database: string;
+  /** Keys of the logical shards that database holds, e.g. "1/0,1/1" ("" for a spare database). */
   shards: string;
   claimed: number;
   delivered: number;
@@ -76,16 +81,31 @@ export interface RelayDatabaseReport {
 export interface RelayPollReport {
   databases: RelayDatabaseReport[];
   /** Databases that could not be polled, and why. */
-  missing: { shards: string; error: unknown }[];
+  missing: { database: string; shards: string; error: unknown }[];
 }
 
 /** One database's outbox: `null` counts (and `error`) when the database did not answer in time. */
 export interface OutboxLag {
+  /** The database's name in the registry. */
+  database: string;
+  /** Keys of the logical shards it holds ("" for a spare database). */
   shards: string;
   pending: number | null;
   dead: number | null;
   /** Age of the oldest pending event in ms (0 when none). */
   oldestPendingMs: number | null;
+  error?: unknown;
+}
+
+/**
+ * What `redrive` did on one database. `redriven` is null, and `error` says why, when the database
+ * failed or did not answer within `lagTimeoutMs` (then it may still have redriven them: running
+ * `redrive` again is harmless). The other databases' counts are reported all the same.
+ */
+export interface RedriveReport {
+  database: string;
+  shards: string;
+  redriven: number | null;
   error?: unknown;
 }
 
@@ -106,8 +126,13 @@ export interface OutboxRelay {
   stop(timeoutMs?: number): Promise<void>;
   /** Pending and dead events and the oldest pending event's age, per database. */
   lag(): Promise<OutboxLag[]>;
-  /** Moves dead letters back to pending, to be delivered again; the count per database. */
-  redrive(filter?: RedriveFilter): Promise<{ shards: string; redriven: number }[]>;
+  /**
+   * Moves dead letters back to pending, to be delivered again; the count per database, of the
+   * shards it holds (a copy left behind by a move is not its relay's to deliver). A database
+   * that is down gets `redriven: null` and its error; the others are redriven all the same (running
+   * it again later is harmless).
+   */
+  redrive(filter?: RedriveFilter): Promise<RedriveReport[]>;
 }
 
 type Raw = {
@@ -154,7 +179,8 @@ const LAG = `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
   coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status = 'pending')) * 1000, 0)::float8 AS oldest
   FROM "OutboxEvent" WHERE ${shardBitsSql("id")} = ANY($1::int[])`;
 const REDRIVE = `UPDATE "OutboxEvent" SET status = 'pending', attempts = 0, "availableAt" = now(), "lastError" = NULL
-  WHERE status = 'dead' AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[])) AND ($2::text IS NULL OR topic = $2)`;
+  WHERE status = 'dead' AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[])) AND ($2::text IS NULL OR topic = $2)
+    AND ${shardBitsSql("id")} = ANY($3::int[])`;
 
 /** A delivery that did not finish within `deliveryTimeoutMs`. */
 class DeliveryTimeout extends Error {
@@ -193,7 +219,10 @@ export function createOutboxRelay<Client extends ShardClient>(
     options.retryable ?? ((error: unknown) => error instanceof DeliveryTimeout || isShardUnavailable(error));
   const logger = options.logger ?? console;
   const databases = options.registry.physical;
-  const nameOf = (p: PhysicalShard<Client>) => p.shards.map((s) => s.key).join(",");
+  /** Keys of the shards a database holds; databases themselves are keyed by index (names may repeat in a spare's ""). */
+  const shardsOf = (p: PhysicalShard<Client>) => p.shards.map((s) => s.key).join(",");
+  const keyOf = (p: PhysicalShard<Client>) => String(p.index);
+  const whose = (p: PhysicalShard<Client>) => ({ database: p.name, shards: shardsOf(p) });
   const telemetry = telemetryOf(options.telemetry, "@shardkit/prisma");
   const lagHistogram = telemetry?.metering
     ? telemetry.histogram(
@@ -287,7 +316,7 @@ export function createOutboxRelay<Client extends ShardClient>(
 
   async function pollDatabase(physical: PhysicalShard<Client>): Promise<RelayDatabaseReport> {
     const report: RelayDatabaseReport = {
-      shards: nameOf(physical),
+      ...whose(physical),
       claimed: 0,
       delivered: 0,
       retried: 0,
@@ -346,11 +375,11 @@ export function createOutboxRelay<Client extends ShardClient>(
   async function runOnce(): Promise<RelayPollReport> {
     const result = await scatter(databases, (physical) => pollDatabase(physical), {
       policy: "partial",
-      key: (physical) => nameOf(physical),
+      key: keyOf,
     });
     return {
       databases: result.values,
-      missing: result.missing.map((m) => ({ shards: m.key, error: m.error })),
+      missing: result.missing.map((m) => ({ ...whose(m.target), error: m.error })),
     };
   }
 
@@ -378,7 +407,7 @@ export function createOutboxRelay<Client extends ShardClient>(
         if (report.claimed < batchSize && !stopping) await pause(pollIntervalMs);
       } catch (error) {
         failures++;
-        options.onError?.(error, nameOf(physical));
+        options.onError?.(error, physical.name, shardsOf(physical));
         if (!stopping) await pause(Math.min(maxMs, pollIntervalMs * 2 ** Math.min(failures - 1, 10)));
       }
     }
@@ -417,12 +446,12 @@ export function createOutboxRelay<Client extends ShardClient>(
           );
           return { pending: row!.pending, dead: row!.dead, oldestPendingMs: Math.round(row!.oldest) };
         },
-        { policy: "partial", deadlineMs: lagTimeoutMs, key: (physical) => nameOf(physical) },
+        { policy: "partial", deadlineMs: lagTimeoutMs, key: keyOf },
       );
       return result.outcomes.map((o) =>
         o.status === "fulfilled"
-          ? { shards: o.key, ...o.value }
-          : { shards: o.key, pending: null, dead: null, oldestPendingMs: null, error: o.error },
+          ? { ...whose(o.target), ...o.value }
+          : { ...whose(o.target), pending: null, dead: null, oldestPendingMs: null, error: o.error },
       );
     },
     async redrive(filter: RedriveFilter = {}) {
@@ -433,13 +462,15 @@ export function createOutboxRelay<Client extends ShardClient>(
             REDRIVE,
             filter.ids ?? null,
             filter.topic ?? null,
+            physical.shards.map((shard) => shard.bits),
           ),
-        { key: (physical) => nameOf(physical) },
+        { policy: "partial", deadlineMs: lagTimeoutMs, key: keyOf },
       );
-      return result.outcomes.map((o) => ({
-        shards: o.key,
-        redriven: o.status === "fulfilled" ? o.value : 0,
-      }));
+      return result.outcomes.map((o) =>
+        o.status === "fulfilled"
+          ? { ...whose(o.target), redriven: o.value }
+          : { ...whose(o.target), redriven: null, error: o.error },
+      );
     },
   };
 }

@@ -1,7 +1,7 @@
 import { headers } from "@nats-io/nats-core";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { encodeJson } from "@shardkit/prisma";
 import { describe, expect, it } from "vitest";
-import { decodePayload, encodePayload } from "./codec.js";
 import { decodeEvent } from "./consume.js";
 import { InvalidEventMessageError } from "./errors.js";
 import { EVENT_HEADERS, invalidSubject } from "./sink.js";
@@ -9,20 +9,20 @@ import { EVENT_HEADERS, invalidSubject } from "./sink.js";
 const text = new TextEncoder();
 
 describe("the payload's wire form", () => {
-  it("keeps bigints and Dates with the outbox's markers, and is plain JSON otherwise", () => {
-    const value = {
+  it("is the outbox's own encoding: decodeEvent restores what encodeJson stored, bigints and Dates at any depth", () => {
+    const payload = {
       amount: 12345678901234567890n,
       at: new Date("2026-01-02T03:04:05.678Z"),
-      list: [1n, "x", null],
+      list: [1n, "x", null, { when: new Date(0) }],
     };
-    const wire = encodePayload(value);
-    expect(JSON.parse(wire)).toEqual({
-      amount: { $bigint: "12345678901234567890" },
-      at: { $date: "2026-01-02T03:04:05.678Z" },
-      list: [{ $bigint: "1" }, "x", null],
-    });
-    expect(decodePayload(wire)).toEqual(value);
-    expect(encodePayload(undefined)).toBe("null");
+    const shard = ShardIdentifier.of(0, 1);
+    const h = headers();
+    h.set(EVENT_HEADERS.id, ShardedUUID.generate(shard));
+    h.set(EVENT_HEADERS.topic, "a.b");
+    h.set(EVENT_HEADERS.aggregateId, ShardedUUID.generate(shard));
+    h.set(EVENT_HEADERS.createdAt, "2026-01-02T03:04:05.678Z");
+    const event = decodeEvent({ subject: "outbox.a.b", headers: h, data: text.encode(encodeJson(payload)) });
+    expect(event.payload).toEqual(payload);
   });
 });
 

@@ -1,0 +1,156 @@
+import { ShardedId } from "@shardkit/id";
+import { withClusterStopped } from "@shardkit/test-db";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { SECOND } from "../test/global-setup.js";
+import { reset, router, S, TABLES } from "../test/world.js";
+import { MovePrecheckError, OwnershipOptionsError } from "./errors.js";
+import { checkMove, moveShard } from "./move.js";
+
+// Live-capable databases (wal_level = logical) for most checks; the machine's server (replica) for wal_level.
+const moveUrls = inject("moveUrls");
+const plainUrls = inject("ownershipUrls");
+const routers: ReturnType<typeof router>[] = [];
+const make = (urls = moveUrls) => {
+  const r = router(urls);
+  routers.push(r);
+  return r;
+};
+afterAll(async () => {
+  for (const r of routers) await r.close();
+});
+beforeEach(async () => {
+  await reset(moveUrls);
+  await reset(plainUrls);
+});
+
+/** What a check must not change: ownership and move records, anywhere. */
+async function recorded(r: ReturnType<typeof router>) {
+  const counts = await Promise.all(
+    Object.values(r.clients).map((c) =>
+      c.$queryRawUnsafe<{ n: number }[]>(
+        `SELECT (SELECT count(*) FROM "ShardOwnership") + (SELECT count(*) FROM "ShardMove")::int AS n`,
+      ),
+    ),
+  );
+  return counts.map((c) => Number(c[0]!.n));
+}
+
+describe("checkMove", () => {
+  it("a move that can start: no issues, the shard's owner as its source, and nothing recorded anywhere", async () => {
+    const r = make();
+    await r.db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
+    const check = await checkMove({ registry: r.registry, shard: "0/1", to: r.physical.e, tables: TABLES });
+    expect([check.shard, check.from?.name, check.to.name, check.mode, check.issues]).toEqual([
+      S.g0m1,
+      "a",
+      "e",
+      "live",
+      [],
+    ]);
+    expect([check.placement.state, check.placement.owner, check.placement.configured.name]).toEqual([
+      "unrecorded",
+      null,
+      "a",
+    ]);
+    expect(await recorded(r)).toEqual([0, 0, 0]);
+    // With a map open, the owner comes from the records.
+    const map = await r.open();
+    const again = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES });
+    expect([again.from?.name, again.issues]).toEqual(["a", []]);
+    expect([again.placement.owner?.name, again.placement.state, again.placement.epoch]).toEqual([
+      "a",
+      "owned",
+      1,
+    ]);
+    map.close();
+  });
+
+  it("wal_level not logical: a live move's issue, not an offline one's", async () => {
+    const r = make(plainUrls);
+    const live = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES });
+    expect(live.issues).toEqual([
+      "a: wal_level is replica; a live move needs wal_level = logical (or use mode: 'offline')",
+    ]);
+    const offline = await checkMove({
+      registry: r.registry,
+      shard: S.g0m1,
+      to: r.physical.e,
+      mode: "offline",
+      tables: TABLES,
+    });
+    expect(offline.issues).toEqual([]);
+  });
+
+  it("a table missing at the target and leftover rows of the shard there: each named; moveShard refuses with the same issues", async () => {
+    const r = make();
+    await r.clients.e.$executeRawUnsafe(
+      `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, 'leftover', 1), ($2::uuid, 'leftover', 1)`,
+      ShardedId.generate("Bucket", S.g0m1),
+      ShardedId.generate("Bucket", S.g0m1),
+    );
+    await r.clients.e.$executeRawUnsafe(`ALTER TABLE "Confirmation" RENAME TO "ConfirmationAway"`);
+    try {
+      const check = await checkMove({
+        registry: r.registry,
+        shard: S.g0m1,
+        to: r.physical.e,
+        tables: TABLES,
+      });
+      expect(check.issues).toEqual([
+        "e: table Confirmation does not exist (roll the schema out to it first)",
+        "e: already holds 2 rows of shard 0/1 (a leftover copy: remove it first)",
+      ]);
+      expect(await recorded(r)).toEqual([0, 0, 0]);
+      // One mechanism: the move runs the same checks and refuses with the same issues.
+      const map = await r.open();
+      const error = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.physical.e,
+        sourceConnection: moveUrls.a,
+        onProgress: () => {},
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(MovePrecheckError);
+      expect((error as MovePrecheckError).issues).toEqual(check.issues);
+      expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+      map.close();
+    } finally {
+      await r.clients.e.$executeRawUnsafe(`ALTER TABLE "ConfirmationAway" RENAME TO "Confirmation"`);
+    }
+  });
+
+  it("a target that is down is an issue, not a failure", async () => {
+    const r = make(plainUrls); // e is on the second server
+    const check = await withClusterStopped(SECOND.cluster, SECOND.port, () =>
+      checkMove({
+        registry: r.registry,
+        shard: S.g0m1,
+        to: r.physical.e,
+        mode: "offline",
+        tables: TABLES,
+        timeoutMs: 3000,
+      }),
+    );
+    expect(check.from?.name).toBe("a");
+    expect(check.issues).toHaveLength(1);
+    expect(check.issues[0]).toMatch(/^e: did not answer \(.+\)$/);
+  }, 60_000);
+
+  it("options that cannot work, and a move to the shard's owner, are OwnershipOptionsError (as moveShard's)", async () => {
+    const r = make();
+    const base = { registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES };
+    const bad = [
+      { ...base, shard: "x/y" },
+      { ...base, shard: "9/9" },
+      { ...base, shard: undefined as never, tables: [] },
+      { ...base, tables: [] },
+      { ...base, mode: "sideways" as never },
+      { ...base, to: undefined as never },
+      { ...base, to: r.physical.a },
+    ];
+    for (const options of bad) {
+      await expect(checkMove(options)).rejects.toBeInstanceOf(OwnershipOptionsError);
+    }
+    await expect(checkMove({ ...base, to: r.physical.a })).rejects.toThrow("a already owns shard 0/1");
+  });
+});
