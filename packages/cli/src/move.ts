@@ -17,7 +17,10 @@ export interface MoveCommandOptions extends ConfigOptions {
   shard: string;
   /** The database that will own it: its URL, its printed name, or its database name when unique. */
   to: string;
-  /** Every table holding shard rows: `Table` (column `id`, a ShardedUUID), `Table:column`, or `Table:column:bits`. */
+  /**
+   * Every table of the app holding shard rows: `Table` (column `id`, a ShardedUUID), `Table:column`,
+   * or `Table:column:bits`. @shardkit/prisma's own tables the databases have are added (`SHARDKIT_TABLES`).
+   */
   tables: readonly string[];
   /** `live` (default; the source needs `wal_level = logical`) or `offline` (fence first, then copy). */
   mode?: "live" | "offline";
@@ -101,7 +104,7 @@ export function parseTables(specs: readonly string[]): FencedTable[] {
   }
   if (tables.length === 0 && issues.length === 0)
     issues.push(
-      "--table: list every table holding shard rows, e.g. --table Wallet --table OutboxEvent --table IdempotencyKey:shard:bits",
+      "--table: list every table of yours holding shard rows, e.g. --table Wallet --table Transfer (@shardkit/prisma's own tables are added)",
     );
   if (issues.length > 0) throw new UsageError(issues);
   return tables;
@@ -153,7 +156,8 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
         epoch: placement.epoch,
         state: placement.state,
         mode,
-        tables,
+        // What the move would carry: the tables given, and @shardkit/prisma's own that the databases have.
+        tables: [...check.tables],
         sourceConnection:
           mode === "live" && (options.sourceConnection !== undefined || from !== null)
             ? redactUrl(options.sourceConnection ?? opened.urlOf(from!))

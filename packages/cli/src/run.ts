@@ -180,7 +180,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
     .requiredOption("--to <database>", "the new owner: its URL, printed name, or database name")
     .option(
       "--table <Table[:column[:bits]]>",
-      "a table holding shard rows (repeat for each); column id by default, :bits for an integer shard column",
+      "a table of yours holding shard rows (repeat for each); column id by default, :bits for an integer shard column. @shardkit/prisma's own tables that the databases have are added",
       collect,
     )
     .addOption(new Option("--mode <mode>", "live or offline").choices(["live", "offline"]).default("live"))
@@ -200,10 +200,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       "check the arguments, run the move's precheck and show the plan; change nothing (exit 1 when the precheck finds a problem)",
     )
     .option("--no-progress", "no progress on stderr")
-    .addHelpText(
-      "after",
-      "\nExample: shardkit move 0/1 --to sk_e --table Wallet --table OutboxEvent --table IdempotencyKey:shard:bits",
-    )
+    .addHelpText("after", "\nExample: shardkit move 0/1 --to sk_e --table Wallet --table Transfer")
     .action(async (shard: string, options) => {
       type O = {
         config?: string;

@@ -51,7 +51,7 @@ export interface StatusDatabase {
 }
 
 export interface StatusReport {
-  /** False when a database did not answer (exit code 1). */
+  /** False when a database did not answer or the ownership records cannot be right (exit code 1). */
   ok: boolean;
   /** Where the configuration came from. */
   config: string;
@@ -61,6 +61,12 @@ export interface StatusReport {
   unreachable: string[];
   /** Dead letters over every database that answered. */
   deadLetters: number;
+  /**
+   * What cannot be right about the ownership records (`readPartitionMap`'s `issues`: a shard with
+   * two owners, an owner behind another record's epoch, a malformed record, a database that is not
+   * in the configuration): a `PartitionMap` would refuse to open over them.
+   */
+  issues: string[];
 }
 
 /**
@@ -128,12 +134,13 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
     });
     const unreachable = databases.filter((d) => !d.reachable).map((d) => d.database);
     return {
-      ok: unreachable.length === 0,
+      ok: unreachable.length === 0 && view.issues.length === 0,
       config: opened.source,
       shards,
       databases,
       unreachable,
       deadLetters: databases.reduce((sum, d) => sum + (d.dead ?? 0), 0),
+      issues: view.issues,
     };
   } finally {
     await opened.close();
@@ -195,6 +202,13 @@ export function renderStatus(report: StatusReport): string {
       ...report.databases
         .filter((d) => !d.reachable)
         .map((d) => `  ${d.database}: ${d.error ?? "no answer"}`),
+    );
+  }
+  if (report.issues.length > 0) {
+    lines.push(
+      "",
+      `${plural(report.issues.length, "problem")} with the ownership records (a partition map would refuse them):`,
+      ...report.issues.map((issue) => `  ${issue}`),
     );
   }
   if (report.deadLetters > 0) {

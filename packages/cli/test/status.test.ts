@@ -123,6 +123,38 @@ describe("shardkit status", () => {
     });
   });
 
+  it("records that cannot be right (a shard with two owners) are listed; exit 1", async () => {
+    const bits = ShardIdentifier.of(1, 0).bits;
+    const record = async (url: string, sql: string, values: unknown[] = []) => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      await client.query(sql, values);
+      await client.end();
+    };
+    const insert = `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, $2, 'owned')`;
+    await record(urls.a, insert, [bits, 1]);
+    await record(urls.b, insert, [bits, 2]);
+    try {
+      const text = await shardkit(["status", "--config", config, ...SLOW]);
+      expect(text.code, text.stderr).toBe(1);
+      expect(text.stdout).toContain(
+        `1 problem with the ownership records (a partition map would refuse them):\n  shard 1/0 has two owners: ${urls.a} (epoch 1) and ${urls.b} (epoch 2)\n`,
+      );
+      const json = await shardkit(["status", "--config", config, "--json", ...SLOW]);
+      expect(json.code).toBe(1);
+      const report = JSON.parse(json.stdout);
+      expect(report).toMatchObject({ ok: false, unreachable: [] });
+      expect(report.issues).toEqual([
+        `shard 1/0 has two owners: ${urls.a} (epoch 1) and ${urls.b} (epoch 2)`,
+      ]);
+    } finally {
+      await record(urls.a, `DELETE FROM "ShardOwnership"`);
+      await record(urls.b, `DELETE FROM "ShardOwnership"`);
+    }
+    const clean = await shardkit(["status", "--config", config, "--json", ...SLOW]);
+    expect(JSON.parse(clean.stdout).issues).toEqual([]);
+  });
+
   it("configuration errors exit 2 and say what is wrong", async () => {
     const none = await shardkit(["status"]);
     expect(none.code).toBe(2);

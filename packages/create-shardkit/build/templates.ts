@@ -7,6 +7,7 @@
 //   @shardkit/vitest-config (the app's own options, as the app's config computes them);
 // - imports of @shardkit/test-db -> src/test/test-db.js, with its types in src/test/test-db.d.ts:
 //   tooling/test-db's index.js and index.d.ts, copied unchanged (one source, never a hand copy);
+//   its `shardkit-prisma-generate` bin -> scripts/prisma-generate.mjs, the bin's file as it is;
 // - a .gitignore (shipped as `gitignore`: npm does not publish `.gitignore` files) and a README:
 //   how to start, then the app's README with the repository's commands turned into npm's.
 // The build fails (it never ships a broken template) when something repo-specific is left, or a
@@ -49,12 +50,16 @@ const SKIPPED = [
 /** The app's files the template replaces with files of its own. */
 const REPLACED = new Set(["package.json", "tsconfig.json", "vitest.config.ts", "README.md", "CHANGELOG.md"]);
 
+/** Where a template's copy of @shardkit/test-db's bin goes, and the bin's name. */
+export const PRISMA_GENERATE = { target: "scripts/prisma-generate.mjs", bin: "shardkit-prisma-generate" };
+
 /** The private tooling packages the apps use, and what replaces each in a template. */
 const PRIVATE_REPLACEMENTS: Record<string, { devDependencies: string[]; bins?: Record<string, string> }> = {
-  // Its helpers become src/test/test-db.js and .d.ts (which use pg); its bin, scripts/prisma-generate.mjs.
+  // Its helpers become src/test/test-db.js and .d.ts (which use pg); its bin, scripts/prisma-generate.mjs
+  // (PRISMA_GENERATE: the bin's file, unchanged).
   "@shardkit/test-db": {
     devDependencies: ["pg", "@types/pg"],
-    bins: { "shardkit-prisma-generate": "node scripts/prisma-generate.mjs" },
+    bins: { [PRISMA_GENERATE.bin]: `node ${PRISMA_GENERATE.target}` },
   },
   // Written into tsconfig.json.
   "@shardkit/tsconfig": { devDependencies: [] },
@@ -496,6 +501,20 @@ export function testDbFiles(
   return files;
 }
 
+/**
+ * The template's scripts/prisma-generate.mjs: the file of tooling/test-db's `shardkit-prisma-generate`
+ * bin as it is (what every package and app of the repository generates its client with), so a
+ * project generates its client as the repository does. Nothing in it differs outside the workspace:
+ * it finds the Prisma CLI of the package it runs in and names itself by its path.
+ */
+export function prismaGenerateFile(workspace: Map<string, WorkspacePackage>): string {
+  const pkg = workspace.get("@shardkit/test-db");
+  if (!pkg) throw new TemplateBuildError("no workspace package @shardkit/test-db (tooling/test-db)");
+  const bin = readJson<Manifest>(join(pkg.dir, "package.json")).bin?.[PRISMA_GENERATE.bin];
+  if (!bin) throw new TemplateBuildError(`tooling/test-db: package.json has no bin ${PRISMA_GENERATE.bin}`);
+  return readFileSync(join(pkg.dir, bin), "utf8");
+}
+
 /** Every file of the template made from `apps/<app>`, checked (see the module's comment). */
 export async function buildTemplate(app: string, repo = repoRoot): Promise<TemplateFiles> {
   const appDir = join(repo, "apps", app);
@@ -539,12 +558,8 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
         );
     for (const [path, text] of testDbFiles(workspace, app, testDbImports)) files.set(path, text);
   }
-  if (manifest.scripts?.generate) {
-    files.set(
-      "scripts/prisma-generate.mjs",
-      readFileSync(join(templateFiles, "prisma-generate.mjs"), "utf8"),
-    );
-  }
+  if (Object.values(manifest.scripts ?? {}).some((command) => command.includes(PRISMA_GENERATE.target)))
+    files.set(PRISMA_GENERATE.target, prismaGenerateFile(workspace));
   files.set("gitignore", readFileSync(join(templateFiles, "gitignore"), "utf8"));
   files.set("package.json", formatJson(manifest));
   files.set("tsconfig.json", formatJson(standaloneTsconfig(join(appDir, "tsconfig.json"), workspace)));

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -17,6 +18,8 @@ import {
   allowedScripts,
   buildTemplate,
   exportedNames,
+  PRISMA_GENERATE,
+  prismaGenerateFile,
   repoRoot,
   rewriteReadme,
   TEST_DB_FILES,
@@ -68,7 +71,10 @@ describe("the templates, made from apps/*", () => {
       expect(pkg.scripts.postinstall).toBe("node scripts/prisma-generate.mjs prisma/schema --if-installed");
       expect(pkg.allowScripts).toEqual(allowedScripts());
       expect(pkg.allowScripts).toMatchObject({ esbuild: true, prisma: false });
-      expect(built.get(app)!.get("scripts/prisma-generate.mjs")).toContain("PRISMA_SCHEMA_ENGINE_BINARY");
+      // The very file of tooling/test-db's bin, byte for byte: what the repository generates with.
+      expect(built.get(app)!.get(PRISMA_GENERATE.target)).toBe(
+        readFileSync(join(repoRoot, "tooling", "test-db", "prisma-generate.mjs"), "utf8"),
+      );
     },
   );
 
@@ -263,6 +269,52 @@ describe("the build refuses what would not stand alone", () => {
       ),
     ).toBe(
       "`npm run demo`: go. `npm start` serves; `npm test` runs them; under `.data/demo`, /path/to/{{name}}/.data; like the `orders` template.\n",
+    );
+  });
+});
+
+describe("the templates' scripts/prisma-generate.mjs (tooling/test-db's bin)", () => {
+  // In a project where the Prisma CLI is not installed (nothing above a temporary folder has it, and
+  // without the NODE_PATH pnpm sets, through which require.resolve would find the workspace's).
+  const project = join(work, "no-prisma");
+  mkdirSync(join(project, "scripts"), { recursive: true });
+  writeFileSync(join(project, "package.json"), '{ "name": "no-prisma", "private": true }\n');
+  writeFileSync(join(project, PRISMA_GENERATE.target), built.get("wallet")!.get(PRISMA_GENERATE.target)!);
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, [PRISMA_GENERATE.target, ...args], {
+      cwd: project,
+      encoding: "utf8",
+      env: { ...process.env, NODE_PATH: "" },
+    });
+
+  it("--if-installed without the Prisma CLI says so and succeeds (postinstall of an install without devDependencies)", () => {
+    const skipped = run("prisma/schema", "--if-installed");
+    expect(skipped.status).toBe(0);
+    expect(skipped.stdout).toMatch(/^prisma is not installed: the Prisma client was not generated/);
+    const failed = run("prisma/schema");
+    expect(failed.status).toBe(1);
+    expect(failed.stderr).toMatch(/^prisma is not installed: install the dependencies first/);
+  });
+
+  it("a usage error names the script as the project runs it", () => {
+    for (const args of [[], ["a", "b"], ["prisma/schema", "--if-instaled"]]) {
+      const usage = run(...args);
+      expect(usage.status, args.join(" ")).toBe(2);
+      expect(usage.stderr).toContain(
+        "usage: node scripts/prisma-generate.mjs <schema file or folder> [--if-installed]",
+      );
+    }
+  });
+
+  it("the build refuses a tooling/test-db without the bin", () => {
+    const dir = join(work, "test-db-no-bin");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "package.json"), '{ "name": "@shardkit/test-db", "private": true }\n');
+    const fake = new Map([
+      ["@shardkit/test-db", { name: "@shardkit/test-db", dir, version: "0.0.0", private: true }],
+    ]);
+    expect(() => prismaGenerateFile(fake)).toThrow(
+      new TemplateBuildError("tooling/test-db: package.json has no bin shardkit-prisma-generate"),
     );
   });
 });

@@ -37,6 +37,7 @@ export type {
 } from "./placement.js";
 export { refusalOf } from "./refusal.js";
 export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";
+export { SHARDKIT_TABLES } from "./tables.js";
 export {
   type DatabaseOwnership,
   type PartitionView,

@@ -17,17 +17,19 @@ import {
 import { type OwnershipRow, type OwnershipState, placeShards } from "./placement.js";
 import { refusalOf } from "./refusal.js";
 import {
-  ASSERT_FUNCTION,
   FENCE_ARGUMENTS_SQL,
   FENCE_TRIGGERS,
   type FencedTable,
+  FUNCTION_BODIES_SQL,
+  FUNCTIONS,
   fenceArguments,
   fenceStatements,
-  REFUSE_FUNCTION,
+  functionBody,
+  INSTALL_LOCK,
   SHARD_LOCK,
   shardOfRowSql,
-  tableIssues,
 } from "./sql.js";
+import { listedTableIssues, resolveTables } from "./tables.js";
 
 /** One shard in the map: where routing sends it, at which epoch, and in what state. */
 export interface MapEntry {
@@ -60,9 +62,11 @@ export type OwnershipSignal =
 export interface PartitionMapOptions<Client extends ShardClient> {
   registry: ShardRegistry<Client>;
   /**
-   * Every table that holds shard rows, and the column that names a row's shard: a fenced shard's
-   * rows are refused in each of them. Include the outbox (`OutboxEvent`, `id`) and idempotency
-   * keys (`IdempotencyKey`, `shard`, kind `bits`).
+   * The app's tables that hold shard rows, and the column that names a row's shard: a fenced
+   * shard's rows are refused in each of them, and a move carries them. `@shardkit/prisma`'s own
+   * tables (`OutboxEvent`, `IdempotencyKey`, `ProcessedEvent`, `UniqueClaim`) are included by
+   * themselves when the databases have them (`map.tables` says what the map ended up with); listing
+   * one too is allowed, by the column its rows name their shard by.
    */
   tables: readonly FencedTable[];
   /** How often `start()` re-reads the map: a router's staleness bound between refusals. Default 1000 ms. */
@@ -97,6 +101,8 @@ type Row = OwnershipRow;
 
 /** Serialises changes of ownership within one database (one key for every shardkit ownership change). */
 const CHANGE_LOCK = "SELECT pg_advisory_xact_lock(7301)::text AS locked";
+/** Serialises installing shardkit's functions and recording unrecorded shards within one database. */
+const INSTALL = `SELECT pg_advisory_xact_lock(${INSTALL_LOCK})::text AS locked`;
 
 /**
  * The partition map: which database owns each logical shard, at which epoch. It is kept in the
@@ -112,8 +118,7 @@ const CHANGE_LOCK = "SELECT pg_advisory_xact_lock(7301)::text AS locked";
 export class PartitionMap<Client extends ShardClient = ShardClient> {
   readonly registry: ShardRegistry<Client>;
   readonly counters: OwnershipCounters = { staleRejections: 0, refreshes: 0, retries: 0, conflicts: 0 };
-  /** The tables holding shard rows (fenced, moved and cleaned up table by table). */
-  readonly tables: readonly FencedTable[];
+  private resolved: readonly FencedTable[];
   private readonly refreshIntervalMs: number;
   private readonly timeoutMs: number;
   private readonly retries: number;
@@ -138,7 +143,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private constructor(options: PartitionMapOptions<Client>) {
     const issues: string[] = [];
     if (!options?.registry || !Array.isArray(options.registry.physical)) issues.push("registry: required");
-    issues.push(...tableIssues(options?.tables));
+    issues.push(...listedTableIssues(options?.tables));
     const positive = (value: number | undefined, name: string, fallback: number, integer = false) => {
       if (value === undefined) return fallback;
       if (!(Number.isFinite(value) && value >= (integer ? 0 : 1)) || (integer && !Number.isInteger(value))) {
@@ -153,15 +158,28 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
     if (issues.length > 0) throw new OwnershipOptionsError(issues);
     this.registry = options.registry;
-    this.tables = options.tables;
+    this.resolved = options.tables;
     this.onSignal = options.onSignal;
   }
 
   /**
-   * Opens the map over a registry: installs the refusal function in every database that answers,
+   * The tables holding shard rows (fenced, moved and cleaned up table by table): the ones the map
+   * was opened with, then `@shardkit/prisma`'s own tables that the databases have.
+   */
+  get tables(): readonly FencedTable[] {
+    return this.resolved;
+  }
+
+  /**
+   * Opens the map over a registry: finds which of `@shardkit/prisma`'s tables the databases have
+   * (and adds them to `tables`), installs the refusal function in every database that answers,
    * records the configured placement as epoch 1 for shards no database has a record of (only when
    * every database answers, so a shard that moved to a database that is down is never given a second
    * owner), reads the map, and attaches it to the registry's routing.
+   *
+   * Service instances may open their maps at the same moment: each database's install and recording
+   * run under an advisory lock of their own, and a function already installed as this version has it
+   * is left alone (no DDL at all on an ordinary start).
    */
   static async open<Client extends ShardClient>(
     options: PartitionMapOptions<Client>,
@@ -176,28 +194,61 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private async install(): Promise<void> {
     this.identities = await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs });
     const reachable = this.registry.physical.filter((p) => this.identities.has(p));
-    await Promise.all(
-      reachable.map(async (p) => {
-        await raw(p).$executeRawUnsafe(REFUSE_FUNCTION);
-        await raw(p).$executeRawUnsafe(ASSERT_FUNCTION);
-      }),
-    );
+    const found = await resolveTables(reachable, this.resolved, { timeoutMs: this.timeoutMs });
+    if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
+    this.resolved = found.tables;
+    await Promise.all(reachable.map((p) => installFunctions(raw(p))));
     if (reachable.length < this.registry.physical.length) return;
-    const recorded = new Set<number>();
-    for (const p of reachable) {
-      for (const row of await raw(p).$queryRawUnsafe<Row[]>(`SELECT shard FROM "ShardOwnership"`)) {
-        recorded.add(row.shard);
+    await this.recordUnrecorded();
+  }
+
+  /**
+   * Records the configured placement of every shard no database has a record of, as owned at epoch
+   * 1. Several openers at once record it once: each holds every database's install lock (taken in
+   * the order of their identities, the same in every process, so two openers never wait on each
+   * other in a circle) from the read of the records to its commit. A later opener reads the records
+   * the first one wrote and records nothing. Nothing unrecorded (the usual start): no lock.
+   */
+  private async recordUnrecorded(): Promise<void> {
+    const databases = [...this.registry.physical].sort((a, b) =>
+      this.identityOf(a) < this.identityOf(b) ? -1 : 1,
+    );
+    const unrecorded = async (dbs: { physical: PhysicalShard<Client>; db: Raw }[]) => {
+      const recorded = new Set<number>();
+      for (const { db } of dbs) {
+        for (const row of await db.$queryRawUnsafe<Row[]>(`SELECT shard FROM "ShardOwnership"`)) {
+          recorded.add(row.shard);
+        }
       }
-    }
-    for (const p of reachable) {
-      for (const shard of p.shards) {
-        if (recorded.has(shard.bits)) continue;
-        await raw(p).$executeRawUnsafe(
-          `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
-          shard.bits,
-        );
+      return dbs.flatMap(({ physical, db }) =>
+        physical.shards.filter((s) => !recorded.has(s.bits)).map((shard) => ({ shard, db })),
+      );
+    };
+    const plain = databases.map((physical) => ({ physical, db: raw(physical) }));
+    if ((await unrecorded(plain)).length === 0) return;
+    const holding = async (
+      i: number,
+      held: { physical: PhysicalShard<Client>; db: Raw }[],
+    ): Promise<void> => {
+      if (i === databases.length) {
+        for (const { shard, db } of await unrecorded(held)) {
+          await db.$executeRawUnsafe(
+            `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
+            shard.bits,
+          );
+        }
+        return;
       }
-    }
+      const physical = databases[i]!;
+      await raw(physical).$transaction(
+        async (tx) => {
+          await tx.$queryRawUnsafe(INSTALL);
+          await holding(i + 1, [...held, { physical, db: tx }]);
+        },
+        { timeout: 30_000, maxWait: 10_000 },
+      );
+    };
+    await holding(0, []);
   }
 
   /**
@@ -801,6 +852,31 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
 export function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
   return physical.client as unknown as Raw;
+}
+
+/**
+ * Installs shardkit's functions in one database, each only when the database does not hold it as
+ * this version has it. Replacing a function is an update of its catalog row, which two sessions
+ * cannot do at once (PostgreSQL raises "tuple concurrently updated"): installers queue on the
+ * database's install lock, and each checks again once it holds it, so the ones after the first
+ * find the functions in place and change nothing.
+ */
+async function installFunctions(db: Raw): Promise<void> {
+  const stale = async (reader: Raw) => {
+    const rows = await reader.$queryRawUnsafe<{ name: string; body: string }[]>(
+      FUNCTION_BODIES_SQL,
+      FUNCTIONS.map((f) => f.name),
+    );
+    return FUNCTIONS.filter((f) => !rows.some((r) => r.name === f.name && r.body === functionBody(f.create)));
+  };
+  if ((await stale(db)).length === 0) return;
+  await db.$transaction(
+    async (tx) => {
+      await tx.$queryRawUnsafe(INSTALL);
+      for (const f of await stale(tx)) await tx.$executeRawUnsafe(f.create);
+    },
+    { timeout: 30_000, maxWait: 10_000 },
+  );
 }
 
 /** A change that gave way: it waited too long for a lock (55P03) or lost a deadlock (40P01). */

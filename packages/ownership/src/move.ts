@@ -4,7 +4,14 @@ import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma
 import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import { type PartitionMap, type Raw, raw } from "./map.js";
 import type { ShardPlacement } from "./placement.js";
-import { type FencedTable, literal, shardOfRowSql, tableIssues } from "./sql.js";
+import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
+import {
+  listedTableIssues,
+  resolveTables,
+  SHARDKIT_TABLES,
+  shardkitTable,
+  shardkitTablesAt,
+} from "./tables.js";
 import { readPartitionMap } from "./view.js";
 
 /** The steps of a move, in order, as progress reports them. */
@@ -233,6 +240,14 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   await step("precheck");
   const problems = await precheck(map.tables, shard, from, to, mode);
   if (problems.length > 0) throw new MovePrecheckError(shard, problems);
+  // A shardkit table whose shard column is not in its replica identity (UniqueClaim: its key is the
+  // claimed value) is published with the whole row as its identity, or its updates and deletes at
+  // the source would fail while the publication lives. Set before anything is recorded or fenced.
+  if (mode === "live") {
+    for (const table of await outsideIdentity(map.tables, from)) {
+      await raw(from).$executeRawUnsafe(`ALTER TABLE "${table.table}" REPLICA IDENTITY FULL`);
+    }
+  }
   await done("precheck");
 
   await raw(from).$executeRawUnsafe(
@@ -398,7 +413,10 @@ export interface MoveCheckOptions<Client extends ShardClient> {
   to: PhysicalShard<Client>;
   /** As `moveShard`'s: `live` (default) checks `wal_level` at the source too. */
   mode?: "live" | "offline";
-  /** Every table holding shard rows, as the move's map would list them. */
+  /**
+   * The app's tables holding shard rows, as the move's map is opened with them. `@shardkit/prisma`'s
+   * own tables are added as `PartitionMap.open` adds them (the same rule: `MoveCheck.tables`).
+   */
   tables: readonly FencedTable[];
   /** How long each database may take to answer the read of the map. Default 2000 ms. */
   timeoutMs?: number;
@@ -411,6 +429,8 @@ export interface MoveCheck<Client extends ShardClient = ShardClient> {
   from: PhysicalShard<Client> | null;
   to: PhysicalShard<Client>;
   mode: "live" | "offline";
+  /** The tables checked: the ones given, then `@shardkit/prisma`'s own that the databases have (as `PartitionMap.tables`). */
+  tables: FencedTable[];
   /** The shard's placement, as `readPartitionMap` reads it. */
   placement: ShardPlacement<Client>;
   /**
@@ -436,7 +456,7 @@ export async function checkMove<Client extends ShardClient>(
     ...(options?.registry && Array.isArray(options.registry.physical)
       ? moveOptionIssues(options.registry, options.to, mode)
       : ["registry: required"]),
-    ...tableIssues(options?.tables),
+    ...listedTableIssues(options?.tables),
   ];
   let shard: ShardIdentifier | undefined;
   if (typeof options?.shard === "string") {
@@ -450,14 +470,18 @@ export async function checkMove<Client extends ShardClient>(
   if (shard && typeof options.registry?.has === "function" && !options.registry.has(shard))
     issues.push(`shard ${shard.key} is not in the registry`);
   if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
-  const { registry, to, tables } = options;
-  const view = await readPartitionMap(registry, {
-    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
-  });
+  const { registry, to } = options;
+  const [view, resolved] = await Promise.all([
+    readPartitionMap(registry, {
+      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+    }),
+    resolveTables(registry.physical, options.tables, { timeoutMs: options.timeoutMs ?? 2000 }),
+  ]);
+  const { tables } = resolved;
   const placement = view.placementOf(shard);
   const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
-  const found = [...view.issues];
+  const found = [...view.issues, ...resolved.issues];
   if (from === null)
     found.push(
       `the owner of shard ${shard.key} is unknown: the databases holding its records did not answer`,
@@ -474,7 +498,7 @@ export async function checkMove<Client extends ShardClient>(
   }
   if (from !== null && !silent(from) && !silent(to))
     found.push(...(await precheck(tables, shard, from, to, mode)));
-  return { shard, from, to, mode, placement, issues: found };
+  return { shard, from, to, mode, tables, placement, issues: found };
 }
 
 /** What is wrong with a move's `to` and `mode` (shared by `moveShard` and `checkMove`). */
@@ -502,6 +526,18 @@ async function precheck<Client extends ShardClient>(
   mode: "live" | "offline",
 ): Promise<string[]> {
   const issues: string[] = [];
+  // shardkit's own tables that either side has must move with the shard (a map opened while a
+  // database did not answer decided its tables without that database).
+  const [ownAtSource, ownAtTarget] = await Promise.all([shardkitTablesAt(from), shardkitTablesAt(to)]);
+  for (const own of SHARDKIT_TABLES) {
+    if (tables.some((t) => t.table === own.table)) continue;
+    const at = [ownAtSource.has(own.table) ? from.name : null, ownAtTarget.has(own.table) ? to.name : null];
+    const having = at.filter((n) => n !== null);
+    if (having.length > 0)
+      issues.push(
+        `${own.table}: ${having.join(" and ")} ${having.length === 1 ? "has" : "have"} it, but it is not among the tables moved (reopen the map with every database answering)`,
+      );
+  }
   if (mode === "live") {
     const [wal] = await raw(from).$queryRawUnsafe<{ level: string }[]>(
       "SELECT current_setting('wal_level') AS level",
@@ -554,19 +590,11 @@ async function precheck<Client extends ShardClient>(
       }
     }
   }
-  // The filter column must be in the replica identity, or every UPDATE and DELETE on the source would fail.
-  for (const table of tables) {
-    const [identity] = await raw(from).$queryRawUnsafe<{ replident: string; inkey: boolean }[]>(
-      `SELECT c.relreplident::text AS replident,
-         coalesce(bool_or(a.attname = $2), false) AS inkey
-       FROM pg_class c
-       LEFT JOIN pg_index i ON i.indrelid = c.oid AND (CASE WHEN c.relreplident = 'i' THEN i.indisreplident ELSE i.indisprimary END)
-       LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
-       WHERE c.oid = to_regclass(quote_ident($1)) GROUP BY c.relreplident`,
-      table.table,
-      table.column,
-    );
-    if (identity && identity.replident !== "f" && !identity.inkey) {
+  // A live move's row filter column must be in the replica identity, or every UPDATE and DELETE on
+  // the source would fail. shardkit's own tables are given a full identity by the move itself.
+  if (mode === "live") {
+    for (const table of await outsideIdentity(tables, from)) {
+      if (shardkitTable(table.table)) continue;
       issues.push(
         `${table.table}: ${table.column} is not in its replica identity (its primary key); updates and deletes could not replicate`,
       );
@@ -583,9 +611,11 @@ async function precheck<Client extends ShardClient>(
       `SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns
        FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-       WHERE i.indrelid = to_regclass(quote_ident($1)) AND i.indisunique AND NOT i.indisprimary
-       GROUP BY i.indexrelid`,
+       WHERE i.indrelid = to_regclass(quote_ident($1)) AND i.indisunique
+       GROUP BY i.indexrelid, i.indisprimary
+       HAVING NOT i.indisprimary OR NOT ($2 = ANY(array_agg(a.attname::text)))`,
       table.table,
+      table.column,
     );
     for (const { columns } of uniques) {
       const list = columns.map((c) => `"${c}"`).join(", ");
@@ -607,6 +637,31 @@ async function precheck<Client extends ShardClient>(
     }
   }
   return issues;
+}
+
+/**
+ * The tables of `tables` whose shard column is not in their replica identity at `database` (its
+ * primary key, or the index it names), and whose identity is not the full row.
+ */
+async function outsideIdentity<Client extends ShardClient>(
+  tables: readonly FencedTable[],
+  database: PhysicalShard<Client>,
+): Promise<FencedTable[]> {
+  const outside: FencedTable[] = [];
+  for (const table of tables) {
+    const [identity] = await raw(database).$queryRawUnsafe<{ replident: string; inkey: boolean }[]>(
+      `SELECT c.relreplident::text AS replident,
+         coalesce(bool_or(a.attname = $2), false) AS inkey
+       FROM pg_class c
+       LEFT JOIN pg_index i ON i.indrelid = c.oid AND (CASE WHEN c.relreplident = 'i' THEN i.indisreplident ELSE i.indisprimary END)
+       LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+       WHERE c.oid = to_regclass(quote_ident($1)) GROUP BY c.relreplident`,
+      table.table,
+      table.column,
+    );
+    if (identity && identity.replident !== "f" && !identity.inkey) outside.push(table);
+  }
+  return outside;
 }
 
 /** Rows of `shard` that `database` holds, over every table. */

@@ -26,6 +26,7 @@ describe("published package", () => {
       "OwnershipError",
       "OwnershipOptionsError",
       "PartitionMap",
+      "SHARDKIT_TABLES",
       "STALE_OWNER_SQLSTATE",
       "StaleOwnerError",
       "isShardkitError",

@@ -171,3 +171,27 @@ export function shardOfRowSql(table: FencedTable, row?: string): string {
 export function literal(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
+
+/**
+ * The advisory lock (one key, of its own) that serialises installing shardkit's functions and
+ * recording unrecorded shards in a database: service instances opening their maps at the same
+ * moment would otherwise replace the same function at once, which PostgreSQL refuses ("tuple
+ * concurrently updated"). Other keys in use: 7301 (changes of ownership), 7302 (a shard's writers,
+ * two keys), 7303 (@shardkit/prisma's claims, two keys).
+ */
+export const INSTALL_LOCK = 7304;
+
+/** shardkit's functions, each with the statement that installs it. */
+export const FUNCTIONS = [
+  { name: "shardkit_refuse_write", create: REFUSE_FUNCTION },
+  { name: "shardkit_assert_owner", create: ASSERT_FUNCTION },
+] as const;
+
+/** A function's body as PostgreSQL stores it (`pg_proc.prosrc`): what lies between its `$fn$` quotes. */
+export function functionBody(create: string): string {
+  return create.split("$fn$")[1] ?? "";
+}
+
+/** The body of each of shardkit's functions in the current schema, by name (none: not installed). */
+export const FUNCTION_BODIES_SQL = `SELECT proname::text AS name, prosrc AS body FROM pg_proc
+  WHERE pronamespace = current_schema()::regnamespace AND proname::text = ANY($1::text[])`;

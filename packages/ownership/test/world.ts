@@ -24,11 +24,11 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
   for (const url of Object.values(urls)) {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
     await client.$executeRawUnsafe(
-      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "ShardOwnership", "ShardMove"',
+      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "ShardOwnership", "ShardMove"',
     );
-    for (const table of TABLES) {
+    for (const table of [...TABLES.map((t) => t.table), "UniqueClaim"]) {
       for (const t of ["ins", "upd", "del"]) {
-        await client.$executeRawUnsafe(`DROP TRIGGER IF EXISTS shardkit_fence_${t} ON "${table.table}"`);
+        await client.$executeRawUnsafe(`DROP TRIGGER IF EXISTS shardkit_fence_${t} ON "${table}"`);
       }
     }
     await client.$disconnect();
@@ -46,7 +46,7 @@ export async function copyShard(
   to: Parameters<PartitionMap<PrismaClient>["asMover"]>[0],
 ) {
   await map.asMover(to, async (tx) => {
-    for (const table of TABLES) {
+    for (const table of map.tables) {
       const bits = shardOfRowSql(table);
       const rows = await from.$queryRawUnsafe<{ row: string }[]>(
         `SELECT row_to_json(t)::text AS row FROM "${table.table}" t WHERE ${bits} = $1`,

@@ -311,7 +311,7 @@ export class Executor {
     // the row in this transaction. A rollback leaves the claims void, to be settled by the next claimant.
     const context = this.claimContext(view);
     return lazy(async () => {
-      await takeClaims(context, claims);
+      await this.atOwner(() => takeClaims(context, claims));
       await checkClaims(context, tx, claims);
       return this.call(tx, model, operation, run);
     });
@@ -327,7 +327,7 @@ export class Executor {
   ): Promise<unknown> {
     const claims = plan.claims!;
     const context = this.claimContext(view);
-    await takeClaims(context, claims);
+    await this.atOwner(() => takeClaims(context, claims));
     let result: unknown;
     try {
       result = await runInShardTransaction(this, view, plan.shard, {}, async () => {
@@ -337,12 +337,21 @@ export class Executor {
       });
     } catch (error) {
       // Settled, not deleted: if the row did commit (an error after the commit), its claims stay.
-      await releaseClaims(context, claims).catch(() => {});
+      await this.atOwner(() => releaseClaims(context, claims)).catch(() => {});
       throw error;
     }
     // A failure here leaves the claims pending with their row: `repairClaims` (or the next claimant) holds them.
-    await holdClaims(context, claims).catch(() => {});
+    await this.atOwner(() => holdClaims(context, claims)).catch(() => {});
     return result;
+  }
+
+  /**
+   * Runs a step of the claim saga on the claims' shards; a former owner's refusal (a claim's shard
+   * moved) refreshes the map and runs it again at the current owner. Each step may run again: a
+   * claim already this row's is left as it is.
+   */
+  private atOwner<R>(step: () => Promise<R>): Promise<R> {
+    return withCurrentOwner(this.planner.placement.ownership, step, this.telemetry);
   }
 
   /** How the claim functions reach the databases of `view`. */
