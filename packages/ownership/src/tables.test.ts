@@ -134,7 +134,7 @@ describe("shardkit's own tables move with their shard", () => {
   });
 
   it.each(["live", "offline"] as const)(
-    "a %s move of a shard listing only the app's tables: its claims, processed events, keys and events are at the new owner and none at the old; a claim taken before the move refuses a duplicate after it",
+    "%s move of a shard listing only the app's tables: its claims, processed events, keys and events are at the new owner and none at the old; a claim taken before the move refuses a duplicate after it",
     async (mode) => {
       const r = make();
       const map = await r.open({ tables: APP_TABLES });
