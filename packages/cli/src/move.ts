@@ -55,6 +55,11 @@ export interface MovePlan {
    * precheck, records that cannot be right, a database that did not answer); empty: it can start.
    */
   issues: string[];
+  /**
+   * A move of the shard that stopped half-way, which the move finishes (it had switched) or undoes
+   * (it had not) before anything else; null when there is none.
+   */
+  resume: { target: string; step: string; action: "finish" | "undo" } | null;
 }
 
 export type MoveReport = MovePlan | (MoveResult & { dryRun: false });
@@ -163,6 +168,7 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
             ? redactUrl(options.sourceConnection ?? opened.urlOf(from!))
             : null,
         issues: check.issues,
+        resume: check.resume,
       };
     }
     const map = await PartitionMap.open({ registry, tables });
@@ -209,6 +215,11 @@ export function renderMove(report: MoveReport): string {
       `to           ${report.to}`,
       `mode         ${report.mode}${report.mode === "live" ? ` (the target's server subscribes with ${report.sourceConnection})` : ""}`,
       `tables       ${report.tables.map((t) => `${t.table}.${t.column}${t.kind === "bits" ? " (bits)" : ""}`).join(", ")}`,
+      ...(report.resume
+        ? [
+            `resume       a move to ${report.resume.target} stopped (${report.resume.step}): it is ${report.resume.action === "finish" ? "finished (it had switched)" : "undone (it had not switched)"} first`,
+          ]
+        : []),
       report.issues.length === 0
         ? "precheck     ok: the move can start"
         : `precheck     ${plural(report.issues.length, "problem")}: the move would not start\n${report.issues.map((i) => `  - ${i}`).join("\n")}`,

@@ -1,9 +1,11 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { moveShard, PartitionMap } from "@shardkit/ownership";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findDatabase, openConfig } from "../src/config.js";
 import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
 import { rowsPerShard, seed } from "./seed.js";
 
@@ -209,5 +211,72 @@ describe("shardkit move: offline", () => {
     ]);
     expect(again.code).toBe(2);
     expect(again.stderr).toContain(`${urls.e} already owns shard 0/1`);
+  });
+});
+
+describe("shardkit move: a move that stopped half-way", () => {
+  it("--dry-run says it is undone first and the move can start; the move then undoes it and moves", async () => {
+    // After the offline move above, 0/1 is at e. A move back to a stops after its copy (a crash).
+    const opened = openConfig({ config });
+    try {
+      const map = await PartitionMap.open({
+        registry: opened.registry,
+        tables: [{ table: "Wallet", column: "id" }],
+      });
+      const crash = new Error("stopped after copy");
+      const stopped = await moveShard({
+        map,
+        shard: "0/1",
+        to: findDatabase(opened, names.a),
+        mode: "offline",
+        onProgress: () => {},
+        afterStep: (step) => {
+          if (step === "copy") throw crash;
+        },
+      }).catch((e: unknown) => e);
+      map.close();
+      expect(stopped).toBe(crash);
+    } finally {
+      await opened.close();
+    }
+    expect(await rowsPerShard(urls.a)).toEqual({ "0/0": 20, "0/1": 30 }); // the stopped move's copy
+
+    const plan = await shardkit([
+      "move",
+      "0/1",
+      "--config",
+      config,
+      "--to",
+      names.a,
+      ...TABLES,
+      "--mode",
+      "offline",
+      "--dry-run",
+    ]);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stdout).toContain(
+      `resume       a move to ${urls.a} stopped (fenced): it is undone (it had not switched) first\nprecheck     ok: the move can start\n`,
+    );
+    const run = await shardkit([
+      "move",
+      "0/1",
+      "--config",
+      config,
+      "--to",
+      names.a,
+      ...TABLES,
+      "--mode",
+      "offline",
+      "--json",
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      from: urls.e,
+      to: urls.a,
+      epoch: 3,
+      resumed: "rolled-back",
+    });
+    expect(await rowsPerShard(urls.a)).toEqual({ "0/0": 20, "0/1": 30 });
+    expect(await rowsPerShard(urls.e)).toEqual({});
   });
 });

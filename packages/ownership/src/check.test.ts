@@ -119,6 +119,56 @@ describe("checkMove", () => {
     }
   });
 
+  it.each([
+    ["copy", "undo", "copying"],
+    ["switch", "finish", "switched"],
+  ] as const)(
+    "a move that stopped after %s: the check says moveShard will %s it first and finds nothing else in the way (the stopped move's copy is no leftover)",
+    async (stop, action, reached) => {
+      const r = make();
+      const map = await r.open();
+      const buckets = Array.from({ length: 5 }, () => ShardedId.generate("Bucket", S.g0m1));
+      for (const id of buckets) await r.db.bucket.create({ data: { id, name: `B-${id}`, remaining: 1 } });
+      const crash = new Error(`stopped after ${stop}`);
+      const stopped = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.physical.e,
+        sourceConnection: moveUrls.a,
+        onProgress: () => {},
+        afterStep: (step) => {
+          if (step === stop) throw crash;
+        },
+      }).catch((e: unknown) => e);
+      expect(stopped).toBe(crash);
+      expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(5); // the copy is there
+      const check = await checkMove({
+        registry: r.registry,
+        shard: S.g0m1,
+        to: r.physical.e,
+        tables: TABLES,
+      });
+      expect(check.resume).toEqual({ target: "e", step: reached, action });
+      expect(check.issues).toEqual([]);
+      expect(check.from?.name).toBe(action === "finish" ? "e" : "a");
+      // The check was right: the move goes through, finishing or undoing the stopped one first.
+      const result = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.physical.e,
+        sourceConnection: moveUrls.a,
+        onProgress: () => {},
+      });
+      expect(result.resumed).toBe(action === "finish" ? "rolled-forward" : "rolled-back");
+      expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(
+        (await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.a, tables: TABLES })).resume,
+      ).toBe(null);
+      map.close();
+    },
+    120_000,
+  );
+
   it("a target that is down is an issue, not a failure", async () => {
     const r = make(plainUrls); // e is on the second server
     const check = await withClusterStopped(SECOND.cluster, SECOND.port, () =>

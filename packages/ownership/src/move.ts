@@ -194,7 +194,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
 
   // A move of this shard that stopped half-way: finish it if it switched, else undo it.
   let resumed: MoveResult["resumed"] = null;
-  const record = await findRecord(map, shard);
+  const record = await findRecord(map.registry, shard);
   if (record) {
     await step("resume");
     const target = map.registry.physical.find((p) => map.identityOf(p) === record.row.target);
@@ -434,6 +434,13 @@ export interface MoveCheck<Client extends ShardClient = ShardClient> {
   /** The shard's placement, as `readPartitionMap` reads it. */
   placement: ShardPlacement<Client>;
   /**
+   * A move of the shard that stopped half-way (recorded on its source), which `moveShard` deals
+   * with first: `finish` when it had switched (the target owns the shard: the old owner's side is
+   * finished), `undo` otherwise (the target's copy is discarded; the check does not count it as a
+   * leftover). `step` is what it had reached: `copying`, `fenced` or `switched`. Null when there is none.
+   */
+  resume: { target: string; step: string; action: "finish" | "undo" } | null;
+  /**
    * Every problem that would make `moveShard` refuse to start: the precheck's (`MovePrecheckError`
    * lists the same ones), records that cannot be right, a database that did not answer. Empty:
    * the move can start.
@@ -480,8 +487,27 @@ export async function checkMove<Client extends ShardClient>(
   const { tables } = resolved;
   const placement = view.placementOf(shard);
   const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
-  if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
+  // A stopped move: `moveShard` finishes it (it switched) or undoes it (it did not) before anything else.
+  const stopped = await findRecord(registry, shard);
+  const stoppedTarget = stopped
+    ? view.databases.find((d) => d.identity !== null && d.identity === stopped.row.target)?.physical
+    : undefined;
+  const resume: MoveCheck<Client>["resume"] = stopped
+    ? {
+        target: view.nameOf(stopped.row.target) ?? stopped.row.target,
+        step: stopped.row.step,
+        action: stoppedTarget !== undefined && from === stoppedTarget ? "finish" : "undo",
+      }
+    : null;
   const found = [...view.issues, ...resolved.issues];
+  if (stopped && stoppedTarget === undefined)
+    found.push(
+      `a stopped move of shard ${shard.key} names ${stopped.row.target}, which is not in the registry (or did not answer)`,
+    );
+  // Finishing a stopped move to `to` is all `moveShard` would do: nothing else to check.
+  if (resume?.action === "finish" && from === to)
+    return { shard, from, to, mode, tables, placement, resume, issues: found };
+  if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
   if (from === null)
     found.push(
       `the owner of shard ${shard.key} is unknown: the databases holding its records did not answer`,
@@ -497,8 +523,10 @@ export async function checkMove<Client extends ShardClient>(
       );
   }
   if (from !== null && !silent(from) && !silent(to))
-    found.push(...(await precheck(tables, shard, from, to, mode)));
-  return { shard, from, to, mode, tables, placement, issues: found };
+    found.push(
+      ...(await precheck(tables, shard, from, to, mode, resume?.action === "undo" && stoppedTarget === to)),
+    );
+  return { shard, from, to, mode, tables, placement, resume, issues: found };
 }
 
 /** What is wrong with a move's `to` and `mode` (shared by `moveShard` and `checkMove`). */
@@ -524,6 +552,8 @@ async function precheck<Client extends ShardClient>(
   from: PhysicalShard<Client>,
   to: PhysicalShard<Client>,
   mode: "live" | "offline",
+  /** The target's copy of the shard is a stopped move's, which `moveShard` discards before this check. */
+  copyDiscarded = false,
 ): Promise<string[]> {
   const issues: string[] = [];
   // shardkit's own tables that either side has must move with the shard (a map opened while a
@@ -600,12 +630,13 @@ async function precheck<Client extends ShardClient>(
       );
     }
   }
-  const leftovers = await countAt(atTarget, to, shard);
+  const leftovers = copyDiscarded ? 0 : await countAt(atTarget, to, shard);
   if (leftovers > 0)
     issues.push(
       `${to.name}: already holds ${leftovers} rows of shard ${shard.key} (a leftover copy: remove it first)`,
     );
-  // Unique values of the shard's rows that another row of the target already holds.
+  // Unique values of the shard's rows that a row of another shard at the target already holds (the
+  // shard's own rows there are a leftover copy, reported above).
   for (const table of onBoth) {
     const uniques = await raw(from).$queryRawUnsafe<{ columns: string[] }[]>(
       `SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns
@@ -627,8 +658,10 @@ async function precheck<Client extends ShardClient>(
       if (!json) continue;
       const [clash] = await raw(to).$queryRawUnsafe<{ n: number }[]>(
         `SELECT count(*)::int AS n FROM "${table.table}" t, json_array_elements($1::json) v
-         WHERE ${columns.map((c, i) => `t."${c}"::text = v->>${i}`).join(" AND ")}`,
+         WHERE ${columns.map((c, i) => `t."${c}"::text = v->>${i}`).join(" AND ")}
+           AND ${shardOfRowSql(table, "t")} <> $2`,
         json,
+        shard.bits,
       );
       if (clash!.n > 0)
         issues.push(
@@ -775,8 +808,11 @@ async function undo<Client extends ShardClient>(
 }
 
 /** The database holding a record of a stopped move of `shard`, with the record. */
-async function findRecord<Client extends ShardClient>(map: PartitionMap<Client>, shard: ShardIdentifier) {
-  for (const physical of map.registry.physical) {
+async function findRecord<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  shard: ShardIdentifier,
+) {
+  for (const physical of registry.physical) {
     const rows = await raw(physical)
       .$queryRawUnsafe<{ target: string; step: string }[]>(
         `SELECT target, step FROM "${MOVE_TABLE}" WHERE shard = $1`,
