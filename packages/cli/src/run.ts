@@ -55,9 +55,11 @@ const HELP_AFTER = `
 Configuration: --config <file>, or the SHARDKIT_SHARDS environment variable: the apps' own JSON,
 [{ "group", "member", "url", "pool"? }, ...] or { "shards": [...], "databases": [...] }.
 
-Exit codes: 0 ok; 1 problems found (doctor, status with unreachable databases, move --dry-run
-whose precheck fails) or the operation failed; 2 usage, configuration or input errors. --json prints one JSON document on stdout; progress
-and messages go to stderr (a bar on a terminal, plain lines otherwise).`;
+Exit codes: 0 ok; 1 problems found (doctor; status with unreachable databases or ownership
+records that cannot be right; move --dry-run whose precheck fails; redrive with a database that
+did not answer) or the operation failed; 2 usage, configuration or input errors. --json prints
+one JSON document on stdout; progress and messages go to stderr (a bar on a terminal, plain lines
+otherwise).`;
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);

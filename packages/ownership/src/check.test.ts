@@ -1,23 +1,15 @@
 import { ShardedId } from "@shardkit/id";
 import { withClusterStopped } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { beforeEach, describe, expect, inject, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
-import { reset, router, S, TABLES } from "../test/world.js";
+import { reset, type router, routers, S, TABLES } from "../test/world.js";
 import { MovePrecheckError, OwnershipOptionsError } from "./errors.js";
 import { checkMove, moveShard } from "./move.js";
 
 // Live-capable databases (wal_level = logical) for most checks; the machine's server (replica) for wal_level.
 const moveUrls = inject("moveUrls");
 const plainUrls = inject("ownershipUrls");
-const routers: ReturnType<typeof router>[] = [];
-const make = (urls = moveUrls) => {
-  const r = router(urls);
-  routers.push(r);
-  return r;
-};
-afterAll(async () => {
-  for (const r of routers) await r.close();
-});
+const make = routers(moveUrls);
 beforeEach(async () => {
   await reset(moveUrls);
   await reset(plainUrls);

@@ -1,22 +1,14 @@
 import { ShardedId } from "@shardkit/id";
 import { createOutboxRelay, emitEvent } from "@shardkit/prisma";
 import { withClusterStopped } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
-import { copyShard, reset, router, S } from "../test/world.js";
+import { copyShard, reset, type router, routers, S } from "../test/world.js";
 import { EpochConflictError, InvalidMapError, OwnershipOptionsError, StaleOwnerError } from "./errors.js";
 import { type OwnershipSignal, PartitionMap } from "./map.js";
 import { refusalOf } from "./refusal.js";
 
-const routers: ReturnType<typeof router>[] = [];
-const make = () => {
-  const r = router();
-  routers.push(r);
-  return r;
-};
-afterAll(async () => {
-  for (const r of routers) await r.close();
-});
+const make = routers();
 beforeEach(() => reset());
 
 /** A bucket on `shard`, created through the routed client. */

@@ -7,22 +7,14 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { ShardedId } from "@shardkit/id";
 import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
-import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { reset, router, S } from "../test/world.js";
+import { beforeEach, describe, expect, inject, it } from "vitest";
+import { reset, type router, routers, S } from "../test/world.js";
 import { MovePrecheckError, MoveVerifyError } from "./errors.js";
 import { type MoveStep, moveShard } from "./move.js";
 
 // Live moves between two PostgreSQL servers with wal_level = logical (the global setup makes them).
 const urls = inject("moveUrls");
-const routers: ReturnType<typeof router>[] = [];
-const make = () => {
-  const r = router(urls);
-  routers.push(r);
-  return r;
-};
-afterAll(async () => {
-  for (const r of routers) await r.close();
-});
+const make = routers(urls);
 beforeEach(() => reset(urls));
 
 const quiet = () => {};

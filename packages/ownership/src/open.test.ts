@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { lineReader } from "../test/lines.js";
 import { reset, router } from "../test/world.js";
 
 // Service instances starting together: each opens its partition map over the same databases at
@@ -25,30 +26,7 @@ async function openers(n: number) {
       stdio: ["pipe", "pipe", "inherit"],
     }),
   );
-  const lines = children.map((child) => {
-    const queue: string[] = [];
-    const waiters: ((line: string) => void)[] = [];
-    let text = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      const parts = text.split("\n");
-      text = parts.pop()!;
-      for (const line of parts) {
-        const waiter = waiters.shift();
-        if (waiter) waiter(line);
-        else queue.push(line);
-      }
-    });
-    child.on("exit", (code) => {
-      for (const waiter of waiters.splice(0)) waiter(JSON.stringify({ ok: false, error: `exited ${code}` }));
-    });
-    return () =>
-      new Promise<string>((resolve) => {
-        const line = queue.shift();
-        if (line !== undefined) resolve(line);
-        else waiters.push(resolve);
-      });
-  });
+  const lines = children.map((child, i) => lineReader(child, `opener ${i + 1}`));
   expect(await Promise.all(lines.map((next) => next()))).toEqual(children.map(() => "ready"));
   return async (): Promise<Opened[]> => {
     for (const child of children) child.stdin!.write("go\n");

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { ShardedId } from "@shardkit/id";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { confirm } from "../test/confirm.js";
+import { lineReader } from "../test/lines.js";
 import { copyShard, reset, router, S } from "../test/world.js";
 
 // The seed's race: allocation bucket B-173 has one unit left. Two desks, each its own router
@@ -39,29 +40,7 @@ async function desk(name: string, bucket: string, key: string) {
     stdio: ["pipe", "pipe", "inherit"],
   });
   desks.push(child);
-  let text = "";
-  const lines: string[] = [];
-  const waiters: ((line: string) => void)[] = [];
-  child.stdout!.on("data", (chunk: Buffer) => {
-    text += chunk.toString();
-    const parts = text.split("\n");
-    text = parts.pop()!;
-    for (const line of parts) {
-      const waiter = waiters.shift();
-      if (waiter) waiter(line);
-      else lines.push(line);
-    }
-  });
-  const next = () =>
-    new Promise<string>((resolve, reject) => {
-      const line = lines.shift();
-      if (line !== undefined) return resolve(line);
-      const timer = setTimeout(() => reject(new Error(`desk ${name}: no answer in 60 s`)), 60_000);
-      waiters.push((l) => {
-        clearTimeout(timer);
-        resolve(l);
-      });
-    });
+  const next = lineReader(child, `desk ${name}`);
   expect(await next()).toBe("ready");
   return {
     go: async (): Promise<Outcome> => {

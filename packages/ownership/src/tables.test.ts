@@ -7,9 +7,9 @@ import {
   shardRouting,
   UniqueViolationError,
 } from "@shardkit/prisma";
-import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { beforeEach, describe, expect, inject, it } from "vitest";
 import type { PrismaClient } from "../test/generated/prisma/client.js";
-import { reset, router, S } from "../test/world.js";
+import { reset, routers, S } from "../test/world.js";
 import { OwnershipOptionsError } from "./errors.js";
 import { checkMove, moveShard } from "./move.js";
 import { SHARDKIT_TABLES } from "./tables.js";
@@ -18,15 +18,7 @@ import { SHARDKIT_TABLES } from "./tables.js";
 // shard although the map lists only the app's tables. Real PostgreSQL: a and b on one logical
 // replication server, e a spare on another.
 const urls = inject("moveUrls");
-const routers: ReturnType<typeof router>[] = [];
-const make = () => {
-  const r = router(urls);
-  routers.push(r);
-  return r;
-};
-afterAll(async () => {
-  for (const r of routers) await r.close();
-});
+const make = routers(urls);
 beforeEach(() => reset(urls));
 
 /** Only the app's own tables: shardkit's are left for the map to find. */

@@ -1,8 +1,8 @@
 import { AggregationTemporality, MeterProvider, MetricReader } from "@opentelemetry/sdk-metrics";
 import { ShardedId } from "@shardkit/id";
 import { shardRouting } from "@shardkit/prisma";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { copyShard, models, reset, router, S } from "../test/world.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import { copyShard, models, reset, routers, S } from "../test/world.js";
 
 /** A reader that collects on demand: the cumulative sum of a counter per shard. */
 class Reader extends MetricReader {
@@ -22,15 +22,7 @@ class Reader extends MetricReader {
   }
 }
 
-const routers: ReturnType<typeof router>[] = [];
-const make = () => {
-  const r = router();
-  routers.push(r);
-  return r;
-};
-afterAll(async () => {
-  for (const r of routers) await r.close();
-});
+const make = routers();
 beforeEach(() => reset());
 
 describe("shardkit.ownership.stale_rejections", () => {

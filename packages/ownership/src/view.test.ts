@@ -5,20 +5,14 @@ import { createDatabase, dropDatabase, MAIN_PORT, withClusterStopped } from "@sh
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
-import { copyShard, reset, router, S } from "../test/world.js";
+import { copyShard, reset, type router, routers, S } from "../test/world.js";
 import { OwnershipOptionsError } from "./errors.js";
 import type { ShardPlacement } from "./placement.js";
 import { readPartitionMap } from "./view.js";
 
-const routers: ReturnType<typeof router>[] = [];
-const make = () => {
-  const r = router();
-  routers.push(r);
-  return r;
-};
+const make = routers();
 const bare = `sk_owner_bare_${process.pid}`;
 afterAll(async () => {
-  for (const r of routers) await r.close();
   await dropDatabase(MAIN_PORT, bare);
 });
 beforeEach(() => reset());

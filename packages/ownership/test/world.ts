@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
-import { inject } from "vitest";
+import { afterAll, inject } from "vitest";
 import { PartitionMap, type PartitionMapOptions } from "../src/index.js";
 import { shardOfRowSql } from "../src/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
@@ -16,6 +16,24 @@ export function router(urls: { a: string; b: string; e: string } = inject("owner
     open: (options: Partial<PartitionMapOptions<PrismaClient>> = {}) =>
       PartitionMap.open({ registry: r.registry, tables: TABLES, ...options }),
     close: () => r.registry.disconnect(),
+  };
+}
+
+type Urls = { a: string; b: string; e: string };
+
+/**
+ * A test file's way to make routers: `make(urls?)` returns a new router (service instance) on `urls`
+ * (default `defaults`); every one made is closed after the file's tests.
+ */
+export function routers(defaults: Urls = inject("ownershipUrls")) {
+  const made: ReturnType<typeof router>[] = [];
+  afterAll(async () => {
+    for (const r of made) await r.close();
+  });
+  return (urls: Urls = defaults) => {
+    const r = router(urls);
+    made.push(r);
+    return r;
   };
 }
 
