@@ -65,6 +65,29 @@ export function whyNoClusters(env = process.env) {
   return undefined;
 }
 
+/** Throws ClustersUnavailableError when this machine does not let the tests make the `what` (server, replica) `name`. */
+function requireClusters(what, name, port) {
+  const why = whyNoClusters();
+  if (why)
+    throw new ClustersUnavailableError(
+      `cannot make PostgreSQL ${what} ${name} (port ${port}) for the tests: ${why}`,
+    );
+}
+
+/** A new cluster `name` on `port` (trust auth for host and local connections), not started. */
+function createCluster(name, port) {
+  sh("pg_createcluster", [
+    version(),
+    name,
+    "--port",
+    String(port),
+    "--start-conf=manual",
+    "--",
+    "--auth-host=trust",
+    "--auth-local=trust",
+  ]);
+}
+
 function sh(cmd, args) {
   return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
 }
@@ -147,24 +170,11 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
     await withLock(name, () => start(name, port));
     return port;
   }
-  const why = whyNoClusters();
-  if (why)
-    throw new ClustersUnavailableError(
-      `cannot make PostgreSQL server ${name} (port ${port}) for the tests: ${why}`,
-    );
+  requireClusters("server", name, port);
   await withLock(name, async () => {
     let current = state(name);
     if (current === "absent") {
-      sh("pg_createcluster", [
-        version(),
-        name,
-        "--port",
-        String(port),
-        "--start-conf=manual",
-        "--",
-        "--auth-host=trust",
-        "--auth-local=trust",
-      ]);
+      createCluster(name, port);
     }
     // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address), and for
     // logical replication tests wal_level = logical with room for slots and senders.
@@ -232,24 +242,11 @@ async function until(check, timeoutMs) {
  */
 export async function createStreamingReplica(name, port, { primaryPort, timeoutMs = 60_000 }) {
   if (name === "main") throw new Error("createStreamingReplica: main is the machine's own server");
-  const why = whyNoClusters();
-  if (why)
-    throw new ClustersUnavailableError(
-      `cannot make PostgreSQL replica ${name} (port ${port}) for the tests: ${why}`,
-    );
+  requireClusters("replica", name, port);
   await withLock(name, async () => {
     if (state(name) !== "absent") sh("pg_dropcluster", [version(), name, "--stop"]);
     rmSync(`/etc/postgresql/${version()}/${name}`, { recursive: true, force: true });
-    sh("pg_createcluster", [
-      version(),
-      name,
-      "--port",
-      String(port),
-      "--start-conf=manual",
-      "--",
-      "--auth-host=trust",
-      "--auth-local=trust",
-    ]);
+    createCluster(name, port);
     const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
     for (const entry of readdirSync(dataDir)) rmSync(`${dataDir}/${entry}`, { recursive: true, force: true });
     asPostgres("pg_basebackup", [

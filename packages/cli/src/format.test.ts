@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compareSchemas } from "./drift.js";
 import { duration, plainDbError, redactUrl, table } from "./format.js";
-import { moveSteps, parseTables } from "./move.js";
+import { parseTables } from "./move.js";
 
 describe("table", () => {
   it("aligns columns two spaces apart, numbers to the right, no trailing spaces, - for nothing", () => {
@@ -41,22 +41,6 @@ describe("move arguments", () => {
     ]);
     expect(() => parseTables(["Wallet", "Wallet:id"])).toThrow("--table Wallet: listed twice");
     expect(() => parseTables([])).toThrow(/--table: list every table/);
-  });
-
-  it("the steps a move reports, for the bar's total", () => {
-    expect(moveSteps("offline")).toEqual([
-      "precheck",
-      "receive",
-      "fence",
-      "copy",
-      "verify",
-      "switch",
-      "enforce",
-      "teardown",
-      "cleanup",
-      "done",
-    ]);
-    expect(moveSteps("live", { verify: false, cleanup: false })).toHaveLength(12);
   });
 });
 

@@ -2,9 +2,9 @@ import { ShardIdentifier } from "@shardkit/id";
 import {
   checkMove,
   type FencedTable,
+  type MoveCheck,
   type MoveProgress,
   type MoveResult,
-  type MoveStep,
   moveShard,
   PartitionMap,
 } from "@shardkit/ownership";
@@ -59,7 +59,7 @@ export interface MovePlan {
    * A move of the shard that stopped half-way, which the move finishes (it had switched) or undoes
    * (it had not) before anything else; null when there is none.
    */
-  resume: { target: string; step: string; action: "finish" | "undo" } | null;
+  resume: MoveCheck["resume"];
 }
 
 export type MoveReport = MovePlan | (MoveResult & { dryRun: false });
@@ -67,28 +67,6 @@ export type MoveReport = MovePlan | (MoveResult & { dryRun: false });
 /** Whether a move's report is good news: a move done, or a plan whose precheck found nothing (exit code 0; else 1). */
 export function moveOk(report: MoveReport): boolean {
   return !report.dryRun || report.issues.length === 0;
-}
-
-/** The steps a move reports, in order, for the progress bar's total. */
-export function moveSteps(mode: "live" | "offline", options: { verify?: boolean; cleanup?: boolean } = {}) {
-  const steps: MoveStep[] =
-    mode === "live"
-      ? [
-          "precheck",
-          "receive",
-          "publish",
-          "subscribe",
-          "copy",
-          "catch-up",
-          "fence",
-          "final-position",
-          "verify",
-        ]
-      : ["precheck", "receive", "fence", "copy", "verify"];
-  steps.push("switch", "enforce", "teardown", "cleanup", "done");
-  return steps.filter(
-    (s) => !(s === "verify" && options.verify === false) && !(s === "cleanup" && options.cleanup === false),
-  );
 }
 
 /** `Table`, `Table:column` or `Table:column:bits` (comma-separated lists too). */

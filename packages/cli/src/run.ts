@@ -219,7 +219,8 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       };
       const o = options as O;
       await execute<O, MoveReport & { ok: boolean }>("move", async () => {
-        const { move, moveOk, moveSteps, describeMoveProgress, renderMove } = await import("./move.js");
+        const { move, moveOk, describeMoveProgress, renderMove } = await import("./move.js");
+        const { moveSteps } = await import("@shardkit/ownership");
         const steps = moveSteps(o.mode, { verify: o.verify, cleanup: o.cleanup });
         const progress = createProgress(io.stderr, {
           title: `move ${shard}`,

@@ -40,7 +40,7 @@ export interface StatusDatabase {
   error?: string;
   /**
    * `present`, `absent` (no `OutboxEvent` table), `unavailable` (the database did not answer), or
-   * `spare` (it holds no shard: no relay delivers from it, so it is not asked).
+   * `spare` (it holds no shard: no relay delivers from it, so its outbox is not reported).
    */
   outbox: "present" | "absent" | "unavailable" | "spare";
   pending: number | null;

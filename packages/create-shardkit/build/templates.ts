@@ -464,6 +464,13 @@ export function exportedNames(text: string): Set<string> {
   );
 }
 
+/** tooling/test-db, whose files the templates copy. */
+function testDbPackage(workspace: Map<string, WorkspacePackage>): WorkspacePackage {
+  const pkg = workspace.get("@shardkit/test-db");
+  if (!pkg) throw new TemplateBuildError("no workspace package @shardkit/test-db (tooling/test-db)");
+  return pkg;
+}
+
 /** Where a template's copy of @shardkit/test-db goes, and the file of tooling/test-db it is. */
 export const TEST_DB_FILES = { "src/test/test-db.js": "index.js", "src/test/test-db.d.ts": "index.d.ts" };
 
@@ -477,8 +484,7 @@ export function testDbFiles(
   app: string,
   imported: Iterable<string>,
 ): TemplateFiles {
-  const pkg = workspace.get("@shardkit/test-db");
-  if (!pkg) throw new TemplateBuildError("no workspace package @shardkit/test-db (tooling/test-db)");
+  const pkg = testDbPackage(workspace);
   const files: TemplateFiles = new Map();
   for (const [target, source] of Object.entries(TEST_DB_FILES))
     files.set(target, readFileSync(join(pkg.dir, source), "utf8"));
@@ -508,8 +514,7 @@ export function testDbFiles(
  * it finds the Prisma CLI of the package it runs in and names itself by its path.
  */
 export function prismaGenerateFile(workspace: Map<string, WorkspacePackage>): string {
-  const pkg = workspace.get("@shardkit/test-db");
-  if (!pkg) throw new TemplateBuildError("no workspace package @shardkit/test-db (tooling/test-db)");
+  const pkg = testDbPackage(workspace);
   const bin = readJson<Manifest>(join(pkg.dir, "package.json")).bin?.[PRISMA_GENERATE.bin];
   if (!bin) throw new TemplateBuildError(`tooling/test-db: package.json has no bin ${PRISMA_GENERATE.bin}`);
   return readFileSync(join(pkg.dir, bin), "utf8");

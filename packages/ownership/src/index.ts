@@ -28,6 +28,7 @@ export {
   type MoveResult,
   type MoveStep,
   moveShard,
+  moveSteps,
 } from "./move.js";
 export type {
   OwnershipRow,

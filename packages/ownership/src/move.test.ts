@@ -10,7 +10,7 @@ import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, type router, routers, S } from "../test/world.js";
 import { MovePrecheckError, MoveVerifyError } from "./errors.js";
-import { type MoveStep, moveShard } from "./move.js";
+import { type MoveStep, moveShard, moveSteps } from "./move.js";
 
 // Live moves between two PostgreSQL servers with wal_level = logical (the global setup makes them).
 const urls = inject("moveUrls");
@@ -175,6 +175,8 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       "cleanup",
       "done",
     ]);
+    // What a progress bar counts on (`moveSteps`) is what a move reports.
+    expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("live"));
     // Nothing lost, nothing applied twice: every acknowledged confirmation is at its shard's owner, once.
     const atOwner = new Set([
       ...(await r.clients.e.confirmation.findMany({ select: { id: true } })).map((c) => c.id),
@@ -354,7 +356,26 @@ describe("moveShard (offline)", () => {
     });
     const steps = moved!.events.map((e) => e.attributes?.["shardkit.move.step"]);
     expect(steps).toEqual(expect.arrayContaining(["precheck", "fence", "copy", "verify", "switch", "done"]));
+    expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("offline"));
     expect((await r.clients.e.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(5);
     map.close();
   }, 60_000);
+});
+
+describe("moveSteps", () => {
+  it("the steps a move reports, for the bar's total", () => {
+    expect(moveSteps("offline")).toEqual([
+      "precheck",
+      "receive",
+      "fence",
+      "copy",
+      "verify",
+      "switch",
+      "enforce",
+      "teardown",
+      "cleanup",
+      "done",
+    ]);
+    expect(moveSteps("live", { verify: false, cleanup: false })).toHaveLength(12);
+  });
 });

@@ -1,6 +1,7 @@
 import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { scatter } from "@shardkit/scatter";
 import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import { type PartitionMap, type Raw, raw } from "./map.js";
 import type { ShardPlacement } from "./placement.js";
@@ -31,6 +32,35 @@ export type MoveStep =
   | "teardown"
   | "cleanup"
   | "done";
+
+/**
+ * The steps a move of `mode` reports, in order (a stopped move's `resume` comes first when there is
+ * one): without `verify` when `verify: false`, without `cleanup` when `cleanup: false`. For a
+ * progress bar's total; a test checks that a move reports exactly these.
+ */
+export function moveSteps(
+  mode: "live" | "offline",
+  options: { verify?: boolean | undefined; cleanup?: boolean | undefined } = {},
+): MoveStep[] {
+  const steps: MoveStep[] =
+    mode === "live"
+      ? [
+          "precheck",
+          "receive",
+          "publish",
+          "subscribe",
+          "copy",
+          "catch-up",
+          "fence",
+          "final-position",
+          "verify",
+        ]
+      : ["precheck", "receive", "fence", "copy", "verify"];
+  steps.push("switch", "enforce", "teardown", "cleanup", "done");
+  return steps.filter(
+    (s) => !(s === "verify" && options.verify === false) && !(s === "cleanup" && options.cleanup === false),
+  );
+}
 
 export interface MoveProgress {
   step: MoveStep;
@@ -478,17 +508,17 @@ export async function checkMove<Client extends ShardClient>(
     issues.push(`shard ${shard.key} is not in the registry`);
   if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
   const { registry, to } = options;
-  const [view, resolved] = await Promise.all([
-    readPartitionMap(registry, {
-      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
-    }),
-    resolveTables(registry.physical, options.tables, { timeoutMs: options.timeoutMs ?? 2000 }),
+  const timeoutMs = options.timeoutMs ?? 2000;
+  // Where the shard is, which tables hold its rows, and a move of it that stopped half-way: read at once.
+  const [view, resolved, stopped] = await Promise.all([
+    readPartitionMap(registry, { timeoutMs }),
+    resolveTables(registry.physical, options.tables, { timeoutMs }),
+    findRecord(registry, shard, timeoutMs),
   ]);
   const { tables } = resolved;
   const placement = view.placementOf(shard);
   const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
   // A stopped move: `moveShard` finishes it (it switched) or undoes it (it did not) before anything else.
-  const stopped = await findRecord(registry, shard);
   const stoppedTarget = stopped
     ? view.databases.find((d) => d.identity !== null && d.identity === stopped.row.target)?.physical
     : undefined;
@@ -811,15 +841,25 @@ async function undo<Client extends ShardClient>(
 async function findRecord<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   shard: ShardIdentifier,
+  /** How long each database may take (none: as long as it takes); one that fails or takes longer records nothing. */
+  timeoutMs?: number,
 ) {
-  for (const physical of registry.physical) {
-    const rows = await raw(physical)
-      .$queryRawUnsafe<{ target: string; step: string }[]>(
+  const answers = await scatter(
+    registry.physical,
+    (physical) =>
+      raw(physical).$queryRawUnsafe<{ target: string; step: string }[]>(
         `SELECT target, step FROM "${MOVE_TABLE}" WHERE shard = $1`,
         shard.bits,
-      )
-      .catch(() => []);
-    if (rows[0]) return { physical, row: rows[0] };
+      ),
+    {
+      policy: "partial",
+      key: (p) => String(p.index),
+      ...(timeoutMs !== undefined ? { targetTimeoutMs: timeoutMs } : {}),
+    },
+  );
+  for (const outcome of answers.outcomes) {
+    if (outcome.status === "fulfilled" && outcome.value[0])
+      return { physical: outcome.target, row: outcome.value[0] };
   }
   return undefined;
 }

@@ -31,6 +31,7 @@ describe("published package", () => {
       "StaleOwnerError",
       "isShardkitError",
       "moveShard",
+      "moveSteps",
       "readPartitionMap",
       "refusalOf",
     ].sort();
