@@ -1,10 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID } from "@shardkit/id";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
 import { makeWorld, S } from "../test/world.js";
 import { UniqueViolationError } from "./errors.js";
 import { shardRouting } from "./extension.js";
+import { createShardRegistry } from "./registry.js";
+import { rolloutSchema } from "./rollout.js";
 import { hashString, rendezvous } from "./strategies.js";
 
 // Fields unique across shards, on real PostgreSQL: three databases, six logical shards (a: 0/0 0/1,
@@ -50,6 +55,27 @@ async function expectConsistent() {
   }
   for (const claim of cs) {
     expect(rows.find((r) => r.id === claim.ownerId && r.email!.toLowerCase() === claim.value)).toBeDefined();
+  }
+}
+
+/** Polls `check` until it is true (bounded). */
+async function until(check: () => Promise<boolean>, what: string) {
+  const deadline = Date.now() + 20_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** True when `sql` (a `count(*) AS n`) counts more than zero on `url`. */
+async function waiting(url: string, sql: string, params: unknown[]): Promise<boolean> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query(sql, params);
+    return Number(rows[0].n) > 0;
+  } finally {
+    await c.end();
   }
 }
 
@@ -234,26 +260,6 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
     return { child, exited };
   }
 
-  /** Polls `check` until it is true (bounded). */
-  async function until(check: () => Promise<boolean>, what: string) {
-    const deadline = Date.now() + 20_000;
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
-
-  async function waiting(url: string, sql: string, params: unknown[]): Promise<boolean> {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
-      const { rows } = await c.query(sql, params);
-      return Number(rows[0].n) > 0;
-    } finally {
-      await c.end();
-    }
-  }
-
   it("killed after its claim, before its row: the claim is void, repaired away, and the email free", async () => {
     const email = "crash1@x.com";
     const owner = S.g0m2;
@@ -335,5 +341,120 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
     await expect(
       db.customer.create({ data: fresh({ name: "late", region: "eu", email }) }),
     ).rejects.toBeInstanceOf(UniqueViolationError);
+  });
+});
+
+// One database holding two logical shards, for the settings below: a claim and its row share it.
+const TWO = [S.g0m0, S.g0m1];
+function onOneDatabase(client: PrismaClient, place: () => typeof S.g0m0) {
+  return client.$extends(
+    shardRouting({
+      registry: createShardRegistry({ shards: TWO.map((shard) => ({ shard, client })) }),
+      models: { Customer: { unique: { email: true }, place } },
+    }),
+  );
+}
+/** The claim a write leaves at step 1 (pending, naming its row) for an email, on `onOneDatabase`. */
+function pendingClaim(client: PrismaClient, value: string, row: { id: string; shard: typeof S.g0m0 }) {
+  return client.$executeRawUnsafe(
+    `INSERT INTO "UniqueClaim" ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state") VALUES ($1, 'Customer.email', $2, $2, $3, $4, 'pending')`,
+    rendezvous(`Customer.email\u0000${value}`, TWO).bits,
+    value,
+    row.shard.bits,
+    row.id,
+  );
+}
+
+describe("on a pool of one connection (a serverless setting)", () => {
+  // Two logical shards on one database whose pool has a single connection: the claim and the row
+  // always share a database, and the lock holder must never wait for a second connection.
+  const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: urls.a, max: 1 }) });
+  let next = 0;
+  const small = onOneDatabase(client, () => TWO[next++ % 2]!);
+  afterAll(() => client.$disconnect());
+
+  it("sign-ups, a refused duplicate and the takeover of a void claim all finish", async () => {
+    const ana = await small.customer.create({
+      data: fresh({ name: "ana", region: "eu", email: "one@x.com" }),
+    });
+    await expect(
+      small.customer.create({ data: fresh({ name: "bo", region: "eu", email: "ONE@x.com" }) }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+    // A claim left pending by a write that died before its row: the next sign-up takes it over.
+    const value = "void@x.com";
+    await pendingClaim(client, value, { id: ShardedUUID.generate(S.g0m1), shard: S.g0m1 });
+    const cy = await small.customer.create({ data: fresh({ name: "cy", region: "eu", email: value }) });
+    expect((await small.customer.findUnique({ where: { email: value } }))?.id).toBe(cy.id);
+    expect((await small.customer.findUnique({ where: { email: "one@x.com" } }))?.id).toBe(ana.id);
+    expect(await client.uniqueClaim.findMany({ orderBy: { value: "asc" } })).toMatchObject([
+      { value: "one@x.com", ownerId: ana.id, state: "held" },
+      { value, ownerId: cy.id, state: "held" },
+    ]);
+  });
+});
+
+describe("on a database whose default isolation is REPEATABLE READ", () => {
+  // A claim is judged void only after its row's writer let go of the value's lock; a snapshot taken
+  // before the lock was granted would miss the row it committed and give its value to a second row.
+  const name = `sk_claims_rr_${process.pid}`;
+  let url = "";
+  let client: PrismaClient;
+
+  beforeAll(async () => {
+    url = await createDatabase(MAIN_PORT, name);
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`ALTER DATABASE "${name}" SET default_transaction_isolation = 'repeatable read'`);
+    await admin.end();
+    await rolloutSchema({
+      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+      targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
+      onProgress: () => {},
+    });
+    client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
+  });
+  afterAll(async () => {
+    await client?.$disconnect();
+    await dropDatabase(MAIN_PORT, name);
+  });
+
+  it("a claimant waiting on a writer's lock sees the row it committed, and is refused", async () => {
+    const small = onOneDatabase(client, () => S.g0m0);
+    const value = "rr@x.com";
+    const writer = { id: ShardedUUID.generate(S.g0m1), shard: S.g0m1 };
+    // A writer at step 2: its claim is taken, it holds the value's lock and is writing its row.
+    await pendingClaim(client, value, writer);
+    const lock = new pg.Client({ connectionString: url });
+    await lock.connect();
+    await lock.query("BEGIN");
+    await lock.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [
+      hashString(`Customer.email\u0000${value}`) | 0,
+    ]);
+    const second = small.customer
+      .create({ data: fresh({ name: "second", region: "eu", email: value }) })
+      .then(
+        () => "created",
+        (error: unknown) => error,
+      );
+    await until(
+      () =>
+        waiting(
+          url,
+          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 7303",
+          [],
+        ),
+      "the second claimant to wait for the writer's lock",
+    );
+    await lock.query(
+      `INSERT INTO "Customer" ("id", "name", "region", "email") VALUES ($1, 'writer', 'eu', $2)`,
+      [writer.id, value],
+    );
+    await lock.query("COMMIT");
+    await lock.end();
+    expect(await second).toBeInstanceOf(UniqueViolationError);
+    expect((await client.customer.findMany({ where: { email: value } })).map((c) => c.id)).toEqual([
+      writer.id,
+    ]);
+    expect(await client.uniqueClaim.findMany()).toMatchObject([{ value, ownerId: writer.id, state: "held" }]);
   });
 });

@@ -35,7 +35,7 @@ type Raw = {
   $queryRawUnsafe<T = unknown>(sql: string, ...values: unknown[]): Promise<T>;
   $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
 };
-type Interactive = { $transaction<R>(fn: (tx: object) => Promise<R>): Promise<R> };
+type Interactive = { $transaction<R>(fn: (tx: object) => Promise<R>, options?: object): Promise<R> };
 
 /** A claim as `settle` needs it: where it lives and the row it names. */
 export interface ClaimOwner {
@@ -62,6 +62,30 @@ function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interact
   return context.clients[placement.physicalOf(placement.resolve(shard)).index] as Raw & Interactive;
 }
 
+/**
+ * The options of a transaction that holds a value's lock and then reads: READ COMMITTED, so each
+ * statement after the lock sees what committed before it was granted (under REPEATABLE READ the
+ * snapshot would date from before the wait).
+ */
+export const UNDER_LOCK = { isolationLevel: "ReadCommitted" } as const;
+
+/**
+ * How a claim is read or written while `tx` (READ COMMITTED, on the row's database) holds the
+ * value's lock: through `tx` when the claim is on that database too. The lock holder must never
+ * wait for a second connection of a pool whose connections may all be waiting for that lock (a pool
+ * of one connection, or many claimants of one value, would deadlock until a transaction timed out).
+ * Without `tx` (a caller's transaction, of any isolation), through the claim's database's pool.
+ */
+function underLock(
+  context: ClaimContext,
+  claimShard: ShardIdentifier,
+  rowShard: ShardIdentifier,
+  tx: object | undefined,
+): Raw {
+  const claims = clientOf(context, claimShard);
+  return tx && claims === clientOf(context, rowShard) ? (tx as Raw) : claims;
+}
+
 function lockKey(scope: string, value: string): number {
   return hashString(`${scope}\u0000${value}`) | 0;
 }
@@ -70,8 +94,9 @@ function lockKey(scope: string, value: string): number {
 export async function readClaim(
   context: ClaimContext,
   key: { scope: string; value: string; shard: ShardIdentifier },
+  through: Raw = clientOf(context, key.shard),
 ): Promise<ClaimRecord | null> {
-  const rows = await clientOf(context, key.shard).$queryRawUnsafe<ClaimRecord[]>(
+  const rows = await through.$queryRawUnsafe<ClaimRecord[]>(
     `SELECT "ownerShard", "ownerId", "stored", "state" FROM ${TABLE} WHERE "scope" = $1 AND "value" = $2`,
     key.scope,
     key.value,
@@ -126,12 +151,15 @@ async function take(context: ClaimContext, claim: Claim): Promise<void> {
 
 /**
  * Step 2, inside the row's transaction `tx`: the values' advisory locks, then every claim must
- * still name this row. Throws `UniqueViolationError` when one was taken over meanwhile.
+ * still name this row. Throws `UniqueViolationError` when one was taken over meanwhile. `own`: `tx`
+ * was opened with `UNDER_LOCK` (not a caller's transaction), so a claim on its database is read
+ * through it.
  */
 export async function checkClaims(
   context: ClaimContext,
   tx: object,
   claims: readonly Claim[],
+  own: boolean,
 ): Promise<void> {
   for (const claim of sorted(claims)) {
     await (tx as Raw).$queryRawUnsafe(
@@ -141,7 +169,8 @@ export async function checkClaims(
     );
   }
   for (const claim of claims) {
-    const record = await readClaim(context, claim);
+    const through = underLock(context, claim.shard, claim.ownerShard, own ? tx : undefined);
+    const record = await readClaim(context, claim, through);
     if (!record || record.ownerId !== claim.ownerId || record.ownerShard !== claim.ownerShard.bits) {
       throw new UniqueViolationError(claim.model, claim.field, claim.value);
     }
@@ -185,10 +214,9 @@ export async function settle(
   successor?: Claim,
 ): Promise<"held" | "released" | "taken" | "changed"> {
   const spec = context.spec(claim.scope);
-  const claimClient = clientOf(context, ShardIdentifier.fromBits(claim.shard));
   const ownerShard = ShardIdentifier.fromBits(claim.ownerShard);
-  const ownerClient = clientOf(context, ownerShard);
-  return ownerClient.$transaction(async (tx) => {
+  return clientOf(context, ownerShard).$transaction(async (tx) => {
+    const claims = underLock(context, ShardIdentifier.fromBits(claim.shard), ownerShard, tx);
     await (tx as Raw).$queryRawUnsafe(
       "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
       CLAIM_LOCK,
@@ -207,14 +235,14 @@ export async function settle(
     const same = `"scope" = $1 AND "value" = $2 AND "ownerId" = $3 AND "ownerShard" = $4`;
     const args = [claim.scope, claim.value, claim.ownerId, claim.ownerShard];
     if (live) {
-      await claimClient.$executeRawUnsafe(`UPDATE ${TABLE} SET "state" = 'held' WHERE ${same}`, ...args);
+      await claims.$executeRawUnsafe(`UPDATE ${TABLE} SET "state" = 'held' WHERE ${same}`, ...args);
       return "held";
     }
     if (!successor) {
-      const n = await claimClient.$executeRawUnsafe(`DELETE FROM ${TABLE} WHERE ${same}`, ...args);
+      const n = await claims.$executeRawUnsafe(`DELETE FROM ${TABLE} WHERE ${same}`, ...args);
       return n === 1 ? "released" : "changed";
     }
-    const n = await claimClient.$executeRawUnsafe(
+    const n = await claims.$executeRawUnsafe(
       `UPDATE ${TABLE} SET "ownerShard" = $5, "ownerId" = $6, "stored" = $7, "state" = 'pending', "createdAt" = now() WHERE ${same}`,
       ...args,
       successor.ownerShard.bits,
@@ -222,7 +250,7 @@ export async function settle(
       successor.stored,
     );
     return n === 1 ? "taken" : "changed";
-  });
+  }, UNDER_LOCK);
 }
 
 /**

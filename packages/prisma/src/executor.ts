@@ -9,6 +9,7 @@ import {
   readClaim,
   releaseClaims,
   takeClaims,
+  UNDER_LOCK,
 } from "./claims.js";
 import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
@@ -312,7 +313,7 @@ export class Executor {
     const context = this.claimContext(view);
     return lazy(async () => {
       await this.atOwner(() => takeClaims(context, claims));
-      await checkClaims(context, tx, claims);
+      await checkClaims(context, tx, claims, false);
       return this.call(tx, model, operation, run);
     });
   }
@@ -330,9 +331,9 @@ export class Executor {
     await this.atOwner(() => takeClaims(context, claims));
     let result: unknown;
     try {
-      result = await runInShardTransaction(this, view, plan.shard, {}, async () => {
+      result = await runInShardTransaction(this, view, plan.shard, UNDER_LOCK, async () => {
         const scope = this.scope.getStore() as Extract<Scope, { kind: "tx" }>;
-        await checkClaims(context, scope.tx, claims);
+        await checkClaims(context, scope.tx, claims, true);
         return this.call(scope.tx, model, operation, args);
       });
     } catch (error) {
