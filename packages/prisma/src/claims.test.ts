@@ -183,6 +183,23 @@ describe("fields unique across shards (real PostgreSQL)", () => {
     await expectConsistent();
   });
 
+  it("in a caller's REPEATABLE READ transaction, the check sees the claim taken after its snapshot", async () => {
+    const email = "snapshot@x.com";
+    const shard = claimShardOf(email); // the claim lives on the row's own database
+    placeOn = shard;
+    const created = await db.$transactionOn(
+      shard,
+      async (tx) => {
+        await tx.customer.count(); // the snapshot: from before the claim is taken
+        return tx.customer.create({ data: fresh({ name: "s", region: "eu", email }) });
+      },
+      { isolationLevel: "RepeatableRead" },
+    );
+    expect((await db.customer.findUnique({ where: { email } }))?.id).toBe(created.id);
+    await db.$repairClaims({ olderThanMs: 0 });
+    await expectConsistent();
+  });
+
   it("a failed row write leaves no claim behind", async () => {
     placeOn = S.g0m0;
     const taken = ShardedUUID.generate(S.g0m0);

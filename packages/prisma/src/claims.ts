@@ -63,27 +63,30 @@ function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interact
 }
 
 /**
- * The options of a transaction that holds a value's lock and then reads: READ COMMITTED, so each
- * statement after the lock sees what committed before it was granted (under REPEATABLE READ the
- * snapshot would date from before the wait).
+ * The options of `settle`'s transaction, which takes a value's lock and then reads the row: READ
+ * COMMITTED whatever the database's default, so each statement after the lock sees what committed
+ * before it was granted (under REPEATABLE READ the snapshot would date from before the wait).
  */
-export const UNDER_LOCK = { isolationLevel: "ReadCommitted" } as const;
+const UNDER_LOCK = { isolationLevel: "ReadCommitted" } as const;
 
 /**
- * How a claim is read or written while `tx` (READ COMMITTED, on the row's database) holds the
- * value's lock: through `tx` when the claim is on that database too. The lock holder must never
- * wait for a second connection of a pool whose connections may all be waiting for that lock (a pool
- * of one connection, or many claimants of one value, would deadlock until a transaction timed out).
- * Without `tx` (a caller's transaction, of any isolation), through the claim's database's pool.
+ * How a claim is read or written while `tx`, on the row's database, holds the value's lock: through
+ * `tx` when the claim is on that database too and `tx` is READ COMMITTED (so it reads what
+ * committed before the lock was granted). The lock holder must never wait for a second connection
+ * of a pool whose connections may all be waiting for that lock (a pool of one connection, or many
+ * claimants of one value, would deadlock until a transaction timed out). Otherwise (another
+ * database, or `tx` under REPEATABLE READ or SERIALIZABLE, whose snapshot may predate the claim),
+ * through the claim's database's pool.
  */
 function underLock(
   context: ClaimContext,
   claimShard: ShardIdentifier,
   rowShard: ShardIdentifier,
-  tx: object | undefined,
+  tx: object,
+  readCommitted: boolean,
 ): Raw {
   const claims = clientOf(context, claimShard);
-  return tx && claims === clientOf(context, rowShard) ? (tx as Raw) : claims;
+  return readCommitted && claims === clientOf(context, rowShard) ? (tx as Raw) : claims;
 }
 
 function lockKey(scope: string, value: string): number {
@@ -150,26 +153,26 @@ async function take(context: ClaimContext, claim: Claim): Promise<void> {
 }
 
 /**
- * Step 2, inside the row's transaction `tx`: the values' advisory locks, then every claim must
- * still name this row. Throws `UniqueViolationError` when one was taken over meanwhile. `own`: `tx`
- * was opened with `UNDER_LOCK` (not a caller's transaction), so a claim on its database is read
- * through it.
+ * Step 2, inside the row's transaction `tx` (the saga's own, or a caller's of any isolation): the
+ * values' advisory locks, then every claim must still name this row. Throws `UniqueViolationError`
+ * when one was taken over meanwhile.
  */
 export async function checkClaims(
   context: ClaimContext,
   tx: object,
   claims: readonly Claim[],
-  own: boolean,
 ): Promise<void> {
+  let isolation = "";
   for (const claim of sorted(claims)) {
-    await (tx as Raw).$queryRawUnsafe(
-      "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
+    const [row] = await (tx as Raw).$queryRawUnsafe<{ isolation: string }[]>(
+      "SELECT pg_advisory_xact_lock($1::int, $2::int)::text, current_setting('transaction_isolation') AS isolation",
       CLAIM_LOCK,
       lockKey(claim.scope, claim.value),
     );
+    isolation = row!.isolation;
   }
   for (const claim of claims) {
-    const through = underLock(context, claim.shard, claim.ownerShard, own ? tx : undefined);
+    const through = underLock(context, claim.shard, claim.ownerShard, tx, isolation === "read committed");
     const record = await readClaim(context, claim, through);
     if (!record || record.ownerId !== claim.ownerId || record.ownerShard !== claim.ownerShard.bits) {
       throw new UniqueViolationError(claim.model, claim.field, claim.value);
@@ -216,7 +219,7 @@ export async function settle(
   const spec = context.spec(claim.scope);
   const ownerShard = ShardIdentifier.fromBits(claim.ownerShard);
   return clientOf(context, ownerShard).$transaction(async (tx) => {
-    const claims = underLock(context, ShardIdentifier.fromBits(claim.shard), ownerShard, tx);
+    const claims = underLock(context, ShardIdentifier.fromBits(claim.shard), ownerShard, tx, true);
     await (tx as Raw).$queryRawUnsafe(
       "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
       CLAIM_LOCK,

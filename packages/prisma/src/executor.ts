@@ -9,7 +9,6 @@ import {
   readClaim,
   releaseClaims,
   takeClaims,
-  UNDER_LOCK,
 } from "./claims.js";
 import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
@@ -313,7 +312,7 @@ export class Executor {
     const context = this.claimContext(view);
     return lazy(async () => {
       await this.atOwner(() => takeClaims(context, claims));
-      await checkClaims(context, tx, claims, false);
+      await checkClaims(context, tx, claims);
       return this.call(tx, model, operation, run);
     });
   }
@@ -331,9 +330,9 @@ export class Executor {
     await this.atOwner(() => takeClaims(context, claims));
     let result: unknown;
     try {
-      result = await runInShardTransaction(this, view, plan.shard, UNDER_LOCK, async () => {
+      result = await runInShardTransaction(this, view, plan.shard, {}, async () => {
         const scope = this.scope.getStore() as Extract<Scope, { kind: "tx" }>;
-        await checkClaims(context, scope.tx, claims, true);
+        await checkClaims(context, scope.tx, claims);
         return this.call(scope.tx, model, operation, args);
       });
     } catch (error) {
