@@ -15,6 +15,9 @@ const urls = { a: "", e: "" };
 let config = "";
 // Only the app's table: the outbox (shardkit's own) is added by the partition map, as the output shows.
 const TABLES = ["--table", "Wallet"];
+/** `shardkit move 0/1 --config <config> --to <to> --table Wallet`, then `extra`. */
+const moveTo = (to: string, ...extra: string[]) =>
+  shardkit(["move", "0/1", "--config", config, "--to", to, ...TABLES, ...extra]);
 
 beforeAll(async () => {
   urls.a = await createDatabase(MAIN_PORT, names.a);
@@ -76,18 +79,7 @@ describe("shardkit move: arguments", () => {
   });
 
   it("--dry-run runs the move's precheck and shows the plan, changing nothing: exit 0 when the move can start", async () => {
-    const run = await shardkit([
-      "move",
-      "0/1",
-      "--config",
-      config,
-      "--to",
-      names.e,
-      ...TABLES,
-      "--mode",
-      "offline",
-      "--dry-run",
-    ]);
+    const run = await moveTo(names.e, "--mode", "offline", "--dry-run");
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(
@@ -114,8 +106,8 @@ describe("shardkit move: arguments", () => {
     await client.query(`INSERT INTO "Wallet" (id, owner, balance) VALUES ($1, 'leftover', 0)`, [leftover]);
     try {
       const [text, json] = await Promise.all([
-        shardkit(["move", "0/1", "--config", config, "--to", names.e, ...TABLES, "--dry-run"]),
-        shardkit(["move", "0/1", "--config", config, "--to", names.e, ...TABLES, "--dry-run", "--json"]),
+        moveTo(names.e, "--dry-run"),
+        moveTo(names.e, "--dry-run", "--json"),
       ]);
       expect(text.code, text.stderr).toBe(1);
       expect(text.stdout).toBe(
@@ -155,18 +147,7 @@ describe("shardkit move: arguments", () => {
 
 describe("shardkit move: offline", () => {
   it("moves the shard's rows and ownership, with plain progress lines on stderr; status sees it at its new owner", async () => {
-    const run = await shardkit([
-      "move",
-      "0/1",
-      "--config",
-      config,
-      "--to",
-      names.e,
-      ...TABLES,
-      "--mode",
-      "offline",
-      "--json",
-    ]);
+    const run = await moveTo(names.e, "--mode", "offline", "--json");
     expect(run.code, run.stderr).toBe(0);
     const steps = run.stderr.trimEnd().split("\n");
     expect(steps[0]).toMatch(/^move 0\/1 \[1\/10\] precheck \([\d.]+ (ms|s)\)$/);
@@ -199,16 +180,7 @@ describe("shardkit move: offline", () => {
       pending: 3,
     });
     // Moving it to where it is now is refused.
-    const again = await shardkit([
-      "move",
-      "0/1",
-      "--config",
-      config,
-      "--to",
-      names.e,
-      ...TABLES,
-      "--dry-run",
-    ]);
+    const again = await moveTo(names.e, "--dry-run");
     expect(again.code).toBe(2);
     expect(again.stderr).toContain(`${urls.e} already owns shard 0/1`);
   });
@@ -241,34 +213,12 @@ describe("shardkit move: a move that stopped half-way", () => {
     }
     expect(await rowsPerShard(urls.a)).toEqual({ "0/0": 20, "0/1": 30 }); // the stopped move's copy
 
-    const plan = await shardkit([
-      "move",
-      "0/1",
-      "--config",
-      config,
-      "--to",
-      names.a,
-      ...TABLES,
-      "--mode",
-      "offline",
-      "--dry-run",
-    ]);
+    const plan = await moveTo(names.a, "--mode", "offline", "--dry-run");
     expect(plan.code, plan.stderr).toBe(0);
     expect(plan.stdout).toContain(
       `resume       a move to ${urls.a} stopped (fenced): it is undone (it had not switched) first\nprecheck     ok: the move can start\n`,
     );
-    const run = await shardkit([
-      "move",
-      "0/1",
-      "--config",
-      config,
-      "--to",
-      names.a,
-      ...TABLES,
-      "--mode",
-      "offline",
-      "--json",
-    ]);
+    const run = await moveTo(names.a, "--mode", "offline", "--json");
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({
       from: urls.e,
