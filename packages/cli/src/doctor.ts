@@ -1,3 +1,4 @@
+import { readPartitionMap } from "@shardkit/ownership";
 import {
   checkConnectionBudget,
   checkDistinctDatabases,
@@ -27,7 +28,7 @@ export interface DoctorOptions extends ConfigOptions {
   strict?: boolean;
 }
 
-export type DoctorCheck = "reachable" | "distinct" | "budget" | "wal_level" | "drift";
+export type DoctorCheck = "reachable" | "distinct" | "budget" | "wal_level" | "drift" | "moves";
 
 export interface DoctorFinding {
   check: DoctorCheck;
@@ -210,6 +211,33 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
           : drift.differences.length > 0
             ? `${drift.differences.length} of ${plural(schemas.length, "database")} differ from the others`
             : `${plural(schemas.length, "database")}, one schema`,
+    });
+
+    // Moves: one that stopped half-way (its lease lapsed) and replication objects no move holds (a
+    // slot holds WAL on its server, a disk-filling hazard, until dropped).
+    const view = await readPartitionMap(registry, { timeoutMs });
+    for (const m of view.stopped)
+      findings.push({
+        check: "moves",
+        severity: "error",
+        message: `a move of shard ${m.shard.key} from ${m.database} to ${m.to} stopped at ${m.step} (${m.step === "abandoned" ? m.holder : `its holder ${m.holder || "(an earlier version)"} let its lease lapse`}): run \`shardkit move ${m.shard.key} --to ...\` to finish or undo it`,
+        databases: [m.database],
+      });
+    for (const o of view.leftovers)
+      findings.push({
+        check: "moves",
+        severity: "error",
+        message: `${o.database}: ${o.kind} ${o.name} belongs to no move under way${o.walBytes !== undefined ? ` and holds ${o.walBytes} bytes of WAL` : ""}: the next move of its shard drops it (or drop it by hand)`,
+        databases: [o.database],
+      });
+    const live = view.databases.flatMap((d) => d.moves.filter((m) => m.live));
+    checks.push({
+      check: "moves",
+      status: view.stopped.length + view.leftovers.length > 0 ? "error" : "ok",
+      summary:
+        view.stopped.length + view.leftovers.length > 0
+          ? `${plural(view.stopped.length, "stopped move")}, ${plural(view.leftovers.length, "replication object")} no move holds`
+          : `${plural(live.length, "move")} under way, nothing left behind`,
     });
 
     const strict = options.strict ?? false;

@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardIdentifier, ShardkitError } from "@shardkit/id";
+import { MoveFailedError, MoveInProgressError } from "@shardkit/ownership";
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import { analyze } from "./analyze.js";
@@ -57,6 +58,24 @@ describe("CLI errors", () => {
     const shard = await move({ env, shard: "9/99", to: "x", tables: ["T"] }).catch((e: unknown) => e);
     expect(isShardkitError(shard, "INVALID_USAGE") && shard.issues[0]).toMatch(/^shard "9\/99": /);
     expect(exitCodeOf(new Error("connection reset"))).toBe(ExitCode.PROBLEMS);
+  });
+
+  it("a move left half-done is exit code 3 (run it again); one undone, taken over or refused is 1", () => {
+    const shard = ShardIdentifier.of(0, 1);
+    const failed = (left: "undone" | "half-done" | "taken-over", rerun: "undo" | "finish" | null) =>
+      new MoveFailedError(shard, { step: "fence", left, rerun, what: "" });
+    expect(exitCodeOf(failed("half-done", "undo"))).toBe(ExitCode.HALF_DONE);
+    expect(exitCodeOf(failed("half-done", "finish"))).toBe(3);
+    expect(exitCodeOf(failed("undone", null))).toBe(ExitCode.PROBLEMS);
+    expect(exitCodeOf(failed("taken-over", null))).toBe(ExitCode.PROBLEMS);
+    const held = new MoveInProgressError(shard, {
+      holder: "h",
+      step: "copying",
+      to: "e",
+      expiresInMs: 9000,
+      database: "a",
+    });
+    expect(exitCodeOf(held)).toBe(ExitCode.PROBLEMS);
   });
 
   it("keep what they say: issues, the sample line, the known databases", async () => {

@@ -30,8 +30,15 @@ export interface MoveCommandOptions extends ConfigOptions {
   verify?: boolean;
   /** Delete the old copy after the switch. Default true. */
   cleanup?: boolean;
-  /** How long the copy and catch-up may take before the move is undone. Default 120 s. */
+  /**
+   * How long each database may take to answer (the map, the records of moves, the checks). One that
+   * takes longer is named in the error and nothing is changed; a dry run lists it. Default 10 s.
+   */
   timeoutMs?: number;
+  /** A live move's copy and catch-up: how long they may take before the move is undone. Default 120 s. */
+  copyTimeoutMs?: number;
+  /** The move's lease (ms): a mover that dies holds the shard at most this long. Default 10 s. */
+  leaseMs?: number;
   /** Check the arguments, run the move's precheck and show the plan; change nothing. */
   dryRun?: boolean;
   onProgress?: (progress: MoveProgress) => void;
@@ -110,8 +117,14 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
   const mode = options.mode ?? "live";
   if (mode !== "live" && mode !== "offline")
     issues.push(`--mode: expected live or offline, got ${JSON.stringify(mode)}`);
-  if (options.timeoutMs !== undefined && !(Number.isFinite(options.timeoutMs) && options.timeoutMs > 0))
-    issues.push(`--timeout: expected a positive number of ms, got ${options.timeoutMs}`);
+  for (const [name, value] of [
+    ["--timeout", options.timeoutMs],
+    ["--copy-timeout", options.copyTimeoutMs],
+    ["--lease", options.leaseMs],
+  ] as const)
+    if (value !== undefined && !(Number.isFinite(value) && value > 0))
+      issues.push(`${name}: expected a positive number of ms, got ${value}`);
+  const timeoutMs = options.timeoutMs ?? 10_000;
   let tables: FencedTable[] = [];
   try {
     tables = parseTables(options.tables);
@@ -129,7 +142,7 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
     const to = findDatabase(opened, options.to);
     if (options.dryRun) {
       // The move's own precheck, on a read of the map (SELECTs only): what `moveShard` would refuse.
-      const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs: 5000 });
+      const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs });
       const { placement, from } = check;
       return {
         dryRun: true,
@@ -149,7 +162,8 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
         resume: check.resume,
       };
     }
-    const map = await PartitionMap.open({ registry, tables });
+    // The same wait for every database as the dry run's: a slow answer is never taken for no records.
+    const map = await PartitionMap.open({ registry, tables, timeoutMs });
     try {
       const from = registry.physicalOf(shard);
       const result = await moveShard({
@@ -160,7 +174,8 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
         ...(mode === "live" ? { sourceConnection: options.sourceConnection ?? opened.urlOf(from) } : {}),
         ...(options.verify !== undefined ? { verify: options.verify } : {}),
         ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
-        ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+        ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),
+        ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
         onProgress: options.onProgress ?? (() => {}),
       });
       return { dryRun: false, ...result };
@@ -195,7 +210,7 @@ export function renderMove(report: MoveReport): string {
       `tables       ${report.tables.map((t) => `${t.table}.${t.column}${t.kind === "bits" ? " (bits)" : ""}`).join(", ")}`,
       ...(report.resume
         ? [
-            `resume       a move to ${report.resume.target} stopped (${report.resume.step}): it is ${report.resume.action === "finish" ? "finished (it had switched)" : "undone (it had not switched)"} first`,
+            `resume       a move to ${report.resume.target} by ${report.resume.holder || "an earlier version"} stopped (${report.resume.step}; its lease lapsed): it is taken over and ${report.resume.action === "finish" ? "finished (it had switched)" : "undone (it had not switched)"} first`,
           ]
         : []),
       report.issues.length === 0

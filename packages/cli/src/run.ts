@@ -18,6 +18,12 @@ export const ExitCode = {
   PROBLEMS: 1,
   /** Usage, configuration or input errors: nothing was done. */
   USAGE: 2,
+  /**
+   * A move stopped half-done and could not undo itself: the shard may be fenced (until its lease
+   * lapses, when routers give it back to its owner) or switched (owned by the target once it
+   * answers). Run the same `shardkit move` again: it finishes or undoes it first.
+   */
+  HALF_DONE: 3,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -48,6 +54,8 @@ const USAGE_CODES = new Set([
 
 /** The exit code for an error a command threw. */
 export function exitCodeOf(error: unknown): ExitCode {
+  if (isShardkitError(error, "MOVE_FAILED") && (error as { left?: unknown }).left === "half-done")
+    return ExitCode.HALF_DONE;
   return isShardkitError(error) && USAGE_CODES.has(error.code) ? ExitCode.USAGE : ExitCode.PROBLEMS;
 }
 
@@ -55,9 +63,11 @@ const HELP_AFTER = `
 Configuration: --config <file>, or the SHARDKIT_SHARDS environment variable: the apps' own JSON,
 [{ "group", "member", "url", "pool"? }, ...] or { "shards": [...], "databases": [...] }.
 
-Exit codes: 0 ok; 1 problems found (doctor; status with unreachable databases or ownership
-records that cannot be right; move --dry-run whose precheck fails; redrive with a database that
-did not answer) or the operation failed; 2 usage, configuration or input errors. --json prints
+Exit codes: 0 ok; 1 problems found (doctor; status with unreachable databases, ownership
+records that cannot be right, a stopped move or replication objects no move holds; move --dry-run
+whose precheck fails; redrive with a database that did not answer) or the operation failed with
+nothing left half-done (a move refused, or undone); 2 usage, configuration or input errors; 3 a
+move left half-done (run the same move again: it finishes or undoes it first). --json prints
 one JSON document on stdout; progress and messages go to stderr (a bar on a terminal, plain lines
 otherwise).`;
 
@@ -98,9 +108,17 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
         io.stderr.write(`shardkit ${name}: ${message}\n`);
         if (options.json) {
           const code = isShardkitError(error) ? error.code : ((error as { code?: unknown })?.code ?? null);
-          const issues = (error as { issues?: unknown })?.issues;
+          const { issues, step, left, rerun } = (error ?? {}) as Record<string, unknown>;
           io.stdout.write(
-            `${toJson({ ok: false, error: { code, message, ...(Array.isArray(issues) ? { issues } : {}) } })}\n`,
+            `${toJson({
+              ok: false,
+              error: {
+                code,
+                message,
+                ...(Array.isArray(issues) ? { issues } : {}),
+                ...(isShardkitError(error, "MOVE_FAILED") ? { step, left, rerun } : {}),
+              },
+            })}\n`,
           );
         }
       }
@@ -190,12 +208,26 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       "--source-connection <url>",
       "live: how the target's server reaches the source (default: its configured URL)",
     )
-    .option("--no-verify", "skip the count and checksum comparison before the switch")
+    .option(
+      "--no-verify",
+      "compare row counts only, not checksums (the switch still takes only a copy this move checked)",
+    )
     .option("--no-cleanup", "keep the old copy at the source (its tombstone refuses writes)")
     .option(
       "--timeout <ms>",
-      "how long the copy and catch-up may take before the move is undone",
+      "how long each database may take to answer (the map, the move records, the checks); one that takes longer is named, and nothing changes",
       positiveInt("--timeout"),
+      10_000,
+    )
+    .option(
+      "--copy-timeout <ms>",
+      "live: how long the copy and catch-up may take before the move is undone (default 120000)",
+      positiveInt("--copy-timeout"),
+    )
+    .option(
+      "--lease <ms>",
+      "the move's lease: a mover that dies holds the shard at most this long (default 10000)",
+      positiveInt("--lease"),
     )
     .option(
       "--dry-run",
@@ -212,7 +244,9 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
         sourceConnection?: string;
         verify: boolean;
         cleanup: boolean;
-        timeout?: number;
+        timeout: number;
+        copyTimeout?: number;
+        lease?: number;
         dryRun?: boolean;
         progress: boolean;
         json?: boolean;
@@ -221,7 +255,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       await execute<O, MoveReport & { ok: boolean }>("move", async () => {
         const { move, moveOk, describeMoveProgress, renderMove } = await import("./move.js");
         const { moveSteps } = await import("@shardkit/ownership");
-        const steps = moveSteps(o.mode, { verify: o.verify, cleanup: o.cleanup });
+        const steps = moveSteps(o.mode, { cleanup: o.cleanup });
         const progress = createProgress(io.stderr, {
           title: `move ${shard}`,
           total: steps.length,
@@ -239,7 +273,9 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
             ...(o.sourceConnection !== undefined ? { sourceConnection: o.sourceConnection } : {}),
             verify: o.verify,
             cleanup: o.cleanup,
-            ...(o.timeout !== undefined ? { timeoutMs: o.timeout } : {}),
+            timeoutMs: o.timeout,
+            ...(o.copyTimeout !== undefined ? { copyTimeoutMs: o.copyTimeout } : {}),
+            ...(o.lease !== undefined ? { leaseMs: o.lease } : {}),
             dryRun: o.dryRun ?? false,
             onProgress: (p) => {
               const fresh = !seen.includes(p.step);

@@ -1,7 +1,7 @@
 import { createOutboxRelay, shardHealth } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { duration, oneLine, plainDbError, plural, table } from "./format.js";
+import { bytes, duration, oneLine, plainDbError, plural, table } from "./format.js";
 import { applyRecords, isMissingTable } from "./records.js";
 
 export interface StatusOptions extends ConfigOptions {
@@ -67,6 +67,37 @@ export interface StatusReport {
    * in the configuration): a `PartitionMap` would refuse to open over them.
    */
   issues: string[];
+  /** Moves under way: their shard, target, step, holder, and when their lease lapses unless renewed. */
+  moves: StatusMove[];
+  /**
+   * Moves that stopped (their lease lapsed, or a router gave their fenced shard back to its owner):
+   * the next `shardkit move` of the shard takes each over and finishes or undoes it. Exit code 1.
+   */
+  stopped: StatusMove[];
+  /**
+   * Replication objects of moves (`shardkit_move_*`) that no live move holds. A slot among them holds
+   * WAL on its server (`walBytes`) until it is dropped: the next `shardkit move` of its shard drops
+   * it. Exit code 1.
+   */
+  leftovers: {
+    database: string;
+    kind: "slot" | "publication" | "subscription";
+    name: string;
+    shard: string;
+    walBytes?: number;
+  }[];
+}
+
+/** A move's record, as `status` shows it. */
+export interface StatusMove {
+  shard: string;
+  /** Its source: where its record (its lease) is. */
+  from: string;
+  to: string;
+  step: string;
+  holder: string;
+  /** Milliseconds until its lease lapses unless renewed (zero or less: lapsed). */
+  expiresInMs: number;
 }
 
 /**
@@ -133,14 +164,45 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
       };
     });
     const unreachable = databases.filter((d) => !d.reachable).map((d) => d.database);
+    const moves = view.databases.flatMap((d) =>
+      d.moves.map((m) => ({
+        live: m.live,
+        move: {
+          shard: m.shard.key,
+          from: d.database,
+          to: m.to,
+          step: m.step,
+          holder: m.holder,
+          expiresInMs: m.expiresInMs,
+        },
+      })),
+    );
+    const stopped = moves.filter((m) => !m.live).map((m) => m.move);
+    const leftovers = view.leftovers.map((o) => ({
+      database: o.database,
+      kind: o.kind,
+      name: o.name,
+      shard:
+        Number.isInteger(o.shard) && o.shard >= 0 && o.shard < 1 << 14
+          ? `${o.shard >> 6}/${o.shard & 63}`
+          : String(o.shard),
+      ...(o.walBytes !== undefined ? { walBytes: o.walBytes } : {}),
+    }));
     return {
-      ok: unreachable.length === 0 && view.issues.length === 0,
+      ok:
+        unreachable.length === 0 &&
+        view.issues.length === 0 &&
+        stopped.length === 0 &&
+        leftovers.length === 0,
       config: opened.source,
       shards,
       databases,
       unreachable,
       deadLetters: databases.reduce((sum, d) => sum + (d.dead ?? 0), 0),
       issues: view.issues,
+      moves: moves.filter((m) => m.live).map((m) => m.move),
+      stopped,
+      leftovers,
     };
   } finally {
     await opened.close();
@@ -209,6 +271,43 @@ export function renderStatus(report: StatusReport): string {
       "",
       `${plural(report.issues.length, "problem")} with the ownership records (a partition map would refuse them):`,
       ...report.issues.map((issue) => `  ${issue}`),
+    );
+  }
+  if (report.moves.length > 0) {
+    lines.push(
+      "",
+      "moves under way",
+      table(
+        ["SHARD", "FROM", "TO", "STEP", "HOLDER", { header: "LEASE", align: "right" }],
+        report.moves.map((m) => [
+          m.shard,
+          m.from,
+          m.to,
+          m.step,
+          m.holder,
+          `${duration(Math.max(0, m.expiresInMs))} left`,
+        ]),
+      ),
+    );
+  }
+  if (report.stopped.length > 0) {
+    lines.push(
+      "",
+      `${plural(report.stopped.length, "move")} stopped half-way (the next \`shardkit move\` of the shard takes it over and finishes or undoes it):`,
+      ...report.stopped.map(
+        (m) =>
+          `  ${m.shard}: ${m.from} -> ${m.to}, stopped at ${m.step}, ${m.step === "abandoned" ? m.holder : `held by ${m.holder || "an earlier version"}, lease lapsed ${duration(-m.expiresInMs)} ago`}`,
+      ),
+    );
+  }
+  if (report.leftovers.length > 0) {
+    lines.push(
+      "",
+      `${plural(report.leftovers.length, "replication object")} that no move holds (a slot holds WAL on its server until dropped; the next \`shardkit move\` of its shard drops them):`,
+      ...report.leftovers.map(
+        (o) =>
+          `  ${o.database}: ${o.kind} ${o.name} (shard ${o.shard})${o.walBytes !== undefined ? `, holding ${bytes(o.walBytes)} of WAL` : ""}`,
+      ),
     );
   }
   if (report.deadLetters > 0) {

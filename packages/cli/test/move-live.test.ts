@@ -1,6 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase } from "@shardkit/test-db";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
 import { LIVE } from "./clusters.js";
@@ -61,19 +62,20 @@ describe("shardkit move: live", () => {
     const steps = run.stderr
       .trimEnd()
       .split("\n")
-      .map((line) => line.match(/^move 0\/1 \[\d+\/14\] ([a-z-]+)/)?.[1]);
+      .map((line) => line.match(/^move 0\/1 \[\d+\/15\] ([a-z-]+)/)?.[1]);
     expect([...new Set(steps)]).toEqual([
       "precheck",
+      "lease",
       "receive",
       "publish",
       "subscribe",
       "copy",
       "catch-up",
+      "verify",
       "fence",
       "final-position",
-      "verify",
+      "verify-changes",
       "switch",
-      "enforce",
       "teardown",
       "cleanup",
       "done",
@@ -86,5 +88,31 @@ describe("shardkit move: live", () => {
     expect(await rowsPerShard(urls.a)).toEqual({ "0/0": 40 });
     expect(await rowsPerShard(urls.e)).toEqual({ "0/1": 60 });
     expect(await rowsPerShard(urls.e, "OutboxEvent")).toEqual({ "0/1": 3 });
+  });
+
+  it("a replication slot of a move that no move holds (its mover died before anyone took over) is reported by status and doctor with the WAL it holds; exit 1", async () => {
+    const client = new pg.Client({ connectionString: urls.a });
+    await client.connect();
+    await client.query(
+      `SELECT pg_create_logical_replication_slot('shardkit_move_1_0123456789ab', 'pgoutput')`,
+    );
+    try {
+      const status = await shardkit(["status", "--config", config, ...SLOW]);
+      expect(status.code).toBe(1);
+      expect(status.stdout).toMatch(
+        new RegExp(
+          `1 replication object that no move holds .*\n  ${urls.a.replaceAll("/", "\\/")}: slot shardkit_move_1_0123456789ab \\(shard 0/1\\), holding [\\d.]+ [KMG]?i?B of WAL`,
+        ),
+      );
+      const doctor = await shardkit(["doctor", "--config", config, ...SLOW]);
+      expect(doctor.code).toBe(1);
+      expect(doctor.stdout).toMatch(/^moves\s+FAIL\s+0 stopped moves, 1 replication object no move holds$/m);
+      expect(doctor.stdout).toContain(
+        `error: moves: ${urls.a}: slot shardkit_move_1_0123456789ab belongs to no move under way`,
+      );
+    } finally {
+      await client.query(`SELECT pg_drop_replication_slot('shardkit_move_1_0123456789ab')`);
+      await client.end();
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { moveShard, PartitionMap } from "@shardkit/ownership";
+import { PartitionMap } from "@shardkit/ownership";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
@@ -151,7 +151,7 @@ describe("shardkit move: offline", () => {
     expect(run.code, run.stderr).toBe(0);
     const steps = run.stderr.trimEnd().split("\n");
     expect(steps[0]).toMatch(/^move 0\/1 \[1\/10\] precheck \([\d.]+ (ms|s)\)$/);
-    expect(steps).toContainEqual(expect.stringMatching(/^move 0\/1 \[4\/10\] copy: 33 rows at the target /));
+    expect(steps).toContainEqual(expect.stringMatching(/^move 0\/1 \[5\/10\] copy: 33 rows at the target /));
     expect(steps.at(-1)).toMatch(/^move 0\/1 \[10\/10\] done /);
     const result = JSON.parse(run.stdout);
     expect(result).toMatchObject({
@@ -186,37 +186,61 @@ describe("shardkit move: offline", () => {
   });
 });
 
-describe("shardkit move: a move that stopped half-way", () => {
-  it("--dry-run says it is undone first and the move can start; the move then undoes it and moves", async () => {
-    // After the offline move above, 0/1 is at e. A move back to a stops after its copy (a crash).
+describe("shardkit move: one mover per shard, and a move that stopped half-way", () => {
+  it("while another mover holds the lease: refused (exit 1), naming the holder, its step and when its lease lapses; once it has lapsed, --dry-run says it is undone first and the move undoes it and moves", async () => {
+    // After the offline move above, 0/1 is at e. A mover takes the lease to move it back to a,
+    // fences and copies, and stops there (it dies: its lease is no longer renewed).
     const opened = openConfig({ config });
     try {
       const map = await PartitionMap.open({
         registry: opened.registry,
         tables: [{ table: "Wallet", column: "id" }],
       });
-      const crash = new Error("stopped after copy");
-      const stopped = await moveShard({
-        map,
-        shard: "0/1",
-        to: findDatabase(opened, names.a),
-        mode: "offline",
-        onProgress: () => {},
-        afterStep: (step) => {
-          if (step === "copy") throw crash;
-        },
-      }).catch((e: unknown) => e);
+      const lease = await map.lease("0/1", findDatabase(opened, names.a), {
+        holder: "ops@terminal",
+        leaseMs: 60_000,
+      });
+      await lease.fence();
+      await lease.receive();
+      const source = new pg.Client({ connectionString: urls.e });
+      await source.connect();
+      const { rows } = await source.query<{ row: string }>(
+        `SELECT row_to_json(w)::text AS row FROM "Wallet" w`,
+      );
+      await source.end();
+      await lease.copyIn(async (tx) => {
+        for (const { row } of rows)
+          await tx.$executeRawUnsafe(
+            `INSERT INTO "Wallet" SELECT * FROM json_populate_record(NULL::"Wallet", $1::json)`,
+            row,
+          );
+      });
       map.close();
-      expect(stopped).toBe(crash);
     } finally {
       await opened.close();
     }
     expect(await rowsPerShard(urls.a)).toEqual({ "0/0": 20, "0/1": 30 }); // the stopped move's copy
 
+    const refused = await moveTo(names.a, "--mode", "offline");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(
+      new RegExp(
+        `shardkit move: shard 0/1 is being moved to ${urls.a.replaceAll("/", "\\/")} by ops@terminal \\(step fenced; its lease on ${urls.e.replaceAll("/", "\\/")} lapses in \\d+\\.\\d s unless renewed\\)`,
+      ),
+    );
+    const dry = await moveTo(names.a, "--mode", "offline", "--dry-run");
+    expect(dry.code).toBe(1);
+    expect(dry.stdout).toMatch(/a move of shard 0\/1 to .* is under way: ops@terminal holds its lease/);
+
+    // Its holder is gone: the lease lapses (made to lapse now, by the database's clock).
+    const client = new pg.Client({ connectionString: urls.e });
+    await client.connect();
+    await client.query(`UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() - interval '1 second'`);
+    await client.end();
     const plan = await moveTo(names.a, "--mode", "offline", "--dry-run");
     expect(plan.code, plan.stderr).toBe(0);
     expect(plan.stdout).toContain(
-      `resume       a move to ${urls.a} stopped (fenced): it is undone (it had not switched) first\nprecheck     ok: the move can start\n`,
+      `resume       a move to ${urls.a} by ops@terminal stopped (fenced; its lease lapsed): it is taken over and undone (it had not switched) first\nprecheck     ok: the move can start\n`,
     );
     const run = await moveTo(names.a, "--mode", "offline", "--json");
     expect(run.code, run.stderr).toBe(0);

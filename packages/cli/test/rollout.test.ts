@@ -41,17 +41,23 @@ describe("shardkit rollout", () => {
     expect(run.stderr.trimEnd().split("\n")).toEqual([
       `rollout [0/3] ${urls[0]}: rolling out`,
       expect.stringMatching(
-        new RegExp(`^rollout \\[1/3\\] ${urls[0]}: applied \\(5 changes\\), [\\d.]+ (ms|s)$`),
+        new RegExp(`^rollout \\[1/3\\] ${urls[0]}: applied \\(6 changes\\), [\\d.]+ (ms|s)$`),
       ),
       `rollout [1/3] ${urls[1]}: rolling out`,
       expect.stringMatching(new RegExp(`^rollout \\[2/3\\] ${urls[1]}: applied`)),
       `rollout [2/3] ${urls[2]}: rolling out`,
       expect.stringMatching(new RegExp(`^rollout \\[3/3\\] ${urls[2]}: applied`)),
     ]);
-    expect(run.stdout).toMatch(new RegExp(`^${urls[2]}\\s+\\(spare\\)\\s+applied\\s+5\\s`, "m"));
+    expect(run.stdout).toMatch(new RegExp(`^${urls[2]}\\s+\\(spare\\)\\s+applied\\s+6\\s`, "m"));
     expect(run.stdout).toContain("push: 3 applied, 0 unchanged, 3 databases");
     for (const url of urls)
-      expect(await tables(url)).toEqual(["OutboxEvent", "ShardMove", "ShardOwnership", "Wallet"]);
+      expect(await tables(url)).toEqual([
+        "OutboxEvent",
+        "ShardMove",
+        "ShardMoveChange",
+        "ShardOwnership",
+        "Wallet",
+      ]);
   });
 
   it("a second run changes nothing; --json is the report and --no-progress keeps stderr quiet", async () => {

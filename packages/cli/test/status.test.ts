@@ -155,6 +155,41 @@ describe("shardkit status", () => {
     expect(JSON.parse(clean.stdout).issues).toEqual([]);
   });
 
+  it("a move that stopped half-way (its lease lapsed) is listed with its holder and step; exit 1", async () => {
+    const client = new pg.Client({ connectionString: urls.a });
+    await client.connect();
+    const bits = ShardIdentifier.of(0, 1).bits;
+    await client.query(
+      `INSERT INTO "ShardMove" (shard, target, step, attempt, token, holder, "expiresAt")
+       VALUES ($1, 'elsewhere:5432/x', 'fenced', 'a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4', 1, 'mover 4242', clock_timestamp() - interval '90 seconds')`,
+      [bits],
+    );
+    try {
+      const text = await shardkit(["status", "--config", config, ...SLOW]);
+      expect(text.code).toBe(1);
+      expect(text.stdout).toMatch(
+        new RegExp(
+          `1 move stopped half-way \\(the next \`shardkit move\` of the shard takes it over and finishes or undoes it\\):\n  0/1: ${urls.a.replaceAll("/", "\\/")} -> elsewhere:5432/x, stopped at fenced, held by mover 4242, lease lapsed \\d+ min \\d\\d s ago`,
+        ),
+      );
+      const json = JSON.parse((await shardkit(["status", "--config", config, "--json", ...SLOW])).stdout);
+      expect(json.stopped).toEqual([
+        {
+          shard: "0/1",
+          from: urls.a,
+          to: "elsewhere:5432/x",
+          step: "fenced",
+          holder: "mover 4242",
+          expiresInMs: expect.any(Number),
+        },
+      ]);
+      expect(json.moves).toEqual([]);
+    } finally {
+      await client.query(`DELETE FROM "ShardMove"`);
+      await client.end();
+    }
+  });
+
   it("configuration errors exit 2 and say what is wrong", async () => {
     const none = await shardkit(["status"]);
     expect(none.code).toBe(2);

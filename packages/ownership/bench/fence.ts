@@ -17,7 +17,7 @@ import { createShardRegistry, shardRouting } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { PartitionMap } from "../src/index.js";
+import { PartitionMap, type ShardLease } from "../src/index.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { models, TABLES } from "../test/layout.js";
 
@@ -140,16 +140,23 @@ async function bench() {
     );
   }
   // 3: the same write before and after another shard of its database is fenced.
+  let lease: ShardLease<PrismaClient> | undefined;
+  const spare = mapped.registry.physical.find((p) => p.name === "b")!;
   await phases(
     "3. write to a shard not moving, another shard of its database fenced vs not",
     () => write(mapped.db, n++),
-    () => map.fence(s01).then(() => {}),
-    () => map.unfence(s01),
+    async () => {
+      lease = await map.lease(s01, spare);
+      await lease.fence();
+    },
+    async () => {
+      await lease!.unfence();
+      await lease!.release();
+    },
   );
   // 4: a write to a shard armed for a move (while its rows are copied) vs not armed.
   const moving = Array.from({ length: 100 }, () => ShardedId.generate("Bucket", s01) as string);
   await plain.db.bucket.createMany({ data: moving.map((id) => ({ id, name: "b", remaining: 1_000_000 })) });
-  const spare = mapped.registry.physical.find((p) => p.name === "b")!;
   await phases(
     "4. write to a shard armed for a move vs not armed",
     () =>
@@ -157,8 +164,14 @@ async function bench() {
         where: { id: moving[n++ % moving.length]! },
         data: { remaining: { decrement: 1 } },
       }),
-    () => map.arm(s01, spare),
-    () => map.unfence(s01),
+    async () => {
+      lease = await map.lease(s01, spare);
+      await lease.arm();
+    },
+    async () => {
+      await lease!.unfence();
+      await lease!.release();
+    },
   );
   map.close();
 }

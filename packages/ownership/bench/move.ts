@@ -1,13 +1,17 @@
-// pnpm bench (in packages/ownership): a live move under load. Writers insert confirmations at
-// 500 writes/s (open loop, on localhost), half to the shard that moves and half to another shard,
-// for a baseline phase and then while the shard moves from one PostgreSQL server to another
-// (logical replication), driven by a mover process of its own (test/mover.ts), as `shardkit move`
-// is. Reported: latency of each shard's writes in both phases (p50, p99,
-// max), the move's write freeze, and the ledger check: every acknowledged write is at its
-// shard's owner exactly once.
+// pnpm bench (in packages/ownership): a live move of a large shard under load. Writers send an
+// open-loop load (BENCH_RATE writes/s in all, half inserts and half updates) through one router (a
+// service instance whose map polls), a third each to the shard that moves (0/1 on database a), to
+// another shard of the same database (0/0) and to a shard of another database (1/0 on b): first
+// for a baseline, then while 0/1 moves from a to e on another PostgreSQL server (logical
+// replication), driven by a mover process of its own (test/mover.ts), as `shardkit move` is.
 //
-// BENCH_SECONDS (default 4): length of each phase. BENCH_ROWS (default 5000): rows of the moving
-// shard before the move.
+// Reported: the move's steps and its freeze (fence to switch: writes to the moving shard wait);
+// each shard's write latency (p50, p99, max) in the baseline and during the move, and the ratio of
+// the other shards' p99 during the move to their baseline (both measured in this run); the ledger:
+// every acknowledged write is at its shard's owner exactly once.
+//
+// BENCH_ROWS (default 100000): rows of the moving shard (its confirmations). BENCH_SECONDS (default
+// 5): the baseline's length. BENCH_RATE (default 150).
 
 import { spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -17,10 +21,17 @@ import { createDatabase, dropDatabase, ensureCluster } from "@shardkit/test-db";
 import { type MoveResult, PartitionMap } from "../src/index.js";
 import { LOGICAL } from "../test/global-setup.js";
 import { routerOver, S, TABLES } from "../test/layout.js";
+import { lineReader } from "../test/lines.js";
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const ROWS = Number(process.env.BENCH_ROWS ?? 5000);
-const RATE = 500; // writes per second, both shards together
+/** A ShardedUUID of the shard with these bits, made by SQL (for seeding in bulk). */
+const idOf = (bits: number) =>
+  `(lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7'
+    || lpad(to_hex((random() * 4095)::int), 3, '0') || to_hex(${0x8000 | bits})
+    || lpad(to_hex((random() * 281474976710655)::bigint), 12, '0'))::uuid`;
+
+const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const RATE = Number(process.env.BENCH_RATE ?? 150);
 
 await ensureCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true });
 await ensureCluster(LOGICAL.target.cluster, LOGICAL.target.port, { logical: true });
@@ -32,7 +43,7 @@ const dbs = [
 const urls = { a: "", b: "", e: "" };
 for (const db of dbs) urls[db.key] = await createDatabase(db.port, db.name);
 // The service (writers) is this process; the mover is another, with its own router: the service
-// learns of the move when refused.
+// learns of the move from its map's polling, or when refused.
 const r = routerOver(urls);
 try {
   await bench();
@@ -48,108 +59,134 @@ async function bench() {
     onProgress: () => {},
   });
   const map = await PartitionMap.open({ registry: r.registry, tables: TABLES });
-  const moving = ShardedId.generate("Bucket", S.g0m1);
-  const other = ShardedId.generate("Bucket", S.g0m0);
-  for (const id of [moving, other]) await r.db.bucket.create({ data: { id, name: "b", remaining: 0 } });
-  const rows = Array.from({ length: ROWS }, () => ({
-    id: ShardedId.colocatedWith("Confirmation", moving) as string,
-    bucketId: moving,
-    desk: "seed",
-  }));
-  for (let i = 0; i < rows.length; i += 1000) {
-    await r.db.$transactionOn(S.g0m1, (tx) => tx.confirmation.createMany({ data: rows.slice(i, i + 1000) }));
+  map.start();
+  const shards = [
+    { label: "moving 0/1 (a)", shard: S.g0m1, client: r.clients.a, rows: ROWS },
+    { label: "other 0/0 (a)", shard: S.g0m0, client: r.clients.a, rows: Math.ceil(ROWS / 4) },
+    { label: "far 1/0 (b)", shard: S.g1m0, client: r.clients.b, rows: Math.ceil(ROWS / 4) },
+  ];
+  const buckets = new Map<string, string[]>();
+  const seeding = performance.now();
+  for (const s of shards) {
+    const ids = Array.from({ length: 20 }, () => ShardedId.generate("Bucket", s.shard) as string);
+    for (const id of ids) await r.db.bucket.create({ data: { id, name: "b", remaining: 1_000_000_000 } });
+    buckets.set(s.label, ids);
+    await s.client.$executeRawUnsafe(
+      `INSERT INTO "Confirmation" (id, "bucketId", desk) SELECT ${idOf(s.shard.bits)}, $1::uuid, 'seed' FROM generate_series(1, $2)`,
+      ids[0],
+      s.rows,
+    );
   }
+  for (const db of ["a", "b"] as const)
+    await r.clients[db].$executeRawUnsafe(`VACUUM ANALYZE "Confirmation"`);
+  console.log(
+    `seeded ${shards.map((s) => `${s.rows} rows of ${s.label}`).join(", ")} in ${((performance.now() - seeding) / 1000).toFixed(1)} s`,
+  );
 
   const acked = new Set<string>();
   let failed = 0;
-  /** Open-loop load for `ms`: a write every 1000 / RATE ms, alternating shards; latencies per shard. */
-  async function load(ms: number, during?: () => Promise<void>) {
-    const latencies: Record<string, number[]> = { moving: [], other: [] };
+  const failures = new Map<string, number>();
+  /** Open-loop load until `until()` is true: writes alternate shards and kinds; each write's start and latency. */
+  async function load(until: () => boolean) {
+    const writes: { label: string; at: number; ms: number }[] = [];
     const inFlight: Promise<void>[] = [];
-    const end = performance.now() + ms;
-    const work = during?.();
-    for (let i = 0; performance.now() < end; i++) {
-      const [label, bucketId] = i % 2 === 0 ? (["moving", moving] as const) : (["other", other] as const);
-      const id = ShardedId.colocatedWith("Confirmation", bucketId) as string;
+    for (let i = 0; !until(); i++) {
+      const s = shards[i % 3]!;
+      const ids = buckets.get(s.label)!;
       const issued = performance.now();
+      const bucketId = ids[Math.floor(i / 3) % ids.length]!;
+      const id = ShardedId.colocatedWith("Confirmation", bucketId) as string;
+      const write =
+        Math.floor(i / 3) % 2 === 0
+          ? r.db.confirmation.create({ data: { id, bucketId, desk: "load" } }).then(() => void acked.add(id))
+          : r.db.bucket
+              .update({ where: { id: bucketId }, data: { remaining: { decrement: 1 } } })
+              .then(() => {});
       inFlight.push(
-        r.db.confirmation
-          .create({ data: { id, bucketId, desk: "load" } })
-          .then(() => {
-            acked.add(id);
-            latencies[label]!.push(performance.now() - issued);
-          })
-          .catch(() => {
+        write.then(
+          () => void writes.push({ label: s.label, at: issued, ms: performance.now() - issued }),
+          (error: unknown) => {
             failed++;
-          }),
+            const code = String((error as { code?: unknown }).code ?? (error as Error).message).slice(0, 60);
+            failures.set(code, (failures.get(code) ?? 0) + 1);
+          },
+        ),
       );
       const next = issued + 1000 / RATE;
-      while (performance.now() < next) await new Promise((resolve) => setImmediate(resolve));
+      while (performance.now() < next) await new Promise((resolve) => setTimeout(resolve, 1));
     }
     await Promise.all(inFlight);
-    await work;
-    return latencies;
+    return writes;
   }
   const stats = (xs: number[]) => {
     const sorted = [...xs].sort((a, b) => a - b);
-    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-    return `p50 ${at(0.5).toFixed(1)} ms, p99 ${at(0.99).toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms (${xs.length} writes)`;
+    const at = (q: number) =>
+      sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+    return { p50: at(0.5), p99: at(0.99), max: sorted.at(-1) ?? Number.NaN, n: xs.length };
   };
+  const show = (x: ReturnType<typeof stats>) =>
+    `p50 ${x.p50.toFixed(1)} ms, p99 ${x.p99.toFixed(1)} ms, max ${x.max.toFixed(1)} ms (${x.n} writes)`;
 
-  const mover = await startMover();
-  const baseline = await load(SECONDS * 1000);
-  let result: MoveResult | undefined;
-  const during = await load(SECONDS * 1000, async () => {
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    result = await mover.move();
+  const mover = spawn(process.execPath, ["--import", "tsx", "test/mover.ts"], {
+    cwd: new URL("..", import.meta.url).pathname,
+    env: { ...process.env, MOVE_URLS: JSON.stringify(urls) },
+    stdio: ["pipe", "pipe", "inherit"],
   });
-  console.log(`baseline, moving shard: ${stats(baseline.moving!)}`);
-  console.log(`baseline, other shard:  ${stats(baseline.other!)}`);
-  console.log(`during the move, moving shard: ${stats(during.moving!)}`);
-  console.log(`during the move, other shard:  ${stats(during.other!)}`);
-  const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(0.99 * xs.length)]!;
+  const next = lineReader(mover, "mover", 3_600_000);
+  if ((await next()) !== "ready") throw new Error("the mover did not start");
+  const baselineEnd = performance.now() + SECONDS * 1000;
+  const baseline = await load(() => performance.now() > baselineEnd);
+  let outcome: { ok: boolean; result?: MoveResult; message?: string } | undefined;
+  mover.stdin!.write("go\n");
+  const moving = next().then((line) => {
+    outcome = JSON.parse(line) as typeof outcome;
+  });
+  const moveStarted = performance.now();
+  const during = await load(() => outcome !== undefined);
+  await moving;
+  mover.stdin!.end();
+  if (!outcome?.ok) throw new Error(`the move failed: ${outcome?.message}`);
+  const result = outcome.result!;
+
   console.log(
-    `other shard p99, during vs baseline: ${(p99(during.other!) / p99(baseline.other!)).toFixed(2)}x`,
+    `move: ${(result.durationMs / 1000).toFixed(1)} s, writes to the moving shard held ${result.freezeMs} ms (fence to switch), ${result.changedRows} rows written during the move checked inside the fence`,
   );
+  console.log(`steps (ms): ${result.steps.map((s) => `${s.step} ${s.ms}`).join(", ")}`);
+  for (const s of shards) {
+    const base = stats(baseline.filter((w) => w.label === s.label).map((w) => w.ms));
+    const dur = stats(during.filter((w) => w.label === s.label).map((w) => w.ms));
+    console.log(`${s.label}: baseline ${show(base)}`);
+    console.log(
+      `${" ".repeat(s.label.length)}  during   ${show(dur)}  (p99 ${(dur.p99 / base.p99).toFixed(2)}x baseline)`,
+    );
+  }
+  // Per step: the other shards' worst latency among writes that started while it ran.
+  let t = moveStarted;
+  const bySteps = result.steps.map((s) => {
+    const [from, to] = [t, t + s.ms];
+    t = to;
+    const others = during
+      .filter((w) => w.label !== shards[0]!.label && w.at >= from && w.at < to)
+      .map((w) => w.ms);
+    return `${s.step} ${others.length ? stats(others).max.toFixed(0) : "-"}`;
+  });
+  console.log(`other shards' worst write (ms) by the step it started in: ${bySteps.join(", ")}`);
+  // The ledger: every acknowledged insert at its shard's owner, exactly once.
+  const at = [
+    ...(await r.clients.e.$queryRawUnsafe<{ id: string }[]>(
+      `SELECT id::text FROM "Confirmation" WHERE desk = 'load'`,
+    )),
+    ...(await r.clients.a.$queryRawUnsafe<{ id: string }[]>(
+      `SELECT id::text FROM "Confirmation" WHERE desk = 'load'`,
+    )),
+    ...(await r.clients.b.$queryRawUnsafe<{ id: string }[]>(
+      `SELECT id::text FROM "Confirmation" WHERE desk = 'load'`,
+    )),
+  ].map((row) => row.id);
+  const present = new Set(at);
+  const lost = [...acked].filter((id) => !present.has(id)).length;
   console.log(
-    `move: ${result!.durationMs} ms in all, writes to the moving shard held ${result!.freezeMs} ms (fence to switch), ${ROWS + 1} rows of Confirmation+Bucket copied`,
-  );
-  console.log(`steps: ${result!.steps.map((s) => `${s.step} ${s.ms}`).join(", ")}`);
-  // The ledger: every acknowledged write at its shard's owner, exactly once.
-  const at = new Set([
-    ...(await r.clients.e.confirmation.findMany({ select: { id: true } })).map((c) => c.id),
-    ...(await r.clients.a.confirmation.findMany({ select: { id: true } })).map((c) => c.id),
-  ]);
-  const lost = [...acked].filter((id) => !at.has(id)).length;
-  const total = (await r.clients.e.confirmation.count()) + (await r.clients.a.confirmation.count());
-  console.log(
-    `ledger: ${acked.size} writes acknowledged, ${lost} lost, ${total - ROWS - acked.size} applied twice or unacknowledged, ${failed} failed`,
+    `ledger: ${acked.size} inserts acknowledged, ${lost} lost, ${at.length - present.size} applied twice, ${failed} writes failed${failed ? ` (${[...failures].map(([c, n]) => `${c}: ${n}`).join("; ")})` : ""}`,
   );
   map.close();
-
-  /** Starts test/mover.ts (0/1 from a to e); once it is ready, `move()` runs the move and returns its result. */
-  async function startMover(): Promise<{ move(): Promise<MoveResult> }> {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/mover.ts"], {
-      cwd: new URL("..", import.meta.url).pathname,
-      env: { ...process.env, MOVE_URLS: JSON.stringify(urls), STOP_AFTER: "" },
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let output = "";
-    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
-    await new Promise<void>((resolve, reject) => {
-      child.stdout.on("data", (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.startsWith("ready\n")) resolve();
-      });
-      void exited.then((code) => reject(new Error(`the mover exited with ${code} before it was ready`)));
-    });
-    return {
-      async move() {
-        child.stdin.write("go\n");
-        const code = await exited;
-        if (code !== 0) throw new Error(`the mover exited with ${code}: ${output}`);
-        return JSON.parse(output.slice("ready\n".length)) as MoveResult;
-      },
-    };
-  }
 }

@@ -54,17 +54,25 @@ const check = await checkMove({
 });
 console.log(`precheck of a move to "new": ${check.issues.length === 0 ? "ok" : check.issues.join("; ")}`);
 
-// 1. Fence: the old owner refuses every write for the shard, whoever sends it.
-await mover.map.fence(shard);
+// 1. A lease: one mover at a time changes the shard's owner, and every step below checks it. A
+//    second mover is refused, naming this one.
+const lease = await mover.map.lease(shard, mover.database("new"));
+const second = await stale.map.lease(shard, stale.database("new")).catch((e) => e);
+console.log(`a second mover: ${second.code}`);
+
+// 2. Fence: the old owner refuses every write for the shard, whoever sends it.
+await lease.fence();
 const refused = await mover.clients.old.bucket
   .update({ where: { id }, data: { remaining: 0 } })
   .catch((e) => e);
 console.log("a script writing to the old owner:", refusalOf(refused)?.state);
 
-// 2. Copy the shard's rows, as the mover, then switch (compare-and-set on the epoch) and enforce.
-await mover.map.receive(shard, mover.database("new"));
+// 3. Copy the shard's rows as the mover (read first: an embedded database has one connection, and a
+//    step at the target holds a transaction at the source for the lease), record the copy as
+//    verified, switch (decided at the old owner, then the new one owns it), release the lease.
+await lease.receive();
 const rows = await mover.clients.old.bucket.findMany();
-await mover.map.asMover(mover.database("new"), async (tx) => {
+await lease.copyIn(async (tx) => {
   for (const row of rows) {
     await tx.$executeRawUnsafe(
       `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, $2, $3)`,
@@ -74,18 +82,19 @@ await mover.map.asMover(mover.database("new"), async (tx) => {
     );
   }
 });
-const { epoch } = await mover.map.switch(shard, mover.database("new"));
-await mover.map.enforce(shard, mover.database("old"));
+await lease.verified();
+const { epoch } = await lease.switch();
+await lease.release();
 console.log(`shard ${shard.key} is owned by "new" at epoch ${epoch}`);
 
-// 3. The stale router still sends the shard to "old": refused there, it refreshes and retries at "new".
+// 4. The stale router still sends the shard to "old": refused there, it refreshes and retries at "new".
 const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 0 } });
 console.log(
   `stale router's write: remaining ${updated.remaining} on "${stale.registry.physicalOf(shard).name}",`,
   `${stale.map.counters.staleRejections} refusal, ${stale.map.counters.retries} retry`,
 );
 
-// 4. What the databases record now, read without changing anything (as `shardkit status` reads it).
+// 5. What the databases record now, read without changing anything (as `shardkit status` reads it).
 const placement = (await readPartitionMap(mover.registry)).placementOf(shard);
 console.log(
   `owner "${placement.owner?.name}" at epoch ${placement.epoch}; records:`,

@@ -2,9 +2,11 @@ import { ShardedId } from "@shardkit/id";
 import { withClusterStopped } from "@shardkit/test-db";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
+import { startMover } from "../test/movers.js";
 import { reset, type router, routers, S, TABLES } from "../test/world.js";
+import { checkMove } from "./check.js";
 import { MovePrecheckError, OwnershipOptionsError } from "./errors.js";
-import { checkMove, moveShard } from "./move.js";
+import { moveShard } from "./move.js";
 
 // Live-capable databases (wal_level = logical) for most checks; the machine's server (replica) for wal_level.
 const moveUrls = inject("moveUrls");
@@ -115,32 +117,36 @@ describe("checkMove", () => {
     ["copy", "undo", "copying"],
     ["switch", "finish", "switched"],
   ] as const)(
-    "a move that stopped after %s: the check says moveShard will %s it first and finds nothing else in the way (the stopped move's copy is no leftover)",
+    "a mover killed after %s: while its lease is live the check names the holder (the move would be refused); once it lapsed, it says moveShard will %s it first and finds nothing else in the way",
     async (stop, action, reached) => {
       const r = make();
       const map = await r.open();
       const buckets = Array.from({ length: 5 }, () => ShardedId.generate("Bucket", S.g0m1));
       for (const id of buckets) await r.db.bucket.create({ data: { id, name: `B-${id}`, remaining: 1 } });
-      const crash = new Error(`stopped after ${stop}`);
-      const stopped = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: moveUrls.a,
-        onProgress: () => {},
-        afterStep: (step) => {
-          if (step === stop) throw crash;
-        },
-      }).catch((e: unknown) => e);
-      expect(stopped).toBe(crash);
+      const mover = await startMover(moveUrls, { STOP_AFTER: stop, LEASE_MS: "60000" });
+      mover.go();
+      expect(await mover.exited).toBe("SIGKILL");
       expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(5); // the copy is there
+      const live = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES });
+      expect(live.resume).toBe(null);
+      expect(live.issues).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^a move of shard 0/1 to e is under way: mover ${mover.pid} holds its lease \\(step ${reached}; it lapses in \\d+\\.\\d s unless renewed\\)$`,
+          ),
+        ),
+      ]);
+      // The lease lapses (its holder died): a minute is long, so it is made to lapse now, by the database's clock.
+      await r.clients.a.$executeRawUnsafe(
+        `UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() - interval '1 second'`,
+      );
       const check = await checkMove({
         registry: r.registry,
         shard: S.g0m1,
         to: r.physical.e,
         tables: TABLES,
       });
-      expect(check.resume).toEqual({ target: "e", step: reached, action });
+      expect(check.resume).toEqual({ target: "e", step: reached, holder: `mover ${mover.pid}`, action });
       expect(check.issues).toEqual([]);
       expect(check.from?.name).toBe(action === "finish" ? "e" : "a");
       // The check was right: the move goes through, finishing or undoing the stopped one first.

@@ -1,11 +1,18 @@
+import { PrismaPg } from "@prisma/adapter-pg";
 import { isShardkitError as isAnyShardkitError, ShardedId, ShardkitError } from "@shardkit/id";
+import { createShardRegistry } from "@shardkit/prisma";
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
 import { reset, router, S } from "../test/world.js";
 import {
+  DatabasesUnansweredError,
   EpochConflictError,
   InvalidMapError,
   isShardkitError,
+  MoveFailedError,
+  MoveInProgressError,
+  MoveLeaseLostError,
   MovePrecheckError,
   MoveTimeoutError,
   MoveVerifyError,
@@ -34,6 +41,27 @@ async function withMap(fn: (map: Map) => Promise<unknown>, options: { retries?: 
   }
 }
 
+/** A router whose every database is a closed port: nothing answers. */
+function unreachable() {
+  const client = new PrismaClient({
+    adapter: new PrismaPg({
+      connectionString: "postgresql://postgres@127.0.0.1:1/none",
+      connectionTimeoutMillis: 1000,
+    }),
+  });
+  return createShardRegistry({ shards: [{ shard: S.g0m0, client }] });
+}
+
+/** Spoils e's copy of 0/1 as only a mover could (past e's fence). */
+const spoil = () =>
+  r.clients.e.$transaction(async (tx) => {
+    await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+    await tx.$executeRawUnsafe(
+      `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, 'extra', 1)`,
+      ShardedId.generate("Bucket", S.g0m1),
+    );
+  });
+
 const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string }, trigger: () => unknown]> =
   {
     STALE_OWNER: [
@@ -41,7 +69,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
       () =>
         withMap(
           async (map) => {
-            await map.fence(S.g1m0);
+            await (await map.lease(S.g1m0, r.physical.e)).fence();
             await r.db.bucket.create({
               data: { id: ShardedId.generate("Bucket", S.g1m0), name: "x", remaining: 1 },
             });
@@ -57,12 +85,62 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
             `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 1, 'owned')`,
           );
           await map.refresh();
+          await r.db.bucket.findUnique({ where: { id: ShardedId.generate("Bucket", S.g0m0) } });
         }),
     ],
-    EPOCH_CONFLICT: [EpochConflictError, () => withMap((map) => map.switch(S.g0m1, r.physical.e))],
+    EPOCH_CONFLICT: [
+      EpochConflictError,
+      () => withMap(async (map) => (await map.lease(S.g0m1, r.physical.e)).switch()),
+    ],
     INVALID_OWNERSHIP_OPTIONS: [
       OwnershipOptionsError,
       () => PartitionMap.open({ registry: r.registry, tables: [] }),
+    ],
+    NO_ANSWER: [
+      DatabasesUnansweredError,
+      () =>
+        PartitionMap.open({
+          registry: unreachable(),
+          tables: [{ table: "Bucket", column: "id" }],
+          timeoutMs: 2000,
+        }),
+    ],
+    MOVE_IN_PROGRESS: [
+      MoveInProgressError,
+      () =>
+        withMap(async (map) => {
+          await map.lease(S.g0m1, r.physical.e);
+          await map.lease(S.g0m1, r.physical.b);
+        }),
+    ],
+    MOVE_LEASE_LOST: [
+      MoveLeaseLostError,
+      () =>
+        withMap(async (map) => {
+          const lease = await map.lease(S.g0m1, r.physical.e);
+          await lease.fence();
+          await lease.lapse(); // as a mover that died: its fence is given back by the next refused write
+          await r.db.bucket.create({
+            data: { id: ShardedId.generate("Bucket", S.g0m1), name: "x", remaining: 1 },
+          });
+          await lease.receive();
+        }),
+    ],
+    MOVE_FAILED: [
+      MoveFailedError,
+      () =>
+        withMap((map) =>
+          moveShard({
+            map,
+            shard: S.g0m1,
+            to: r.physical.e,
+            mode: "offline",
+            onProgress: () => {},
+            afterStep: (step) => {
+              if (step === "receive") throw new Error("the mover's host went away");
+            },
+          }),
+        ),
     ],
     MOVE_PRECHECK: [
       MovePrecheckError,
@@ -92,7 +170,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
             shard: S.g0m1,
             to: moving.physical.e,
             sourceConnection: urls.a,
-            timeoutMs: 1,
+            copyTimeoutMs: 1,
             onProgress: () => {},
           });
         } finally {
@@ -112,13 +190,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
             mode: "offline",
             onProgress: () => {},
             afterStep: async (step) => {
-              if (step !== "copy") return;
-              await map.asMover(r.physical.e, (tx) =>
-                tx.$executeRawUnsafe(
-                  `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, 'extra', 1)`,
-                  ShardedId.generate("Bucket", S.g0m1),
-                ),
-              );
+              if (step === "copy") await spoil();
             },
           }),
         ),

@@ -17,6 +17,14 @@ export interface Refusal {
   state: string;
   /** For `moved`: the database that owns it now. */
   peer: string | null;
+  /** The move attempt named by the record (the one that fenced it, moved it away, or copies it in); null when none. */
+  attempt?: string | null;
+  /**
+   * For `fenced`: the lease of the move holding the fence, as the refusing database read it
+   * (`lapsed`: its mover stopped renewing it, so routers give the shard back to its owner). Null
+   * when no move holds it.
+   */
+  move?: { step: string; holder: string; attempt: string; lapsed: boolean } | null;
 }
 
 /**
@@ -36,12 +44,112 @@ export class StaleOwnerError extends OwnershipError<"STALE_OWNER"> {
   }
 }
 
-/** The partition map read from the databases cannot be right: every problem is listed, nothing is applied. */
+/**
+ * Records of the partition map that cannot be right (an epoch behind one already seen, an unknown
+ * state, two owners, an owner record missing): a routed call to a shard whose records are so (its
+ * `shard`) fails with it until the records are repaired, and the map's other shards keep working.
+ * An API answers it as 503 (`isShardUnavailable` of `@shardkit/prisma` says so), naming the shard.
+ */
 export class InvalidMapError extends OwnershipError<"INVALID_MAP"> {
   readonly issues: string[];
-  constructor(issues: string[]) {
-    super("INVALID_MAP", `Invalid partition map:\n${list(issues)}`);
+  /** The shard whose records these are; undefined for problems of the map as a whole. */
+  readonly shard: ShardIdentifier | undefined;
+  constructor(issues: string[], shard?: ShardIdentifier) {
+    super(
+      "INVALID_MAP",
+      shard
+        ? `shard ${shard.key}: its ownership records cannot be right (calls to it are refused until they are repaired):\n${list(issues)}`
+        : `Invalid partition map:\n${list(issues)}`,
+    );
     this.issues = issues;
+    this.shard = shard;
+  }
+}
+
+/**
+ * Databases that did not answer within the time allowed (`timeoutMs`, `--timeout`): a slow answer
+ * is reported as such, never taken for an absent record. Raised when a map opens with no database
+ * answering, when a routed call reaches a shard whose database has not answered the map's read yet,
+ * and when a move cannot read a database it needs. Nothing was changed.
+ */
+export class DatabasesUnansweredError extends OwnershipError<"NO_ANSWER"> {
+  readonly databases: { database: string; error: string }[];
+  constructor(what: string, databases: { database: string; error: string }[]) {
+    super(
+      "NO_ANSWER",
+      `${what}: ${databases.map((d) => `${d.database} (${d.error})`).join(", ")} did not answer`,
+    );
+    this.databases = databases;
+  }
+}
+
+/** A move of the shard is under way: its lease is live. Nothing was changed. */
+export class MoveInProgressError extends OwnershipError<"MOVE_IN_PROGRESS"> {
+  readonly shard: ShardIdentifier;
+  /** Who holds the lease, at which step, to which database, and in how many ms it lapses unless renewed. */
+  readonly lease: { holder: string; step: string; to: string; expiresInMs: number; database: string };
+  constructor(
+    shard: ShardIdentifier,
+    lease: { holder: string; step: string; to: string; expiresInMs: number; database: string },
+  ) {
+    super(
+      "MOVE_IN_PROGRESS",
+      `shard ${shard.key} is being moved to ${lease.to} by ${lease.holder} (step ${lease.step}; its lease on ${lease.database} lapses in ${(Math.max(0, lease.expiresInMs) / 1000).toFixed(1)} s unless renewed): another move may take over only once it has lapsed`,
+    );
+    this.shard = shard;
+    this.lease = lease;
+  }
+}
+
+/**
+ * This mover no longer holds its lease: another mover took the move over after the lease lapsed,
+ * or a router gave the fenced shard back to its owner. The step was refused; nothing was changed by it.
+ */
+export class MoveLeaseLostError extends OwnershipError<"MOVE_LEASE_LOST"> {
+  readonly shard: ShardIdentifier;
+  constructor(shard: ShardIdentifier, now: string) {
+    super(
+      "MOVE_LEASE_LOST",
+      `shard ${shard.key}: this mover lost its lease (${now}); it can change nothing more, and whoever holds the move now finishes or undoes it`,
+    );
+    this.shard = shard;
+  }
+}
+
+/**
+ * A move failed part-way. `step` is where; `left` says what it left: `undone` (the source owns the
+ * shard again, nothing of the move is left), or `half-done` (the shard may be fenced, at most until
+ * the lease lapses and routers give it back, or switched, owned by the target once it answers); and
+ * `rerun` what running the same move again does first (`undo` or `finish`). The cause is `cause`.
+ */
+export class MoveFailedError extends OwnershipError<"MOVE_FAILED"> {
+  readonly shard: ShardIdentifier;
+  readonly step: string;
+  readonly left: "undone" | "half-done" | "taken-over";
+  readonly rerun: "undo" | "finish" | null;
+  constructor(
+    shard: ShardIdentifier,
+    failure: {
+      step: string;
+      left: "undone" | "half-done" | "taken-over";
+      rerun: "undo" | "finish" | null;
+      what: string;
+    },
+    options?: { cause?: unknown },
+  ) {
+    const cause =
+      options?.cause instanceof Error
+        ? options.cause.message.split("\n").filter(Boolean).at(-1)
+        : String(options?.cause ?? "");
+    super(
+      "MOVE_FAILED",
+      `shard ${shard.key}: the move failed at ${failure.step}${cause ? ` (${cause})` : ""}. ${failure.what}`,
+      options,
+    );
+    this.shard = shard;
+    this.step = failure.step;
+    this.left = failure.left;
+    this.rerun = failure.rerun;
   }
 }
 
@@ -105,6 +213,10 @@ export interface OwnershipErrorByCode {
   MOVE_PRECHECK: MovePrecheckError;
   MOVE_VERIFY: MoveVerifyError;
   MOVE_TIMEOUT: MoveTimeoutError;
+  NO_ANSWER: DatabasesUnansweredError;
+  MOVE_IN_PROGRESS: MoveInProgressError;
+  MOVE_LEASE_LOST: MoveLeaseLostError;
+  MOVE_FAILED: MoveFailedError;
 }
 
 /**

@@ -44,18 +44,19 @@ const levels = ["ReadCommitted", "RepeatableRead", "Serializable"] as const;
 describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, armed] as const)))(
   "the fence under %s (armed first: %s)",
   (isolationLevel, armed) => {
-    /** Opens the map, arming 0/1 for a move to e first when `armed`. */
+    /** Opens the map and takes a lease to move 0/1 to e, arming 0/1 first when `armed`. */
     const open = async () => {
       const map = await r.open();
-      if (armed) await map.arm(S.g0m1, r.physical.e);
-      return map;
+      const lease = await map.lease(S.g0m1, r.physical.e);
+      if (armed) await lease.arm();
+      return { map, lease };
     };
     // Under READ COMMITTED the late writer reads the record as fenced; a snapshot taken before the
     // fence cannot lock the changed record, and says so.
     const lateState = isolationLevel === "ReadCommitted" ? "fenced" : "changed";
 
     it("a writer that read before the fence and writes after it is refused; nothing it wrote commits", async () => {
-      const map = await open();
+      const { map, lease } = await open();
       const id = ShardedId.generate("Bucket", S.g0m1);
       await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
       const read = deferred();
@@ -75,7 +76,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
         )
         .catch((e: unknown) => e);
       await read.promise;
-      await map.fence(S.g0m1);
+      await lease.fence();
       fenced.resolve();
       const outcome = await writer;
       expect(refusalOf(outcome)).toMatchObject({ shard: S.g0m1, state: lateState });
@@ -85,7 +86,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
     });
 
     it("a writer that wrote before the fence commits before it: the fence waits for it, and later writes are refused", async () => {
-      const map = await open();
+      const { map, lease } = await open();
       const id = ShardedId.generate("Bucket", S.g0m1);
       await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
       const wrote = deferred();
@@ -105,7 +106,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
         });
       await wrote.promise;
       let fenceDone = false;
-      const fence = map.fence(S.g0m1).then(() => {
+      const fence = lease.fence().then(() => {
         fenceDone = true;
         expect(committed).toBe(true); // the fence completed only after the writer committed
       });
@@ -131,7 +132,8 @@ describe("an armed shard's fence", () => {
     const id = ShardedId.generate("Bucket", S.g0m1);
     await r.db.bucket.create({ data: { id: other, name: "B-1", remaining: 1 } });
     await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
-    await map.arm(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.arm();
     const triggers = () =>
       r.clients.a.$queryRawUnsafe<{ t: string }[]>(
         `SELECT string_agg(oid::text || ':' || xmin::text, ',' ORDER BY oid) AS t FROM pg_trigger WHERE tgname LIKE 'shardkit_fence_%'`,
@@ -151,7 +153,7 @@ describe("an armed shard's fence", () => {
       { timeout: 20_000 },
     );
     await wrote.promise;
-    await map.fence(S.g0m1); // completes while the writer of 0/0 is still open
+    await lease.fence(); // completes while the writer of 0/0 is still open
     release.resolve();
     await writer;
 

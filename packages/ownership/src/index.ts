@@ -1,7 +1,12 @@
+export { checkMove, type MoveCheck, type MoveCheckOptions } from "./check.js";
 export {
+  DatabasesUnansweredError,
   EpochConflictError,
   InvalidMapError,
   isShardkitError,
+  MoveFailedError,
+  MoveInProgressError,
+  MoveLeaseLostError,
   MovePrecheckError,
   MoveTimeoutError,
   MoveVerifyError,
@@ -12,6 +17,7 @@ export {
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
+export { type LeaseOptions, ShardLease } from "./lease.js";
 export {
   type MapEntry,
   type OwnershipCounters,
@@ -20,9 +26,6 @@ export {
   type PartitionMapOptions,
 } from "./map.js";
 export {
-  checkMove,
-  type MoveCheck,
-  type MoveCheckOptions,
   type MoveOptions,
   type MoveProgress,
   type MoveResult,
@@ -37,10 +40,13 @@ export type {
   ShardRecord,
 } from "./placement.js";
 export { refusalOf } from "./refusal.js";
+export type { MoveObject } from "./replication.js";
 export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";
 export { SHARDKIT_TABLES } from "./tables.js";
 export {
   type DatabaseOwnership,
+  type MoveLeftover,
+  type MoveView,
   type PartitionView,
   type ReadPartitionMapOptions,
   readPartitionMap,

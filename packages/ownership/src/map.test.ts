@@ -1,15 +1,30 @@
 import { ShardedId } from "@shardkit/id";
-import { createOutboxRelay, emitEvent } from "@shardkit/prisma";
+import { createOutboxRelay, emitEvent, isShardUnavailable } from "@shardkit/prisma";
 import { withClusterStopped } from "@shardkit/test-db";
 import { beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
-import { copyShard, reset, type router, routers, S } from "../test/world.js";
+import { reset, type router, routers, S, transfer } from "../test/world.js";
 import { EpochConflictError, InvalidMapError, OwnershipOptionsError, StaleOwnerError } from "./errors.js";
 import { type OwnershipSignal, PartitionMap } from "./map.js";
 import { refusalOf } from "./refusal.js";
 
 const make = routers();
 beforeEach(() => reset());
+
+/**
+ * Runs `call` until it is no longer refused with InvalidMapError (as a client retries a 503): a
+ * router reads the map again for a refused shard at most once per refresh interval, so a call made
+ * within that interval after a repair may still be refused.
+ */
+async function untilAdmitted<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!(error instanceof InvalidMapError) || attempt >= 10_000) throw error;
+    }
+  }
+}
 
 /** A bucket on `shard`, created through the routed client. */
 async function bucket(r: ReturnType<typeof router>, shard = S.g0m1, remaining = 5) {
@@ -33,7 +48,7 @@ describe("the partition map", () => {
     );
   });
 
-  it("a manual transfer (fence, copy, switch, enforce): the old owner refuses every write for the shard, a stale router is refused, refreshes and lands on the new owner", async () => {
+  it("a manual transfer under a lease (fence, receive, copy, verified, switch): the old owner refuses every write for the shard, a stale router is refused, refreshes and lands on the new owner", async () => {
     const mover = make();
     const stale = make();
     const map = await mover.open();
@@ -43,7 +58,8 @@ describe("the partition map", () => {
     const id = await bucket(mover);
     const other = await bucket(mover, S.g0m0);
 
-    const { epoch } = await map.fence(S.g0m1);
+    const lease = await map.lease(S.g0m1, mover.physical.e);
+    const { epoch } = await lease.fence();
     expect(epoch).toBe(1);
     // Fenced: a write for 0/1 that reaches a is refused by a itself, whoever sends it.
     const script = await mover.clients.a.bucket
@@ -54,9 +70,9 @@ describe("the partition map", () => {
     await mover.db.bucket.update({ where: { id: other }, data: { remaining: 4 } });
 
     // The caller copies the shard's rows to e, as the mover (past e's fence for an incoming shard).
-    await map.receive(S.g0m1, mover.physical.e);
+    await lease.receive();
     const rows = await mover.clients.a.bucket.findMany({ where: { id } });
-    await map.asMover(mover.physical.e, async (tx) => {
+    await lease.copyIn(async (tx) => {
       for (const row of rows) {
         await tx.$executeRawUnsafe(
           `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, $2, $3)`,
@@ -72,8 +88,10 @@ describe("the partition map", () => {
       .catch((e: unknown) => e);
     expect(refusalOf(early)).toMatchObject({ state: "incoming" });
 
-    expect(await map.switch(S.g0m1, mover.physical.e)).toEqual({ epoch: 2 });
-    await map.enforce(S.g0m1, mover.physical.a);
+    // A switch takes only a copy this lease verified.
+    await expect(lease.switch()).rejects.toBeInstanceOf(EpochConflictError);
+    await lease.verified();
+    expect(await lease.switch()).toEqual({ epoch: 2 });
     expect(map.entries().find((e) => e.shard === S.g0m1)).toMatchObject({
       database: "e",
       epoch: 2,
@@ -96,7 +114,7 @@ describe("the partition map", () => {
     expect(refusalOf(late)!.peer).toMatch(/\/sk_owner_e_/);
 
     // Until its cleanup, the old copy is still on a (reads across shards would see it twice).
-    expect(await map.cleanup(S.g0m1, mover.physical.a)).toEqual({
+    expect(await lease.cleanup()).toEqual({
       Bucket: 1,
       Confirmation: 0,
       OutboxEvent: 0,
@@ -106,7 +124,11 @@ describe("the partition map", () => {
     });
     expect(await mover.clients.a.bucket.findUnique({ where: { id } })).toBeNull();
     expect(await mover.db.$scatter({ policy: "fail" }).bucket.count()).toBe(2);
-    await expect(map.cleanup(S.g0m0, mover.physical.a)).rejects.toBeInstanceOf(EpochConflictError);
+    await lease.release();
+    // A lease of 0/0 (owned by a) can clean nothing up: a holds no tombstone of its move.
+    const other0 = await map.lease(S.g0m0, mover.physical.e);
+    await expect(other0.cleanup()).rejects.toBeInstanceOf(EpochConflictError);
+    await other0.release();
 
     // Shard transactions are retried at the owner too.
     expect(staleTx.registry.physicalOf(S.g0m1).name).toBe("a");
@@ -126,11 +148,7 @@ describe("the partition map", () => {
     await r.db.$transactionOn(id, (tx) =>
       emitEvent(tx, id, { topic: "bucket.opened", aggregateId: id, payload: {} }),
     );
-    await map.fence(S.g0m1);
-    await map.receive(S.g0m1, r.physical.e);
-    await copyShard(map, S.g0m1, r.clients.a, r.physical.e);
-    await map.switch(S.g0m1, r.physical.e);
-    await map.enforce(S.g0m1, r.physical.a);
+    await transfer(map, S.g0m1, r.physical.e);
     const delivered: string[] = [];
     const relay = createOutboxRelay({
       registry: r.registry,
@@ -158,10 +176,7 @@ describe("the partition map", () => {
     });
     watching.start();
     await bucket(mover);
-    await map.fence(S.g0m1);
-    await map.receive(S.g0m1, mover.physical.e);
-    await copyShard(map, S.g0m1, mover.clients.a, mover.physical.e);
-    await map.switch(S.g0m1, mover.physical.e);
+    await transfer(map, S.g0m1, mover.physical.e);
     const until = Date.now() + 10_000;
     while (watcher.registry.physicalOf(S.g0m1).name !== "e") {
       if (Date.now() > until) throw new Error("the polling router never saw the switch");
@@ -176,7 +191,7 @@ describe("the partition map", () => {
       signals.length = 0;
       await watching.refresh();
       expect(watcher.registry.physicalOf(S.g0m1).name).toBe("e");
-      expect(signals).toEqual([{ type: "refresh", changed: [], missing: ["e"] }]);
+      expect(signals).toEqual([{ type: "refresh", changed: [], missing: ["e"], problems: [] }]);
       // The other shards are served as usual.
       await watcher.db.bucket.create({
         data: { id: ShardedId.generate("Bucket", S.g0m0), name: "x", remaining: 1 },
@@ -186,40 +201,69 @@ describe("the partition map", () => {
     watching.close();
   }, 60_000);
 
-  it("a shard fenced for longer than the retry budget: the write fails with StaleOwnerError after its retries, nothing written", async () => {
+  it("a shard fenced for longer than the wait: its writes wait in the router (a stale one is refused once, never again), then fail with StaleOwnerError, nothing written", async () => {
     const r = make();
-    const map = await r.open({ retries: 2 });
+    const map = await r.open({ waitMs: 300 });
+    const stale = make();
+    const staleMap = await stale.open({ waitMs: 300 }); // read before the fence
     const id = await bucket(r);
-    await map.fence(S.g0m1);
-    const error = await r.db.bucket
-      .update({ where: { id }, data: { remaining: 0 } })
-      .catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(StaleOwnerError);
-    expect((error as StaleOwnerError).refusal).toMatchObject({ shard: S.g0m1, state: "fenced", epoch: 1 });
-    expect(map.counters).toMatchObject({ staleRejections: 3, retries: 2 });
-    await map.unfence(S.g0m1);
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.fence();
+    for (const [router, counters, refused] of [
+      [r, map.counters, 0], // this router's map knows the shard is fenced: its write never reaches a
+      [stale, staleMap.counters, 1], // refused by a once, then it waits in the router
+    ] as const) {
+      const error = await router.db.bucket
+        .update({ where: { id }, data: { remaining: 0 } })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StaleOwnerError);
+      expect((error as StaleOwnerError).refusal).toMatchObject({ shard: S.g0m1, state: "fenced", epoch: 1 });
+      expect(isShardUnavailable(error)).toBe(true);
+      expect(counters.staleRejections).toBe(refused);
+      // A second write does not reach a either: the router knows now.
+      await expect(router.db.bucket.update({ where: { id }, data: { remaining: 0 } })).rejects.toBeInstanceOf(
+        StaleOwnerError,
+      );
+      expect(counters.staleRejections).toBe(refused);
+    }
+    expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5);
+    await lease.unfence();
+    await lease.release();
     await r.db.bucket.update({ where: { id }, data: { remaining: 0 } });
     map.close();
+    staleMap.close();
   });
 
-  it("compare-and-set: a fence or a switch on the wrong epoch or state is EpochConflictError and changes nothing", async () => {
+  it("compare-and-set: a fence or a switch on the wrong state is EpochConflictError and changes nothing", async () => {
     const r = make();
     const map = await r.open();
-    await expect(map.switch(S.g0m1, r.physical.e)).rejects.toBeInstanceOf(EpochConflictError); // not fenced
-    await map.fence(S.g0m1);
-    await expect(map.fence(S.g0m1)).rejects.toBeInstanceOf(EpochConflictError); // fenced already
-    await map.switch(S.g0m1, r.physical.e);
-    // The switch is done: switching 0/1 again, to b, from the fence at epoch 1, is refused.
-    await expect(map.switch(S.g0m1, r.physical.b)).rejects.toBeInstanceOf(EpochConflictError);
-    expect(map.counters.conflicts).toBe(3);
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.receive();
+    await lease.verified();
+    await expect(lease.switch()).rejects.toBeInstanceOf(EpochConflictError); // not fenced
+    await lease.fence();
+    await expect(lease.fence()).rejects.toBeInstanceOf(EpochConflictError); // fenced already
+    await lease.switch();
+    await expect(lease.switch()).rejects.toBeInstanceOf(EpochConflictError); // switched already
+    // Undoing a switched move is refused: the copy at e is the shard now.
+    await expect(lease.unfence()).rejects.toBeInstanceOf(EpochConflictError);
+    await expect(lease.discard()).rejects.toBeInstanceOf(EpochConflictError);
+    expect(map.counters.conflicts).toBe(5);
     await map.refresh();
     expect(map.entries().find((e) => e.shard === S.g0m1)).toMatchObject({ database: "e", epoch: 2 });
+    expect(
+      await r.clients.e.$queryRawUnsafe(`SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`),
+    ).toEqual([{ state: "owned" }]);
+    await lease.release();
     map.close();
   });
 
-  it("records that cannot be right are InvalidMapError, naming each problem, and nothing is applied", async () => {
+  it("a record that cannot be right refuses its own shard's calls with InvalidMapError (a 503), the other shards work, and routers recover by themselves once it is repaired", async () => {
     const r = make();
-    const map = await r.open();
+    // A refused shard's call reads the map again when the last read is older than the interval: 1 ms here.
+    const map = await r.open({ refreshIntervalMs: 1 });
+    const id = await bucket(r, S.g0m0);
+    const elsewhere = await bucket(r, S.g1m0);
     const cases: [sql: string, problem: RegExp][] = [
       [
         `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 1, 'owned')`,
@@ -237,18 +281,54 @@ describe("the partition map", () => {
         `INSERT INTO "ShardOwnership" (shard, epoch, state, peer) VALUES (${S.g0m0.bits}, 1, 'moved', 'nowhere/x')`,
         /names database nowhere\/x, which is not in the registry/,
       ],
-      [
-        `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${(5 << 6) | 5}, 1, 'owned')`,
-        /shard 5\/5 is not in the registry/,
-      ],
     ];
     for (const [sql, problem] of cases) {
       await r.clients.b.$executeRawUnsafe(sql);
-      const error = await map.refresh().catch((e: unknown) => e);
+      await map.refresh();
+      expect(map.problemsOf().map((p) => p.shard.key)).toEqual(["0/0"]);
+      for (const call of [
+        () => r.db.bucket.update({ where: { id }, data: { remaining: 1 } }),
+        () => r.db.bucket.findUnique({ where: { id } }),
+        () => r.db.$transactionOn(S.g0m0, (tx) => tx.bucket.findUnique({ where: { id } })),
+      ]) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(InvalidMapError);
+        expect((error as InvalidMapError).shard).toBe(S.g0m0);
+        expect((error as Error).message).toMatch(problem);
+        expect(isShardUnavailable(error)).toBe(true);
+      }
+      await r.db.bucket.update({ where: { id: elsewhere }, data: { remaining: 2 } }); // 1/0 on b works
+      await r.clients.b.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard <> ${S.g1m0.bits}`);
+      // Repaired: a later call reads the map again and goes through, with nobody refreshing it.
+      await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 3 } }));
+      expect(map.problemsOf()).toEqual([]);
+    }
+    // An owner's epoch set back (a restored backup), and its record deleted: refused, then repaired.
+    const epochOf = (epoch: number) =>
+      r.clients.a.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET epoch = ${epoch} WHERE shard = ${S.g0m0.bits}`,
+      );
+    await epochOf(5);
+    await map.refresh();
+    expect(r.registry.epochOf(S.g0m0)).toBe(5);
+    for (const [breakIt, problem] of [
+      [() => epochOf(2), /epoch 2 at a is behind epoch 5 already seen/],
+      [
+        () => r.clients.a.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard = ${S.g0m0.bits}`),
+        /a has no record of it.*deleted/,
+      ],
+    ] as const) {
+      await breakIt();
+      // The router learns of it from the shard transaction's assertion of its epoch (refused, read, refused).
+      const error = await r.db
+        .$transactionOn(S.g0m0, (tx) => tx.bucket.update({ where: { id }, data: { remaining: 1 } }))
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(InvalidMapError);
       expect((error as Error).message).toMatch(problem);
-      expect(r.registry.physicalOf(S.g0m0).name).toBe("a");
-      await r.clients.b.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard <> ${S.g1m0.bits}`);
+      await r.clients.a.$executeRawUnsafe(
+        `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 5, 'owned') ON CONFLICT (shard) DO UPDATE SET epoch = 5`,
+      );
+      await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 4 } }));
     }
     map.close();
   });

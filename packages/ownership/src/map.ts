@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
 import {
   databaseIdentities,
@@ -7,29 +8,31 @@ import {
   type ShardRegistry,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
+import { OwnershipChanges } from "./changes.js";
 import {
+  DatabasesUnansweredError,
   EpochConflictError,
   InvalidMapError,
   OwnershipOptionsError,
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
+import { completeSwitch, type LeaseOptions, ShardLease } from "./lease.js";
 import { type OwnershipRow, type OwnershipState, placeShards } from "./placement.js";
+import { lastLine, type Raw, raw } from "./raw.js";
 import { refusalOf } from "./refusal.js";
 import {
-  FENCE_ARGUMENTS_SQL,
-  FENCE_TRIGGERS,
   type FencedTable,
   FUNCTION_BODIES_SQL,
   FUNCTIONS,
-  fenceArguments,
-  fenceStatements,
   functionBody,
   INSTALL_LOCK,
-  SHARD_LOCK,
-  shardOfRowSql,
+  ownershipSchemaIssues,
 } from "./sql.js";
 import { listedTableIssues, resolveTables } from "./tables.js";
+
+export type { Raw };
+export { raw };
 
 /** One shard in the map: where routing sends it, at which epoch, and in what state. */
 export interface MapEntry {
@@ -51,13 +54,19 @@ export interface OwnershipCounters {
   retries: number;
   /** Changes of owner refused because someone else changed the shard first. */
   conflicts: number;
+  /** Fences this router gave back to their owner because the move holding them had stopped (its lease lapsed). */
+  heals: number;
+  /** Switches this router completed at the new owner (decided at the old one, whose mover stopped before). */
+  completions: number;
 }
 
 export type OwnershipSignal =
   | { type: "stale_rejection"; refusal: Refusal }
-  | { type: "refresh"; changed: ShardIdentifier[]; missing: string[] }
+  | { type: "refresh"; changed: ShardIdentifier[]; missing: string[]; problems: ShardIdentifier[] }
   | { type: "retry"; shard: ShardIdentifier; attempt: number }
-  | { type: "conflict"; shard: ShardIdentifier; message: string };
+  | { type: "conflict"; shard: ShardIdentifier; message: string }
+  | { type: "heal"; shard: ShardIdentifier; database: string }
+  | { type: "completion"; shard: ShardIdentifier; database: string };
 
 export interface PartitionMapOptions<Client extends ShardClient> {
   registry: ShardRegistry<Client>;
@@ -71,38 +80,52 @@ export interface PartitionMapOptions<Client extends ShardClient> {
   tables: readonly FencedTable[];
   /** How often `start()` re-reads the map: a router's staleness bound between refusals. Default 1000 ms. */
   refreshIntervalMs?: number;
-  /** How long one read of the map waits for each database. Default 2000 ms. */
+  /**
+   * How long one read of the map (and the open) waits for each database. A database that takes
+   * longer is reported as not answering (it keeps its last records; at open, its shards' calls are
+   * refused with `DatabasesUnansweredError` until it answers), never read as having no records.
+   * Default 5000 ms.
+   */
   timeoutMs?: number;
   /**
-   * How many times one write runs again after refusals. After a refusal the router reads the map;
-   * when it still sends the shard to the database that refused (the shard is between owners: fenced,
-   * not switched yet), the write waits for the map to change, for at most `waitMs`, and runs again.
-   * The waiting writes share one poll of the map (every 10 ms), so a fence costs the databases no
-   * storm of refused retries. Default 20 (about 5 s in all with the default `waitMs`).
+   * How many times one call runs again after refusals (each time after the map changed). Default 20.
    */
   retries?: number;
-  /** How long a refused write waits for its shard's owner to change before it runs again. Default 250 ms. */
+  /**
+   * How long a write waits, in all, for a shard between owners (fenced, not switched yet) before it
+   * fails with `StaleOwnerError`. A write to a shard the router knows is fenced waits in the router
+   * (it is not sent to the old owner again and again): the waiting writes share one poll of the two
+   * databases concerned (every 10 ms at first), and each runs once the shard is switched or given
+   * back to its owner. Default 5000 ms.
+   */
   waitMs?: number;
   /**
-   * How long a change of owner waits for each table's lock before it gives way to the writers in
-   * its path and tries again (writers wait at most about this long behind a fence). Default 200 ms.
+   * How long a change of owner waits for each lock before it gives way to the writers in its path
+   * and tries again (writers wait at most about this long behind a fence). Default 200 ms.
    */
   lockTimeoutMs?: number;
+  /** How this router names itself in the records of what it changes (a fence it gives back). Default: host and process id. */
+  name?: string;
   /** Every counted event, as it happens. */
   onSignal?(signal: OwnershipSignal): void;
 }
 
-export type Raw = {
-  $queryRawUnsafe<T>(sql: string, ...values: unknown[]): Promise<T>;
-  $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
-  $transaction<R>(fn: (tx: Raw) => Promise<R>, options?: object): Promise<R>;
-};
-type Row = OwnershipRow;
+/** A record as the router reads it: with, for a fenced shard, whether the lease of the move holding the fence lapsed. */
+type Row = OwnershipRow & { lapsed?: boolean | null };
 
-/** Serialises changes of ownership within one database (one key for every shardkit ownership change). */
-const CHANGE_LOCK = "SELECT pg_advisory_xact_lock(7301)::text AS locked";
+/** The router's read of a database's records. */
+const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
+    CASE WHEN o.state = 'fenced' THEN (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
+      FROM "ShardMove" m WHERE m.shard = o.shard) END AS lapsed
+  FROM "ShardOwnership" o`;
+
 /** Serialises installing shardkit's functions and recording unrecorded shards within one database. */
 const INSTALL = `SELECT pg_advisory_xact_lock(${INSTALL_LOCK})::text AS locked`;
+
+/** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
+type Problem =
+  | { kind: "records"; issues: string[] }
+  | { kind: "unanswered"; database: PhysicalShard<ShardClient>; error: string };
 
 /**
  * The partition map: which database owns each logical shard, at which epoch. It is kept in the
@@ -112,29 +135,61 @@ const INSTALL = `SELECT pg_advisory_xact_lock(${INSTALL_LOCK})::text AS locked`;
  * a database that does not answer, and apply it to the registry; a write refused by a former owner
  * makes them read again and retry at the current one.
  *
- * Changes of owner are compare-and-set on the epoch: `fence`, `switch`, `enforce` (the caller moves
- * the rows in between, or `@shardkit/ownership`'s moves do).
+ * A shard whose records cannot be right (an epoch behind one already seen, an unknown state, two
+ * owners, a missing owner), or whose database has not answered yet, refuses its own calls with a
+ * typed error (`InvalidMapError`, `DatabasesUnansweredError`: a 503 naming the shard) while the
+ * others work, and recovers by itself once a read finds it right.
+ *
+ * Changes of owner are made under a lease (`map.lease(shard, to)`, or `moveShard`), by
+ * compare-and-set on the records. A router that is refused by a fence whose mover stopped (its
+ * lease lapsed) gives the shard back to its owner, and one refused by a switch's new owner before
+ * it took over completes the switch: neither waits for a person.
  */
 export class PartitionMap<Client extends ShardClient = ShardClient> {
   readonly registry: ShardRegistry<Client>;
-  readonly counters: OwnershipCounters = { staleRejections: 0, refreshes: 0, retries: 0, conflicts: 0 };
+  readonly counters: OwnershipCounters = {
+    staleRejections: 0,
+    refreshes: 0,
+    retries: 0,
+    conflicts: 0,
+    heals: 0,
+    completions: 0,
+  };
+  /** How each database's records change (under its change lock) and its fence follows them. */
+  readonly changes: OwnershipChanges<Client>;
+  /** How long one read waits for each database (ms). */
+  readonly timeoutMs: number;
+  /** How this router names itself. */
+  readonly name: string;
   private resolved: readonly FencedTable[];
   private readonly refreshIntervalMs: number;
-  private readonly timeoutMs: number;
   private readonly retries: number;
   private readonly waitMs: number;
-  /** Refused writes waiting for their shard's placement to change (see `settle`). */
+  /** Writes waiting for their fenced shard's placement to change (see `hold`). */
   private readonly waiting = new Set<{
     shard: ShardIdentifier;
     physical: PhysicalShard<Client>;
     epoch: number;
-    wake(): void;
+    deadline: number;
+    /** Waiting for a fenced shard: woken when it is no longer fenced too, and failed when its time is up. */
+    fenced: boolean;
+    wake(error?: unknown): void;
   }>();
+  /** Shards whose owner (where routing sends them) records them fenced: their writes wait in the router. */
+  private readonly fenced = new Set<number>();
   private polling = false;
-  private readonly lockTimeoutMs: number;
   private readonly onSignal: ((signal: OwnershipSignal) => void) | undefined;
   /** The last rows read from each database (kept while it does not answer). */
   private readonly rows = new Map<PhysicalShard<Client>, Row[]>();
+  /** Why each database's latest read failed (absent: it answered). */
+  private readonly silent = new Map<PhysicalShard<Client>, string>();
+  /** Databases whose functions are installed as this version has them. */
+  private readonly installed = new Set<PhysicalShard<Client>>();
+  /** Shards whose calls routing refuses, and why. */
+  private readonly problems = new Map<number, Problem>();
+  /** Whether every shard has been recorded (every database answered at once, at open or later). */
+  private recorded = false;
+  private lastRead = 0;
   private identities = new Map<PhysicalShard<Client>, string>();
   private reading: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -152,14 +207,18 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       return value;
     };
     this.refreshIntervalMs = positive(options?.refreshIntervalMs, "refreshIntervalMs", 1000);
-    this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 2000);
+    this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 5000);
     this.retries = positive(options?.retries, "retries", 20, true);
-    this.waitMs = positive(options?.waitMs, "waitMs", 250);
-    this.lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
+    this.waitMs = positive(options?.waitMs, "waitMs", 5000);
+    const lockTimeoutMs = positive(options?.lockTimeoutMs, "lockTimeoutMs", 200);
+    if (options?.name !== undefined && (typeof options.name !== "string" || options.name === ""))
+      issues.push("name: expected a non-empty string");
     if (issues.length > 0) throw new OwnershipOptionsError(issues);
     this.registry = options.registry;
     this.resolved = options.tables;
     this.onSignal = options.onSignal;
+    this.name = options.name ?? `router ${hostname()}:${process.pid}`;
+    this.changes = new OwnershipChanges<Client>(() => this.resolved, lockTimeoutMs);
   }
 
   /**
@@ -171,15 +230,18 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
-   * Opens the map over a registry: finds which of `@shardkit/prisma`'s tables the databases have
-   * (and adds them to `tables`), installs the refusal function in every database that answers,
-   * records the configured placement as epoch 1 for shards no database has a record of (only when
-   * every database answers, so a shard that moved to a database that is down is never given a second
-   * owner), reads the map, and attaches it to the registry's routing.
+   * Opens the map over a registry: waits for each database up to `timeoutMs`, checks that those
+   * that answered have @shardkit/ownership's schema, finds which of `@shardkit/prisma`'s tables they
+   * have (and adds them to `tables`), installs the refusal function, records the configured placement
+   * as epoch 1 for shards no database has a record of (only when every database answers, so a shard
+   * that moved to a database that is down is never given a second owner), reads the map, and
+   * attaches it to the registry's routing.
    *
-   * Service instances may open their maps at the same moment: each database's install and recording
-   * run under an advisory lock of their own, and a function already installed as this version has it
-   * is left alone (no DDL at all on an ordinary start).
+   * A database that does not answer in time is not taken for one without records: its shards' calls
+   * are refused (`DatabasesUnansweredError`) until a later read finds it; with no database answering,
+   * the open fails with that error. Service instances may open their maps at the same moment: each
+   * database's install and recording run under an advisory lock of their own, and a function already
+   * installed as this version has it is left alone (no DDL at all on an ordinary start).
    */
   static async open<Client extends ShardClient>(
     options: PartitionMapOptions<Client>,
@@ -194,12 +256,26 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private async install(): Promise<void> {
     this.identities = await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs });
     const reachable = this.registry.physical.filter((p) => this.identities.has(p));
+    if (reachable.length === 0)
+      throw new DatabasesUnansweredError(
+        `the partition map cannot be opened: no database answered within ${this.timeoutMs} ms`,
+        this.registry.physical.map((p) => ({ database: p.name, error: `no answer in ${this.timeoutMs} ms` })),
+      );
+    const schema = (await Promise.all(reachable.map((p) => ownershipSchemaIssues(raw(p), p.name)))).flat();
+    if (schema.length > 0) throw new OwnershipOptionsError(schema);
     const found = await resolveTables(reachable, this.resolved, { timeoutMs: this.timeoutMs });
     if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
     this.resolved = found.tables;
-    await Promise.all(reachable.map((p) => installFunctions(raw(p))));
+    await Promise.all(reachable.map((p) => this.installIn(p)));
     if (reachable.length < this.registry.physical.length) return;
     await this.recordUnrecorded();
+  }
+
+  /** Installs shardkit's functions in `physical` (once per map). */
+  private async installIn(physical: PhysicalShard<Client>): Promise<void> {
+    if (this.installed.has(physical)) return;
+    await installFunctions(raw(physical));
+    this.installed.add(physical);
   }
 
   /**
@@ -225,36 +301,39 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       );
     };
     const plain = databases.map((physical) => ({ physical, db: raw(physical) }));
-    if ((await unrecorded(plain)).length === 0) return;
-    const holding = async (
-      i: number,
-      held: { physical: PhysicalShard<Client>; db: Raw }[],
-    ): Promise<void> => {
-      if (i === databases.length) {
-        for (const { shard, db } of await unrecorded(held)) {
-          await db.$executeRawUnsafe(
-            `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
-            shard.bits,
-          );
+    if ((await unrecorded(plain)).length > 0) {
+      const holding = async (
+        i: number,
+        held: { physical: PhysicalShard<Client>; db: Raw }[],
+      ): Promise<void> => {
+        if (i === databases.length) {
+          for (const { shard, db } of await unrecorded(held)) {
+            await db.$executeRawUnsafe(
+              `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
+              shard.bits,
+            );
+          }
+          return;
         }
-        return;
-      }
-      const physical = databases[i]!;
-      await raw(physical).$transaction(
-        async (tx) => {
-          await tx.$queryRawUnsafe(INSTALL);
-          await holding(i + 1, [...held, { physical, db: tx }]);
-        },
-        { timeout: 30_000, maxWait: 10_000 },
-      );
-    };
-    await holding(0, []);
+        const physical = databases[i]!;
+        await raw(physical).$transaction(
+          async (tx) => {
+            await tx.$queryRawUnsafe(INSTALL);
+            await holding(i + 1, [...held, { physical, db: tx }]);
+          },
+          { timeout: 30_000, maxWait: 10_000 },
+        );
+      };
+      await holding(0, []);
+    }
+    this.recorded = true;
   }
 
   /**
-   * Reads every database's record and applies it to the registry. A database that does not answer
-   * in time keeps its last record. One read at a time: concurrent callers share it. Throws
-   * `InvalidMapError` (nothing applied) when the records cannot be right.
+   * Reads every database's record and applies it to the registry, shard by shard: a shard whose
+   * records cannot be right is left where it was and its calls are refused until a read finds it
+   * right (`problems()`), the others are applied. A database that does not answer in time keeps its
+   * last record. One read at a time: concurrent callers share it.
    */
   refresh(): Promise<void> {
     this.reading ??= this.read().finally(() => {
@@ -263,52 +342,113 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return this.reading;
   }
 
-  private async read(): Promise<void> {
+  /** Reads the records of `only` (default: every database) and applies the map they make with the others' last records. */
+  private async read(only?: readonly PhysicalShard<Client>[]): Promise<void> {
     const result = await scatter(
-      this.registry.physical,
-      (physical) =>
-        raw(physical).$queryRawUnsafe<Row[]>(`SELECT shard, epoch, state, peer FROM "ShardOwnership"`),
+      only ?? this.registry.physical,
+      async (physical) => {
+        // A database read for the first time gets shardkit's functions first (it was down at open).
+        if (!this.installed.has(physical)) await this.installIn(physical);
+        return raw(physical).$queryRawUnsafe<Row[]>(RECORDS_SQL);
+      },
       { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
     );
-    const fresh = new Map(this.rows);
     for (const outcome of result.outcomes) {
-      if (outcome.status === "fulfilled") fresh.set(outcome.target, outcome.value);
+      if (outcome.status === "fulfilled") {
+        this.rows.set(outcome.target, outcome.value);
+        this.silent.delete(outcome.target);
+      }
     }
-    const missing = result.missing.map((m) => m.target.name);
-    if (this.identities.size < this.registry.physical.length) {
+    for (const m of result.missing) {
+      this.silent.set(
+        m.target,
+        m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
+      );
+    }
+    if (!only && this.identities.size < this.registry.physical.length) {
       for (const [p, id] of await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs })) {
         this.identities.set(p, id);
       }
     }
-    const plan = this.plan(fresh);
-    for (const [p, rows] of fresh) this.rows.set(p, rows);
-    const changed: ShardIdentifier[] = [];
-    for (const { shard, physical, epoch } of plan) {
-      if (this.registry.physicalOf(shard) === physical && this.registry.epochOf(shard) === epoch) continue;
-      this.registry.assign(shard, physical, epoch);
-      changed.push(shard);
+    if (
+      !only &&
+      !this.recorded &&
+      this.rows.size === this.registry.physical.length &&
+      this.silent.size === 0
+    ) {
+      await this.recordUnrecorded().catch(() => {});
+      if (this.recorded) return this.read();
     }
-    this.counters.refreshes++;
-    this.onSignal?.({ type: "refresh", changed, missing });
-  }
-
-  /** Where each shard goes by these records (`placeShards`); throws `InvalidMapError` listing every problem. */
-  private plan(records: Map<PhysicalShard<Client>, Row[]>) {
-    const { placements, issues } = placeShards(this.registry, records, this.identities);
-    const plan: { shard: ShardIdentifier; physical: PhysicalShard<Client>; epoch: number }[] = [];
-    for (const { shard, owner, epoch, issues: problems } of placements) {
-      issues.push(...problems);
-      if (problems.length > 0 || owner === null || epoch === null) continue;
-      if (epoch < this.registry.epochOf(shard)) {
-        issues.push(
-          `shard ${shard.key}: epoch ${epoch} is behind epoch ${this.registry.epochOf(shard)} already seen`,
+    const changed: ShardIdentifier[] = [];
+    this.problems.clear();
+    const { placements } = placeShards(this.registry, this.rows, this.identities);
+    for (const { shard, owner, epoch, state, configured, issues } of placements) {
+      const problems = [...issues];
+      if (owner !== null && epoch !== null && epoch < this.registry.epochOf(shard))
+        problems.push(
+          `epoch ${epoch} at ${owner.name} is behind epoch ${this.registry.epochOf(shard)} already seen (a record set back?)`,
         );
+      if (owner === null && state === "unknown" && !this.rows.has(configured)) {
+        this.problems.set(shard.bits, {
+          kind: "unanswered",
+          database: configured as PhysicalShard<ShardClient>,
+          error: this.silent.get(configured) ?? "not read yet",
+        });
         continue;
       }
-      plan.push({ shard, physical: owner, epoch });
+      if (owner === null && state === "unknown")
+        problems.push(`no database owns it by the records read (${describeRecords(this.rows, shard)})`);
+      if (owner === null && state === "unrecorded" && this.recorded)
+        problems.push(
+          `${configured.name} has no record of it, though the map recorded every shard: its record was deleted`,
+        );
+      if (problems.length > 0) {
+        this.problems.set(shard.bits, { kind: "records", issues: problems });
+        continue;
+      }
+      if (owner === null || epoch === null) continue; // unrecorded before any open recorded it: the configuration holds
+      if (this.registry.physicalOf(shard) === owner && this.registry.epochOf(shard) === epoch) continue;
+      this.registry.assign(shard, owner, epoch);
+      changed.push(shard);
     }
-    if (issues.length > 0) throw new InvalidMapError(issues);
-    return plan;
+    this.fenced.clear();
+    for (const shard of this.registry.shards) {
+      const row = this.rows.get(this.registry.physicalOf(shard))?.find((r) => r.shard === shard.bits);
+      if (row?.state === "fenced") this.fenced.add(shard.bits);
+    }
+    this.lastRead = performance.now();
+    this.counters.refreshes++;
+    this.onSignal?.({
+      type: "refresh",
+      changed,
+      missing: result.missing.map((m) => m.target.name),
+      problems: [...this.problems.keys()].map((bits) => ShardIdentifier.fromBits(bits)),
+    });
+  }
+
+  /**
+   * The shards whose calls routing refuses now, and why: records that cannot be right (each
+   * problem), or a database that has not answered the map's read yet.
+   */
+  problemsOf(): { shard: ShardIdentifier; issues: string[] }[] {
+    return [...this.problems].map(([bits, problem]) => ({
+      shard: ShardIdentifier.fromBits(bits),
+      issues:
+        problem.kind === "records"
+          ? problem.issues
+          : [`${problem.database.name} has not answered the map's read (${problem.error})`],
+    }));
+  }
+
+  /** The databases whose latest read failed, and why. */
+  unanswered(): Map<PhysicalShard<Client>, string> {
+    return new Map(this.silent);
+  }
+
+  /** Whether `physical` may hold records of `shard`: it was never read, or its last records name it. */
+  mayRecord(physical: PhysicalShard<Client>, shard: ShardIdentifier): boolean {
+    const rows = this.rows.get(physical);
+    return rows === undefined || rows.some((r) => r.shard === shard.bits);
   }
 
   /** Each shard: where routing sends it now, its epoch and state. */
@@ -348,408 +488,27 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
-   * Before a change of owner (a move does it first, while the shard's rows are copied): lists the
-   * shard in its owner's fence while the owner still owns it, naming where it will go. Its writes
-   * then read the record (a shared lock and one row read, for that shard's writes only), and the
-   * fence that follows is one row update, with no DDL waiting for every writer of the tables.
-   * `unfence` undoes it. `EpochConflictError` when the shard is not owned there at the epoch this
-   * map knows, or is armed for another database.
+   * Takes the lease of a change of owner of `shard` to `to` (see `ShardLease`): the way to change an
+   * owner by hand, step by step; `moveShard` takes one itself. The map is read first. A move of the
+   * shard whose lease is live refuses it (`MoveInProgressError`); one whose lease lapsed must be
+   * finished or undone first (`moveShard` does).
    */
-  async arm(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<void> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    const owner = this.registry.physicalOf(shard);
-    if (owner === to) throw new OwnershipOptionsError([`arm: ${to.name} already owns shard ${shard.key}`]);
-    const epoch = this.registry.epochOf(shard);
-    const peer = this.identityOf(to);
-    await this.change(owner, async (tx) => {
-      const updated = await tx.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET peer = $3, "updatedAt" = now()
-         WHERE shard = $1 AND epoch = $2 AND state = 'owned' AND (peer IS NULL OR peer = $3)`,
-        shard.bits,
-        epoch,
-        peer,
-      );
-      if (updated !== 1)
-        throw this.conflict(
-          shard,
-          `not owned by ${owner.name} at epoch ${epoch}, or armed for another database`,
-        );
-    });
-  }
-
-  /**
-   * Step 1 of a change of owner: the shard's owner stops taking writes for it. In one transaction on
-   * the owner, its record goes from owned to fenced (same epoch, compare-and-set), behind the writers
-   * already at work on the shard, and every later write to its rows is refused. A shard not armed
-   * first is listed in its tables' fence before (each table waits for its writers then). Returns
-   * the epoch. `EpochConflictError` when the shard is not owned there at the epoch
-   * this map knows.
-   */
-  async fence(shardRef: ShardIdentifier | string): Promise<{ epoch: number; database: string }> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    const owner = this.registry.physicalOf(shard);
-    const epoch = this.registry.epochOf(shard);
-    await this.change(
-      owner,
-      async (tx) => {
-        // Writers of an armed shard hold this lock (shared) until they commit; new ones queue behind it.
-        await tx.$queryRawUnsafe(
-          `SELECT pg_advisory_xact_lock(${SHARD_LOCK}, $1)::text AS locked`,
-          shard.bits,
-        );
-        const updated = await tx.$executeRawUnsafe(
-          `UPDATE "ShardOwnership" SET state = 'fenced', "updatedAt" = now() WHERE shard = $1 AND epoch = $2 AND state = 'owned'`,
-          shard.bits,
-          epoch,
-        );
-        if (updated !== 1) throw this.conflict(shard, `not owned by ${owner.name} at epoch ${epoch}`);
-      },
-      { list: shard.bits },
-    );
-    await this.refresh();
-    return { epoch, database: owner.name };
-  }
-
-  /**
-   * Undoes a fence or an arming that no switch followed (a change of owner given up): the owner takes
-   * writes for the shard again, unchecked.
-   */
-  async unfence(shardRef: ShardIdentifier | string): Promise<void> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    const owner = this.registry.physicalOf(shard);
-    await this.change(owner, async (tx) => {
-      const updated = await tx.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET state = 'owned', peer = NULL, "updatedAt" = now()
-         WHERE shard = $1 AND epoch = $2 AND (state = 'fenced' OR (state = 'owned' AND peer IS NOT NULL))`,
-        shard.bits,
-        this.registry.epochOf(shard),
-      );
-      if (updated !== 1) throw this.conflict(shard, `neither fenced nor armed at ${owner.name}`);
-    });
-    await this.refresh();
-  }
-
-  /**
-   * Prepares `to` to receive the shard: it records the shard as incoming and fences it, so nothing
-   * but the mover's own session (`asMover`) writes its rows there until the switch.
-   */
-  async receive(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<void> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    const owner = this.registry.physicalOf(shard);
-    if (owner === to)
-      throw new OwnershipOptionsError([`receive: ${to.name} already owns shard ${shard.key}`]);
-    const epoch = this.registry.epochOf(shard);
-    await this.change(
-      to,
-      async (tx) => {
-        const [row] = await tx.$queryRawUnsafe<Row[]>(
-          `INSERT INTO "ShardOwnership" (shard, epoch, state, peer) VALUES ($1, $2, 'incoming', $3)
-         ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'incoming', peer = EXCLUDED.peer, "updatedAt" = now()
-           WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch <= EXCLUDED.epoch
-         RETURNING shard, epoch, state, peer`,
-          shard.bits,
-          epoch,
-          this.identityOf(owner),
-        );
-        if (!row)
-          throw this.conflict(shard, `${to.name} holds a record of it that is not a tombstone or older`);
-      },
-      { list: shard.bits },
-    );
-    await this.refresh();
-  }
-
-  /**
-   * Step 2: `to` becomes the owner at the next epoch, by compare-and-set: only if the shard is fenced
-   * at its owner at the epoch this map knows (checked under that record's lock, held until `to` has
-   * committed), and `to` has no newer record. From then on `to` takes its writes, and the former
-   * owner keeps refusing them. Returns the new epoch.
-   */
-  async switch(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<{ epoch: number }> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    const from = this.registry.physicalOf(shard);
-    if (from === to) throw new OwnershipOptionsError([`switch: ${to.name} already owns shard ${shard.key}`]);
-    const epoch = this.registry.epochOf(shard);
-    const next = epoch + 1;
-    await raw(from).$transaction(async (held) => {
-      const [row] = await held.$queryRawUnsafe<Row[]>(
-        `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE shard = $1 FOR UPDATE`,
-        shard.bits,
-      );
-      if (row?.state !== "fenced" || row.epoch !== epoch) {
-        throw this.conflict(
-          shard,
-          `must be fenced at ${from.name} at epoch ${epoch} (it is ${row?.state ?? "unrecorded"} at epoch ${row?.epoch ?? 0})`,
-        );
-      }
-      await this.change(
-        to,
-        async (tx) => {
-          const [taken] = await tx.$queryRawUnsafe<Row[]>(
-            `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, $2, 'owned')
-           ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'owned', peer = NULL, "updatedAt" = now()
-             WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch < EXCLUDED.epoch
-           RETURNING shard, epoch, state, peer`,
-            shard.bits,
-            next,
-          );
-          if (!taken)
-            throw this.conflict(shard, `${to.name} already has a record of it at epoch ${next} or later`);
-        },
-        { relist: false },
-      );
-    });
-    await this.refresh();
-    return { epoch: next };
-  }
-
-  /**
-   * Step 3: the former owner records where the shard went (a tombstone at the new epoch). Its fence
-   * stays: a stale router or a script writing there is refused, told the new owner and epoch.
-   * Idempotent: a tombstone already recorded is left as it is.
-   */
-  async enforce(shardRef: ShardIdentifier | string, from: PhysicalShard<Client>): Promise<void> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    const owner = this.registry.physicalOf(shard);
-    if (owner === from)
-      throw new OwnershipOptionsError([`enforce: ${from.name} still owns shard ${shard.key}`]);
-    const epoch = this.registry.epochOf(shard);
-    await this.change(from, async (tx) => {
-      await tx.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET state = 'moved', epoch = $2, peer = $3, "updatedAt" = now()
-         WHERE shard = $1 AND state = 'fenced' AND epoch < $2`,
-        shard.bits,
-        epoch,
-        this.identityOf(owner),
-      );
-    });
-    await this.refresh();
-  }
-
-  /**
-   * After `enforce`: deletes the former owner's old copy of the shard's rows, table by table in
-   * batches of `batchSize` (default 1000), as the mover. Until then a read across shards that
-   * reaches the former owner also sees the old copy. The tombstone and the fence stay. Returns the
-   * rows deleted per table.
-   */
-  async cleanup(
+  async lease(
     shardRef: ShardIdentifier | string,
-    from: PhysicalShard<Client>,
-    options: { batchSize?: number } = {},
-  ): Promise<Record<string, number>> {
+    to: PhysicalShard<Client>,
+    options: LeaseOptions = {},
+  ): Promise<ShardLease<Client>> {
     const shard = this.shard(shardRef);
-    const batchSize = options.batchSize ?? 1000;
-    if (!(Number.isSafeInteger(batchSize) && batchSize >= 1)) {
-      throw new OwnershipOptionsError([`cleanup: batchSize must be an integer >= 1, got ${batchSize}`]);
-    }
+    if (!this.registry.physical.includes(to))
+      throw new OwnershipOptionsError(["to: not a database of the map's registry"]);
     await this.refresh();
-    const [row] = await raw(from).$queryRawUnsafe<Row[]>(
-      `SELECT shard, epoch, state, peer FROM "ShardOwnership" WHERE shard = $1`,
-      shard.bits,
-    );
-    if (row?.state !== "moved") {
-      throw this.conflict(
-        shard,
-        `${from.name} holds no tombstone for it (${row?.state ?? "no record"}): its rows are not an old copy`,
-      );
-    }
-    const deleted: Record<string, number> = {};
-    for (const table of this.tables) {
-      const bits = shardOfRowSql(table);
-      deleted[table.table] = 0;
-      for (;;) {
-        const n = await this.asMover(from, (tx) =>
-          tx.$executeRawUnsafe(
-            `DELETE FROM "${table.table}" WHERE ctid IN (SELECT ctid FROM "${table.table}" WHERE ${bits} = $1 LIMIT ${batchSize})`,
-            shard.bits,
-          ),
-        );
-        deleted[table.table] = (deleted[table.table] ?? 0) + n;
-        if (n < batchSize) break;
-      }
-    }
-    return deleted;
-  }
-
-  /**
-   * Brings `database`'s fence in line with its records. A switch leaves the target's fence in
-   * place (it lets the shard's writes through once its record says owned); this removes it.
-   */
-  async tidy(database: PhysicalShard<Client>): Promise<void> {
-    await this.relist(database);
-  }
-
-  /**
-   * Undoes `receive` (a change of owner given up before its switch): deletes what `to` holds of
-   * the shard, as the mover, and its incoming record, which lifts its fence for the shard.
-   */
-  async discard(shardRef: ShardIdentifier | string, to: PhysicalShard<Client>): Promise<void> {
-    const shard = this.shard(shardRef);
-    await this.refresh();
-    if (this.registry.physicalOf(shard) === to) {
-      throw new OwnershipOptionsError([
-        `discard: ${to.name} owns shard ${shard.key}: its rows are not a copy`,
-      ]);
-    }
-    await this.change(to, async (tx) => {
-      await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
-      for (const table of this.tables) {
-        const bits = shardOfRowSql(table);
-        await tx.$executeRawUnsafe(`DELETE FROM "${table.table}" WHERE ${bits} = $1`, shard.bits);
-      }
-      await tx.$executeRawUnsafe(
-        `DELETE FROM "ShardOwnership" WHERE shard = $1 AND state = 'incoming'`,
-        shard.bits,
-      );
-    });
-    await this.refresh();
-  }
-
-  /**
-   * Runs `fn` in a transaction on `database` as the mover: the fence lets its writes through (copying
-   * a shard's rows in, deleting an old copy). Nothing else should use it.
-   */
-  asMover<R>(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
-    return raw(database).$transaction(async (tx) => {
-      await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
-      return fn(tx);
-    });
+    return ShardLease.acquire(this, shard, to, options);
   }
 
   /** Stops refreshing and detaches the map from routing. */
   close(): void {
     this.stop();
     this.registry.attachOwnership(undefined);
-  }
-
-  /**
-   * A change of `database`'s records: `fn`, in one transaction under the database's change lock.
-   *
-   * The fence's list of shards is kept apart from the records, table by table, each table in a
-   * transaction of its own (`relist`), so trigger DDL never holds one table while it waits for
-   * another: no deadlock with a writer that holds that other table, and each table's writers wait
-   * only for their own table. Listing a shard is always safe (its writes then check its record);
-   * unlisting is safe only once its record says owned. So:
-   * - `list`: a shard `fn` will make not owned (a fence, an incoming record). It is listed on every
-   *   table first, and `fn` runs only if, under the change lock, every table still lists it
-   *   (else listing runs again).
-   * - after `fn` commits, the list is brought in line with the records (shards no longer needing a
-   *   check are unlisted), unless `relist: false` (the switch: `tidy` does it later, outside the
-   *   freeze).
-   */
-  private async change(
-    database: PhysicalShard<Client>,
-    fn: (tx: Raw) => Promise<void>,
-    options: { list?: number; relist?: boolean } = {},
-  ): Promise<void> {
-    const { list } = options;
-    try {
-      for (let attempt = 1; ; attempt++) {
-        if (list !== undefined) await this.relist(database, [list]);
-        const done = await this.locked(database, async (tx) => {
-          if (list !== undefined && !(await this.listedEverywhere(tx, list))) return false;
-          await fn(tx);
-          return true;
-        });
-        if (done) break;
-        if (attempt >= 20)
-          throw this.conflict(
-            ShardIdentifier.fromBits(list!),
-            `its listing in ${database.name}'s fence kept being undone by concurrent changes`,
-          );
-      }
-    } catch (error) {
-      if (list !== undefined) await this.relist(database).catch(() => {});
-      throw error;
-    }
-    if (options.relist !== false) await this.relist(database);
-  }
-
-  /**
-   * `fn` in a transaction on `database` holding its change lock, waiting at most `lockTimeoutMs`
-   * for any lock: a transaction that waits longer gives way (rolls back, so the writers in its
-   * path finish first) and runs again.
-   */
-  private async locked<R>(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await raw(database).$transaction(
-          async (tx) => {
-            await tx.$queryRawUnsafe(CHANGE_LOCK);
-            await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`);
-            return fn(tx);
-          },
-          { timeout: 30_000, maxWait: 10_000 },
-        );
-      } catch (error) {
-        if (attempt >= 50 || !gaveWay(error)) throw error;
-        await new Promise((r) => setTimeout(r, Math.random() * 20 * Math.min(attempt, 10)));
-      }
-    }
-  }
-
-  /**
-   * Brings each table's fence list in line with `database`'s records (the shards it does not simply
-   * own: armed, fenced, moved away, incoming), plus `also`. One transaction per table; no DDL for a
-   * table whose list is right already, so a change of state of a listed shard (fence, switch,
-   * tombstone) is one row update while writes wait.
-   */
-  private async relist(database: PhysicalShard<Client>, also: readonly number[] = []): Promise<void> {
-    const wantedIn = async (db: Raw) => {
-      const records = await db.$queryRawUnsafe<{ shard: number }[]>(
-        `SELECT shard FROM "ShardOwnership" WHERE state <> 'owned' OR peer IS NOT NULL`,
-      );
-      return [...new Set([...records.map((r) => r.shard), ...also])].sort((a, b) => a - b);
-    };
-    const inLine = (table: FencedTable, wanted: number[], present: { args: string[] } | undefined) =>
-      wanted.length === 0
-        ? present === undefined
-        : present?.args.length === FENCE_TRIGGERS.length &&
-          present.args.every((a) => a === fenceArguments(table, wanted));
-    // The usual case, read without locks: every table is in line already (a listed shard changing
-    // state). A change that races this one lists for itself.
-    const [wanted, listings] = await Promise.all([wantedIn(raw(database)), this.listings(raw(database))]);
-    for (const table of this.tables) {
-      if (inLine(table, wanted, listings.get(table.table))) continue;
-      await this.locked(database, async (tx) => {
-        const now = await wantedIn(tx);
-        if (inLine(table, now, (await this.listings(tx)).get(table.table))) return;
-        for (const statement of fenceStatements(table, now)) await tx.$executeRawUnsafe(statement);
-      });
-    }
-  }
-
-  /** Whether every table's three fence triggers list `bits`. */
-  private async listedEverywhere(tx: Raw, bits: number): Promise<boolean> {
-    const listings = await this.listings(tx);
-    return this.tables.every((table) => {
-      const present = listings.get(table.table);
-      return (
-        present?.args.length === FENCE_TRIGGERS.length && present.shards.every((list) => list.includes(bits))
-      );
-    });
-  }
-
-  /** Each table's fence triggers: their arguments, and the shards each lists. */
-  private async listings(tx: Raw) {
-    const rows = await tx.$queryRawUnsafe<{ table: string; name: string; args: string }[]>(
-      FENCE_ARGUMENTS_SQL,
-      FENCE_TRIGGERS,
-    );
-    const byTable = new Map<string, { args: string[]; shards: number[][] }>();
-    for (const row of rows) {
-      const entry = byTable.get(row.table) ?? { args: [], shards: [] };
-      entry.args.push(row.args);
-      entry.shards.push((row.args.split("|")[2] ?? "").split(",").filter(Boolean).map(Number));
-      byTable.set(row.table, entry);
-    }
-    return byTable;
   }
 
   /** What a database says it is (`server:port/database`); throws when it has not answered yet. */
@@ -765,53 +524,205 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return this.registry.resolve(shard);
   }
 
-  private conflict(shard: ShardIdentifier, message: string): EpochConflictError {
+  /** Counts a change of owner refused because someone else changed the shard first, and returns its error. */
+  conflict(shard: ShardIdentifier, message: string): EpochConflictError {
     this.counters.conflicts++;
     this.onSignal?.({ type: "conflict", shard, message });
     return new EpochConflictError(shard, message);
   }
 
   /**
-   * After a refusal of a write for `shard`: reads the map, and when routing would still send the
-   * shard where it was refused (it is between owners), waits until its placement changes (owner or
-   * epoch), or `waitMs`. Every waiting write shares one poll of the map.
+   * Gives a fenced shard back to `database`, its owner, when the move holding the fence has stopped:
+   * its lease lapsed (its mover died, hangs, or gave it up) before it switched. One transaction under
+   * the database's change lock, by compare-and-set on the same record a switch changes, so the two
+   * never both succeed: the move's record is locked and must still be lapsed and unswitched, the
+   * record must still be fenced by that move; the record becomes owned again and the move's token
+   * grows (its mover, should it wake up, is refused at its next step) and it is marked abandoned
+   * (the next move of the shard takes it over and undoes what is left: the target's copy, the
+   * replication objects). No DDL: the shard's fence listing stays until then.
    */
-  private async settle(shard: ShardIdentifier): Promise<void> {
+  private async heal(database: PhysicalShard<Client>, shard: ShardIdentifier): Promise<boolean> {
+    const healed = await this.changes.locked(database, async (tx) => {
+      const [move] = await tx.$queryRawUnsafe<{ attempt: string; step: string; lapsed: boolean }[]>(
+        `SELECT attempt, step, "expiresAt" < clock_timestamp() AS lapsed FROM "ShardMove" WHERE shard = $1 FOR UPDATE`,
+        shard.bits,
+      );
+      if (!move?.lapsed || move.attempt === "" || move.step === "switched" || move.step === "abandoned")
+        return false;
+      const given = await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET state = 'owned', peer = NULL, attempt = NULL, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'fenced' AND attempt = $2`,
+        shard.bits,
+        move.attempt,
+      );
+      if (given !== 1) return false;
+      await tx.$executeRawUnsafe(
+        `UPDATE "ShardMove" SET token = token + 1, step = 'abandoned', holder = $2, "updatedAt" = clock_timestamp()
+         WHERE shard = $1`,
+        shard.bits,
+        `${this.name}, which gave the fenced shard back to ${database.name} after the lease lapsed`,
+      );
+      return true;
+    });
+    if (healed) {
+      this.counters.heals++;
+      this.onSignal?.({ type: "heal", shard, database: database.name });
+    }
+    return healed;
+  }
+
+  /**
+   * Completes a switch decided at the old owner (its tombstone of a move attempt names `database`)
+   * when `database` still holds the shard incoming: its mover stopped between the two commits. The
+   * tombstone is read from this router's map (refreshed just before).
+   */
+  private async complete(
+    database: PhysicalShard<Client>,
+    shard: ShardIdentifier,
+    attempt: string | null | undefined,
+  ): Promise<boolean> {
+    const identity = this.identities.get(database);
+    if (!attempt || !identity) return false;
+    for (const rows of this.rows.values()) {
+      const tombstone = rows.find(
+        (r) => r.shard === shard.bits && r.state === "moved" && r.peer === identity && r.attempt === attempt,
+      );
+      if (!tombstone) continue;
+      const done = await completeSwitch(this, database, shard, attempt, tombstone.epoch);
+      if (done) {
+        this.counters.completions++;
+        this.onSignal?.({ type: "completion", shard, database: database.name });
+      }
+      return done;
+    }
+    return false;
+  }
+
+  /**
+   * After a refusal of a call for `refusal.shard`: gives a fence whose mover stopped back to its
+   * owner, or completes a decided switch, then reads the map. When routing would still send the shard
+   * where it was refused and it is fenced there (between owners), the call waits in the router
+   * (`hold`) instead of being sent there again. A shard whose records cannot be right fails with its
+   * typed error at once.
+   */
+  private async settle(refusal: Refusal): Promise<void> {
+    const { shard } = refusal;
     const physical = this.registry.physicalOf(shard);
     const epoch = this.registry.epochOf(shard);
+    if (refusal.state === "fenced" && refusal.move?.lapsed && refusal.move.step !== "switched")
+      await this.heal(physical, shard).catch(() => false);
     await this.refresh();
+    if (
+      refusal.state === "incoming" &&
+      (await this.complete(physical, shard, refusal.attempt).catch(() => false))
+    )
+      await this.refresh();
+    this.refuseProblem(shard);
     if (this.registry.physicalOf(shard) !== physical || this.registry.epochOf(shard) !== epoch) return;
-    await new Promise<void>((resolve) => {
+    if (this.fenced.has(shard.bits)) return this.hold(shard);
+    // Refused, yet the map read says nothing changed (a record changed between the refusal and the
+    // read, or a database that did not answer): one short wait for the map to catch up.
+    await this.hold(shard, Math.min(this.waitMs, 250), false);
+  }
+
+  /**
+   * Waits, in the router, until `shard`'s placement changes (switched: it runs at the new owner), it
+   * is no longer fenced (given back), or `ms` (default `waitMs`) have passed: then, when `fail`, it
+   * fails with `StaleOwnerError`. Every waiting call shares one poll of the databases concerned (the
+   * owner and where the shard moves to), every 10 ms at first and less often as the wait grows. A
+   * fence whose move's lease lapsed meanwhile is given back to its owner by the poll. With
+   * `fenced: false` (a refusal the map does not explain yet), it waits only for a change of
+   * placement, or `ms`, and then runs again.
+   */
+  private hold(shard: ShardIdentifier, ms = this.waitMs, fenced = true): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
       const waiter = {
         shard,
-        physical,
-        epoch,
-        wake: () => {
-          clearTimeout(timer);
+        physical: this.registry.physicalOf(shard),
+        epoch: this.registry.epochOf(shard),
+        deadline: performance.now() + ms,
+        fenced,
+        wake: (error?: unknown) => {
           this.waiting.delete(waiter);
-          resolve();
+          if (error && fenced) reject(error);
+          else resolve();
         },
       };
-      const timer = setTimeout(waiter.wake, this.waitMs);
       this.waiting.add(waiter);
       void this.poll();
     });
   }
 
-  /** Re-reads the map every 10 ms while refused writes wait, and wakes those whose shard's placement changed. */
+  /** Throws the typed error of a shard whose calls routing refuses (see `problemsOf`). */
+  private refuseProblem(shard: ShardIdentifier): void {
+    const problem = this.problems.get(shard.bits);
+    if (!problem) return;
+    if (problem.kind === "records") throw new InvalidMapError(problem.issues, shard);
+    throw new DatabasesUnansweredError(
+      `shard ${shard.key}: its database has not answered the partition map's read, so who owns it is not known`,
+      [{ database: problem.database.name, error: problem.error }],
+    );
+  }
+
+  /**
+   * Before a call to `shard`: nothing for a shard with no problem (the usual case: two set lookups).
+   * A shard whose calls routing refuses: the map is read again (at most once per
+   * `refreshIntervalMs`, shared by every such call) and the call refused if the problem is still
+   * there. A write to a shard the router knows is fenced: it waits in the router (`hold`).
+   */
+  private admit(shard: ShardIdentifier, call: { write: boolean }): Promise<void> | undefined {
+    if (this.problems.has(shard.bits))
+      return (async () => {
+        if (performance.now() - this.lastRead >= this.refreshIntervalMs) await this.refresh().catch(() => {});
+        this.refuseProblem(shard);
+      })();
+    if (call.write && this.fenced.has(shard.bits)) return this.hold(shard);
+    return undefined;
+  }
+
+  /**
+   * Reads, while calls wait, the databases concerned (each waiting shard's owner and where it moves
+   * to), every 10 ms at first and up to every 100 ms as the oldest wait grows, and wakes the calls
+   * whose shard's placement changed, is no longer fenced, or whose time is up. A fence whose move's
+   * lease lapsed is given back to its owner first.
+   */
   private async poll(): Promise<void> {
     if (this.polling) return;
     this.polling = true;
     try {
-      while (this.waiting.size > 0) {
-        await new Promise((r) => setTimeout(r, 10));
-        await this.refresh().catch(() => {});
+      for (let round = 0; this.waiting.size > 0; round++) {
+        await new Promise((r) => setTimeout(r, Math.min(100, 10 + round * 2)));
+        const concerned = new Set<PhysicalShard<Client>>();
         for (const w of this.waiting) {
+          concerned.add(w.physical);
+          const peer = this.rowOf(w.physical, w.shard)?.peer;
+          const to = peer ? this.registry.physical.find((p) => this.identities.get(p) === peer) : undefined;
+          if (to) concerned.add(to);
+        }
+        await this.read([...concerned]).catch(() => {});
+        const now = performance.now();
+        for (const w of this.waiting) {
+          const row = this.rowOf(w.physical, w.shard);
           if (
             this.registry.physicalOf(w.shard) !== w.physical ||
-            this.registry.epochOf(w.shard) !== w.epoch
+            this.registry.epochOf(w.shard) !== w.epoch ||
+            this.problems.has(w.shard.bits) ||
+            (w.fenced && row?.state !== "fenced")
           ) {
             w.wake();
+          } else if (row?.state === "fenced" && row.lapsed) {
+            await this.heal(w.physical, w.shard).catch(() => false);
+          } else if (now > w.deadline) {
+            w.wake(
+              new StaleOwnerError({
+                shard: w.shard,
+                epoch: row?.epoch ?? 0,
+                state: row?.state ?? "unknown",
+                peer: row?.peer ?? null,
+                attempt: row?.attempt ?? null,
+                move: null,
+              }),
+            );
           }
         }
       }
@@ -820,38 +731,58 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     }
   }
 
-  /** What routing calls on a refusal (see `OwnershipHook`). */
+  /** This router's last copy of `physical`'s record of `shard`. */
+  private rowOf(physical: PhysicalShard<Client>, shard: ShardIdentifier): Row | undefined {
+    return this.rows.get(physical)?.find((r) => r.shard === shard.bits);
+  }
+
+  /** The record check run in a shard transaction first, and after an answer that found nothing. */
+  private async assertOwner(client: object, shard: ShardIdentifier): Promise<void> {
+    const epoch = this.registry.epochOf(shard);
+    if (epoch === 0) return; // no record of the shard yet (no map has recorded it): nothing to assert
+    await (client as Raw).$queryRawUnsafe(
+      "SELECT shardkit_assert_owner($1, $2)::text AS epoch",
+      shard.bits,
+      epoch,
+    );
+  }
+
+  /** What routing calls (see `OwnershipHook`). */
   private hook(): OwnershipHook {
     return {
       retries: this.retries,
       rejection: (error) => {
+        // The router's own answer (a shard fenced for longer than `waitMs`) is not a database's refusal.
+        if (error instanceof StaleOwnerError) return undefined;
         const refusal = refusalOf(error);
         if (!refusal) return undefined;
         this.counters.staleRejections++;
         this.onSignal?.({ type: "stale_rejection", refusal });
-        return { shard: refusal.shard };
+        return { shard: refusal.shard, refusal };
       },
       refresh: async (rejected, attempt) => {
         this.counters.retries++;
         this.onSignal?.({ type: "retry", shard: rejected.shard, attempt });
-        await this.settle(rejected.shard);
+        const refusal = (rejected as { refusal?: Refusal }).refusal;
+        await this.settle(refusal ?? { shard: rejected.shard, epoch: 0, state: "unknown", peer: null });
       },
-      begin: async (tx, shard) => {
-        const epoch = this.registry.epochOf(shard);
-        if (epoch === 0) return; // no record of the shard yet (a database was down at open): nothing to assert
-        await (tx as Raw).$queryRawUnsafe(
-          "SELECT shardkit_assert_owner($1, $2)::text AS epoch",
-          shard.bits,
-          epoch,
-        );
-      },
+      admit: (shard, call) => this.admit(shard, call),
+      begin: (tx, shard) => this.assertOwner(tx, shard),
+      confirm: (client, shard) => this.assertOwner(client, shard),
       giveUp: (error) => new StaleOwnerError(refusalOf(error)!, { cause: error }),
     };
   }
 }
 
-export function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
-  return physical.client as unknown as Raw;
+/** The records of a shard, as one line: `a fenced at epoch 2, e incoming at epoch 2`. */
+function describeRecords<Client extends ShardClient>(
+  rows: ReadonlyMap<PhysicalShard<Client>, readonly Row[]>,
+  shard: ShardIdentifier,
+): string {
+  const held = [...rows].flatMap(([p, list]) =>
+    list.filter((r) => r.shard === shard.bits).map((r) => `${p.name} ${r.state} at epoch ${r.epoch}`),
+  );
+  return held.length > 0 ? held.join(", ") : "none";
 }
 
 /**
@@ -877,10 +808,4 @@ async function installFunctions(db: Raw): Promise<void> {
     },
     { timeout: 30_000, maxWait: 10_000 },
   );
-}
-
-/** A change that gave way: it waited too long for a lock (55P03) or lost a deadlock (40P01). */
-function gaveWay(error: unknown): boolean {
-  const text = `${(error as { code?: unknown })?.code ?? ""} ${(error as Error)?.message ?? ""} ${JSON.stringify((error as { meta?: unknown })?.meta ?? {})}`;
-  return /55P03|40P01|lock timeout|deadlock detected/.test(text);
 }

@@ -1,70 +1,81 @@
 import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
-import { scatter } from "@shardkit/scatter";
-import { MovePrecheckError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
-import { type PartitionMap, type Raw, raw } from "./map.js";
-import type { ShardPlacement } from "./placement.js";
-import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
+import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import { countAt, moveOptionIssues, outsideIdentity, precheck } from "./check.js";
 import {
-  listedTableIssues,
-  resolveTables,
-  SHARDKIT_TABLES,
-  shardkitTable,
-  shardkitTablesAt,
-} from "./tables.js";
-import { readPartitionMap } from "./view.js";
+  DatabasesUnansweredError,
+  MoveFailedError,
+  MoveLeaseLostError,
+  MovePrecheckError,
+  MoveTimeoutError,
+  MoveVerifyError,
+  OwnershipOptionsError,
+} from "./errors.js";
+import {
+  completeSwitch,
+  findMoves,
+  inProgress,
+  isLive,
+  type LeaseOptions,
+  ShardLease,
+} from "./lease.js";
+import type { PartitionMap } from "./map.js";
+import { lastLine, type Raw, raw } from "./raw.js";
+import { copied, lagBytes, publish, reached, subscribe, teardown, walPosition } from "./replication.js";
+import { shardOfRowSql } from "./sql.js";
+import { type Check, checkAll, checkChanged, checkUnchanged } from "./verify.js";
 
 /** The steps of a move, in order, as progress reports them. */
 export type MoveStep =
-  | "precheck"
   | "resume"
+  | "precheck"
+  | "lease"
   | "receive"
   | "publish"
   | "subscribe"
   | "copy"
   | "catch-up"
+  | "verify"
   | "fence"
   | "final-position"
-  | "verify"
+  | "verify-changes"
   | "switch"
-  | "enforce"
   | "teardown"
   | "cleanup"
   | "done";
 
 /**
  * The steps a move of `mode` reports, in order (a stopped move's `resume` comes first when there is
- * one): without `verify` when `verify: false`, without `cleanup` when `cleanup: false`. For a
- * progress bar's total; a test checks that a move reports exactly these.
+ * one), without `cleanup` when `cleanup: false`. For a progress bar's total; a test checks that a
+ * move reports exactly these.
  */
 export function moveSteps(
   mode: "live" | "offline",
-  options: { verify?: boolean | undefined; cleanup?: boolean | undefined } = {},
+  options: { cleanup?: boolean | undefined } = {},
 ): MoveStep[] {
   const steps: MoveStep[] =
     mode === "live"
       ? [
           "precheck",
+          "lease",
           "receive",
           "publish",
           "subscribe",
           "copy",
           "catch-up",
+          "verify",
           "fence",
           "final-position",
-          "verify",
+          "verify-changes",
         ]
-      : ["precheck", "receive", "fence", "copy", "verify"];
-  steps.push("switch", "enforce", "teardown", "cleanup", "done");
-  return steps.filter(
-    (s) => !(s === "verify" && options.verify === false) && !(s === "cleanup" && options.cleanup === false),
-  );
+      : ["precheck", "lease", "receive", "fence", "copy", "verify"];
+  steps.push("switch", "teardown", "cleanup", "done");
+  return steps.filter((s) => !(s === "cleanup" && options.cleanup === false));
 }
 
 export interface MoveProgress {
   step: MoveStep;
-  /** Rows of the shard at the target so far (copy), per table summed. */
+  /** Rows of the shard at the target so far (copy), per table summed; rows compared (verify, verify-changes). */
   rows?: number;
   /** Bytes of WAL the target is behind the source (catch-up, final-position). */
   lagBytes?: number;
@@ -72,7 +83,7 @@ export interface MoveProgress {
   elapsedMs: number;
 }
 
-export interface MoveOptions<Client extends ShardClient> {
+export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   map: PartitionMap<Client>;
   shard: ShardIdentifier | string;
   /** The database that will own the shard (a spare, or one that holds other shards). */
@@ -88,17 +99,24 @@ export interface MoveOptions<Client extends ShardClient> {
    * (`postgresql://user@host:port/db`): the subscription connects with it.
    */
   sourceConnection?: string;
-  /** Compare row counts and checksums per table after the fence, before the switch. Default true. */
+  /**
+   * Compare each table's rows by checksum, source against target, besides their counts. Default
+   * true. `false` skips the checksums only: row counts are still compared, and the switch still
+   * takes only a copy this move checked, from a source this move fenced.
+   */
   verify?: boolean;
   /** Delete the old copy at the source after the switch (batched; the tombstone stays). Default true. */
   cleanup?: boolean;
-  /** How long the copy and catch-up may take before the move gives up and is undone (`MoveTimeoutError`). Default 120 s. */
-  timeoutMs?: number;
+  /** How long a live move's copy and catch-up may take before the move gives up and is undone (`MoveTimeoutError`). Default 120 s. */
+  copyTimeoutMs?: number;
   /** WAL the target may be behind before the fence (catch-up is done). Default 64 KiB. */
   maxLagBytes?: number;
   /** Each step as it starts. Default: a line per step on stderr. */
   onProgress?(progress: MoveProgress): void;
-  /** Called as each step completes; a test's way to stop a move there, as a crash would. */
+  /**
+   * Called as each step completes, and awaited: a test's way to pause a move there (as a slow host
+   * would) or stop it (as a crash would).
+   */
   afterStep?(step: MoveStep): void | Promise<void>;
   /**
    * OpenTelemetry (through `@opentelemetry/api`): a span `shardkit.move` per move with an event
@@ -115,32 +133,36 @@ export interface MoveResult {
   /** The shard's epoch at its new owner. */
   epoch: number;
   mode: "live" | "offline";
-  /** Rows of the shard per table, as verified at the target. */
+  /** Rows of the shard per table at the fence, as checked at the target. */
   rows: Record<string, number>;
   /** How long writes to the shard were held: from the fence to the switch. */
   freezeMs: number;
   durationMs: number;
-  /** A move that had stopped half-way, found and rolled back or forward before this one. */
+  /** A move that had stopped half-way, taken over and rolled back or forward before this one. */
   resumed: "rolled-back" | "rolled-forward" | null;
+  /** The rows written during the move, checked again inside the fence (live moves). */
+  changedRows: number;
   steps: { step: MoveStep; ms: number }[];
 }
-
-const MOVE_TABLE = "ShardMove";
 
 /**
  * Moves one logical shard to another database while it takes writes (PostgreSQL logical
  * replication), or offline (fence, copy, verify, switch; the way for PGlite):
  *
- * precheck -> receive (the target fences the incoming shard) -> publish (a publication of the
- * shard's rows, row-filtered on the shard bits) -> subscribe (initial copy) -> catch-up -> fence ->
- * final position -> verify (counts and checksums per table) -> switch (compare-and-set) ->
- * enforce (the source's tombstone) -> teardown -> cleanup (the old copy, batched).
+ * precheck -> lease (one mover per shard) -> receive (the source arms the shard, the target fences
+ * the incoming shard) -> publish (row-filtered on the shard bits) -> subscribe (initial copy) ->
+ * catch-up -> verify (every row not written since the arming, in a snapshot of each side) -> fence
+ * -> final position -> verify-changes (the rows written during the move) -> switch (decided at the
+ * source, then the target owns it) -> teardown -> cleanup (the old copy, batched) -> done.
  *
- * The move is recorded on the source (`ShardMove`). A move that stopped half-way (a crash) is
- * found by the next `moveShard` of the shard and finished when it had switched, or undone
- * otherwise (the target never took a write), then run again: at every point exactly one database
- * accepts the shard's writes, or none (between fence and switch). Replication slots and
- * publications left behind are removed.
+ * The move holds a lease on the shard (`ShardLease`): a second mover is refused while it is live,
+ * and every step checks it in the transaction of its change, so a mover that lost it (it lapsed,
+ * and another mover took the move over, or a router gave the fenced shard back to its owner) can
+ * change nothing more. A move that stopped half-way is taken over by the next `moveShard` of the
+ * shard once its lease has lapsed, and finished (it had switched) or undone (it had not). At every
+ * point exactly one database accepts the shard's writes, or none, for at most the lease, between
+ * the fence and the switch. A failure says where, what it left, and what a rerun does
+ * (`MoveFailedError`).
  */
 export async function moveShard<Client extends ShardClient>(
   options: MoveOptions<Client>,
@@ -197,17 +219,32 @@ export async function moveShard<Client extends ShardClient>(
 async function runMove<Client extends ShardClient>(options: MoveOptions<Client>): Promise<MoveResult> {
   const started = performance.now();
   const { map } = options;
-  const shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;
   const mode = options.mode ?? "live";
-  const issues = moveOptionIssues(map.registry, options.to, mode);
+  const issues = map?.registry ? moveOptionIssues(map.registry, options.to, mode) : ["map: required"];
   if (mode === "live" && !options.sourceConnection) issues.push("sourceConnection: required for a live move");
-  if (issues.length > 0) throw new OwnershipOptionsError(issues);
-  const timeoutMs = options.timeoutMs ?? 120_000;
-  const maxLagBytes = options.maxLagBytes ?? 64 * 1024;
+  const copyTimeoutMs = options.copyTimeoutMs ?? 120_000;
+  if (!(Number.isFinite(copyTimeoutMs) && copyTimeoutMs > 0))
+    issues.push(`copyTimeoutMs: expected a positive number of ms, got ${copyTimeoutMs}`);
+  let shard: ShardIdentifier | undefined;
+  try {
+    shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;
+  } catch (error) {
+    issues.push(`shard ${JSON.stringify(options.shard)}: ${(error as Error).message}`);
+  }
+  if (shard && map?.registry && !map.registry.has(shard))
+    issues.push(`shard ${shard.key} is not in the registry`);
+  if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
+  const to = options.to;
+  const lease: LeaseOptions = {
+    ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+    ...(options.holder !== undefined ? { holder: options.holder } : {}),
+  };
   const steps: MoveResult["steps"] = [];
   const progress = options.onProgress ?? progressLine;
   let last = performance.now();
-  const step = async (name: MoveStep, extra: Omit<MoveProgress, "step" | "elapsedMs"> = {}) => {
+  let current: MoveStep = "precheck";
+  const step = (name: MoveStep, extra: Omit<MoveProgress, "step" | "elapsedMs"> = {}) => {
+    current = name;
     progress({ step: name, elapsedMs: Math.round(performance.now() - started), ...extra });
   };
   const done = async (name: MoveStep) => {
@@ -217,57 +254,48 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     await options.afterStep?.(name);
   };
 
+  // The map as it is now, and every move of the shard the databases record: waited for, database by
+  // database, up to the map's timeoutMs; a database the move needs that does not answer stops it.
   await map.refresh();
-  const to = options.to;
-  let from = map.registry.physicalOf(shard);
-  const names = { publication: `shardkit_move_${shard.bits}`, subscription: `shardkit_move_${shard.bits}` };
+  const moves = await findMoves(map.registry, shard, map.timeoutMs);
+  needAnswers(map, shard, to, moves.unanswered);
 
-  // A move of this shard that stopped half-way: finish it if it switched, else undo it.
+  // A move of this shard under way (its lease is live) refuses this one; a stopped one (its lease
+  // lapsed) is taken over and finished if it switched, else undone.
   let resumed: MoveResult["resumed"] = null;
-  const record = await findRecord(map.registry, shard);
-  if (record) {
-    await step("resume");
-    const target = map.registry.physical.find((p) => map.identityOf(p) === record.row.target);
-    if (!target)
-      throw new OwnershipOptionsError([
-        `a stopped move of shard ${shard.key} names ${record.row.target}, which is not in the registry`,
-      ]);
-    if (map.registry.physicalOf(shard) === target) {
-      // It switched: the target owns the shard. Finish the old owner's side.
-      await map.enforce(shard, record.physical); // a tombstone already recorded is left as it is
-      await teardown(record.physical, target, names);
-      if (options.cleanup ?? true) await map.cleanup(shard, record.physical);
-      await raw(record.physical).$executeRawUnsafe(
-        `DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`,
-        shard.bits,
-      );
-      resumed = "rolled-forward";
-      if (target === to) {
-        await done("resume");
-        return {
-          shard: shard.key,
-          from: record.physical.name,
-          to: to.name,
-          epoch: map.registry.epochOf(shard),
-          mode,
-          rows: {},
-          freezeMs: 0,
-          durationMs: Math.round(performance.now() - started),
-          resumed,
-          steps,
-        };
-      }
-    } else {
-      await undo(map, shard, record.physical, target, names);
-      resumed = "rolled-back";
+  const live = moves.found.find(isLive);
+  if (live) throw inProgress(map, live);
+  for (const record of moves.found) {
+    step("resume");
+    const held = await ShardLease.takeOver(map, record, lease);
+    held.start();
+    try {
+      resumed = await resume(map, held, options.cleanup ?? true);
+    } finally {
+      held.stop();
     }
     await done("resume");
     await map.refresh();
-    from = map.registry.physicalOf(shard);
+    if (resumed === "rolled-forward" && held.to === to && map.registry.physicalOf(shard) === to) {
+      return {
+        shard: shard.key,
+        from: held.from.name,
+        to: to.name,
+        epoch: map.registry.epochOf(shard),
+        mode,
+        rows: {},
+        freezeMs: 0,
+        durationMs: Math.round(performance.now() - started),
+        resumed,
+        changedRows: 0,
+        steps,
+      };
+    }
   }
+  const from = map.registry.physicalOf(shard);
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
 
-  await step("precheck");
+  step("precheck");
   const problems = await precheck(map.tables, shard, from, to, mode);
   if (problems.length > 0) throw new MovePrecheckError(shard, problems);
   // A shardkit table whose shard column is not in its replica identity (UniqueClaim: its key is the
@@ -275,152 +303,130 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   // the source would fail while the publication lives. Set before anything is recorded or fenced.
   if (mode === "live") {
     for (const table of await outsideIdentity(map.tables, from)) {
-      await raw(from).$executeRawUnsafe(`ALTER TABLE "${table.table}" REPLICA IDENTITY FULL`);
+      await map.changes.ddl(from, table.table, (tx) =>
+        tx.$executeRawUnsafe(`ALTER TABLE "${table.table}" REPLICA IDENTITY FULL`),
+      );
     }
   }
   await done("precheck");
 
-  await raw(from).$executeRawUnsafe(
-    `INSERT INTO "${MOVE_TABLE}" (shard, target, step) VALUES ($1, $2, 'copying')
-     ON CONFLICT (shard) DO UPDATE SET target = EXCLUDED.target, step = 'copying', "startedAt" = now(), "updatedAt" = now()`,
-    shard.bits,
-    map.identityOf(to),
-  );
-  await step("receive");
-  // Armed: the shard's writes at the source check its record from now on, so the fence is one row
-  // update, with no DDL waiting for the writers of every table while the shard's writes are held.
-  await map.arm(shard, to);
-  await map.receive(shard, to);
-  await done("receive");
+  step("lease");
+  const held = await ShardLease.acquire(map, shard, to, lease);
+  held.start();
 
+  const sums = options.verify ?? true;
+  let decided = false;
+  let epoch = 0;
   let freezeStarted = 0;
-  const within = Date.now() + timeoutMs;
-  /** Polls `check` every `everyMs` until it holds (short only while writes are held); a timeout undoes the move. */
-  const waitFor = async (what: string, check: () => Promise<boolean>, everyMs = 50) => {
-    while (!(await check())) {
-      if (Date.now() > within) {
-        await undo(map, shard, from, to, names);
-        throw new MoveTimeoutError(shard, what, timeoutMs);
-      }
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
-  };
-
-  /** The source stops taking the shard's writes: the freeze starts. */
-  const fence = async () => {
-    await step("fence");
-    const at = performance.now();
-    await map.fence(shard);
-    await raw(from).$executeRawUnsafe(
-      `UPDATE "${MOVE_TABLE}" SET step = 'fenced', "updatedAt" = now() WHERE shard = $1`,
-      shard.bits,
-    );
-    await done("fence");
-    return at;
-  };
-
-  if (mode === "live") {
-    await step("publish");
-    const filters = map.tables
-      .map((t) => `"${t.table}" WHERE (${shardOfRowSql(t)} = ${shard.bits})`)
-      .join(", ");
-    await raw(from).$executeRawUnsafe(
-      `CREATE PUBLICATION "${names.publication}" FOR TABLE ${filters} WITH (publish = 'insert, update, delete')`,
-    );
-    await done("publish");
-    await step("subscribe");
-    await raw(to).$executeRawUnsafe(
-      `CREATE SUBSCRIPTION "${names.subscription}" CONNECTION ${literal(options.sourceConnection!)} PUBLICATION "${names.publication}"
-       WITH (copy_data = true, synchronous_commit = 'on')`,
-    );
-    await done("subscribe");
-    await step("copy");
-    await waitFor("the initial copy", async () => {
-      const [row] = await raw(to).$queryRawUnsafe<{ waiting: number }[]>(
-        `SELECT count(*)::int AS waiting FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
-         WHERE s.subname = $1 AND r.srsubstate <> 'r'`,
-        names.subscription,
-      );
-      return row!.waiting === 0;
-    });
-    await step("copy", { rows: await countAt(map.tables, to, shard) });
-    await done("copy");
-    await step("catch-up");
-    await waitFor("catching up", async () => {
-      const lag = await lagBytes(from, names.subscription);
-      await step("catch-up", { lagBytes: lag });
-      return lag <= maxLagBytes;
-    });
-    await done("catch-up");
-    freezeStarted = await fence();
-    await step("final-position");
-    const [position] = await raw(from).$queryRawUnsafe<{ lsn: string }[]>(
-      "SELECT pg_current_wal_lsn()::text AS lsn",
-    );
-    await waitFor(
-      "the final position",
-      async () => {
-        const [row] = await raw(from).$queryRawUnsafe<{ reached: boolean }[]>(
-          `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) AS reached FROM pg_replication_slots WHERE slot_name = $1`,
-          names.subscription,
-          position!.lsn,
-        );
-        return row?.reached === true;
-      },
-      2,
-    );
-    await done("final-position");
-  } else {
-    freezeStarted = await fence();
-    await step("copy");
-    await copyRows(map, shard, from, to);
-    await step("copy", { rows: await countAt(map.tables, to, shard) });
-    await done("copy");
-  }
-
+  let freezeMs = 0;
+  let changedRows = 0;
   const rows: Record<string, number> = {};
-  if (options.verify ?? true) {
-    await step("verify");
-    const mismatches: string[] = [];
-    const [source, target] = await Promise.all([digest(map, from, shard), digest(map, to, shard)]);
-    map.tables.forEach((table, i) => {
-      const [a, b] = [source[i]!, target[i]!];
-      rows[table.table] = b.rows;
-      if (a.rows !== b.rows || a.sum !== b.sum) {
-        mismatches.push(
-          `${table.table}: source ${a.rows} rows (${a.sum ?? "-"}), target ${b.rows} rows (${b.sum ?? "-"})`,
-        );
-      }
+  const count = (check: Check) =>
+    map.tables.forEach((t, i) => {
+      rows[t.table] = (rows[t.table] ?? 0) + check.rows[i]!;
     });
-    if (mismatches.length > 0) {
-      await undo(map, shard, from, to, names);
-      throw new MoveVerifyError(shard, mismatches);
-    }
-    await done("verify");
-  }
+  try {
+    await done("lease");
+    step("receive");
+    // Armed: the shard's writes at the source check its record (and note their rows' keys) from
+    // now on, so the fence is one row update, with no DDL waiting for the writers of every table.
+    await held.arm();
+    await held.receive();
+    await done("receive");
 
-  await step("switch");
-  const { epoch } = await map.switch(shard, to);
-  const freezeMs = Math.round(performance.now() - freezeStarted);
-  await raw(from).$executeRawUnsafe(
-    `UPDATE "${MOVE_TABLE}" SET step = 'switched', "updatedAt" = now() WHERE shard = $1`,
-    shard.bits,
-  );
-  await done("switch");
-  await step("enforce");
-  await map.enforce(shard, from);
-  await done("enforce");
-  await step("teardown");
-  await teardown(from, to, names);
-  await map.tidy(to);
-  await done("teardown");
-  if (options.cleanup ?? true) {
-    await step("cleanup");
-    await map.cleanup(shard, from);
-    await done("cleanup");
+    const within = Date.now() + copyTimeoutMs;
+    /** Polls `check` every `everyMs` until it holds; past the copy's time, the move is undone. */
+    const waitFor = async (what: string, check: () => Promise<boolean>, everyMs: number) => {
+      while (!(await check())) {
+        held.ensure(); // a mover that lost its lease (found by its renewal) stops waiting at once
+        if (Date.now() > within) throw new MoveTimeoutError(shard, what, copyTimeoutMs);
+        await new Promise((r) => setTimeout(r, everyMs));
+      }
+    };
+    const fence = async () => {
+      step("fence");
+      const at = performance.now();
+      await held.fence();
+      await done("fence");
+      return at;
+    };
+    const verified = async (check: Check, what: MoveStep) => {
+      if (check.mismatches.length > 0) throw new MoveVerifyError(shard, check.mismatches);
+      count(check);
+      await done(what);
+    };
+
+    if (mode === "live") {
+      step("publish");
+      const { publication, subscription } = held.names;
+      await held.atSource((tx) => publish(tx, map.tables, shard, publication));
+      await done("publish");
+      step("subscribe");
+      await subscribe(to, subscription, options.sourceConnection!, publication);
+      await held.renew(); // a mover that lost its lease meanwhile drops what it just made, in `failed`
+      await done("subscribe");
+      step("copy");
+      await waitFor("the initial copy", () => copied(to, subscription), 50);
+      step("copy", { rows: await countAt(map.tables, to, shard) });
+      await done("copy");
+      step("catch-up");
+      const maxLag = options.maxLagBytes ?? 64 * 1024;
+      await waitFor(
+        "catching up",
+        async () => {
+          const lag = await lagBytes(from, subscription);
+          step("catch-up", { lagBytes: lag });
+          return lag <= maxLag;
+        },
+        50,
+      );
+      await done("catch-up");
+      step("verify");
+      const before = await checkUnchanged(map.tables, from, to, shard, sums, copyTimeoutMs);
+      step("verify", { rows: before.rows.reduce((a, b) => a + b, 0) });
+      await verified(before, "verify");
+      freezeStarted = await fence();
+      step("final-position");
+      const position = await walPosition(from);
+      await waitFor("the final position", () => reached(from, subscription, position), 2);
+      await done("final-position");
+      step("verify-changes");
+      const changed = await checkChanged(map.tables, from, to, shard, sums);
+      changedRows = changed.keys;
+      step("verify-changes", { rows: changed.keys });
+      await verified(changed, "verify-changes");
+    } else {
+      freezeStarted = await fence();
+      step("copy");
+      await copyRows(held, map.tables, shard, from);
+      step("copy", { rows: await countAt(map.tables, to, shard) });
+      await done("copy");
+      step("verify");
+      await verified(await checkAll(map.tables, from, to, shard, sums), "verify");
+    }
+    await held.verified();
+
+    step("switch");
+    decided = true; // from here a failure may have switched: it is finished, never undone
+    ({ epoch } = await held.switch());
+    freezeMs = Math.round(performance.now() - freezeStarted);
+    await done("switch");
+    step("teardown");
+    await teardown(from, to, shard);
+    await held.tidy();
+    await done("teardown");
+    if (options.cleanup ?? true) {
+      step("cleanup");
+      await held.cleanup();
+      await done("cleanup");
+    }
+    await held.release();
+  } catch (error) {
+    throw await failed(held, shard, current, error, decided);
+  } finally {
+    held.stop();
   }
-  await raw(from).$executeRawUnsafe(`DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`, shard.bits);
-  await step("done");
+  step("done");
   return {
     shard: shard.key,
     from: from.name,
@@ -431,353 +437,176 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     freezeMs,
     durationMs: Math.round(performance.now() - started),
     resumed,
+    changedRows,
     steps,
   };
 }
 
-export interface MoveCheckOptions<Client extends ShardClient> {
-  /** The registry of the databases (no `PartitionMap` needed: the check opens none). */
-  registry: ShardRegistry<Client>;
-  shard: ShardIdentifier | string;
-  /** The database that would own the shard. */
-  to: PhysicalShard<Client>;
-  /** As `moveShard`'s: `live` (default) checks `wal_level` at the source too. */
-  mode?: "live" | "offline";
-  /**
-   * The app's tables holding shard rows, as the move's map is opened with them. `@shardkit/prisma`'s
-   * own tables are added as `PartitionMap.open` adds them (the same rule: `MoveCheck.tables`).
-   */
-  tables: readonly FencedTable[];
-  /** How long each database may take to answer the read of the map. Default 2000 ms. */
-  timeoutMs?: number;
-}
-
-/** What `checkMove` found: where the shard is, and what would stop `moveShard` from starting. */
-export interface MoveCheck<Client extends ShardClient = ShardClient> {
-  shard: ShardIdentifier;
-  /** The shard's owner now, by the records (the registry's placement while it is unrecorded); null when unknown. */
-  from: PhysicalShard<Client> | null;
-  to: PhysicalShard<Client>;
-  mode: "live" | "offline";
-  /** The tables checked: the ones given, then `@shardkit/prisma`'s own that the databases have (as `PartitionMap.tables`). */
-  tables: FencedTable[];
-  /** The shard's placement, as `readPartitionMap` reads it. */
-  placement: ShardPlacement<Client>;
-  /**
-   * A move of the shard that stopped half-way (recorded on its source), which `moveShard` deals
-   * with first: `finish` when it had switched (the target owns the shard: the old owner's side is
-   * finished), `undo` otherwise (the target's copy is discarded; the check does not count it as a
-   * leftover). `step` is what it had reached: `copying`, `fenced` or `switched`. Null when there is none.
-   */
-  resume: { target: string; step: string; action: "finish" | "undo" } | null;
-  /**
-   * Every problem that would make `moveShard` refuse to start: the precheck's (`MovePrecheckError`
-   * lists the same ones), records that cannot be right, a database that did not answer. Empty:
-   * the move can start.
-   */
-  issues: string[];
+/**
+ * Stops a move whose databases it needs did not answer the read of the map or of the move records
+ * (a slow answer is not an absent one): the source, the target, and every database that records
+ * anything of the shard or was never read (it might).
+ */
+function needAnswers<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  shard: ShardIdentifier,
+  to: PhysicalShard<Client>,
+  unansweredMoves: readonly { physical: PhysicalShard<Client>; error: string }[],
+): void {
+  const silent = new Map<PhysicalShard<Client>, string>();
+  for (const [physical, error] of map.unanswered()) silent.set(physical, error);
+  for (const { physical, error } of unansweredMoves) if (!silent.has(physical)) silent.set(physical, error);
+  const from = map.registry.physicalOf(shard);
+  const needed = [...silent].filter(
+    ([physical]) => physical === from || physical === to || map.mayRecord(physical, shard),
+  );
+  if (needed.length > 0)
+    throw new DatabasesUnansweredError(
+      `shard ${shard.key} cannot move: databases it needs did not answer within ${map.timeoutMs} ms (nothing was changed)`,
+      needed.map(([physical, error]) => ({ database: physical.name, error })),
+    );
 }
 
 /**
- * The checks a move runs before it changes anything (`moveShard`'s precheck, the same code), on
- * their own and without a `PartitionMap`: reads the map (`readPartitionMap`, SELECTs only) to find
- * the shard's owner, then checks that owner as the source against `to`. Nothing is changed: no
- * function installed, no record written. `OwnershipOptionsError` for options that cannot work,
- * or when `to` owns the shard already (as `moveShard`).
+ * Finishes or undoes a move taken over from a mover that stopped (`held`): finished when its source
+ * recorded the switch (its tombstone of this attempt; or, for a move of an earlier version, when
+ * the target owns the shard), undone otherwise.
  */
-export async function checkMove<Client extends ShardClient>(
-  options: MoveCheckOptions<Client>,
-): Promise<MoveCheck<Client>> {
-  const mode = options?.mode ?? "live";
-  const issues = [
-    ...(options?.registry && Array.isArray(options.registry.physical)
-      ? moveOptionIssues(options.registry, options.to, mode)
-      : ["registry: required"]),
-    ...listedTableIssues(options?.tables),
-  ];
-  let shard: ShardIdentifier | undefined;
-  if (typeof options?.shard === "string") {
+async function resume<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  held: ShardLease<Client>,
+  cleanup: boolean,
+): Promise<"rolled-forward" | "rolled-back"> {
+  const [own] = await raw(held.from).$queryRawUnsafe<
+    { state: string; epoch: number; attempt: string | null }[]
+  >(`SELECT state, epoch, attempt FROM "ShardOwnership" WHERE shard = $1`, held.shard.bits);
+  const [target] = await raw(held.to).$queryRawUnsafe<{ state: string; epoch: number }[]>(
+    `SELECT state, epoch FROM "ShardOwnership" WHERE shard = $1`,
+    held.shard.bits,
+  );
+  const switched = own?.state === "moved" && own.attempt === (held.attempt === "" ? null : held.attempt);
+  const targetOwns = target?.state === "owned" && own !== undefined && target.epoch > own.epoch;
+  if (!switched && !targetOwns) {
+    await undo(held);
+    return "rolled-back";
+  }
+  if (switched) await completeSwitch(map, held.to, held.shard, held.attempt, own!.epoch);
+  else await held.entomb(target!.epoch); // an earlier version's switch: the source's tombstone
+  await teardown(held.from, held.to, held.shard);
+  await held.tidy();
+  if (cleanup) await held.cleanup();
+  await held.release();
+  return "rolled-forward";
+}
+
+/**
+ * Undoes a move that did not switch: the source takes the shard's writes again, replication is torn
+ * down, the target's copy discarded, both fences tidied, and the move's record released.
+ */
+async function undo<Client extends ShardClient>(held: ShardLease<Client>): Promise<void> {
+  await held.unfence();
+  await teardown(held.from, held.to, held.shard);
+  await held.discard();
+  await held.tidy();
+  await held.release();
+}
+
+/**
+ * What a move that failed at `step` left, as an error that says it and what a rerun does. Before
+ * the switch it undoes the move when it can (then nothing of it is left); when it cannot, it gives
+ * its lease up at once, so routers give a fenced shard back to its owner at their next refused write.
+ */
+async function failed<Client extends ShardClient>(
+  held: ShardLease<Client>,
+  shard: ShardIdentifier,
+  step: MoveStep,
+  error: unknown,
+  decided: boolean,
+): Promise<unknown> {
+  const { from, to } = held;
+  if (error instanceof MoveLeaseLostError || held.isLost) {
+    // What this attempt made and its taker has not torn down yet (a subscription created just
+    // before the lease was found lost): dropped, by this attempt's names only.
+    await teardown(from, to, shard, held.names.subscription).catch(() => {});
+    return new MoveFailedError(
+      shard,
+      {
+        step,
+        left: "taken-over",
+        rerun: null,
+        what: "This mover lost its lease and changed nothing after that: the move is another mover's now (or a router gave the fenced shard back to its owner), which finishes or undoes it.",
+      },
+      { cause: error },
+    );
+  }
+  if (!decided) {
     try {
-      shard = ShardIdentifier.parse(options.shard);
-    } catch (error) {
-      issues.push(`shard ${JSON.stringify(options.shard)}: ${(error as Error).message}`);
-    }
-  } else if (options?.shard instanceof ShardIdentifier) shard = options.shard;
-  else issues.push("shard: required");
-  if (shard && typeof options.registry?.has === "function" && !options.registry.has(shard))
-    issues.push(`shard ${shard.key} is not in the registry`);
-  if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
-  const { registry, to } = options;
-  const timeoutMs = options.timeoutMs ?? 2000;
-  // Where the shard is, which tables hold its rows, and a move of it that stopped half-way: read at once.
-  const [view, resolved, stopped] = await Promise.all([
-    readPartitionMap(registry, { timeoutMs }),
-    resolveTables(registry.physical, options.tables, { timeoutMs }),
-    findRecord(registry, shard, timeoutMs),
-  ]);
-  const { tables } = resolved;
-  const placement = view.placementOf(shard);
-  const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
-  // A stopped move: `moveShard` finishes it (it switched) or undoes it (it did not) before anything else.
-  const stoppedTarget = stopped
-    ? view.databases.find((d) => d.identity !== null && d.identity === stopped.row.target)?.physical
-    : undefined;
-  const resume: MoveCheck<Client>["resume"] = stopped
-    ? {
-        target: view.nameOf(stopped.row.target) ?? stopped.row.target,
-        step: stopped.row.step,
-        action: stoppedTarget !== undefined && from === stoppedTarget ? "finish" : "undo",
-      }
-    : null;
-  const found = [...view.issues, ...resolved.issues];
-  if (stopped && stoppedTarget === undefined)
-    found.push(
-      `a stopped move of shard ${shard.key} names ${stopped.row.target}, which is not in the registry (or did not answer)`,
-    );
-  // Finishing a stopped move to `to` is all `moveShard` would do: nothing else to check.
-  if (resume?.action === "finish" && from === to)
-    return { shard, from, to, mode, tables, placement, resume, issues: found };
-  if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
-  if (from === null)
-    found.push(
-      `the owner of shard ${shard.key} is unknown: the databases holding its records did not answer`,
-    );
-  const silent = (physical: PhysicalShard<Client>) =>
-    view.databases.some((d) => d.physical === physical && d.status === "unavailable");
-  for (const db of view.databases) {
-    if (db.status === "unavailable" && (from === null || db.physical === from || db.physical === to))
-      found.push(`${db.database}: did not answer (${db.error})`);
-    if (db.status === "no-table" && (db.physical === from || db.physical === to))
-      found.push(
-        `${db.database}: has no ShardOwnership table (roll @shardkit/ownership's schema/ownership.prisma out to it)`,
+      await undo(held);
+      // A mismatched copy or a copy that took too long says so itself ("the move was undone").
+      if (error instanceof MoveVerifyError || error instanceof MoveTimeoutError) return error;
+      return new MoveFailedError(
+        shard,
+        {
+          step,
+          left: "undone",
+          rerun: null,
+          what: `It was undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard.`,
+        },
+        { cause: error },
       );
-  }
-  if (from !== null && !silent(from) && !silent(to))
-    found.push(
-      ...(await precheck(tables, shard, from, to, mode, resume?.action === "undo" && stoppedTarget === to)),
-    );
-  return { shard, from, to, mode, tables, placement, resume, issues: found };
-}
-
-/** What is wrong with a move's `to` and `mode` (shared by `moveShard` and `checkMove`). */
-function moveOptionIssues<Client extends ShardClient>(
-  registry: ShardRegistry<Client>,
-  to: PhysicalShard<Client> | undefined,
-  mode: unknown,
-): string[] {
-  const issues: string[] = [];
-  if (mode !== "live" && mode !== "offline")
-    issues.push(`mode: expected 'live' or 'offline', got ${JSON.stringify(mode)}`);
-  if (!to || !registry.physical.includes(to)) issues.push("to: not a database of the map's registry");
-  return issues;
-}
-
-/**
- * Everything that must hold before a move of `shard` from `from` to `to` starts (`moveShard` runs
- * it, and `checkMove` on its own): every problem, nothing changed (it only reads).
- */
-async function precheck<Client extends ShardClient>(
-  tables: readonly FencedTable[],
-  shard: ShardIdentifier,
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
-  mode: "live" | "offline",
-  /** The target's copy of the shard is a stopped move's, which `moveShard` discards before this check. */
-  copyDiscarded = false,
-): Promise<string[]> {
-  const issues: string[] = [];
-  // shardkit's own tables that either side has must move with the shard (a map opened while a
-  // database did not answer decided its tables without that database).
-  const [ownAtSource, ownAtTarget] = await Promise.all([shardkitTablesAt(from), shardkitTablesAt(to)]);
-  for (const own of SHARDKIT_TABLES) {
-    if (tables.some((t) => t.table === own.table)) continue;
-    const at = [ownAtSource.has(own.table) ? from.name : null, ownAtTarget.has(own.table) ? to.name : null];
-    const having = at.filter((n) => n !== null);
-    if (having.length > 0)
-      issues.push(
-        `${own.table}: ${having.join(" and ")} ${having.length === 1 ? "has" : "have"} it, but it is not among the tables moved (reopen the map with every database answering)`,
-      );
-  }
-  if (mode === "live") {
-    const [wal] = await raw(from).$queryRawUnsafe<{ level: string }[]>(
-      "SELECT current_setting('wal_level') AS level",
-    );
-    if (wal!.level !== "logical")
-      issues.push(
-        `${from.name}: wal_level is ${wal!.level}; a live move needs wal_level = logical (or use mode: 'offline')`,
-      );
-  }
-  const COLUMNS = `SELECT table_name AS "table", column_name AS "column", data_type AS type, is_nullable AS nullable,
-      coalesce(column_default, '') AS "default", is_identity AS identity
-    FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])
-    ORDER BY table_name, ordinal_position`;
-  const names = tables.map((t) => t.table);
-  type Column = {
-    table: string;
-    column: string;
-    type: string;
-    nullable: string;
-    default: string;
-    identity: string;
-  };
-  const [source, target] = await Promise.all([
-    raw(from).$queryRawUnsafe<Column[]>(COLUMNS, names),
-    raw(to).$queryRawUnsafe<Column[]>(COLUMNS, names),
-  ]);
-  // The row checks below read only the tables that exist where they look.
-  const atTarget: FencedTable[] = [];
-  const onBoth: FencedTable[] = [];
-  for (const table of tables) {
-    const at = (list: Column[]) =>
-      list
-        .filter((c) => c.table === table.table)
-        .map((c) => `${c.column} ${c.type}${c.nullable === "NO" ? " not null" : ""}`);
-    const [a, b] = [at(source), at(target)];
-    if (b.length > 0) atTarget.push(table);
-    if (a.length > 0 && b.length > 0) onBoth.push(table);
-    if (a.length === 0) issues.push(`${from.name}: table ${table.table} does not exist`);
-    else if (b.length === 0)
-      issues.push(`${to.name}: table ${table.table} does not exist (roll the schema out to it first)`);
-    else if (a.join(", ") !== b.join(", "))
-      issues.push(
-        `${table.table}: the target's columns (${b.join(", ")}) differ from the source's (${a.join(", ")})`,
-      );
-    for (const c of source.filter((c) => c.table === table.table)) {
-      if (c.identity === "YES" || c.default.startsWith("nextval(")) {
-        issues.push(
-          `${table.table}.${c.column}: takes its values from a sequence, and sequences do not move with a shard`,
-        );
-      }
-    }
-  }
-  // A live move's row filter column must be in the replica identity, or every UPDATE and DELETE on
-  // the source would fail. shardkit's own tables are given a full identity by the move itself.
-  if (mode === "live") {
-    for (const table of await outsideIdentity(tables, from)) {
-      if (shardkitTable(table.table)) continue;
-      issues.push(
-        `${table.table}: ${table.column} is not in its replica identity (its primary key); updates and deletes could not replicate`,
+    } catch (undoError) {
+      await held.lapse();
+      return new MoveFailedError(
+        shard,
+        {
+          step,
+          left: "half-done",
+          rerun: "undo",
+          what: `It could not be undone now (${lastLine(undoError)}). Its lease was given up, so if the shard is fenced, the next refused write of a router gives it back to ${from.name}. Run the same move again to undo what is left (the target's copy, replication objects holding WAL on ${from.name}) and move the shard.`,
+        },
+        { cause: error },
       );
     }
   }
-  const leftovers = copyDiscarded ? 0 : await countAt(atTarget, to, shard);
-  if (leftovers > 0)
-    issues.push(
-      `${to.name}: already holds ${leftovers} rows of shard ${shard.key} (a leftover copy: remove it first)`,
-    );
-  // Unique values of the shard's rows that a row of another shard at the target already holds (the
-  // shard's own rows there are a leftover copy, reported above).
-  for (const table of onBoth) {
-    const uniques = await raw(from).$queryRawUnsafe<{ columns: string[] }[]>(
-      `SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns
-       FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-       JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-       WHERE i.indrelid = to_regclass(quote_ident($1)) AND i.indisunique
-       GROUP BY i.indexrelid, i.indisprimary
-       HAVING NOT i.indisprimary OR NOT ($2 = ANY(array_agg(a.attname::text)))`,
-      table.table,
-      table.column,
-    );
-    for (const { columns } of uniques) {
-      const list = columns.map((c) => `"${c}"`).join(", ");
-      const values = await raw(from).$queryRawUnsafe<{ v: string }[]>(
-        `SELECT json_agg(json_build_array(${list}))::text AS v FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
-        shard.bits,
-      );
-      const json = values[0]?.v;
-      if (!json) continue;
-      const [clash] = await raw(to).$queryRawUnsafe<{ n: number }[]>(
-        `SELECT count(*)::int AS n FROM "${table.table}" t, json_array_elements($1::json) v
-         WHERE ${columns.map((c, i) => `t."${c}"::text = v->>${i}`).join(" AND ")}
-           AND ${shardOfRowSql(table, "t")} <> $2`,
-        json,
-        shard.bits,
-      );
-      if (clash!.n > 0)
-        issues.push(
-          `${table.table} (${columns.join(", ")}): ${clash!.n} of the shard's values already exist at ${to.name}`,
-        );
-    }
-  }
-  return issues;
-}
-
-/**
- * The tables of `tables` whose shard column is not in their replica identity at `database` (its
- * primary key, or the index it names), and whose identity is not the full row.
- */
-async function outsideIdentity<Client extends ShardClient>(
-  tables: readonly FencedTable[],
-  database: PhysicalShard<Client>,
-): Promise<FencedTable[]> {
-  const outside: FencedTable[] = [];
-  for (const table of tables) {
-    const [identity] = await raw(database).$queryRawUnsafe<{ replident: string; inkey: boolean }[]>(
-      `SELECT c.relreplident::text AS replident,
-         coalesce(bool_or(a.attname = $2), false) AS inkey
-       FROM pg_class c
-       LEFT JOIN pg_index i ON i.indrelid = c.oid AND (CASE WHEN c.relreplident = 'i' THEN i.indisreplident ELSE i.indisprimary END)
-       LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
-       WHERE c.oid = to_regclass(quote_ident($1)) GROUP BY c.relreplident`,
-      table.table,
-      table.column,
-    );
-    if (identity && identity.replident !== "f" && !identity.inkey) outside.push(table);
-  }
-  return outside;
-}
-
-/** Rows of `shard` that `database` holds, over every table. */
-async function countAt<Client extends ShardClient>(
-  tables: readonly FencedTable[],
-  database: PhysicalShard<Client>,
-  shard: ShardIdentifier,
-) {
-  let total = 0;
-  for (const table of tables) {
-    const [row] = await raw(database).$queryRawUnsafe<{ n: number }[]>(
-      `SELECT count(*)::int AS n FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
+  await held.lapse();
+  const owner = await raw(to)
+    .$queryRawUnsafe<{ state: string; epoch: number }[]>(
+      `SELECT state, epoch FROM "ShardOwnership" WHERE shard = $1`,
       shard.bits,
-    );
-    total += row!.n;
-  }
-  return total;
+    )
+    .then((r) => r[0])
+    .catch(() => undefined);
+  const where =
+    owner?.state === "owned"
+      ? `${to.name} owns the shard (epoch ${owner.epoch}) and takes its writes`
+      : `the switch to ${to.name} may have been decided at ${from.name}: if so, ${to.name} takes the shard's writes as soon as it answers (a router refused there completes the switch)`;
+  return new MoveFailedError(
+    shard,
+    {
+      step,
+      left: "half-done",
+      rerun: "finish",
+      what: `${where}. Run the same move again to finish it (replication teardown, cleanup of the old copy at ${from.name}).`,
+    },
+    { cause: error },
+  );
 }
 
-/** Per table of the map, in its order: the shard's row count and an order-independent checksum, in one query. */
-async function digest<Client extends ShardClient>(
-  map: PartitionMap<Client>,
-  database: PhysicalShard<Client>,
-  shard: ShardIdentifier,
-) {
-  // An order-free checksum: the sum of a 64-bit hash of each row's JSON (no sort, one pass).
-  const parts = map.tables.map(
-    (table, i) =>
-      `SELECT ${i} AS i, count(*)::int AS rows, sum(hashtextextended(row_to_json(t)::text, 7301))::text AS sum
-       FROM "${table.table}" t WHERE ${shardOfRowSql(table)} = $1`,
-  );
-  const found = await raw(database).$queryRawUnsafe<{ i: number; rows: number; sum: string | null }[]>(
-    parts.join(" UNION ALL "),
-    shard.bits,
-  );
-  return map.tables.map((_, i) => found.find((r) => r.i === i)!);
-}
-
-/** The offline copy: every row of the shard, table by table, in batches, as the mover. */
+/** The offline copy: every row of the shard, table by table, in batches, as the mover (each batch checked against the lease). */
 async function copyRows<Client extends ShardClient>(
-  map: PartitionMap<Client>,
+  held: ShardLease<Client>,
+  tables: PartitionMap<Client>["tables"],
   shard: ShardIdentifier,
   from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
 ) {
-  for (const table of map.tables) {
+  for (const table of tables) {
     const rows = await raw(from).$queryRawUnsafe<{ batch: string }[]>(
       `SELECT json_agg(row_to_json(t))::text AS batch FROM (
          SELECT *, (row_number() OVER ()) / 1000 AS part FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1) t GROUP BY part`,
       shard.bits,
     );
     for (const { batch } of rows) {
-      await map.asMover(to, (tx: Raw) =>
+      await held.copyIn((tx: Raw) =>
         tx.$executeRawUnsafe(
           `INSERT INTO "${table.table}" SELECT * FROM json_populate_recordset(NULL::"${table.table}", $1::json)`,
           batch,
@@ -785,83 +614,6 @@ async function copyRows<Client extends ShardClient>(
       );
     }
   }
-}
-
-/** Bytes of WAL the subscription's slot is behind the source. */
-async function lagBytes<Client extends ShardClient>(
-  from: PhysicalShard<Client>,
-  slot: string,
-): Promise<number> {
-  const [row] = await raw(from).$queryRawUnsafe<{ lag: number | null }[]>(
-    `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 AS lag FROM pg_replication_slots WHERE slot_name = $1`,
-    slot,
-  );
-  return row?.lag ?? Number.POSITIVE_INFINITY;
-}
-
-/** Drops the subscription (and with it its slot on the source) and the publication, where they exist. */
-async function teardown<Client extends ShardClient>(
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
-  names: { publication: string; subscription: string },
-) {
-  const [sub] = await raw(to).$queryRawUnsafe<{ n: number }[]>(
-    "SELECT count(*)::int AS n FROM pg_subscription WHERE subname = $1",
-    names.subscription,
-  );
-  if (sub!.n > 0) await raw(to).$executeRawUnsafe(`DROP SUBSCRIPTION "${names.subscription}"`);
-  // A slot left behind (its subscription dropped without it) still holds WAL on the source.
-  await raw(from).$queryRawUnsafe(
-    `SELECT pg_drop_replication_slot(slot_name)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
-    names.subscription,
-  );
-  await raw(from).$executeRawUnsafe(`DROP PUBLICATION IF EXISTS "${names.publication}"`);
-}
-
-/** Undoes a move that did not switch: replication torn down, the copy discarded, the source owns the shard again. */
-async function undo<Client extends ShardClient>(
-  map: PartitionMap<Client>,
-  shard: ShardIdentifier,
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
-  names: { publication: string; subscription: string },
-) {
-  await teardown(from, to, names);
-  await map.discard(shard, to);
-  await map.refresh();
-  const [own] = await raw(from).$queryRawUnsafe<{ state: string; peer: string | null }[]>(
-    `SELECT state, peer FROM "ShardOwnership" WHERE shard = $1`,
-    shard.bits,
-  );
-  if (own?.state === "fenced" || (own?.state === "owned" && own.peer !== null)) await map.unfence(shard);
-  await raw(from).$executeRawUnsafe(`DELETE FROM "${MOVE_TABLE}" WHERE shard = $1`, shard.bits);
-}
-
-/** The database holding a record of a stopped move of `shard`, with the record. */
-async function findRecord<Client extends ShardClient>(
-  registry: ShardRegistry<Client>,
-  shard: ShardIdentifier,
-  /** How long each database may take (none: as long as it takes); one that fails or takes longer records nothing. */
-  timeoutMs?: number,
-) {
-  const answers = await scatter(
-    registry.physical,
-    (physical) =>
-      raw(physical).$queryRawUnsafe<{ target: string; step: string }[]>(
-        `SELECT target, step FROM "${MOVE_TABLE}" WHERE shard = $1`,
-        shard.bits,
-      ),
-    {
-      policy: "partial",
-      key: (p) => String(p.index),
-      ...(timeoutMs !== undefined ? { targetTimeoutMs: timeoutMs } : {}),
-    },
-  );
-  for (const outcome of answers.outcomes) {
-    if (outcome.status === "fulfilled" && outcome.value[0])
-      return { physical: outcome.target, row: outcome.value[0] };
-  }
-  return undefined;
 }
 
 function progressLine(p: MoveProgress): void {

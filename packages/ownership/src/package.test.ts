@@ -18,8 +18,12 @@ describe("published package", () => {
     expect(report.attw.ok, report.attw.output).toBe(true);
     const api = [
       "checkMove",
+      "DatabasesUnansweredError",
       "EpochConflictError",
       "InvalidMapError",
+      "MoveFailedError",
+      "MoveInProgressError",
+      "MoveLeaseLostError",
       "MovePrecheckError",
       "MoveTimeoutError",
       "MoveVerifyError",
@@ -28,6 +32,7 @@ describe("published package", () => {
       "PartitionMap",
       "SHARDKIT_TABLES",
       "STALE_OWNER_SQLSTATE",
+      "ShardLease",
       "StaleOwnerError",
       "isShardkitError",
       "moveShard",
@@ -49,6 +54,7 @@ describe("published package", () => {
     });
     expect(output.trim().split("\n")).toEqual([
       'precheck of a move to "new": ok',
+      "a second mover: MOVE_IN_PROGRESS",
       "a script writing to the old owner: fenced",
       'shard 0/1 is owned by "new" at epoch 2',
       'stale router\'s write: remaining 0 on "new", 1 refusal, 1 retry',

@@ -6,7 +6,7 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import { describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { routedClient, S, TABLES } from "../test/layout.js";
-import { copyShard } from "../test/world.js";
+import { transfer } from "../test/world.js";
 import { PartitionMap } from "./map.js";
 import { moveShard } from "./move.js";
 import { refusalOf } from "./refusal.js";
@@ -37,16 +37,13 @@ describe("embedded PGlite", () => {
     const id = ShardedId.generate("Bucket", S.g0m1);
     await mover.db.bucket.create({ data: { id, name: "B-173", remaining: 3 } });
 
-    await map.fence(S.g0m1);
-    const refused = await mover.clients[0]!.bucket.update({ where: { id }, data: { remaining: 0 } }).catch(
-      (e: unknown) => e,
-    );
-    expect(refusalOf(refused)).toMatchObject({ shard: S.g0m1, state: "fenced", epoch: 1 });
     const spare = mover.registry.physical.find((p) => p.name === "spare")!;
-    await map.receive(S.g0m1, spare);
-    await copyShard(map, S.g0m1, mover.clients[0]!, spare);
-    await map.switch(S.g0m1, spare);
-    await map.enforce(S.g0m1, mover.registry.physicalOf(S.g0m0));
+    await transfer(map, S.g0m1, spare, async () => {
+      const refused = await mover.clients[0]!.bucket.update({ where: { id }, data: { remaining: 0 } }).catch(
+        (e: unknown) => e,
+      );
+      expect(refusalOf(refused)).toMatchObject({ shard: S.g0m1, state: "fenced", epoch: 1 });
+    });
 
     const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 2 } });
     expect(updated.remaining).toBe(2);

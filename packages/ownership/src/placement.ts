@@ -8,6 +8,8 @@ export interface OwnershipRow {
   epoch: number;
   state: string;
   peer: string | null;
+  /** The move attempt that armed, fenced, moved away or copies in the shard here (null: none; absent before this column existed). */
+  attempt?: string | null;
 }
 
 /** A shard's state in one database's `ShardOwnership`. */
@@ -55,7 +57,7 @@ export interface ShardPlacement<Client extends ShardClient = ShardClient> {
  * Where each of the registry's shards is by the records read from its databases (`records`: the
  * rows of every database whose records are known; a database without a `ShardOwnership` table
  * has none), with `identities` to name the databases records point to. Pure: the one placement
- * rule of the package, used by `PartitionMap` (which refuses a map with issues) and by
+ * rule of the package, used by `PartitionMap` (which refuses the calls of a shard with issues) and by
  * `readPartitionMap` (which reports them).
  */
 export function placeShards<Client extends ShardClient>(
@@ -68,6 +70,8 @@ export function placeShards<Client extends ShardClient>(
   const byIdentity = new Map([...identities].map(([physical, id]) => [id, physical]));
   const nameOf = (peer: string | null) => (peer === null ? null : (byIdentity.get(peer)?.name ?? peer));
   const byShard = new Map<number, { physical: PhysicalShard<Client>; row: OwnershipRow }[]>();
+  /** What is wrong with the records of a registered shard, by its bits (each placement carries its own). */
+  const rowIssues = new Map<number, string[]>();
   // In the registry's order of databases, whatever the order of `records`.
   for (const physical of registry.physical) {
     for (const row of records.get(physical) ?? []) {
@@ -77,22 +81,27 @@ export function placeShards<Client extends ShardClient>(
         continue;
       }
       const shard = ShardIdentifier.fromBits(row.shard);
-      if (!registry.has(shard)) issues.push(`${physical.name}: shard ${shard.key} is not in the registry`);
+      if (!registry.has(shard)) {
+        issues.push(`${physical.name}: shard ${shard.key} is not in the registry`);
+        continue;
+      }
+      const found: string[] = [];
       if (!Number.isSafeInteger(row.epoch) || row.epoch < 1) {
-        issues.push(
+        found.push(
           `${physical.name}: shard ${shard.key}: epoch ${JSON.stringify(row.epoch)} is not an integer >= 1`,
         );
       }
       if (!STATES.includes(row.state)) {
-        issues.push(
+        found.push(
           `${physical.name}: shard ${shard.key}: state ${JSON.stringify(row.state)} is not one of ${STATES.join(", ")}`,
         );
       }
       if (row.peer !== null && known.size === registry.physical.length && !known.has(row.peer)) {
-        issues.push(
+        found.push(
           `${physical.name}: shard ${shard.key}: names database ${row.peer}, which is not in the registry`,
         );
       }
+      if (found.length > 0) rowIssues.set(row.shard, [...(rowIssues.get(row.shard) ?? []), ...found]);
       byShard.set(row.shard, [...(byShard.get(row.shard) ?? []), { physical, row }]);
     }
   }
@@ -112,7 +121,7 @@ export function placeShards<Client extends ShardClient>(
         state: row.state,
         peer: nameOf(row.peer),
       })),
-      issues: [],
+      issues: [...(rowIssues.get(shard.bits) ?? [])],
     };
     if (held.length === 0) return placement;
     const top = Math.max(...held.map((h) => h.row.epoch));
@@ -145,7 +154,14 @@ export function placeShards<Client extends ShardClient>(
     }
     const tombstone = held.find((h) => h.row.state === "moved" && h.row.epoch === top);
     const target = tombstone?.row.peer ? byIdentity.get(tombstone.row.peer) : undefined;
-    if (target) placement.owner = target;
+    if (target) {
+      placement.owner = target;
+      // The database the tombstone names was read and holds nothing of the shard: its owner record is gone.
+      if (records.has(target) && !held.some((h) => h.physical === target))
+        placement.issues.push(
+          `shard ${shard.key}: ${tombstone!.physical.name}'s tombstone says ${target.name} owns it at epoch ${top}, but ${target.name} has no record of it (deleted?)`,
+        );
+    }
     return placement;
   });
   return { placements, issues };

@@ -3,7 +3,7 @@ import { ShardedId } from "@shardkit/id";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { confirm } from "../test/confirm.js";
 import { lineReader } from "../test/lines.js";
-import { copyShard, reset, router, S } from "../test/world.js";
+import { reset, router, S, transfer } from "../test/world.js";
 
 // The seed's race: allocation bucket B-173 has one unit left. Two desks, each its own router
 // process, confirm it with their own idempotency keys while ownership of its shard moves from
@@ -63,13 +63,11 @@ describe("the seed's race", () => {
 
     // Desk one confirms as the move begins; desk two (stale) confirms once the old owner is fenced.
     const first = one.go();
-    await map.fence(S.g0m1);
-    const second = two.go();
-    await map.receive(S.g0m1, r.physical.e);
-    await copyShard(map, S.g0m1, r.clients.a, r.physical.e);
-    await map.switch(S.g0m1, r.physical.e);
-    await map.enforce(S.g0m1, r.physical.a);
-    const outcomes = await Promise.all([first, second]);
+    let second: Promise<Outcome> | undefined;
+    await transfer(map, S.g0m1, r.physical.e, async () => {
+      second = two.go();
+    });
+    const outcomes = await Promise.all([first, second!]);
     expect(outcomes.filter((o) => o.outcome === "failed")).toEqual([]);
 
     // Exactly one confirmation, at the owner; the other desk was told it is sold out.

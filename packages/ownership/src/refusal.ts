@@ -34,13 +34,32 @@ function isShardkitStaleOwner(e: object): boolean {
 
 function parse(detail: string): Refusal | undefined {
   try {
-    const value = JSON.parse(detail) as { shard?: unknown; epoch?: unknown; state?: unknown; peer?: unknown };
+    const value = JSON.parse(detail) as {
+      shard?: unknown;
+      epoch?: unknown;
+      state?: unknown;
+      peer?: unknown;
+      attempt?: unknown;
+      move?: { step?: unknown; holder?: unknown; attempt?: unknown; lapsed?: unknown } | null;
+    };
     if (typeof value.shard !== "number" || !Number.isInteger(value.shard)) return undefined;
+    if (value.shard < 0 || value.shard >= 1 << 14) return undefined;
+    const move = value.move;
     return {
       shard: ShardIdentifier.fromBits(value.shard),
       epoch: typeof value.epoch === "number" ? value.epoch : 0,
       state: typeof value.state === "string" ? value.state : "unknown",
       peer: typeof value.peer === "string" ? value.peer : null,
+      attempt: typeof value.attempt === "string" ? value.attempt : null,
+      move:
+        move && typeof move === "object" && typeof move.step === "string"
+          ? {
+              step: move.step,
+              holder: typeof move.holder === "string" ? move.holder : "",
+              attempt: typeof move.attempt === "string" ? move.attempt : "",
+              lapsed: move.lapsed === true,
+            }
+          : null,
     };
   } catch {
     return undefined;

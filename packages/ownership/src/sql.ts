@@ -36,25 +36,53 @@ const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 export const SHARD_LOCK = 7302;
 
 /**
+ * What a refusal says about the move holding a fenced shard, read from the refusing database's
+ * `ShardMove` (its lease): a router refused by a fence whose mover's lease has lapsed gives the
+ * shard back to its owner (`PartitionMap`'s heal), so a mover that died never leaves a shard
+ * without a writer for longer than its lease.
+ */
+const MOVE_OF_FENCE = `IF seen = 'fenced' THEN
+    SELECT m.step, m.holder, m.attempt, m."expiresAt" < clock_timestamp()
+      INTO move_step, move_holder, move_attempt, move_lapsed
+      FROM "ShardMove" m WHERE m.shard = bits;
+  END IF;`;
+
+/** The DETAIL of a refusal (SK001): the database's record of the shard, and the move holding a fence. */
+const REFUSAL_DETAIL = `json_build_object('shard', bits, 'epoch', coalesce(o.epoch, 0),
+      'state', coalesce(seen, 'unknown'), 'peer', o.peer, 'attempt', o.attempt,
+      'move', CASE WHEN move_step IS NULL THEN NULL ELSE json_build_object('step', move_step,
+        'holder', move_holder, 'attempt', move_attempt, 'lapsed', move_lapsed) END)::text`;
+
+/**
  * The function every fence trigger calls, for a write to a row of a shard its trigger lists (a
  * shard this database does not simply own: fenced, moved away, incoming, or armed for a move). It
  * queues behind any change of owner of the shard in progress (a shared advisory lock, first come
  * first served), then reads the database's record of the shard under a share lock. Owned: the
- * write goes on, holding that share lock, so a fence waits for it to commit. Anything else: SK001
- * with the record (epoch, state, new owner) as JSON in DETAIL, which routers read to refresh and
- * retry.
+ * write goes on, holding that share lock, so a fence waits for it to commit; when the shard is
+ * armed for a move (owned, with a peer), the row's primary key is noted in `ShardMoveChange`, so
+ * the move verifies only these rows again inside its fence. Anything else: SK001 with the record
+ * (epoch, state, new owner, attempt, and the move holding a fence) as JSON in DETAIL, which routers
+ * read to refresh and retry.
  *
  * A writer under REPEATABLE READ or SERIALIZABLE whose snapshot predates the record's last change
  * cannot lock it (40001): that writer is refused too, with state `changed` (the record it sees is
  * not the current one; the router's refresh reads that).
+ *
+ * Arguments: the shard column, its kind (`uuid`, `bits`), the listed shards (for `fenceArguments`),
+ * the primary key's columns as a JSON array (empty: the table's changes are not noted).
  */
 export const REFUSE_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_refuse_write() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v text := to_jsonb(CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END) ->> TG_ARGV[0];
+  r jsonb := to_jsonb(CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END);
+  v text := r ->> TG_ARGV[0];
   bits int;
   o record;
   seen text;
+  move_step text;
+  move_holder text;
+  move_attempt text;
+  move_lapsed boolean;
 BEGIN
   IF TG_ARGV[1] = 'bits' THEN
     bits := v::int;
@@ -63,44 +91,60 @@ BEGIN
   END IF;
   PERFORM pg_advisory_xact_lock_shared(${SHARD_LOCK}, bits);
   IF current_setting('transaction_isolation') = 'read committed' THEN
-    SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
+    SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
     seen := o.state;
   ELSE
     BEGIN
-      SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
+      SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
       seen := o.state;
     EXCEPTION WHEN serialization_failure THEN
-      SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits;
+      SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits;
       seen := 'changed';
     END;
   END IF;
   IF seen = 'owned' THEN
+    IF o.peer IS NOT NULL AND TG_NARGS > 3 AND TG_ARGV[3] <> '[]' THEN
+      INSERT INTO "ShardMoveChange" (shard, "table", key)
+        SELECT DISTINCT bits, TG_TABLE_NAME,
+          (SELECT jsonb_agg(w.j -> pk.c ORDER BY pk.n)
+             FROM jsonb_array_elements_text(TG_ARGV[3]::jsonb) WITH ORDINALITY AS pk(c, n))::text
+        FROM (SELECT r AS j UNION ALL SELECT to_jsonb(NEW) WHERE TG_OP = 'UPDATE') AS w
+        ON CONFLICT DO NOTHING;
+    END IF;
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
   END IF;
+  ${MOVE_OF_FENCE}
   RAISE EXCEPTION USING ERRCODE = '${STALE_OWNER_SQLSTATE}',
     MESSAGE = format('shardkit: this database does not own shard %s/%s (%s at epoch %s)',
                      bits >> 6, bits & 63, coalesce(seen, 'unknown'), coalesce(o.epoch, 0)),
-    DETAIL = json_build_object('shard', bits, 'epoch', coalesce(o.epoch, 0),
-                               'state', coalesce(seen, 'unknown'), 'peer', o.peer)::text;
+    DETAIL = ${REFUSAL_DETAIL};
 END
 $fn$`;
 
 /**
- * What a shard transaction runs first when a partition map is attached: the database's record of
- * the shard must say owned, at the epoch the router used; otherwise SK001, as the fence raises it.
+ * What a shard transaction runs first when a partition map is attached, and what a router runs
+ * after an answer that found nothing (a former owner must not answer "not found" for a shard it
+ * lost): the database's record of the shard must say owned, at the epoch the router used;
+ * otherwise SK001, as the fence raises it.
  */
 export const ASSERT_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_assert_owner(bits int, expected int) RETURNS int
 LANGUAGE plpgsql AS $fn$
 DECLARE
   o record;
+  seen text;
+  move_step text;
+  move_holder text;
+  move_attempt text;
+  move_lapsed boolean;
 BEGIN
-  SELECT epoch, state, peer INTO o FROM "ShardOwnership" WHERE shard = bits;
-  IF o.state IS DISTINCT FROM 'owned' OR o.epoch IS DISTINCT FROM expected THEN
+  SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits;
+  seen := o.state;
+  IF seen IS DISTINCT FROM 'owned' OR o.epoch IS DISTINCT FROM expected THEN
+    ${MOVE_OF_FENCE}
     RAISE EXCEPTION USING ERRCODE = '${STALE_OWNER_SQLSTATE}',
       MESSAGE = format('shardkit: this database does not own shard %s/%s at epoch %s (%s at epoch %s)',
-                       bits >> 6, bits & 63, expected, coalesce(o.state, 'unknown'), coalesce(o.epoch, 0)),
-      DETAIL = json_build_object('shard', bits, 'epoch', coalesce(o.epoch, 0),
-                                 'state', coalesce(o.state, 'unknown'), 'peer', o.peer)::text;
+                       bits >> 6, bits & 63, expected, coalesce(seen, 'unknown'), coalesce(o.epoch, 0)),
+      DETAIL = ${REFUSAL_DETAIL};
   END IF;
   RETURN o.epoch;
 END
@@ -119,8 +163,14 @@ export const FENCE_TRIGGERS = TRIGGERS.map((t) => `shardkit_fence_${t.suffix}`);
  * The arguments of `table`'s fence triggers for these shards (their bits), each followed by `|`, as
  * `FENCE_ARGUMENTS_SQL` reads them back: a fence whose arguments are these already is in line.
  */
-export function fenceArguments(table: FencedTable, shards: readonly number[]): string {
-  return [table.column, table.kind ?? "uuid", listOf(shards)].map((a) => `${a}|`).join("");
+export function fenceArguments(
+  table: FencedTable,
+  shards: readonly number[],
+  key: readonly string[],
+): string {
+  return [table.column, table.kind ?? "uuid", listOf(shards), JSON.stringify(key)]
+    .map((a) => `${a}|`)
+    .join("");
 }
 
 /** Each fence trigger of this schema: its table, name and arguments (as `fenceArguments` writes them). */
@@ -146,7 +196,11 @@ const listOf = (shards: readonly number[]) => [...shards].sort((a, b) => a - b).
  * trigger whatever their isolation level. A shard listed already (armed) is fenced without this:
  * its record's change alone refuses later writes.
  */
-export function fenceStatements(table: FencedTable, shards: readonly number[]): string[] {
+export function fenceStatements(
+  table: FencedTable,
+  shards: readonly number[],
+  key: readonly string[],
+): string[] {
   if (shards.length === 0) {
     return FENCE_TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${quote(name)} ON ${quote(table.table)}`);
   }
@@ -154,7 +208,7 @@ export function fenceStatements(table: FencedTable, shards: readonly number[]): 
     const bits = shardOfRowSql(table, t.row);
     return `CREATE OR REPLACE TRIGGER ${quote(`shardkit_fence_${t.suffix}`)} BEFORE ${t.event} ON ${quote(table.table)} FOR EACH ROW
   WHEN (${bits} IN (${[...shards].sort((a, b) => a - b).join(", ")}) AND current_setting('shardkit.mover', true) IS DISTINCT FROM 'on')
-  EXECUTE FUNCTION shardkit_refuse_write(${literal(table.column)}, ${literal(table.kind ?? "uuid")}, ${literal(listOf(shards))})`;
+  EXECUTE FUNCTION shardkit_refuse_write(${literal(table.column)}, ${literal(table.kind ?? "uuid")}, ${literal(listOf(shards))}, ${literal(JSON.stringify(key))})`;
   });
 }
 
@@ -195,3 +249,50 @@ export function functionBody(create: string): string {
 /** The body of each of shardkit's functions in the current schema, by name (none: not installed). */
 export const FUNCTION_BODIES_SQL = `SELECT proname::text AS name, prosrc AS body FROM pg_proc
   WHERE pronamespace = current_schema()::regnamespace AND proname::text = ANY($1::text[])`;
+
+/** Each of the tables `$1` (names) of the current schema that has a primary key: its columns in order and their types. */
+export const PRIMARY_KEYS_SQL = `SELECT c.relname::text AS "table",
+    array_agg(a.attname::text ORDER BY k.n) AS columns,
+    array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY k.n) AS types
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+  CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+  WHERE i.indisprimary AND c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1::text[])
+  GROUP BY c.relname`;
+
+/**
+ * The columns of @shardkit/ownership's tables each database must have (its schema,
+ * `schema/ownership.prisma`): a database rolled out with an older version lacks some.
+ */
+export const OWNERSHIP_COLUMNS: Readonly<Record<string, readonly string[]>> = {
+  ShardOwnership: ["shard", "epoch", "state", "peer", "attempt", "verified", "updatedAt"],
+  ShardMove: ["shard", "target", "step", "attempt", "token", "holder", "expiresAt", "startedAt", "updatedAt"],
+  ShardMoveChange: ["shard", "table", "key"],
+};
+
+/** The columns of @shardkit/ownership's tables in the current schema. */
+export const OWNERSHIP_COLUMNS_SQL = `SELECT table_name::text AS "table", column_name::text AS "column"
+  FROM information_schema.columns
+  WHERE table_schema = current_schema() AND table_name = ANY($1::text[])`;
+
+/** What `db` lacks of @shardkit/ownership's schema (tables or columns), as issues; empty when nothing. */
+export async function ownershipSchemaIssues(
+  db: { $queryRawUnsafe<T>(sql: string, ...values: unknown[]): Promise<T> },
+  name: string,
+): Promise<string[]> {
+  const rows = await db.$queryRawUnsafe<{ table: string; column: string }[]>(
+    OWNERSHIP_COLUMNS_SQL,
+    Object.keys(OWNERSHIP_COLUMNS),
+  );
+  const missing: string[] = [];
+  for (const [table, columns] of Object.entries(OWNERSHIP_COLUMNS)) {
+    const present = rows.filter((r) => r.table === table).map((r) => r.column);
+    if (present.length === 0) missing.push(`table ${table}`);
+    else for (const c of columns) if (!present.includes(c)) missing.push(`column ${table}.${c}`);
+  }
+  return missing.length === 0
+    ? []
+    : [
+        `${name}: lacks ${missing.join(", ")} of @shardkit/ownership's schema (roll schema/ownership.prisma out to it)`,
+      ];
+}

@@ -10,8 +10,9 @@ import {
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import type { PrismaClient } from "../test/generated/prisma/client.js";
 import { reset, routers, S } from "../test/world.js";
+import { checkMove } from "./check.js";
 import { OwnershipOptionsError } from "./errors.js";
-import { checkMove, moveShard } from "./move.js";
+import { moveShard } from "./move.js";
 import { SHARDKIT_TABLES } from "./tables.js";
 
 // @shardkit/prisma's own tables (outbox, idempotency keys, processed events, claims) move with a

@@ -2,7 +2,7 @@ import { AggregationTemporality, MeterProvider, MetricReader } from "@openteleme
 import { ShardedId } from "@shardkit/id";
 import { shardRouting } from "@shardkit/prisma";
 import { beforeEach, describe, expect, it } from "vitest";
-import { copyShard, models, reset, routers, S } from "../test/world.js";
+import { models, reset, routers, S, transfer } from "../test/world.js";
 
 /** A reader that collects on demand: the cumulative sum of a counter per shard. */
 class Reader extends MetricReader {
@@ -41,11 +41,7 @@ describe("shardkit.ownership.stale_rejections", () => {
     expect(await reader.count("shardkit.ownership.stale_rejections", "0/1")).toBe(0);
 
     // 0/1 moves from a to e, by a mover the stale router is not told about.
-    await map.fence(S.g0m1);
-    await map.receive(S.g0m1, mover.physical.e);
-    await copyShard(map, S.g0m1, mover.clients.a, mover.physical.e);
-    await map.switch(S.g0m1, mover.physical.e);
-    await map.enforce(S.g0m1, mover.physical.a);
+    await transfer(map, S.g0m1, mover.physical.e);
 
     expect(stale.registry.physicalOf(S.g0m1).name).toBe("a");
     const updated = await db.bucket.update({ where: { id }, data: { remaining: 4 } });

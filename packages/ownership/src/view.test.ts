@@ -5,7 +5,7 @@ import { createDatabase, dropDatabase, MAIN_PORT, withClusterStopped } from "@sh
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
-import { copyShard, reset, type router, routers, S } from "../test/world.js";
+import { reset, type router, routers, S, transfer } from "../test/world.js";
 import { OwnershipOptionsError } from "./errors.js";
 import type { ShardPlacement } from "./placement.js";
 import { readPartitionMap } from "./view.js";
@@ -37,17 +37,13 @@ const named = (p: ShardPlacement<PrismaClient>) => ({
   owner: p.owner?.name ?? null,
 });
 
-/** Moves 0/1 from a to e by hand (fence, copy, switch, enforce), as a mover with its own map. */
+/** Moves 0/1 from a to e by hand, under a lease (fence, copy, switch), as a mover with its own map. */
 async function moveByHand(mover: ReturnType<typeof router>) {
   const map = await mover.open();
   await mover.db.bucket.create({
     data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 },
   });
-  await map.fence(S.g0m1);
-  await map.receive(S.g0m1, mover.physical.e);
-  await copyShard(map, S.g0m1, mover.clients.a, mover.physical.e);
-  await map.switch(S.g0m1, mover.physical.e);
-  await map.enforce(S.g0m1, mover.physical.a);
+  await transfer(map, S.g0m1, mover.physical.e);
   return map;
 }
 
@@ -103,7 +99,8 @@ describe("readPartitionMap", () => {
 
   it("after a move: each shard's owner, epoch and state, every record with its peer by name, and apply() routes a fresh registry there", async () => {
     const map = await moveByHand(make());
-    await map.arm(S.g0m0, map.registry.physical.find((p) => p.name === "b")!);
+    const arming = await map.lease(S.g0m0, map.registry.physical.find((p) => p.name === "b")!);
+    await arming.arm();
     const r = make(); // a process that never opened a map: its registry still says a
     const view = await readPartitionMap(r.registry);
     expect(named(view.placementOf(S.g0m1))).toMatchObject({
@@ -130,6 +127,7 @@ describe("readPartitionMap", () => {
       epoch: 2,
       state: "moved",
       peer: view.databases.find((d) => d.database === "e")!.identity,
+      attempt: expect.stringMatching(/^[0-9a-f]{32}$/),
     });
     expect(view.nameOf(view.databases[2]!.identity)).toBe("e");
     expect(view.nameOf("elsewhere:5432/x")).toBe("elsewhere:5432/x");
@@ -141,7 +139,13 @@ describe("readPartitionMap", () => {
     expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
     expect(r.registry.epochOf(S.g0m1)).toBe(2);
     expect(view.apply()).toEqual([]); // applied already
-    await map.unfence(S.g0m0);
+    // The lease of 0/0's move is live: the view shows it, with nothing stopped or left over.
+    expect(view.databases.find((d) => d.database === "a")?.moves).toMatchObject([
+      { shard: S.g0m0, to: "b", step: "copying", live: true },
+    ]);
+    expect([view.stopped, view.leftovers]).toEqual([[], []]);
+    await arming.unfence();
+    await arming.release();
     map.close();
   });
 

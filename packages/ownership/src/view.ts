@@ -7,12 +7,30 @@ import {
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
-import { type Raw, raw } from "./map.js";
+import { isLive, moveNames } from "./lease.js";
 import { type OwnershipRow, placeShards, type ShardPlacement } from "./placement.js";
+import { lastLine, type Raw, raw } from "./raw.js";
+import { type MoveObject, moveObjects } from "./replication.js";
 
 export interface ReadPartitionMapOptions {
-  /** How long each database may take to answer. Default 2000 ms (as `PartitionMap`'s reads). */
+  /** How long each database may take to answer. Default 5000 ms (as `PartitionMap`'s reads). */
   timeoutMs?: number;
+}
+
+/** A move's record (its lease) as the view read it, on the move's source. */
+export interface MoveView {
+  shard: ShardIdentifier;
+  /** The database it moves to, by registry name (its identity when no database of the registry has it). */
+  to: string;
+  /** `copying`, `fenced`, `switched`, or `abandoned` (a router gave its fenced shard back to its owner). */
+  step: string;
+  holder: string;
+  attempt: string;
+  token: number;
+  /** Milliseconds until its lease lapses, by the database's clock (zero or less: lapsed). */
+  expiresInMs: number;
+  /** Whether its lease is held (not lapsed, not abandoned): otherwise the move stopped, and the next move of the shard takes it over. */
+  live: boolean;
 }
 
 /** What one database answered when the view was read. */
@@ -22,6 +40,10 @@ export type DatabaseOwnership<Client extends ShardClient = ShardClient> = {
   database: string;
   /** What it says it is (`server:port/database`); null when it did not answer that question. */
   identity: string | null;
+  /** The moves recorded on it (it is their source), live or stopped. */
+  moves: MoveView[];
+  /** The moves' replication objects on it (`shardkit_move_*` slots, publications, subscriptions). */
+  replication: MoveObject[];
 } & (
   | {
       /** `recorded`: its `ShardOwnership` rows are `records` (none: it records no shard yet). */
@@ -41,6 +63,12 @@ export type DatabaseOwnership<Client extends ShardClient = ShardClient> = {
     }
 );
 
+/** A replication object of a move that no live move holds: it holds WAL on its server (slots) until dropped. */
+export interface MoveLeftover extends MoveObject {
+  /** The database it is on, by registry name. */
+  database: string;
+}
+
 /** The partition map as the databases record it now, read without changing anything. */
 export interface PartitionView<Client extends ShardClient = ShardClient> {
   /** Each database of the registry, in its order. */
@@ -53,6 +81,14 @@ export interface PartitionView<Client extends ShardClient = ShardClient> {
    * and each shard's own issues.
    */
   issues: string[];
+  /** Moves whose lease lapsed or was abandoned: the next move of the shard takes them over (finishes or undoes them). */
+  stopped: (MoveView & { database: string })[];
+  /**
+   * Replication objects of moves (`shardkit_move_*`) that no live move holds: left by a mover that
+   * died or a subscription whose source was down. A slot among them holds WAL on its server (a
+   * disk-filling hazard) until the next move of its shard, or a person, drops it.
+   */
+  leftovers: MoveLeftover[];
   /** One shard's placement; `OwnershipOptionsError` for a shard that is not in the registry. */
   placementOf(shard: ShardIdentifier | string): ShardPlacement<Client>;
   /** The registry name of the database with this identity (`server:port/database`); the identity itself when none has it. */
@@ -66,8 +102,23 @@ export interface PartitionView<Client extends ShardClient = ShardClient> {
 }
 
 /** The one read of a database's records: a SELECT, after a look at whether the table is there. */
-const TABLE_SQL = `SELECT to_regclass(quote_ident('ShardOwnership')) IS NOT NULL AS present`;
-const RECORDS_SQL = `SELECT shard, epoch, state, peer FROM "ShardOwnership" ORDER BY shard`;
+const TABLE_SQL = `SELECT to_regclass(quote_ident('ShardOwnership')) IS NOT NULL AS present,
+  to_regclass(quote_ident('ShardMove')) IS NOT NULL AS moves`;
+type MoveRow = {
+  shard: number;
+  target: string;
+  step: string;
+  attempt: string;
+  token: number;
+  holder: string;
+  expiresInMs: number;
+};
+const RECORDS_SQL = `SELECT shard, epoch, state, peer, to_jsonb(o) ->> 'attempt' AS attempt FROM "ShardOwnership" o ORDER BY shard`;
+/** The moves recorded on a database; a database rolled out with an older schema lacks the lease's columns. */
+const MOVES_SQL = `SELECT shard, target, step, coalesce(to_jsonb(m) ->> 'attempt', '') AS attempt,
+    coalesce((to_jsonb(m) ->> 'token')::int, 1) AS token, coalesce(to_jsonb(m) ->> 'holder', '') AS holder,
+    coalesce(extract(epoch FROM ((to_jsonb(m) ->> 'expiresAt')::timestamptz - clock_timestamp())) * 1000, 0)::float8 AS "expiresInMs"
+  FROM "ShardMove" m ORDER BY shard`;
 
 /**
  * Reads the partition map from every database of `registry`, in parallel, each bounded by
@@ -89,35 +140,76 @@ export async function readPartitionMap<Client extends ShardClient>(
     databaseIdentities(registry, { timeoutMs }),
     scatter(
       registry.physical,
-      async (physical): Promise<OwnershipRow[] | null> => {
+      async (physical) => {
         const db: Raw = raw(physical);
-        const [table] = await db.$queryRawUnsafe<{ present: boolean }[]>(TABLE_SQL);
-        if (!table?.present) return null;
-        return db.$queryRawUnsafe<OwnershipRow[]>(RECORDS_SQL);
+        const [[table], replication] = await Promise.all([
+          db.$queryRawUnsafe<{ present: boolean; moves: boolean }[]>(TABLE_SQL),
+          moveObjects(db).catch(() => [] as MoveObject[]), // a server without logical replication (PGlite)
+        ]);
+        if (!table?.present) return { records: null, moves: [], replication };
+        const [records, moves] = await Promise.all([
+          db.$queryRawUnsafe<OwnershipRow[]>(RECORDS_SQL),
+          table.moves ? db.$queryRawUnsafe<MoveRow[]>(MOVES_SQL) : Promise.resolve([] as MoveRow[]),
+        ]);
+        return { records, moves, replication };
       },
       { policy: "partial", targetTimeoutMs: timeoutMs, key: (p) => String(p.index) },
     ),
   ]);
   const records = new Map<PhysicalShard<Client>, OwnershipRow[]>();
+  const byIdentity = new Map([...identities].map(([physical, id]) => [id, physical.name]));
+  const nameOf = (identity: string) => byIdentity.get(identity) ?? identity;
   const databases = answers.outcomes.map((outcome): DatabaseOwnership<Client> => {
     const physical = outcome.target;
     const about = { physical, database: physical.name, identity: identities.get(physical) ?? null };
     if (outcome.status !== "fulfilled") {
       const error = outcome.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(outcome.error);
-      return { ...about, status: "unavailable", records: [], error };
+      return { ...about, moves: [], replication: [], status: "unavailable", records: [], error };
     }
-    records.set(physical, outcome.value ?? []);
-    return outcome.value === null
-      ? { ...about, status: "no-table", records: [] }
-      : { ...about, status: "recorded", records: outcome.value };
+    const { value } = outcome;
+    const moves = value.moves.map(
+      (m): MoveView => ({
+        shard: ShardIdentifier.fromBits(m.shard),
+        to: nameOf(m.target),
+        step: m.step,
+        holder: m.holder,
+        attempt: m.attempt,
+        token: m.token,
+        expiresInMs: Math.round(m.expiresInMs),
+        live: isLive(m),
+      }),
+    );
+    const seen = { ...about, moves, replication: value.replication };
+    records.set(physical, value.records ?? []);
+    return value.records === null
+      ? { ...seen, status: "no-table", records: [] }
+      : { ...seen, status: "recorded", records: value.records };
   });
   const { placements, issues } = placeShards(registry, records, identities);
   for (const p of placements) issues.push(...p.issues);
-  const byIdentity = new Map([...identities].map(([physical, id]) => [id, physical.name]));
+  const stopped = databases.flatMap((d) =>
+    d.moves.filter((m) => !m.live).map((m) => ({ ...m, database: d.database })),
+  );
+  // An object is held by a live move of its shard whose attempt names it. A slot or a publication is
+  // on its move's source, whose records were read with it; a subscription is on the target, and
+  // while some database did not answer, the move holding it may be recorded there: not judged then.
+  const held = new Set(
+    databases.flatMap((d) =>
+      d.moves.filter((m) => m.live).map((m) => moveNames(m.shard, m.attempt).subscription),
+    ),
+  );
+  const allAnswered = databases.every((d) => d.status !== "unavailable");
+  const leftovers = databases.flatMap((d) =>
+    d.replication
+      .filter((o) => !held.has(o.name) && (o.kind !== "subscription" || allAnswered))
+      .map((o) => ({ ...o, database: d.database })),
+  );
   return {
     databases,
     shards: placements,
     issues,
+    stopped,
+    leftovers,
     placementOf(ref) {
       let shard: ShardIdentifier | undefined;
       try {
@@ -142,16 +234,4 @@ export async function readPartitionMap<Client extends ShardClient>(
       return changed;
     },
   };
-}
-
-/** An error's last non-empty line: the database's own words under a driver's wrapping. */
-function lastLine(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error ?? "failed");
-  return (
-    text
-      .split("\n")
-      .map((l) => l.trim())
-      .filter(Boolean)
-      .at(-1) ?? "failed"
-  );
 }

@@ -1,26 +1,47 @@
-// A mover process, as `shardkit move` is one: moves shard 0/1 from a to e (live). For the crash
-// tests it SIGKILLs itself right after the step named by STOP_AFTER, as a crash there would;
-// without STOP_AFTER (the bench) it says "ready", starts the move when a line arrives on stdin
-// (so its start-up is not part of what the bench measures) and prints the move's result as JSON.
+// A mover process, as `shardkit move` is one: moves shard 0/1 from a to e (live). It says "ready",
+// starts the move when a line arrives on stdin (so its start-up is not part of what a bench
+// measures), and prints the move's result (or its error) as one JSON line.
+//
+// STOP_AFTER=<step>: SIGKILLs itself right after that step, as a crash there would.
+// PAUSE_AFTER=<step>: prints "paused <step>" after that step and waits for a line on stdin before it
+// goes on (a test freezes it meanwhile with SIGSTOP, as a host that stalls would).
+// LEASE_MS: the move's lease. VERIFY=0: `verify: false`.
+import { createInterface } from "node:readline";
 import { moveShard, PartitionMap } from "../src/index.js";
 import { routerOver, S, TABLES } from "./layout.js";
 
 const urls = JSON.parse(process.env.MOVE_URLS!) as { a: string; b: string; e: string };
 const { registry, physical } = routerOver(urls);
 const map = await PartitionMap.open({ registry, tables: TABLES });
-if (!process.env.STOP_AFTER) {
-  process.stdout.write("ready\n");
-  await new Promise((resolve) => process.stdin.once("data", resolve));
-}
-const result = await moveShard({
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+process.stdout.write("ready\n");
+await lines.next();
+const outcome = await moveShard({
   map,
   shard: S.g0m1,
   to: physical.e,
   sourceConnection: urls.a,
   onProgress: () => {},
-  afterStep: (step) => {
+  ...(process.env.LEASE_MS ? { leaseMs: Number(process.env.LEASE_MS) } : {}),
+  ...(process.env.VERIFY === "0" ? { verify: false } : {}),
+  holder: `mover ${process.pid}`,
+  afterStep: async (step) => {
     if (step === process.env.STOP_AFTER) process.kill(process.pid, "SIGKILL");
+    if (step === process.env.PAUSE_AFTER) {
+      process.stdout.write(`paused ${step}\n`);
+      await lines.next();
+    }
   },
-});
-process.stdout.write(process.env.STOP_AFTER ? "finished without stopping\n" : `${JSON.stringify(result)}\n`);
+}).then(
+  (result) => ({ ok: true as const, result }),
+  (error: unknown) => ({
+    ok: false as const,
+    code: (error as { code?: unknown }).code,
+    message: String((error as Error).message ?? error),
+    left: (error as { left?: unknown }).left,
+    rerun: (error as { rerun?: unknown }).rerun,
+    step: (error as { step?: unknown }).step,
+  }),
+);
+process.stdout.write(`${JSON.stringify(outcome)}\n`);
 process.exit(0);

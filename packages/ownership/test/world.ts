@@ -1,7 +1,8 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
-import { afterAll, inject } from "vitest";
-import { PartitionMap, type PartitionMapOptions } from "../src/index.js";
+import type { PhysicalShard } from "@shardkit/prisma";
+import { afterEach, inject } from "vitest";
+import { PartitionMap, type PartitionMapOptions, type ShardLease } from "../src/index.js";
 import { shardOfRowSql } from "../src/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { models, routerOver, S, TABLES } from "./layout.js";
@@ -23,12 +24,12 @@ type Urls = { a: string; b: string; e: string };
 
 /**
  * A test file's way to make routers: `make(urls?)` returns a new router (service instance) on `urls`
- * (default `defaults`); every one made is closed after the file's tests.
+ * (default `defaults`); every one made in a test is closed after it (their connections with it).
  */
 export function routers(defaults: Urls = inject("ownershipUrls")) {
   const made: ReturnType<typeof router>[] = [];
-  afterAll(async () => {
-    for (const r of made) await r.close();
+  afterEach(async () => {
+    for (const r of made.splice(0)) await r.close();
   });
   return (urls: Urls = defaults) => {
     const r = router(urls);
@@ -39,10 +40,45 @@ export function routers(defaults: Urls = inject("ownershipUrls")) {
 
 /** Empties every table of every test database, the ownership records and fences included. */
 export async function reset(urls: { a: string; b: string; e: string } = inject("ownershipUrls")) {
+  // Moves' replication objects first (a subscription left by a test would keep copying rows in).
+  for (const url of Object.values(urls)) {
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
+    const subscriptions = await client.$queryRawUnsafe<{ name: string }[]>(
+      `SELECT subname::text AS name FROM pg_subscription
+       WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE 'shardkit%'`,
+    );
+    for (const { name } of subscriptions) {
+      await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
+      await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
+      await client.$executeRawUnsafe(`DROP SUBSCRIPTION "${name}"`);
+    }
+    await client.$disconnect();
+  }
+  for (const url of Object.values(urls)) {
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
+    await client.$queryRawUnsafe(
+      `SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL AND slot_name LIKE 'shardkit%'`,
+    );
+    for (let i = 0; i < 100; i++) {
+      const [left] = await client.$queryRawUnsafe<{ n: number }[]>(
+        `SELECT count(*)::int AS n FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%' AND active`,
+      );
+      if (left!.n === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await client.$queryRawUnsafe(
+      `SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%'`,
+    );
+    for (const { name } of await client.$queryRawUnsafe<{ name: string }[]>(
+      `SELECT pubname::text AS name FROM pg_publication WHERE pubname LIKE 'shardkit%'`,
+    ))
+      await client.$executeRawUnsafe(`DROP PUBLICATION "${name}"`);
+    await client.$disconnect();
+  }
   for (const url of Object.values(urls)) {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
     await client.$executeRawUnsafe(
-      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "ShardOwnership", "ShardMove"',
+      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "ShardOwnership", "ShardMove", "ShardMoveChange"',
     );
     for (const table of [...TABLES.map((t) => t.table), "UniqueClaim"]) {
       for (const t of ["ins", "upd", "del"]) {
@@ -54,22 +90,23 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
 }
 
 /**
- * What a caller of the manual transfer does between fence and switch: copies every row of `shard`
- * from one database to another, table by table, as the mover (past the target's fence).
+ * What a caller of the manual transfer does between fence and switch: copies every row of the
+ * lease's shard from its source to its target, table by table, as the mover (past the target's fence).
  */
-export async function copyShard(
-  map: PartitionMap<PrismaClient>,
-  shard: ShardIdentifier,
-  from: PrismaClient,
-  to: Parameters<PartitionMap<PrismaClient>["asMover"]>[0],
-) {
-  await map.asMover(to, async (tx) => {
-    for (const table of map.tables) {
-      const bits = shardOfRowSql(table);
-      const rows = await from.$queryRawUnsafe<{ row: string }[]>(
-        `SELECT row_to_json(t)::text AS row FROM "${table.table}" t WHERE ${bits} = $1`,
-        shard.bits,
-      );
+export async function copyShard(map: PartitionMap<PrismaClient>, lease: ShardLease<PrismaClient>) {
+  // Read first: a step at the target holds a transaction at the source (for the lease), and an
+  // embedded database has one connection.
+  const tables: { table: (typeof map.tables)[number]; rows: { row: string }[] }[] = [];
+  for (const table of map.tables) {
+    const bits = shardOfRowSql(table);
+    const rows = await (lease.from.client as PrismaClient).$queryRawUnsafe<{ row: string }[]>(
+      `SELECT row_to_json(t)::text AS row FROM "${table.table}" t WHERE ${bits} = $1`,
+      lease.shard.bits,
+    );
+    tables.push({ table, rows });
+  }
+  await lease.copyIn(async (tx) => {
+    for (const { table, rows } of tables) {
       for (const { row } of rows) {
         await tx.$executeRawUnsafe(
           `INSERT INTO "${table.table}" SELECT * FROM json_populate_record(NULL::"${table.table}", $1::json)`,
@@ -78,4 +115,27 @@ export async function copyShard(
       }
     }
   });
+}
+
+/**
+ * A change of owner by hand, as a person at a terminal would make it with a lease: fence, receive,
+ * copy, mark verified, switch, release (the old copy stays); returns the new epoch. `between` runs after the fence (a test's way
+ * to act while the shard is fenced).
+ */
+export async function transfer(
+  map: PartitionMap<PrismaClient>,
+  shard: ShardIdentifier,
+  to: PhysicalShard<PrismaClient>,
+  between?: () => Promise<void>,
+): Promise<number> {
+  const lease = await map.lease(shard, to);
+  await lease.fence();
+  await between?.();
+  await lease.receive();
+  await copyShard(map, lease);
+  await lease.verified();
+  const { epoch } = await lease.switch();
+  await lease.tidy();
+  await lease.release();
+  return epoch;
 }

@@ -13,7 +13,7 @@ import {
 import { UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
-import { withCurrentOwner } from "./ownership.js";
+import { type OwnershipHook, withCurrentOwner } from "./ownership.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { NO_CONTEXT, type Planner, targetKey, WRITES } from "./planner.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
@@ -186,7 +186,11 @@ export class Executor {
     return this.runPlan(plan, view, model, operation, args, context);
   }
 
-  /** Runs a plan made outside any transaction; a write refused by a former owner is planned again and run at the current one. */
+  /**
+   * Runs a plan made outside any transaction. With a partition map attached, a call to one database
+   * that a former owner refuses (its fence; or its record, asked after an answer that found
+   * nothing) is planned again and run at the current owner.
+   */
   private runPlan(
     plan: Plan,
     view: View,
@@ -197,8 +201,8 @@ export class Executor {
   ): PromiseLike<unknown> {
     const hook = this.planner.placement.ownership;
     const claims = plan.kind === "shard" && plan.claims;
-    if (hook && !claims && WRITES.has(operation) && (plan.kind === "shard" || plan.kind === "database")) {
-      // A former owner refuses the write: refresh the map, plan again, run at the current owner.
+    if (hook && !claims && (plan.kind === "shard" || plan.kind === "database")) {
+      // A former owner refuses the call: refresh the map, plan again, run at the current owner.
       let next: Plan | undefined = plan;
       return lazy(() =>
         withCurrentOwner(
@@ -206,13 +210,51 @@ export class Executor {
           () => {
             const current = next ?? this.planner.plan(model, operation, args, context);
             next = undefined;
-            return this.execute(current, view, model, operation, args);
+            return this.owned(hook, view, current, operation, () =>
+              this.execute(current, view, model, operation, args),
+            );
           },
           this.telemetry,
         ),
       );
     }
     return this.execute(plan, view, model, operation, args);
+  }
+
+  /**
+   * Runs a call planned to one database with a partition map attached. Its shards are admitted
+   * first (a shard whose records are in doubt is refused), and an answer that found nothing (null,
+   * an empty list, a count of zero, Prisma's P2025) is confirmed with the database: a database that
+   * no longer owns the shard refuses instead, so a former owner never answers "not found" for rows
+   * that live at the owner. A call over several shards of one database is always confirmed (a
+   * shard that moved away would be missing from a non-empty answer).
+   */
+  private async owned(
+    hook: OwnershipHook,
+    view: View,
+    plan: Plan,
+    operation: string,
+    run: () => PromiseLike<unknown>,
+  ): Promise<unknown> {
+    if (plan.kind !== "shard" && plan.kind !== "database") return run();
+    const shards = plan.kind === "shard" ? [plan.shard] : plan.target.shards;
+    const write = { write: WRITES.has(operation) };
+    for (const shard of shards) {
+      const pending = hook.admit?.(shard, write);
+      if (pending) await pending;
+    }
+    const client = view.clients[plan.kind === "shard" ? plan.database : plan.target.database]!;
+    const confirm = hook.confirm;
+    let result: unknown;
+    try {
+      result = await run();
+    } catch (error) {
+      if (confirm && isNotFound(error)) await Promise.all(shards.map((s) => confirm(client, s)));
+      throw error;
+    }
+    if (confirm && (shards.length > 1 || isEmptyAnswer(result)))
+      await Promise.all(shards.map((s) => confirm(client, s)));
+    return result;
   }
 
   /**
@@ -299,6 +341,22 @@ export class Executor {
     if (plan.kind !== "shard") return this.call(tx, model, operation, args);
     const run = plan.args ?? args;
     const claims = plan.claims;
+    const confirm = this.planner.placement.ownership?.confirm;
+    if (!claims && confirm) {
+      // The transaction asserted ownership when it began; an answer that found nothing later in it
+      // (under READ COMMITTED, after a switch and a cleanup) asserts it again.
+      return lazy(async () => {
+        let result: unknown;
+        try {
+          result = await this.call(tx, model, operation, run);
+        } catch (error) {
+          if (isNotFound(error)) await confirm(tx, plan.shard);
+          throw error;
+        }
+        if (isEmptyAnswer(result)) await confirm(tx, plan.shard);
+        return result;
+      });
+    }
     if (!claims) return this.call(tx, model, operation, run);
     if (!view) {
       return lazyReject(
@@ -604,6 +662,30 @@ function report(model: string, operation: string, result: ScatterResult<PlanTarg
     targets,
     durationMs: result.durationMs,
   };
+}
+
+/** Prisma's "not found" (P2025): an update, delete or `...OrThrow` read that matched no row. */
+function isNotFound(error: unknown): boolean {
+  return (error as { code?: unknown })?.code === "P2025";
+}
+
+/**
+ * An answer that found nothing: null, an empty list, a count of zero (`count`, a batch's
+ * `{ count: 0 }`, an aggregate's `_count`).
+ */
+export function isEmptyAnswer(result: unknown): boolean {
+  if (result === null || result === undefined || result === 0) return true;
+  if (Array.isArray(result)) return result.length === 0;
+  if (typeof result !== "object") return false;
+  const { count, _count } = result as { count?: unknown; _count?: unknown };
+  if (count === 0 && Object.keys(result).length === 1) return true;
+  if (_count === 0) return true;
+  return (
+    typeof _count === "object" &&
+    _count !== null &&
+    Object.values(_count).length > 0 &&
+    Object.values(_count).every((n) => n === 0)
+  );
 }
 
 /**

@@ -23,6 +23,21 @@ export interface OwnershipHook {
    * at a former owner even when it writes nothing.
    */
   begin?(tx: object, shard: ShardIdentifier): Promise<void>;
+  /**
+   * Runs after a call to `shard` answered that it found nothing (null, an empty list, a count of
+   * zero, Prisma's P2025), on the client that answered (a database's, or a transaction's): asserts
+   * that the database still owns `shard` at the epoch routing used, so that a former owner never
+   * answers "not found" for a shard it lost (its refusal is retried at the owner).
+   */
+  confirm?(client: object, shard: ShardIdentifier): Promise<void>;
+  /**
+   * Runs before a call to `shard` (`write`: it may write; a shard transaction does): undefined
+   * when routing may send it now, or a promise that resolves when it may (a write to a shard
+   * between owners waits in the router) or rejects with why not (the shard's records cannot be
+   * right, its database has not answered the map yet). Nothing to await for a shard with no such
+   * state.
+   */
+  admit?(shard: ShardIdentifier, call: { write: boolean }): Promise<void> | undefined;
   /** What a call throws when its retries are spent (default: the database's refusal as it came). */
   giveUp?(error: unknown): unknown;
 }

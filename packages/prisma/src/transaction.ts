@@ -62,6 +62,8 @@ export async function runInShardTransaction<R>(
   return withCurrentOwner(
     placement.ownership,
     async () => {
+      const admitted = placement.ownership?.admit?.(shard, { write: true });
+      if (admitted) await admitted;
       for (;;) {
         const database = placement.physicalOf(shard).index;
         try {

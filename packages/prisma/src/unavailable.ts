@@ -35,7 +35,12 @@ export function isShardUnavailable(error: unknown): boolean {
     if (
       isShardkitError(e, "TARGETS_FAILED") ||
       isShardkitError(e, "DEADLINE_EXCEEDED") ||
-      isShardkitError(e, "SHARD_TIMEOUT")
+      isShardkitError(e, "SHARD_TIMEOUT") ||
+      // @shardkit/ownership's: a shard between owners for longer than the retries, a shard whose
+      // ownership records cannot be right, a database that has not answered the map's read.
+      isShardkitError(e, "STALE_OWNER") ||
+      isShardkitError(e, "INVALID_MAP") ||
+      isShardkitError(e, "NO_ANSWER")
     )
       return true;
     const kind = (e as { kind?: unknown }).kind; // a driver adapter's error, e.g. DatabaseNotReachable

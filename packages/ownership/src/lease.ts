@@ -1,0 +1,768 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import type { ShardIdentifier } from "@shardkit/id";
+import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { scatter } from "@shardkit/scatter";
+import type { OwnershipChanges } from "./changes.js";
+import {
+  type EpochConflictError,
+  MoveInProgressError,
+  MoveLeaseLostError,
+  OwnershipOptionsError,
+} from "./errors.js";
+import { lastLine, type Raw, raw } from "./raw.js";
+import { type FencedTable, SHARD_LOCK, shardOfRowSql } from "./sql.js";
+
+/** How long a move's lease lasts unless renewed, by default: a mover that dies holds its shard at most this long. */
+export const DEFAULT_LEASE_MS = 10_000;
+
+export interface LeaseOptions {
+  /**
+   * How long the lease lasts unless renewed (the mover renews it three times per period, and every
+   * step renews it). A mover that dies, hangs or loses its connections holds the shard at most this
+   * long: then routers give a fenced shard back to its owner, and another move may take over.
+   * Default 10 000 ms.
+   */
+  leaseMs?: number;
+  /** Who holds the lease, as a second mover is told. Default: host, process id and a random part. */
+  holder?: string;
+}
+
+/** A move's record (its lease) as a database holds it: on the database the shard moves from. */
+export interface MoveRecord<Client extends ShardClient = ShardClient> {
+  /** The database holding it: the move's source. */
+  database: PhysicalShard<Client>;
+  shard: ShardIdentifier;
+  /** The database it moves to (its identity, `server:port/database`). */
+  target: string;
+  /** `copying`, `fenced`, `switched`, or `abandoned` (a router gave the fenced shard back to its owner). */
+  step: string;
+  /** The move attempt: its replication objects are named after it. */
+  attempt: string;
+  /** The fencing token: grows by one each time the move is taken over. */
+  token: number;
+  holder: string;
+  /** Milliseconds until the lease lapses, by the database's clock (zero or less: lapsed). */
+  expiresInMs: number;
+  startedAt: Date;
+}
+
+/** Whether a move's lease is held: not lapsed, not abandoned. */
+export function isLive(record: Pick<MoveRecord, "step" | "expiresInMs">): boolean {
+  return record.step !== "abandoned" && record.expiresInMs > 0;
+}
+
+const MOVE_COLUMNS = `shard, target, step, attempt, token, holder, "startedAt",
+  (extract(epoch FROM ("expiresAt" - clock_timestamp())) * 1000)::float8 AS "expiresInMs"`;
+
+type MoveRow = Omit<MoveRecord, "database" | "shard"> & { shard: number };
+
+/**
+ * Every database's record of a move of `shard` (normally one at most: on the move's source), read
+ * at once, each database bounded by `timeoutMs`. A database without the table records none.
+ */
+export async function findMoves<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  shard: ShardIdentifier,
+  timeoutMs: number,
+): Promise<{
+  found: MoveRecord<Client>[];
+  unanswered: { physical: PhysicalShard<Client>; error: string }[];
+}> {
+  const result = await scatter(
+    registry.physical,
+    async (physical) => {
+      try {
+        return await raw(physical).$queryRawUnsafe<MoveRow[]>(
+          `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+          shard.bits,
+        );
+      } catch (error) {
+        if (/42P01|does not exist/.test(`${(error as { code?: unknown }).code} ${(error as Error).message}`))
+          return [];
+        throw error;
+      }
+    },
+    { policy: "partial", targetTimeoutMs: timeoutMs, key: (p) => p.name },
+  );
+  const found: MoveRecord<Client>[] = [];
+  for (const outcome of result.outcomes) {
+    if (outcome.status !== "fulfilled") continue;
+    for (const row of outcome.value) found.push({ ...row, shard, database: outcome.target });
+  }
+  const unanswered = result.missing.map((m) => ({
+    physical: m.target,
+    error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(m.error),
+  }));
+  return { found, unanswered };
+}
+
+/** What a lease needs of the partition map (a `PartitionMap`). */
+export interface LeaseMap<Client extends ShardClient> {
+  readonly registry: ShardRegistry<Client>;
+  readonly tables: readonly FencedTable[];
+  readonly changes: OwnershipChanges<Client>;
+  identityOf(physical: PhysicalShard<Client>): string;
+  refresh(): Promise<void>;
+  /** Counts a conflict and returns its error. */
+  conflict(shard: ShardIdentifier, message: string): EpochConflictError;
+}
+
+/**
+ * The lease of one move of one shard: whoever changes a shard's owner (`moveShard`, a balancer, a
+ * person at a terminal) holds one. It is a row of the source database's `ShardMove`, taken by
+ * compare-and-set, with a holder, an expiry by that database's clock and a fencing token. Every step
+ * below checks it (and renews it) in the same transaction as the change it makes, so a mover that
+ * lost its lease (it lapsed and another mover took the move over, or a router gave the fenced
+ * shard back to its owner) can change nothing more. Steps at the target run inside a transaction
+ * at the source that holds the lease's row locked until the target has committed.
+ *
+ * Destructive steps are guarded by facts the databases record, never by what the mover remembers:
+ * the target's copy is discarded only while the source has not switched to it; the source's old
+ * copy is cleaned up only under its tombstone of this move; the switch takes a copy that this
+ * move attempt verified, and only from a source it fenced.
+ */
+export class ShardLease<Client extends ShardClient = ShardClient> {
+  /** The names of this attempt's publication (on the source) and subscription and slot (the target's, on the source). */
+  readonly names: { publication: string; subscription: string };
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private lost: MoveLeaseLostError | undefined;
+
+  private constructor(
+    private readonly map: LeaseMap<Client>,
+    readonly shard: ShardIdentifier,
+    /** The source: where the lease lives. */
+    readonly from: PhysicalShard<Client>,
+    readonly to: PhysicalShard<Client>,
+    readonly attempt: string,
+    private token: number,
+    readonly holder: string,
+    readonly leaseMs: number,
+  ) {
+    this.names = moveNames(shard, attempt);
+  }
+
+  /**
+   * Takes the lease of a new move of `shard` (owned by its database in the registry's placement,
+   * which the caller has just refreshed) to `to`, by compare-and-set on the owner: only while the
+   * owner simply owns the shard (not armed, fenced or moved) and no move of it is recorded there.
+   * `MoveInProgressError` when another mover holds one; `EpochConflictError` when the owner no
+   * longer owns the shard.
+   */
+  static async acquire<Client extends ShardClient>(
+    map: LeaseMap<Client>,
+    shard: ShardIdentifier,
+    to: PhysicalShard<Client>,
+    options: LeaseOptions = {},
+  ): Promise<ShardLease<Client>> {
+    const { leaseMs, holder } = leaseSettings(options);
+    const from = map.registry.physicalOf(shard);
+    if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
+    const attempt = randomUUID().replaceAll("-", "");
+    const target = map.identityOf(to);
+    await map.changes.locked(from, async (tx) => {
+      const [own] = await tx.$queryRawUnsafe<{ state: string; peer: string | null }[]>(
+        `SELECT state, peer FROM "ShardOwnership" WHERE shard = $1 FOR UPDATE`,
+        shard.bits,
+      );
+      if (own?.state !== "owned" || own.peer !== null) {
+        throw map.conflict(
+          shard,
+          `${from.name} does not simply own it (${own ? `${own.state}${own.peer ? `, moving to ${own.peer}` : ""}` : "no record"}): no move can start from there`,
+        );
+      }
+      const taken = await tx.$queryRawUnsafe<{ shard: number }[]>(
+        `INSERT INTO "ShardMove" (shard, target, step, attempt, token, holder, "expiresAt", "startedAt", "updatedAt")
+         VALUES ($1, $2, 'copying', $3, 1, $4, clock_timestamp() + $5::float8 * interval '1 millisecond', now(), now())
+         ON CONFLICT (shard) DO NOTHING RETURNING shard`,
+        shard.bits,
+        target,
+        attempt,
+        holder,
+        leaseMs,
+      );
+      if (taken.length === 0) {
+        const [row] = await tx.$queryRawUnsafe<MoveRow[]>(
+          `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+          shard.bits,
+        );
+        throw inProgress(map, { ...row!, shard, database: from });
+      }
+    });
+    return new ShardLease(map, shard, from, to, attempt, 1, holder, leaseMs);
+  }
+
+  /**
+   * Takes over a stopped move (its lease lapsed, or a router abandoned it) by compare-and-set on
+   * its token: the old holder, should it wake up, is refused at its next step. The attempt, and so
+   * the names of its replication objects, stay. `MoveInProgressError` when its lease is live again
+   * or another mover took it over first.
+   */
+  static async takeOver<Client extends ShardClient>(
+    map: LeaseMap<Client>,
+    record: MoveRecord<Client>,
+    options: LeaseOptions = {},
+  ): Promise<ShardLease<Client>> {
+    const { leaseMs, holder } = leaseSettings(options);
+    const to = map.registry.physical.find((p) => {
+      try {
+        return map.identityOf(p) === record.target;
+      } catch {
+        return false;
+      }
+    });
+    if (!to)
+      throw new OwnershipOptionsError([
+        `a stopped move of shard ${record.shard.key} on ${record.database.name} names ${record.target}, which is not a database of the registry (or has not answered)`,
+      ]);
+    // The old holder's transactions end within its lease (see `check`): waiting longer for its row is never needed.
+    const [row] = await raw(record.database).$transaction(async (tx) => {
+      await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${Math.max(leaseMs, 1000)}ms'`);
+      return tx.$queryRawUnsafe<{ token: number }[]>(
+        `UPDATE "ShardMove" SET token = token + 1, holder = $4,
+           "expiresAt" = clock_timestamp() + $5::float8 * interval '1 millisecond', "updatedAt" = clock_timestamp()
+         WHERE shard = $1 AND attempt = $2 AND token = $3 AND ("expiresAt" < clock_timestamp() OR step = 'abandoned')
+         RETURNING token`,
+        record.shard.bits,
+        record.attempt,
+        record.token,
+        holder,
+        leaseMs,
+      );
+    });
+    if (!row) {
+      const [now] = await raw(record.database).$queryRawUnsafe<MoveRow[]>(
+        `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+        record.shard.bits,
+      );
+      if (!now)
+        throw map.conflict(
+          record.shard,
+          "its stopped move was finished or undone by another mover meanwhile",
+        );
+      throw inProgress(map, { ...now, shard: record.shard, database: record.database });
+    }
+    return new ShardLease(map, record.shard, record.database, to, record.attempt, row.token, holder, leaseMs);
+  }
+
+  /** Renews the lease every third of its period until `stop()`; a renewal that finds it taken marks it lost. */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(
+      () => {
+        this.renew().catch(() => {});
+      },
+      Math.max(100, Math.floor(this.leaseMs / 3)),
+    );
+    this.timer.unref?.();
+  }
+
+  /** Stops renewing: the lease lapses within its period unless released first. */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Extends the lease by its period from now (the source's clock). `MoveLeaseLostError` when it is no longer this mover's. */
+  async renew(): Promise<void> {
+    await raw(this.from).$transaction((tx) => this.check(tx));
+  }
+
+  /**
+   * The guard every step runs in its transaction at the source: the lease must still be this
+   * mover's (same attempt, same token); it is renewed, and its row stays locked until the step's
+   * transaction ends. `step` records the move's progress in the same transaction.
+   */
+  async check(tx: Raw, step?: string): Promise<void> {
+    if (this.lost) throw this.lost;
+    // A mover frozen in the middle of a step (a stalled host) must not hold the lease's row locked
+    // for longer than its lease: its session is ended by the server, and its locks go with it.
+    await tx.$executeRawUnsafe(`SET LOCAL idle_in_transaction_session_timeout = '${this.leaseMs}ms'`);
+    const rows = await tx.$queryRawUnsafe<{ step: string }[]>(
+      `UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() + $4::float8 * interval '1 millisecond',
+         "updatedAt" = clock_timestamp()${step ? ", step = $5" : ""}
+       WHERE shard = $1 AND attempt = $2 AND token = $3 RETURNING step`,
+      this.shard.bits,
+      this.attempt,
+      this.token,
+      this.leaseMs,
+      ...(step ? [step] : []),
+    );
+    if (rows.length > 0) return;
+    const [now] = await tx.$queryRawUnsafe<MoveRow[]>(
+      `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+      this.shard.bits,
+    );
+    this.lost = new MoveLeaseLostError(
+      this.shard,
+      !now
+        ? "the move's record is gone: another mover finished or undid it"
+        : now.step === "abandoned"
+          ? `${now.holder}`
+          : `taken over by ${now.holder} (token ${now.token})`,
+    );
+    this.stop();
+    throw this.lost;
+  }
+
+  /** Throws `MoveLeaseLostError` when a step or a renewal found the lease taken. */
+  ensure(): void {
+    if (this.lost) throw this.lost;
+  }
+
+  /** Whether the lease is known to be lost (a step or a renewal found it taken). */
+  get isLost(): boolean {
+    return this.lost !== undefined;
+  }
+
+  /** `fn` in a transaction at the source that checked the lease (and holds its row until it commits). */
+  atSource<R>(fn: (tx: Raw) => Promise<R>): Promise<R> {
+    return this.source(fn, { relist: false });
+  }
+
+  /** `fn` in a change of the source's records (its change lock), after the lease's check. */
+  private source<R>(
+    fn: (tx: Raw) => Promise<R>,
+    options: { list?: number; relist?: boolean; step?: string } = {},
+  ): Promise<R> {
+    return this.map.changes.change(
+      this.from,
+      async (tx) => {
+        await this.check(tx, options.step);
+        return fn(tx);
+      },
+      options,
+    );
+  }
+
+  /**
+   * `fn` in a transaction at the target (a change of its records, under its change lock; or, with
+   * `change: false`, a plain transaction), nested in one at the source that checked the lease and
+   * holds its row locked until the target has committed: no other mover can take the move over in
+   * between. `fn` gets the source's transaction too.
+   */
+  private target<R>(
+    fn: (tx: Raw, source: Raw) => Promise<R>,
+    options: { list?: number; change?: boolean } = {},
+  ): Promise<R> {
+    const bounded = async (tx: Raw) => {
+      await tx.$executeRawUnsafe(`SET LOCAL idle_in_transaction_session_timeout = '${this.leaseMs}ms'`);
+      return fn(tx, source);
+    };
+    let source!: Raw;
+    return this.map.changes.locked(this.from, async (held) => {
+      source = held;
+      await this.check(source);
+      if (options.change === false)
+        return raw(this.to).$transaction(bounded, { timeout: 60_000, maxWait: 30_000 });
+      return this.map.changes.change(this.to, bounded, {
+        ...(options.list !== undefined ? { list: options.list } : {}),
+      });
+    });
+  }
+
+  /**
+   * Lists the shard in its owner's fence while the owner still owns it, naming where it will go: its
+   * writes then read its record (and note the keys of the rows they write, which the move verifies
+   * again inside its fence), and the fence that follows is one row update, with no DDL waiting for
+   * every writer of the tables.
+   */
+  async arm(): Promise<void> {
+    await this.source(async (tx) => {
+      const armed = await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET peer = $2, attempt = $3, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'owned' AND (peer IS NULL OR attempt = $3)`,
+        this.shard.bits,
+        this.map.identityOf(this.to),
+        this.attempt,
+      );
+      if (armed !== 1) throw this.map.conflict(this.shard, `not simply owned by ${this.from.name}`);
+      await tx.$executeRawUnsafe(`DELETE FROM "ShardMoveChange" WHERE shard = $1`, this.shard.bits);
+    });
+  }
+
+  /**
+   * The target records the shard as incoming for this attempt (at the source's epoch) and fences it:
+   * nothing but the mover's own sessions and replication write its rows there until the switch.
+   */
+  async receive(): Promise<void> {
+    await this.target(
+      async (tx, source) => {
+        const [own] = await source.$queryRawUnsafe<{ epoch: number }[]>(
+          `SELECT epoch FROM "ShardOwnership" WHERE shard = $1`,
+          this.shard.bits,
+        );
+        const [row] = await tx.$queryRawUnsafe<{ shard: number }[]>(
+          `INSERT INTO "ShardOwnership" (shard, epoch, state, peer, attempt, verified) VALUES ($1, $2, 'incoming', $3, $4, false)
+           ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'incoming', peer = EXCLUDED.peer,
+             attempt = EXCLUDED.attempt, verified = false, "updatedAt" = now()
+             WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch <= EXCLUDED.epoch
+           RETURNING shard`,
+          this.shard.bits,
+          own?.epoch ?? 0,
+          this.map.identityOf(this.from),
+          this.attempt,
+        );
+        if (!row)
+          throw this.map.conflict(
+            this.shard,
+            `${this.to.name} holds a record of it that is neither a tombstone nor an older incoming one`,
+          );
+      },
+      { list: this.shard.bits },
+    );
+  }
+
+  /**
+   * The source stops taking the shard's writes: in one transaction, behind the writers already at
+   * work on the shard (its advisory lock, taken exclusively), its record goes from owned to fenced by
+   * this attempt, and every later write to its rows is refused. A shard not armed first is listed in
+   * its tables' fence before (each table waits for its writers then). Returns the epoch.
+   */
+  async fence(): Promise<{ epoch: number; database: string }> {
+    const epoch = await this.source(
+      async (tx) => {
+        await tx.$queryRawUnsafe(
+          `SELECT pg_advisory_xact_lock(${SHARD_LOCK}, $1)::text AS locked`,
+          this.shard.bits,
+        );
+        const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(
+          `UPDATE "ShardOwnership" SET state = 'fenced', peer = $2, attempt = $3, "updatedAt" = now()
+           WHERE shard = $1 AND state = 'owned' AND (attempt IS NULL OR attempt = $3) RETURNING epoch`,
+          this.shard.bits,
+          this.map.identityOf(this.to),
+          this.attempt,
+        );
+        if (!row)
+          throw this.map.conflict(this.shard, `not owned by ${this.from.name} (fenced or moved already)`);
+        return row.epoch;
+      },
+      { list: this.shard.bits, step: "fenced" },
+    );
+    await this.map.refresh();
+    return { epoch, database: this.from.name };
+  }
+
+  /**
+   * `fn` in a transaction at the target that passes its fence (`SET LOCAL shardkit.mover = 'on'`):
+   * copying the shard's rows in, as this mover. Checked against the lease like every step.
+   */
+  copyIn<R>(fn: (tx: Raw) => Promise<R>): Promise<R> {
+    return this.target(
+      async (tx) => {
+        await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+        return fn(tx);
+      },
+      { change: false },
+    );
+  }
+
+  /** Records at the target that this attempt verified its copy: a switch takes no other. */
+  async verified(): Promise<void> {
+    await this.target(async (tx) => {
+      const marked = await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET verified = true, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'incoming' AND attempt = $2`,
+        this.shard.bits,
+        this.attempt,
+      );
+      if (marked !== 1)
+        throw this.map.conflict(this.shard, `${this.to.name} holds no incoming copy of this move attempt`);
+    });
+  }
+
+  /**
+   * The change of owner, in two commits. First the decision, at the source, where the lease is: only
+   * if the source is fenced by this attempt and the target holds this attempt's verified copy, the
+   * source's record becomes a tombstone at the next epoch naming the target (and the move's record
+   * says switched), in the same transaction as the lease's check: a router giving a lapsed fence
+   * back changes the same record, so exactly one of the two succeeds. Then the target owns the shard
+   * at that epoch (`completeSwitch`; a router refused there by the incoming record does it too, from
+   * the tombstone). Returns the new epoch.
+   */
+  async switch(): Promise<{ epoch: number }> {
+    const { epoch } = await this.decide();
+    await completeSwitch(this.map, this.to, this.shard, this.attempt, epoch);
+    await this.map.refresh();
+    return { epoch };
+  }
+
+  /**
+   * The switch's first commit alone: the decision at the source (see `switch`). Until the target
+   * owns the shard (`switch` does it next; a router refused by the target's incoming record does it
+   * too), no database takes the shard's writes.
+   */
+  async decide(): Promise<{ epoch: number }> {
+    const epoch = await this.source(
+      async (tx) => {
+        const [copy] = await raw(this.to).$queryRawUnsafe<
+          { state: string; attempt: string | null; verified: boolean }[]
+        >(`SELECT state, attempt, verified FROM "ShardOwnership" WHERE shard = $1`, this.shard.bits);
+        if (!(copy?.state === "incoming" && copy.attempt === this.attempt && copy.verified)) {
+          throw this.map.conflict(
+            this.shard,
+            `${this.to.name}'s copy was not verified by this move attempt (${copy ? `${copy.state}${copy.attempt === this.attempt ? "" : " by another attempt"}${copy.verified ? "" : ", not verified"}` : "no record"}): no switch`,
+          );
+        }
+        const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(
+          `UPDATE "ShardOwnership" SET state = 'moved', epoch = epoch + 1, peer = $2, "updatedAt" = now()
+           WHERE shard = $1 AND state = 'fenced' AND attempt = $3 RETURNING epoch`,
+          this.shard.bits,
+          this.map.identityOf(this.to),
+          this.attempt,
+        );
+        if (!row)
+          throw this.map.conflict(this.shard, `not fenced by this move at ${this.from.name}: no switch`);
+        return row.epoch;
+      },
+      { relist: false, step: "switched" },
+    );
+    return { epoch };
+  }
+
+  /**
+   * A move of an earlier version that switched (the target owns the shard at `epoch`) but did not
+   * record the source's tombstone: records it.
+   */
+  async entomb(epoch: number): Promise<void> {
+    await this.source(async (tx) => {
+      await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET state = 'moved', epoch = $2, peer = $3, attempt = $4, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'fenced' AND epoch < $2`,
+        this.shard.bits,
+        epoch,
+        this.map.identityOf(this.to),
+        nullIfEmpty(this.attempt),
+      );
+    });
+  }
+
+  /**
+   * Deletes the source's old copy of the shard's rows, table by table in batches of `batchSize`
+   * (default 1000), as the mover: each batch only while the source's record is this move's
+   * tombstone (the target owns the shard) and the lease is this mover's. The tombstone and its fence
+   * stay. Returns the rows deleted per table.
+   */
+  async cleanup(options: { batchSize?: number } = {}): Promise<Record<string, number>> {
+    const batchSize = options.batchSize ?? 1000;
+    if (!(Number.isSafeInteger(batchSize) && batchSize >= 1))
+      throw new OwnershipOptionsError([`cleanup: batchSize must be an integer >= 1, got ${batchSize}`]);
+    const deleted: Record<string, number> = {};
+    for (const table of this.map.tables) {
+      deleted[table.table] = 0;
+      // Each batch is followed by a pause as long as it took: the cleanup (off the critical path,
+      // the shard has moved) uses at most about half of a core, and leaves the rest to the writes.
+      for (;;) {
+        const started = performance.now();
+        const batch = await raw(this.from).$transaction(async (tx) => {
+          await this.check(tx);
+          const [own] = await tx.$queryRawUnsafe<{ state: string; attempt: string | null }[]>(
+            `SELECT state, attempt FROM "ShardOwnership" WHERE shard = $1 FOR SHARE`,
+            this.shard.bits,
+          );
+          if (!(own?.state === "moved" && own.attempt === nullIfEmpty(this.attempt)))
+            throw this.map.conflict(
+              this.shard,
+              `${this.from.name} holds no tombstone of this move (${own?.state ?? "no record"}): its rows are not an old copy`,
+            );
+          await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+          return tx.$executeRawUnsafe(
+            `DELETE FROM "${table.table}" WHERE ctid IN (SELECT ctid FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1 LIMIT ${batchSize})`,
+            this.shard.bits,
+          );
+        });
+        deleted[table.table] = (deleted[table.table] ?? 0) + batch;
+        if (batch < batchSize) break;
+        await new Promise((r) => setTimeout(r, Math.min(1000, performance.now() - started)));
+      }
+    }
+    return deleted;
+  }
+
+  /**
+   * Undoes the source's side of a move that did not switch: the source owns the shard again,
+   * unarmed (a fence a router gave back already is left as it is). `EpochConflictError` when the
+   * source switched already (its record is this move's tombstone: finish the move instead).
+   */
+  async unfence(): Promise<void> {
+    await this.source(async (tx) => {
+      await tx.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET state = 'owned', peer = NULL, attempt = NULL, "updatedAt" = now()
+         WHERE shard = $1 AND state IN ('owned', 'fenced') AND (attempt IS NULL OR attempt = $2)`,
+        this.shard.bits,
+        this.attempt,
+      );
+      const [own] = await tx.$queryRawUnsafe<{ state: string; peer: string | null }[]>(
+        `SELECT state, peer FROM "ShardOwnership" WHERE shard = $1`,
+        this.shard.bits,
+      );
+      if (own?.state !== "owned" || own.peer !== null)
+        throw this.map.conflict(
+          this.shard,
+          `${this.from.name} holds it ${own?.state ?? "with no record"}: the move cannot be undone there`,
+        );
+    });
+    await this.map.refresh();
+  }
+
+  /**
+   * Undoes the target's side of a move that did not switch: deletes what the target holds of the
+   * shard, as the mover, and its incoming record (which lifts its fence for the shard). Only while
+   * the source has not switched to this attempt (checked in the source's transaction that holds the
+   * lease) and the target's record is incoming: a target that owns the shard, or holds a tombstone
+   * of its own, keeps its rows.
+   */
+  async discard(): Promise<void> {
+    await this.target(async (tx, source) => {
+      const [own] = await source.$queryRawUnsafe<{ state: string; attempt: string | null }[]>(
+        `SELECT state, attempt FROM "ShardOwnership" WHERE shard = $1 FOR SHARE`,
+        this.shard.bits,
+      );
+      if (own?.state === "moved" && own.attempt === nullIfEmpty(this.attempt))
+        throw this.map.conflict(
+          this.shard,
+          `${this.from.name} switched it to ${this.to.name}: the copy there is the shard now`,
+        );
+      const [held] = await tx.$queryRawUnsafe<{ state: string }[]>(
+        `SELECT state FROM "ShardOwnership" WHERE shard = $1 FOR UPDATE`,
+        this.shard.bits,
+      );
+      if (held?.state !== "incoming") return; // nothing received: whatever rows it has are not this move's
+      await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+      for (const table of this.map.tables) {
+        await tx.$executeRawUnsafe(
+          `DELETE FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
+          this.shard.bits,
+        );
+      }
+      await tx.$executeRawUnsafe(
+        `DELETE FROM "ShardOwnership" WHERE shard = $1 AND state = 'incoming'`,
+        this.shard.bits,
+      );
+    });
+    await this.map.refresh();
+  }
+
+  /** Brings both databases' fences in line with their records (the target's listing goes once it owns the shard). */
+  async tidy(): Promise<void> {
+    await this.map.changes.relist(this.to);
+    await this.map.changes.relist(this.from);
+  }
+
+  /** Ends the move: its record and the keys it noted are deleted (checked against the lease), and renewing stops. */
+  async release(): Promise<void> {
+    await raw(this.from).$transaction(async (tx) => {
+      await this.check(tx);
+      await tx.$executeRawUnsafe(
+        `DELETE FROM "ShardMove" WHERE shard = $1 AND attempt = $2 AND token = $3`,
+        this.shard.bits,
+        this.attempt,
+        this.token,
+      );
+      await tx.$executeRawUnsafe(`DELETE FROM "ShardMoveChange" WHERE shard = $1`, this.shard.bits);
+    });
+    this.stop();
+  }
+
+  /**
+   * Gives the lease up at once without ending the move (a mover that failed and could not undo
+   * what it did): its period ends now, so routers refused by its fence give the shard back to its
+   * owner at once, and the next move takes it over. Best effort.
+   */
+  async lapse(): Promise<void> {
+    this.stop();
+    await raw(this.from)
+      .$executeRawUnsafe(
+        `UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() WHERE shard = $1 AND attempt = $2 AND token = $3`,
+        this.shard.bits,
+        this.attempt,
+        this.token,
+      )
+      .catch(() => {});
+  }
+}
+
+/**
+ * The second commit of a switch: the target owns the shard at `epoch` (the one the source's
+ * tombstone records), but only from this attempt's verified incoming copy. The mover does it right
+ * after the decision; a router refused by the target's incoming record does it too when the
+ * tombstone it read says the switch was decided (the mover may have died in between). Returns false
+ * when it was done already.
+ */
+export async function completeSwitch<Client extends ShardClient>(
+  map: Pick<LeaseMap<Client>, "changes" | "conflict">,
+  to: PhysicalShard<Client>,
+  shard: ShardIdentifier,
+  attempt: string,
+  epoch: number,
+): Promise<boolean> {
+  return map.changes.change(
+    to,
+    async (tx) => {
+      const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(
+        `UPDATE "ShardOwnership" SET state = 'owned', epoch = $2, peer = NULL, attempt = NULL, verified = false, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'incoming' AND attempt = $3 AND verified RETURNING epoch`,
+        shard.bits,
+        epoch,
+        attempt,
+      );
+      if (row) return true;
+      const [now] = await tx.$queryRawUnsafe<{ state: string; epoch: number }[]>(
+        `SELECT state, epoch FROM "ShardOwnership" WHERE shard = $1`,
+        shard.bits,
+      );
+      if (now && now.epoch >= epoch && now.state !== "incoming") return false;
+      throw map.conflict(
+        shard,
+        `${to.name} holds no verified copy of the switched move (${now ? `${now.state} at epoch ${now.epoch}` : "no record"})`,
+      );
+    },
+    { relist: false },
+  );
+}
+
+/** The replication objects of a move attempt: `shardkit_move_<bits>_<first 12 hex digits of the attempt>`. */
+export function moveNames(
+  shard: ShardIdentifier,
+  attempt: string,
+): { publication: string; subscription: string } {
+  const name = `shardkit_move_${shard.bits}${attempt ? `_${attempt.slice(0, 12)}` : ""}`;
+  return { publication: name, subscription: name };
+}
+
+function leaseSettings(options: LeaseOptions): { leaseMs: number; holder: string } {
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const issues: string[] = [];
+  if (!(Number.isSafeInteger(leaseMs) && leaseMs >= 300))
+    issues.push(`leaseMs: expected an integer >= 300, got ${leaseMs}`);
+  if (options.holder !== undefined && (typeof options.holder !== "string" || options.holder === ""))
+    issues.push("holder: expected a non-empty string");
+  if (issues.length > 0) throw new OwnershipOptionsError(issues);
+  return { leaseMs, holder: options.holder ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}` };
+}
+
+/** The error that refuses a move while `record`'s lease is live. */
+export function inProgress<Client extends ShardClient>(map: LeaseMap<Client>, record: MoveRecord<Client>) {
+  return new MoveInProgressError(record.shard, {
+    holder: record.holder || "an earlier version of shardkit",
+    step: record.step,
+    to: nameOfIdentity(map, record.target),
+    expiresInMs: Math.round(record.expiresInMs),
+    database: record.database.name,
+  });
+}
+
+/** The registry name of the database with this identity; the identity itself when none has it. */
+export function nameOfIdentity<Client extends ShardClient>(
+  map: Pick<LeaseMap<Client>, "registry" | "identityOf">,
+  identity: string,
+): string {
+  for (const p of map.registry.physical) {
+    try {
+      if (map.identityOf(p) === identity) return p.name;
+    } catch {}
+  }
+  return identity;
+}
+
+const nullIfEmpty = (attempt: string) => (attempt === "" ? null : attempt);

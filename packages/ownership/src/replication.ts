@@ -1,0 +1,186 @@
+import type { ShardIdentifier } from "@shardkit/id";
+import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import { type Raw, raw } from "./raw.js";
+import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
+
+// A live move's logical replication: a row-filtered publication of the shard on the source, a
+// subscription on the target (its slot lives on the source), named per move attempt
+// (`shardkit_move_<bits>_<attempt>`; `shardkit_move_<bits>` before attempts were named).
+
+/** SQL matching the names of every move object of `shard` (any attempt), as `$1` names them. */
+const OF_SHARD = (column: string) => `(${column} = $1 OR ${column} LIKE $2)`;
+const shardPatterns = (shard: ShardIdentifier) => {
+  const base = `shardkit_move_${shard.bits}`;
+  return [base, `${base.replaceAll("_", "\\_")}\\_%`];
+};
+
+/**
+ * The publication of the shard's rows in `tables` on the source (in the transaction `tx`: a move
+ * creates it in the same transaction as its lease's check): row-filtered on the shard bits, inserts,
+ * updates and deletes only (a replicated TRUNCATE would wipe the target's other shards).
+ */
+export async function publish(tx: Raw, tables: readonly FencedTable[], shard: ShardIdentifier, name: string) {
+  const filters = tables.map((t) => `"${t.table}" WHERE (${shardOfRowSql(t)} = ${shard.bits})`).join(", ");
+  await tx.$executeRawUnsafe(
+    `CREATE PUBLICATION "${name}" FOR TABLE ${filters} WITH (publish = 'insert, update, delete')`,
+  );
+}
+
+/** The target's subscription to `publication`, with the initial copy and synchronous commits. */
+export async function subscribe<Client extends ShardClient>(
+  to: PhysicalShard<Client>,
+  name: string,
+  sourceConnection: string,
+  publication: string,
+) {
+  await raw(to).$executeRawUnsafe(
+    `CREATE SUBSCRIPTION "${name}" CONNECTION ${literal(sourceConnection)} PUBLICATION "${publication}"
+     WITH (copy_data = true, synchronous_commit = 'on')`,
+  );
+}
+
+/** Whether the subscription's initial copy is done: every table ready. */
+export async function copied<Client extends ShardClient>(to: PhysicalShard<Client>, subscription: string) {
+  const [row] = await raw(to).$queryRawUnsafe<{ waiting: number }[]>(
+    `SELECT count(*)::int AS waiting FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+     WHERE s.subname = $1 AND r.srsubstate <> 'r'`,
+    subscription,
+  );
+  return row!.waiting === 0;
+}
+
+/** Bytes of WAL the subscription's slot is behind the source. */
+export async function lagBytes<Client extends ShardClient>(
+  from: PhysicalShard<Client>,
+  slot: string,
+): Promise<number> {
+  const [row] = await raw(from).$queryRawUnsafe<{ lag: number | null }[]>(
+    `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 AS lag FROM pg_replication_slots WHERE slot_name = $1`,
+    slot,
+  );
+  return row?.lag ?? Number.POSITIVE_INFINITY;
+}
+
+/** The source's current WAL position. */
+export async function walPosition<Client extends ShardClient>(from: PhysicalShard<Client>): Promise<string> {
+  const [row] = await raw(from).$queryRawUnsafe<{ lsn: string }[]>(
+    "SELECT pg_current_wal_lsn()::text AS lsn",
+  );
+  return row!.lsn;
+}
+
+/** Whether the subscription's slot has confirmed the source's WAL up to `lsn`. */
+export async function reached<Client extends ShardClient>(
+  from: PhysicalShard<Client>,
+  slot: string,
+  lsn: string,
+): Promise<boolean> {
+  const [row] = await raw(from).$queryRawUnsafe<{ reached: boolean }[]>(
+    `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) AS reached FROM pg_replication_slots WHERE slot_name = $1`,
+    slot,
+    lsn,
+  );
+  return row?.reached === true;
+}
+
+/**
+ * Drops every move object of `shard` (any attempt: an abandoned one's too) on these databases:
+ * subscriptions on the target (when the source does not answer, the subscription is detached from
+ * its slot first, and the slot is dropped later), then the slots and publications on the source. A
+ * slot still in use after its subscription is gone (its sender has not exited yet) is waited for a
+ * few seconds. Returns the slots that could not be dropped (in use by something else).
+ */
+export async function teardown<Client extends ShardClient>(
+  from: PhysicalShard<Client>,
+  to: PhysicalShard<Client>,
+  shard: ShardIdentifier,
+  /** Only the objects of this name (one attempt's), not every attempt's. */
+  only?: string,
+): Promise<string[]> {
+  const patterns = only === undefined ? shardPatterns(shard) : [only, only];
+  const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
+    `SELECT subname::text AS name FROM pg_subscription
+     WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
+    ...patterns,
+  );
+  for (const { name } of subscriptions) await dropSubscription(raw(to), name);
+  const left: string[] = [];
+  for (let round = 0; ; round++) {
+    const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
+      `SELECT slot_name::text AS name, active FROM pg_replication_slots
+       WHERE database = current_database() AND ${OF_SHARD("slot_name")}`,
+      ...patterns,
+    );
+    for (const slot of slots.filter((s) => !s.active)) {
+      await raw(from)
+        .$queryRawUnsafe(`SELECT pg_drop_replication_slot($1)::text AS dropped`, slot.name)
+        .catch(() => {});
+    }
+    const active = slots.filter((s) => s.active).map((s) => s.name);
+    if (active.length === 0) break;
+    if (round >= 50) {
+      left.push(...active);
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const publications = await raw(from).$queryRawUnsafe<{ name: string }[]>(
+    `SELECT pubname::text AS name FROM pg_publication WHERE ${OF_SHARD("pubname")}`,
+    ...patterns,
+  );
+  for (const { name } of publications)
+    await raw(from).$executeRawUnsafe(`DROP PUBLICATION IF EXISTS "${name}"`);
+  return left;
+}
+
+/** Drops a subscription; when its source does not answer, detaches it from its slot first (the slot stays there). */
+async function dropSubscription(db: Raw, name: string): Promise<void> {
+  try {
+    await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+  } catch {
+    await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
+    await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
+    await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+  }
+}
+
+/** A move's replication object found on a database (`shardkit status` and `doctor` report those no live move holds). */
+export interface MoveObject {
+  kind: "slot" | "publication" | "subscription";
+  name: string;
+  /** The logical shard its name carries (`shardkit_move_<bits>...`). */
+  shard: number;
+  /** Slots: whether a subscriber is connected, and the WAL it holds on its server (bytes). */
+  active?: boolean;
+  walBytes?: number;
+}
+
+/** The move objects (`shardkit_move_*`) of a database: its slots, publications and subscriptions. */
+export async function moveObjects(db: Raw): Promise<MoveObject[]> {
+  const [slots, publications, subscriptions] = await Promise.all([
+    db.$queryRawUnsafe<{ name: string; active: boolean; wal: number | null }[]>(
+      `SELECT slot_name::text AS name, active,
+         pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 AS wal
+       FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit\\_move\\_%'`,
+    ),
+    db.$queryRawUnsafe<{ name: string }[]>(
+      `SELECT pubname::text AS name FROM pg_publication WHERE pubname LIKE 'shardkit\\_move\\_%'`,
+    ),
+    db.$queryRawUnsafe<{ name: string }[]>(
+      `SELECT subname::text AS name FROM pg_subscription
+       WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE 'shardkit\\_move\\_%'`,
+    ),
+  ]);
+  const shardOf = (name: string) => Number(name.split("_")[2]);
+  return [
+    ...slots.map((s) => ({
+      kind: "slot" as const,
+      name: s.name,
+      shard: shardOf(s.name),
+      active: s.active,
+      walBytes: Math.max(0, Math.round(s.wal ?? 0)),
+    })),
+    ...publications.map((p) => ({ kind: "publication" as const, name: p.name, shard: shardOf(p.name) })),
+    ...subscriptions.map((s) => ({ kind: "subscription" as const, name: s.name, shard: shardOf(s.name) })),
+  ];
+}
