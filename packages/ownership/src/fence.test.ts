@@ -165,3 +165,51 @@ describe("an armed shard's fence", () => {
     map.close();
   });
 });
+
+describe("writes that the fence's row triggers would not see", () => {
+  it("an UPDATE that moves a row into a fenced shard (its shard column changed) is refused, and one out of it too", async () => {
+    const map = await r.open();
+    const inside = ShardedId.generate("Bucket", S.g0m1);
+    const outside = ShardedId.generate("Bucket", S.g0m0);
+    await r.db.bucket.create({ data: { id: inside, name: "in", remaining: 1 } });
+    await r.db.bucket.create({ data: { id: outside, name: "out", remaining: 1 } });
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.fence();
+    const into = await r.clients.a
+      .$executeRawUnsafe(
+        `UPDATE "Bucket" SET id = $1::uuid WHERE id = $2::uuid`,
+        ShardedId.generate("Bucket", S.g0m1),
+        outside,
+      )
+      .catch((e: unknown) => e);
+    expect(refusalOf(into)).toMatchObject({ shard: S.g0m1, state: "fenced" });
+    const outOf = await r.clients.a
+      .$executeRawUnsafe(
+        `UPDATE "Bucket" SET id = $1::uuid WHERE id = $2::uuid`,
+        ShardedId.generate("Bucket", S.g0m0),
+        inside,
+      )
+      .catch((e: unknown) => e);
+    expect(refusalOf(outOf)).toMatchObject({ shard: S.g0m1, state: "fenced" });
+    expect(await r.clients.a.bucket.count({ where: { id: { in: [inside, outside] } } })).toBe(2);
+    await lease.unfence();
+    await lease.release();
+    map.close();
+  });
+
+  it("a TRUNCATE while a shard of the database is being moved is refused (it fires no row trigger); once the move ends it goes through", async () => {
+    const map = await r.open();
+    await r.db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.arm();
+    const refused = await r.clients.a.$executeRawUnsafe(`TRUNCATE "Bucket"`).catch((e: unknown) => e);
+    expect(String((refused as Error).message)).toMatch(
+      /TRUNCATE of Bucket refused while shard 0\/1 is being moved/,
+    );
+    expect(await r.clients.a.bucket.count()).toBe(1);
+    await lease.unfence();
+    await lease.release();
+    await r.clients.a.$executeRawUnsafe(`TRUNCATE "Bucket"`);
+    map.close();
+  });
+});

@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
-import type { OwnershipChanges } from "./changes.js";
+import { gaveWay, type OwnershipChanges } from "./changes.js";
 import {
   type EpochConflictError,
   MoveInProgressError,
@@ -127,6 +127,12 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   readonly names: { publication: string; subscription: string };
   private timer: ReturnType<typeof setInterval> | undefined;
   private lost: MoveLeaseLostError | undefined;
+  /** When this lease fenced the shard (its writes wait from then until the switch); undefined before. */
+  private fencedAt: number | undefined;
+  /** Whether this lease decided the switch (the freeze is over as far as the source is concerned). */
+  private decidedSwitch = false;
+  /** How long the shard may stay fenced by this lease without a switch before it stops renewing (ms). */
+  private freezeBudgetMs: number;
 
   private constructor(
     private readonly map: LeaseMap<Client>,
@@ -140,6 +146,20 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     readonly leaseMs: number,
   ) {
     this.names = moveNames(shard, attempt);
+    this.freezeBudgetMs = leaseMs;
+  }
+
+  /**
+   * How long the shard may stay fenced by this lease without a switch (default: the lease). Past it
+   * the lease is no longer renewed (see `start`). An offline move, whose copy runs inside its fence,
+   * gives its copy's time.
+   */
+  set freezeBudget(ms: number) {
+    this.freezeBudgetMs = ms;
+  }
+
+  get freezeBudget(): number {
+    return this.freezeBudgetMs;
   }
 
   /**
@@ -215,22 +235,13 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
       throw new OwnershipOptionsError([
         `a stopped move of shard ${record.shard.key} on ${record.database.name} names ${record.target}, which is not a database of the registry (or has not answered)`,
       ]);
-    // The old holder's transactions end within its lease (see `check`): waiting longer for its row is never needed.
-    const [row] = await raw(record.database).$transaction(async (tx) => {
-      await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${Math.max(leaseMs, 1000)}ms'`);
-      return tx.$queryRawUnsafe<{ token: number }[]>(
-        `UPDATE "ShardMove" SET token = token + 1, holder = $4,
-           "expiresAt" = clock_timestamp() + $5::float8 * interval '1 millisecond', "updatedAt" = clock_timestamp()
-         WHERE shard = $1 AND attempt = $2 AND token = $3 AND ("expiresAt" < clock_timestamp() OR step = 'abandoned')
-         RETURNING token`,
-        record.shard.bits,
-        record.attempt,
-        record.token,
-        holder,
-        leaseMs,
-      );
-    });
-    if (!row) {
+    // The old holder's transactions end within its lease (see `check`): waiting longer for its row is
+    // never needed. A router that gave the shard back meanwhile grew the token: taken over from there.
+    let current = record;
+    for (let round = 0; round < 5; round++) {
+      const taken = await casTakeOver(current, holder, leaseMs);
+      if (taken !== undefined)
+        return new ShardLease(map, record.shard, record.database, to, record.attempt, taken, holder, leaseMs);
       const [now] = await raw(record.database).$queryRawUnsafe<MoveRow[]>(
         `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
         record.shard.bits,
@@ -240,27 +251,65 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
           record.shard,
           "its stopped move was finished or undone by another mover meanwhile",
         );
-      throw inProgress(map, { ...now, shard: record.shard, database: record.database });
+      current = { ...now, shard: record.shard, database: record.database };
+      if (isLive(current) || current.attempt !== record.attempt) throw inProgress(map, current);
     }
-    return new ShardLease(map, record.shard, record.database, to, record.attempt, row.token, holder, leaseMs);
+    throw inProgress(map, current);
   }
 
-  /** Renews the lease every third of its period until `stop()`; a renewal that finds it taken marks it lost. */
+  /**
+   * Renews the lease every third of its period until `stop()`; a renewal that finds it taken marks
+   * it lost. Once the shard has been fenced for longer than its freeze budget without a switch (the
+   * mover is stuck: a database it waits for does not answer), it stops renewing, so the lease lapses
+   * and routers give the shard back to its owner: writes never wait on a stuck mover for much longer
+   * than the budget and the lease.
+   */
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(
       () => {
-        this.renew().catch(() => {});
+        // Past the freeze budget: no renewal, but a lease taken meanwhile is still noticed.
+        (this.frozenFor() > this.freezeBudgetMs ? this.stillHeld() : this.renew()).catch(() => {});
       },
       Math.max(100, Math.floor(this.leaseMs / 3)),
     );
     this.timer.unref?.();
   }
 
+  /** How long the shard has been fenced by this lease without a switch (ms; 0 when not fenced, or switched). */
+  frozenFor(): number {
+    return this.fencedAt === undefined || this.decidedSwitch ? 0 : performance.now() - this.fencedAt;
+  }
+
   /** Stops renewing: the lease lapses within its period unless released first. */
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+  }
+
+  /** Whether the lease is still this mover's, read without renewing it; marks it lost (and throws) when not. */
+  async stillHeld(): Promise<void> {
+    if (this.lost) throw this.lost;
+    const [now] = await raw(this.from).$queryRawUnsafe<MoveRow[]>(
+      `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+      this.shard.bits,
+    );
+    if (now && now.attempt === this.attempt && now.token === this.token) return;
+    throw this.lose(now);
+  }
+
+  /** Marks the lease lost, as its record `now` says, stops renewing it, and returns the error. */
+  private lose(now: MoveRow | undefined): MoveLeaseLostError {
+    this.lost = new MoveLeaseLostError(
+      this.shard,
+      !now
+        ? "the move's record is gone: another mover finished or undid it"
+        : now.step === "abandoned"
+          ? now.holder
+          : `taken over by ${now.holder} (token ${now.token})`,
+    );
+    this.stop();
+    return this.lost;
   }
 
   /** Extends the lease by its period from now (the source's clock). `MoveLeaseLostError` when it is no longer this mover's. */
@@ -293,16 +342,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
       `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
       this.shard.bits,
     );
-    this.lost = new MoveLeaseLostError(
-      this.shard,
-      !now
-        ? "the move's record is gone: another mover finished or undid it"
-        : now.step === "abandoned"
-          ? `${now.holder}`
-          : `taken over by ${now.holder} (token ${now.token})`,
-    );
-    this.stop();
-    throw this.lost;
+    throw this.lose(now);
   }
 
   /** Throws `MoveLeaseLostError` when a step or a renewal found the lease taken. */
@@ -343,7 +383,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
    */
   private target<R>(
     fn: (tx: Raw, source: Raw) => Promise<R>,
-    options: { list?: number; change?: boolean } = {},
+    options: { list?: number; change?: boolean; relist?: boolean } = {},
   ): Promise<R> {
     const bounded = async (tx: Raw) => {
       await tx.$executeRawUnsafe(`SET LOCAL idle_in_transaction_session_timeout = '${this.leaseMs}ms'`);
@@ -357,6 +397,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
         return raw(this.to).$transaction(bounded, { timeout: 60_000, maxWait: 30_000 });
       return this.map.changes.change(this.to, bounded, {
         ...(options.list !== undefined ? { list: options.list } : {}),
+        ...(options.relist !== undefined ? { relist: options.relist } : {}),
       });
     });
   }
@@ -393,9 +434,9 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
           this.shard.bits,
         );
         const [row] = await tx.$queryRawUnsafe<{ shard: number }[]>(
-          `INSERT INTO "ShardOwnership" (shard, epoch, state, peer, attempt, verified) VALUES ($1, $2, 'incoming', $3, $4, false)
+          `INSERT INTO "ShardOwnership" (shard, epoch, state, peer, attempt, "verifiedBy") VALUES ($1, $2, 'incoming', $3, $4, NULL)
            ON CONFLICT (shard) DO UPDATE SET epoch = EXCLUDED.epoch, state = 'incoming', peer = EXCLUDED.peer,
-             attempt = EXCLUDED.attempt, verified = false, "updatedAt" = now()
+             attempt = EXCLUDED.attempt, "verifiedBy" = NULL, "updatedAt" = now()
              WHERE "ShardOwnership".state IN ('moved', 'incoming') AND "ShardOwnership".epoch <= EXCLUDED.epoch
            RETURNING shard`,
           this.shard.bits,
@@ -437,9 +478,10 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
           throw this.map.conflict(this.shard, `not owned by ${this.from.name} (fenced or moved already)`);
         return row.epoch;
       },
-      { list: this.shard.bits, step: "fenced" },
+      // Nothing more while writes wait: the listing is tidied after the switch (`tidy`).
+      { list: this.shard.bits, step: "fenced", relist: false },
     );
-    await this.map.refresh();
+    this.fencedAt = performance.now();
     return { epoch, database: this.from.name };
   }
 
@@ -457,18 +499,25 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     );
   }
 
-  /** Records at the target that this attempt verified its copy: a switch takes no other. */
+  /**
+   * Records at the target that this lease (its fencing token) checked the copy: a switch takes no
+   * other. A lease that took a move over, or a fence a router gave back meanwhile, must check again.
+   */
   async verified(): Promise<void> {
-    await this.target(async (tx) => {
-      const marked = await tx.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET verified = true, "updatedAt" = now()
-         WHERE shard = $1 AND state = 'incoming' AND attempt = $2`,
-        this.shard.bits,
-        this.attempt,
-      );
-      if (marked !== 1)
-        throw this.map.conflict(this.shard, `${this.to.name} holds no incoming copy of this move attempt`);
-    });
+    await this.target(
+      async (tx) => {
+        const marked = await tx.$executeRawUnsafe(
+          `UPDATE "ShardOwnership" SET "verifiedBy" = $3, "updatedAt" = now()
+           WHERE shard = $1 AND state = 'incoming' AND attempt = $2`,
+          this.shard.bits,
+          this.attempt,
+          this.token,
+        );
+        if (marked !== 1)
+          throw this.map.conflict(this.shard, `${this.to.name} holds no incoming copy of this move attempt`);
+      },
+      { relist: false },
+    );
   }
 
   /**
@@ -496,12 +545,17 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     const epoch = await this.source(
       async (tx) => {
         const [copy] = await raw(this.to).$queryRawUnsafe<
-          { state: string; attempt: string | null; verified: boolean }[]
-        >(`SELECT state, attempt, verified FROM "ShardOwnership" WHERE shard = $1`, this.shard.bits);
-        if (!(copy?.state === "incoming" && copy.attempt === this.attempt && copy.verified)) {
+          { state: string; attempt: string | null; verifiedBy: number | null }[]
+        >(`SELECT state, attempt, "verifiedBy" FROM "ShardOwnership" WHERE shard = $1`, this.shard.bits);
+        if (
+          !(copy?.state === "incoming" && copy.attempt === this.attempt && copy.verifiedBy === this.token)
+        ) {
+          const why = !copy
+            ? "no record"
+            : `${copy.state}${copy.attempt === this.attempt ? "" : " for another attempt"}${copy.verifiedBy === this.token ? "" : copy.verifiedBy === null ? ", not checked" : ", checked by an earlier holder"}`;
           throw this.map.conflict(
             this.shard,
-            `${this.to.name}'s copy was not verified by this move attempt (${copy ? `${copy.state}${copy.attempt === this.attempt ? "" : " by another attempt"}${copy.verified ? "" : ", not verified"}` : "no record"}): no switch`,
+            `${this.to.name}'s copy was not checked by this lease (${why}): no switch`,
           );
         }
         const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(
@@ -517,6 +571,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
       },
       { relist: false, step: "switched" },
     );
+    this.decidedSwitch = true;
     return { epoch };
   }
 
@@ -649,10 +704,25 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     await this.map.changes.relist(this.from);
   }
 
-  /** Ends the move: its record and the keys it noted are deleted (checked against the lease), and renewing stops. */
+  /**
+   * Ends the move: its record and the keys it noted are deleted (checked against the lease), and
+   * renewing stops. Only once the move is finished (the source holds its tombstone) or undone (the
+   * source simply owns the shard): a fenced or armed shard whose move's record is gone would never
+   * be given back by a router.
+   */
   async release(): Promise<void> {
     await raw(this.from).$transaction(async (tx) => {
       await this.check(tx);
+      const [own] = await tx.$queryRawUnsafe<
+        { state: string; peer: string | null; attempt: string | null }[]
+      >(`SELECT state, peer, attempt FROM "ShardOwnership" WHERE shard = $1 FOR SHARE`, this.shard.bits);
+      const undone = own?.state === "owned" && own.peer === null;
+      const finished = own?.state === "moved" && own.attempt === nullIfEmpty(this.attempt);
+      if (!undone && !finished)
+        throw this.map.conflict(
+          this.shard,
+          `${this.from.name} holds it ${own ? `${own.state}${own.peer ? ` for ${own.peer}` : ""}` : "with no record"}: finish the move (switch) or undo it (unfence) before releasing its lease`,
+        );
       await tx.$executeRawUnsafe(
         `DELETE FROM "ShardMove" WHERE shard = $1 AND attempt = $2 AND token = $3`,
         this.shard.bits,
@@ -682,6 +752,34 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   }
 }
 
+/** The compare-and-set of a takeover: the new token, or undefined when the record is not as read. */
+async function casTakeOver<Client extends ShardClient>(
+  record: MoveRecord<Client>,
+  holder: string,
+  leaseMs: number,
+): Promise<number | undefined> {
+  const [row] = await raw(record.database)
+    .$transaction(async (tx) => {
+      await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${Math.max(leaseMs, 1000)}ms'`);
+      return tx.$queryRawUnsafe<{ token: number }[]>(
+        `UPDATE "ShardMove" SET token = token + 1, holder = $4,
+         "expiresAt" = clock_timestamp() + $5::float8 * interval '1 millisecond', "updatedAt" = clock_timestamp()
+       WHERE shard = $1 AND attempt = $2 AND token = $3 AND ("expiresAt" < clock_timestamp() OR step = 'abandoned')
+       RETURNING token`,
+        record.shard.bits,
+        record.attempt,
+        record.token,
+        holder,
+        leaseMs,
+      );
+    })
+    .catch((error: unknown) => {
+      if (gaveWay(error)) return []; // its row stayed locked (a holder that is not stopped after all): read again
+      throw error;
+    });
+  return row?.token;
+}
+
 /**
  * The second commit of a switch: the target owns the shard at `epoch` (the one the source's
  * tombstone records), but only from this attempt's verified incoming copy. The mover does it right
@@ -700,8 +798,8 @@ export async function completeSwitch<Client extends ShardClient>(
     to,
     async (tx) => {
       const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(
-        `UPDATE "ShardOwnership" SET state = 'owned', epoch = $2, peer = NULL, attempt = NULL, verified = false, "updatedAt" = now()
-         WHERE shard = $1 AND state = 'incoming' AND attempt = $3 AND verified RETURNING epoch`,
+        `UPDATE "ShardOwnership" SET state = 'owned', epoch = $2, peer = NULL, attempt = NULL, "verifiedBy" = NULL, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'incoming' AND attempt = $3 AND "verifiedBy" IS NOT NULL RETURNING epoch`,
         shard.bits,
         epoch,
         attempt,

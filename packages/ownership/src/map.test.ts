@@ -3,10 +3,18 @@ import { createOutboxRelay, emitEvent, isShardUnavailable } from "@shardkit/pris
 import { withClusterStopped } from "@shardkit/test-db";
 import { beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
-import { reset, type router, routers, S, transfer } from "../test/world.js";
-import { EpochConflictError, InvalidMapError, OwnershipOptionsError, StaleOwnerError } from "./errors.js";
+import { copyShard, reset, type router, routers, S, transfer } from "../test/world.js";
+import {
+  EpochConflictError,
+  InvalidMapError,
+  MoveLeaseLostError,
+  OwnershipOptionsError,
+  StaleOwnerError,
+} from "./errors.js";
+import { findMoves, ShardLease } from "./lease.js";
 import { type OwnershipSignal, PartitionMap } from "./map.js";
 import { refusalOf } from "./refusal.js";
+import { readPartitionMap } from "./view.js";
 
 const make = routers();
 beforeEach(() => reset());
@@ -209,6 +217,7 @@ describe("the partition map", () => {
     const id = await bucket(r);
     const lease = await map.lease(S.g0m1, r.physical.e);
     await lease.fence();
+    await map.refresh(); // r's map reads the fence (its polling would)
     for (const [router, counters, refused] of [
       [r, map.counters, 0], // this router's map knows the shard is fenced: its write never reaches a
       [stale, staleMap.counters, 1], // refused by a once, then it waits in the router
@@ -330,6 +339,97 @@ describe("the partition map", () => {
       );
       await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 4 } }));
     }
+    map.close();
+  });
+
+  it("a lease that took over (or a fence a router gave back) must check the copy again: the switch refuses a copy checked by an earlier holder", async () => {
+    const r = make();
+    const map = await r.open();
+    await bucket(r);
+    const first = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    await first.fence();
+    await first.receive();
+    await copyShard(map, first);
+    await first.verified();
+    await first.lapse(); // its holder is gone
+    // A router refused by the fence gives the shard back to a.
+    const writer = make();
+    const writing = await writer.open();
+    await writer.db.bucket.create({
+      data: { id: ShardedId.generate("Bucket", S.g0m1), name: "late", remaining: 1 },
+    });
+    expect(writing.counters.heals).toBe(1);
+    // The first holder cannot go on.
+    await expect(first.switch()).rejects.toBeInstanceOf(MoveLeaseLostError);
+    // A new holder of the same move fences again, but e's copy was checked by the first one (and the
+    // late write is not in it): no switch until this holder checks it.
+    const [record] = (await readPartitionMap(r.registry)).stopped;
+    expect(record).toMatchObject({ step: "abandoned", to: "e" });
+    const [found] = (await findMoves(r.registry, S.g0m1, 5000)).found;
+    const second = await ShardLease.takeOver(map, found!, {});
+    await second.fence();
+    const refused = await second.switch().catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(EpochConflictError);
+    expect((refused as Error).message).toMatch(
+      /e's copy was not checked by this lease \(incoming, checked by an earlier holder\)/,
+    );
+    expect(
+      await r.clients.a.$queryRawUnsafe(`SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`),
+    ).toEqual([{ state: "fenced" }]);
+    // And a lease is released only once its move is finished or undone.
+    await expect(second.release()).rejects.toBeInstanceOf(EpochConflictError);
+    await second.unfence();
+    await second.discard();
+    await second.release();
+    expect(await r.clients.e.bucket.count()).toBe(0);
+    writing.close();
+    map.close();
+  });
+
+  it("a shard armed for a move whose mover died is given back by a router's read (no write is refused there)", async () => {
+    const r = make();
+    const map = await r.open();
+    const lease = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    await lease.arm();
+    await lease.lapse();
+    const watcher = make();
+    const watching = await watcher.open();
+    for (let i = 0; i < 100 && watching.counters.heals === 0; i++) await watching.refresh();
+    expect(watching.counters.heals).toBe(1);
+    expect(
+      await r.clients.a.$queryRawUnsafe(
+        `SELECT state, peer, attempt FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`,
+      ),
+    ).toEqual([{ state: "owned", peer: null, attempt: null }]);
+    // Its writes no longer note their keys for a move that will not come back.
+    await r.db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "x", remaining: 1 } });
+    expect(await r.clients.a.$queryRawUnsafe(`SELECT count(*)::int AS n FROM "ShardMoveChange"`)).toEqual([
+      { n: 0 },
+    ]);
+    watching.close();
+    map.close();
+  });
+
+  it("writes held in the router while the shard is fenced run at the new owner once it switches: the old owner sees none of them", async () => {
+    const r = make();
+    const map = await r.open();
+    const id = await bucket(r);
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.fence();
+    await map.refresh(); // the router's read (its polling) sees the fence
+    const writes = Array.from({ length: 5 }, (_, i) =>
+      r.db.bucket.update({ where: { id }, data: { remaining: { decrement: 1 } } }).then(() => i),
+    );
+    await lease.receive();
+    await copyShard(map, lease);
+    await lease.verified();
+    await lease.switch();
+    expect((await Promise.all(writes)).length).toBe(5);
+    expect(map.counters.staleRejections).toBe(0);
+    expect((await r.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(0);
+    expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5);
+    await lease.tidy();
+    await lease.release();
     map.close();
   });
 

@@ -113,10 +113,14 @@ export interface PartitionMapOptions<Client extends ShardClient> {
 /** A record as the router reads it: with, for a fenced shard, whether the lease of the move holding the fence lapsed. */
 type Row = OwnershipRow & { lapsed?: boolean | null };
 
-/** The router's read of a database's records. */
+/**
+ * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
+ * that move's lease lapsed (its mover stopped before the switch).
+ */
 const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
-    CASE WHEN o.state = 'fenced' THEN (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
-      FROM "ShardMove" m WHERE m.shard = o.shard) END AS lapsed
+    CASE WHEN o.state = 'fenced' OR (o.state = 'owned' AND o.peer IS NOT NULL) THEN
+      (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
+         FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed
   FROM "ShardOwnership" o`;
 
 /** Serialises installing shardkit's functions and recording unrecorded shards within one database. */
@@ -181,6 +185,11 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private readonly onSignal: ((signal: OwnershipSignal) => void) | undefined;
   /** The last rows read from each database (kept while it does not answer). */
   private readonly rows = new Map<PhysicalShard<Client>, Row[]>();
+  /** When (in the order reads started) each database's rows in `rows` were read: an older read never replaces a newer. */
+  private readonly readAt = new Map<PhysicalShard<Client>, number>();
+  private reads = 0;
+  /** Shards this router is giving back (one give-back at a time per shard). */
+  private readonly healing = new Set<number>();
   /** Why each database's latest read failed (absent: it answered). */
   private readonly silent = new Map<PhysicalShard<Client>, string>();
   /** Databases whose functions are installed as this version has them. */
@@ -349,15 +358,19 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       async (physical) => {
         // A database read for the first time gets shardkit's functions first (it was down at open).
         if (!this.installed.has(physical)) await this.installIn(physical);
-        return raw(physical).$queryRawUnsafe<Row[]>(RECORDS_SQL);
+        const at = ++this.reads;
+        return { at, rows: await raw(physical).$queryRawUnsafe<Row[]>(RECORDS_SQL) };
       },
       { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
     );
     for (const outcome of result.outcomes) {
-      if (outcome.status === "fulfilled") {
-        this.rows.set(outcome.target, outcome.value);
-        this.silent.delete(outcome.target);
-      }
+      if (outcome.status !== "fulfilled") continue;
+      this.silent.delete(outcome.target);
+      // Reads overlap (a full refresh, the poll of held writes): a read that started before the one
+      // these rows came from must not put older records back.
+      if ((this.readAt.get(outcome.target) ?? 0) > outcome.value.at) continue;
+      this.readAt.set(outcome.target, outcome.value.at);
+      this.rows.set(outcome.target, outcome.value.rows);
     }
     for (const m of result.missing) {
       this.silent.set(
@@ -413,8 +426,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     }
     this.fenced.clear();
     for (const shard of this.registry.shards) {
-      const row = this.rows.get(this.registry.physicalOf(shard))?.find((r) => r.shard === shard.bits);
+      const owner = this.registry.physicalOf(shard);
+      const row = this.rows.get(owner)?.find((r) => r.shard === shard.bits);
       if (row?.state === "fenced") this.fenced.add(shard.bits);
+      // Armed for a move whose mover stopped (its lease lapsed): no write is refused, so no refusal
+      // will lead a router here; the read gives it back (its writes stop noting their keys).
+      if (row?.state === "owned" && row.peer !== null && row.lapsed) void this.giveBack(owner, shard);
     }
     this.lastRead = performance.now();
     this.counters.refreshes++;
@@ -532,8 +549,29 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
-   * Gives a fenced shard back to `database`, its owner, when the move holding the fence has stopped:
-   * its lease lapsed (its mover died, hangs, or gave it up) before it switched. One transaction under
+   * `heal`, at most one at a time per shard in this router, bounded by `timeoutMs` (a frozen
+   * database must not hold the router's waiting writes): whether it gave the shard back.
+   */
+  private async giveBack(database: PhysicalShard<Client>, shard: ShardIdentifier): Promise<boolean> {
+    if (this.healing.has(shard.bits)) return false;
+    this.healing.add(shard.bits);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      return await Promise.race([
+        this.heal(database, shard).catch(() => false),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), this.timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      this.healing.delete(shard.bits);
+    }
+  }
+
+  /**
+   * Gives a fenced (or armed) shard back to `database`, its owner, when the move holding it has
+   * stopped: its lease lapsed (its mover died, hangs, or gave it up) before it switched. One transaction under
    * the database's change lock, by compare-and-set on the same record a switch changes, so the two
    * never both succeed: the move's record is locked and must still be lapsed and unswitched, the
    * record must still be fenced by that move; the record becomes owned again and the move's token
@@ -551,7 +589,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         return false;
       const given = await tx.$executeRawUnsafe(
         `UPDATE "ShardOwnership" SET state = 'owned', peer = NULL, attempt = NULL, "updatedAt" = now()
-         WHERE shard = $1 AND state = 'fenced' AND attempt = $2`,
+         WHERE shard = $1 AND state IN ('fenced', 'owned') AND attempt = $2`,
         shard.bits,
         move.attempt,
       );
@@ -560,7 +598,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         `UPDATE "ShardMove" SET token = token + 1, step = 'abandoned', holder = $2, "updatedAt" = clock_timestamp()
          WHERE shard = $1`,
         shard.bits,
-        `${this.name}, which gave the fenced shard back to ${database.name} after the lease lapsed`,
+        `${this.name}, which gave the shard back to ${database.name} after the lease lapsed`,
       );
       return true;
     });
@@ -610,13 +648,15 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     const physical = this.registry.physicalOf(shard);
     const epoch = this.registry.epochOf(shard);
     if (refusal.state === "fenced" && refusal.move?.lapsed && refusal.move.step !== "switched")
-      await this.heal(physical, shard).catch(() => false);
+      await this.giveBack(physical, shard);
     await this.refresh();
     if (
       refusal.state === "incoming" &&
       (await this.complete(physical, shard, refusal.attempt).catch(() => false))
-    )
+    ) {
       await this.refresh();
+      return; // the target owns it now: run again there
+    }
     this.refuseProblem(shard);
     if (this.registry.physicalOf(shard) !== physical || this.registry.epochOf(shard) !== epoch) return;
     if (this.fenced.has(shard.bits)) return this.hold(shard);
@@ -701,6 +741,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         }
         await this.read([...concerned]).catch(() => {});
         const now = performance.now();
+        const lapsed = new Map<number, PhysicalShard<Client>>();
         for (const w of this.waiting) {
           const row = this.rowOf(w.physical, w.shard);
           if (
@@ -710,8 +751,6 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
             (w.fenced && row?.state !== "fenced")
           ) {
             w.wake();
-          } else if (row?.state === "fenced" && row.lapsed) {
-            await this.heal(w.physical, w.shard).catch(() => false);
           } else if (now > w.deadline) {
             w.wake(
               new StaleOwnerError({
@@ -723,8 +762,13 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
                 move: null,
               }),
             );
+          } else if (row?.state === "fenced" && row.lapsed) {
+            lapsed.set(w.shard.bits, w.physical);
           }
         }
+        // A fence whose move's lease lapsed: given back once per shard, not once per waiting write,
+        // and without holding up the wake-ups of the others.
+        for (const [bits, physical] of lapsed) void this.giveBack(physical, ShardIdentifier.fromBits(bits));
       }
     } finally {
       this.polling = false;

@@ -11,14 +11,7 @@ import {
   MoveVerifyError,
   OwnershipOptionsError,
 } from "./errors.js";
-import {
-  completeSwitch,
-  findMoves,
-  inProgress,
-  isLive,
-  type LeaseOptions,
-  ShardLease,
-} from "./lease.js";
+import { completeSwitch, findMoves, inProgress, isLive, type LeaseOptions, ShardLease } from "./lease.js";
 import type { PartitionMap } from "./map.js";
 import { lastLine, type Raw, raw } from "./raw.js";
 import { copied, lagBytes, publish, reached, subscribe, teardown, walPosition } from "./replication.js";
@@ -312,6 +305,9 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
 
   step("lease");
   const held = await ShardLease.acquire(map, shard, to, lease);
+  // A live move's freeze is row updates and a check of the rows written during the move: it stops
+  // (undone) rather than hold writes for longer than its lease. An offline move copies inside it.
+  held.freezeBudget = mode === "live" ? held.leaseMs : copyTimeoutMs;
   held.start();
 
   const sums = options.verify ?? true;
@@ -404,6 +400,10 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
       step("verify");
       await verified(await checkAll(map.tables, from, to, shard, sums), "verify");
     }
+    // Writes have waited since the fence: a mover slower than its lease stops here (undone: the
+    // source takes them again) rather than switch; its lease is not renewed past that (`start`).
+    if (held.frozenFor() > held.freezeBudget)
+      throw new MoveTimeoutError(shard, "the freeze (fence to switch)", held.freezeBudget);
     await held.verified();
 
     step("switch");
@@ -477,6 +477,50 @@ async function resume<Client extends ShardClient>(
   held: ShardLease<Client>,
   cleanup: boolean,
 ): Promise<"rolled-forward" | "rolled-back"> {
+  let switched: boolean | undefined;
+  try {
+    return await resumeAs(map, held, cleanup, (decided) => {
+      switched = decided;
+    });
+  } catch (error) {
+    if (error instanceof MoveLeaseLostError || held.isLost || switched === undefined) {
+      await held.lapse();
+      throw new MoveFailedError(
+        held.shard,
+        {
+          step: "resume",
+          left: held.isLost ? "taken-over" : "half-done",
+          rerun: held.isLost ? null : "undo",
+          what: held.isLost
+            ? "Another mover (or a router) holds the stopped move now, and finishes or undoes it."
+            : `The stopped move of ${held.from.name} to ${held.to.name} could not be read. Run the move again.`,
+        },
+        { cause: error },
+      );
+    }
+    await held.lapse();
+    throw new MoveFailedError(
+      held.shard,
+      {
+        step: "resume",
+        left: "half-done",
+        rerun: switched ? "finish" : "undo",
+        what: switched
+          ? `The stopped move had switched: ${held.to.name} owns the shard (or does as soon as it answers). Run the move again to finish it (replication teardown, cleanup of the old copy at ${held.from.name}).`
+          : `The stopped move had not switched: ${held.from.name} owns the shard. Run the move again to undo what is left of it (the copy at ${held.to.name}, its replication objects).`,
+      },
+      { cause: error },
+    );
+  }
+}
+
+/** `resume`'s work: `decided` hears, once the facts are read, whether the stopped move had switched. */
+async function resumeAs<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  held: ShardLease<Client>,
+  cleanup: boolean,
+  decided: (switched: boolean) => void,
+): Promise<"rolled-forward" | "rolled-back"> {
   const [own] = await raw(held.from).$queryRawUnsafe<
     { state: string; epoch: number; attempt: string | null }[]
   >(`SELECT state, epoch, attempt FROM "ShardOwnership" WHERE shard = $1`, held.shard.bits);
@@ -486,6 +530,7 @@ async function resume<Client extends ShardClient>(
   );
   const switched = own?.state === "moved" && own.attempt === (held.attempt === "" ? null : held.attempt);
   const targetOwns = target?.state === "owned" && own !== undefined && target.epoch > own.epoch;
+  decided(switched || targetOwns);
   if (!switched && !targetOwns) {
     await undo(held);
     return "rolled-back";
@@ -524,11 +569,8 @@ async function failed<Client extends ShardClient>(
   decided: boolean,
 ): Promise<unknown> {
   const { from, to } = held;
-  if (error instanceof MoveLeaseLostError || held.isLost) {
-    // What this attempt made and its taker has not torn down yet (a subscription created just
-    // before the lease was found lost): dropped, by this attempt's names only.
-    await teardown(from, to, shard, held.names.subscription).catch(() => {});
-    return new MoveFailedError(
+  const takenOver = (cause: unknown) =>
+    new MoveFailedError(
       shard,
       {
         step,
@@ -536,8 +578,13 @@ async function failed<Client extends ShardClient>(
         rerun: null,
         what: "This mover lost its lease and changed nothing after that: the move is another mover's now (or a router gave the fenced shard back to its owner), which finishes or undoes it.",
       },
-      { cause: error },
+      { cause },
     );
+  if (error instanceof MoveLeaseLostError || held.isLost) {
+    // What this attempt made and its taker has not torn down yet (a subscription created just
+    // before the lease was found lost): dropped, by this attempt's names only.
+    await teardown(from, to, shard, held.names.subscription).catch(() => {});
+    return takenOver(error);
   }
   if (!decided) {
     try {
@@ -555,6 +602,7 @@ async function failed<Client extends ShardClient>(
         { cause: error },
       );
     } catch (undoError) {
+      if (undoError instanceof MoveLeaseLostError || held.isLost) return takenOver(error);
       await held.lapse();
       return new MoveFailedError(
         shard,

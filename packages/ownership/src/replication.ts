@@ -1,6 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
-import { type Raw, raw } from "./raw.js";
+import { DatabasesUnansweredError } from "./errors.js";
+import { lastLine, type Raw, raw } from "./raw.js";
 import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
 
 // A live move's logical replication: a row-filtered publication of the shard on the source, a
@@ -84,11 +85,14 @@ export async function reached<Client extends ShardClient>(
 }
 
 /**
- * Drops every move object of `shard` (any attempt: an abandoned one's too) on these databases:
- * subscriptions on the target (when the source does not answer, the subscription is detached from
- * its slot first, and the slot is dropped later), then the slots and publications on the source. A
- * slot still in use after its subscription is gone (its sender has not exited yet) is waited for a
- * few seconds. Returns the slots that could not be dropped (in use by something else).
+ * Drops every move object of `shard` (any attempt: an abandoned one's too; with `only`, one
+ * attempt's) on these databases. First, at the target, a `CREATE SUBSCRIPTION` of the shard still
+ * running (a mover that froze while it was sent) is cancelled: once the publication is gone, its
+ * copy would read no row filter and take every shard's rows. Then the subscriptions (when the source
+ * does not answer, a subscription is detached from its slot first), then, at the source, whatever
+ * the target said, the slots (an inactive slot holds WAL; one in use after its subscription is gone,
+ * its sender not exited yet, is waited for a few seconds) and the publications. Throws when the
+ * target could not be cleaned or a slot stayed in use (a rerun tears down again).
  */
 export async function teardown<Client extends ShardClient>(
   from: PhysicalShard<Client>,
@@ -96,15 +100,23 @@ export async function teardown<Client extends ShardClient>(
   shard: ShardIdentifier,
   /** Only the objects of this name (one attempt's), not every attempt's. */
   only?: string,
-): Promise<string[]> {
+): Promise<void> {
   const patterns = only === undefined ? shardPatterns(shard) : [only, only];
-  const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
-    `SELECT subname::text AS name FROM pg_subscription
-     WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
-    ...patterns,
-  );
-  for (const { name } of subscriptions) await dropSubscription(raw(to), name);
-  const left: string[] = [];
+  const problems: { database: string; error: string }[] = [];
+  await (async () => {
+    await raw(to).$queryRawUnsafe(
+      `SELECT pg_cancel_backend(pid)::text FROM pg_stat_activity
+       WHERE pid <> pg_backend_pid() AND datname = current_database() AND query ILIKE 'CREATE SUBSCRIPTION %'
+         AND (query LIKE 'CREATE SUBSCRIPTION "' || $1 || '"%' OR query LIKE 'CREATE SUBSCRIPTION "' || $2 || '"%')`,
+      ...patterns.map((p) => p.replaceAll("\\", "")),
+    );
+    const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
+      `SELECT subname::text AS name FROM pg_subscription
+       WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
+      ...patterns,
+    );
+    for (const { name } of subscriptions) await dropSubscription(raw(to), name);
+  })().catch((error: unknown) => problems.push({ database: to.name, error: lastLine(error) }));
   for (let round = 0; ; round++) {
     const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
       `SELECT slot_name::text AS name, active FROM pg_replication_slots
@@ -113,13 +125,16 @@ export async function teardown<Client extends ShardClient>(
     );
     for (const slot of slots.filter((s) => !s.active)) {
       await raw(from)
-        .$queryRawUnsafe(`SELECT pg_drop_replication_slot($1)::text AS dropped`, slot.name)
+        .$queryRawUnsafe(
+          `SELECT pg_drop_replication_slot($1)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
+          slot.name,
+        )
         .catch(() => {});
     }
     const active = slots.filter((s) => s.active).map((s) => s.name);
     if (active.length === 0) break;
     if (round >= 50) {
-      left.push(...active);
+      problems.push({ database: from.name, error: `slot ${active.join(", ")} still in use after 5 s` });
       break;
     }
     await new Promise((r) => setTimeout(r, 100));
@@ -130,7 +145,11 @@ export async function teardown<Client extends ShardClient>(
   );
   for (const { name } of publications)
     await raw(from).$executeRawUnsafe(`DROP PUBLICATION IF EXISTS "${name}"`);
-  return left;
+  if (problems.length > 0)
+    throw new DatabasesUnansweredError(
+      `shard ${shard.key}: its move's replication could not be torn down`,
+      problems,
+    );
 }
 
 /** Drops a subscription; when its source does not answer, detaches it from its slot first (the slot stays there). */

@@ -74,8 +74,11 @@ const REFUSAL_DETAIL = `json_build_object('shard', bits, 'epoch', coalesce(o.epo
 export const REFUSE_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_refuse_write() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  r jsonb := to_jsonb(CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END);
-  v text := r ->> TG_ARGV[0];
+  touched jsonb[] := CASE TG_OP WHEN 'INSERT' THEN ARRAY[to_jsonb(NEW)] WHEN 'DELETE' THEN ARRAY[to_jsonb(OLD)]
+                    ELSE ARRAY[to_jsonb(OLD), to_jsonb(NEW)] END;
+  listed int[] := string_to_array(TG_ARGV[2], ',')::int[];
+  r jsonb;
+  v text;
   bits int;
   o record;
   seen text;
@@ -84,40 +87,68 @@ DECLARE
   move_attempt text;
   move_lapsed boolean;
 BEGIN
-  IF TG_ARGV[1] = 'bits' THEN
-    bits := v::int;
-  ELSE
-    bits := ((get_byte(uuid_send(v::uuid), 8) & 63) << 8) | get_byte(uuid_send(v::uuid), 9);
-  END IF;
-  PERFORM pg_advisory_xact_lock_shared(${SHARD_LOCK}, bits);
-  IF current_setting('transaction_isolation') = 'read committed' THEN
-    SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
-    seen := o.state;
-  ELSE
-    BEGIN
+  -- Each row the write touches (an UPDATE's old and new row: one that moves a row into a listed
+  -- shard is checked too) whose shard is listed.
+  FOREACH r IN ARRAY touched LOOP
+    v := r ->> TG_ARGV[0];
+    CONTINUE WHEN v IS NULL;
+    IF TG_ARGV[1] = 'bits' THEN
+      bits := v::int;
+    ELSE
+      bits := ((get_byte(uuid_send(v::uuid), 8) & 63) << 8) | get_byte(uuid_send(v::uuid), 9);
+    END IF;
+    CONTINUE WHEN NOT (bits = ANY(listed));
+    PERFORM pg_advisory_xact_lock_shared(${SHARD_LOCK}, bits);
+    IF current_setting('transaction_isolation') = 'read committed' THEN
       SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
       seen := o.state;
-    EXCEPTION WHEN serialization_failure THEN
-      SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits;
-      seen := 'changed';
-    END;
-  END IF;
-  IF seen = 'owned' THEN
-    IF o.peer IS NOT NULL AND TG_NARGS > 3 AND TG_ARGV[3] <> '[]' THEN
+    ELSE
+      BEGIN
+        SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
+        seen := o.state;
+      EXCEPTION WHEN serialization_failure THEN
+        SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits;
+        seen := 'changed';
+      END;
+    END IF;
+    IF seen IS DISTINCT FROM 'owned' THEN
+      ${MOVE_OF_FENCE}
+      RAISE EXCEPTION USING ERRCODE = '${STALE_OWNER_SQLSTATE}',
+        MESSAGE = format('shardkit: this database does not own shard %s/%s (%s at epoch %s)',
+                         bits >> 6, bits & 63, coalesce(seen, 'unknown'), coalesce(o.epoch, 0)),
+        DETAIL = ${REFUSAL_DETAIL};
+    END IF;
+    IF o.peer IS NOT NULL AND TG_ARGV[3] <> '[]' THEN
+      -- Armed for a move: the row's primary key, for the move's check inside its fence.
       INSERT INTO "ShardMoveChange" (shard, "table", key)
-        SELECT DISTINCT bits, TG_TABLE_NAME,
-          (SELECT jsonb_agg(w.j -> pk.c ORDER BY pk.n)
+        SELECT bits, TG_TABLE_NAME,
+          (SELECT jsonb_agg(r -> pk.c ORDER BY pk.n)
              FROM jsonb_array_elements_text(TG_ARGV[3]::jsonb) WITH ORDINALITY AS pk(c, n))::text
-        FROM (SELECT r AS j UNION ALL SELECT to_jsonb(NEW) WHERE TG_OP = 'UPDATE') AS w
         ON CONFLICT DO NOTHING;
     END IF;
-    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+  END LOOP;
+  RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$fn$`;
+
+/**
+ * The function of a listing table's TRUNCATE trigger: a TRUNCATE fires no row trigger, so it would
+ * neither be refused by the fence nor noted for a move's check. While a move is under way on this
+ * database (a shard armed, fenced or incoming) it is refused (SQLSTATE SK002); otherwise it goes on.
+ */
+export const TRUNCATE_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_refuse_truncate() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  moving int;
+BEGIN
+  SELECT shard INTO moving FROM "ShardOwnership"
+    WHERE (state = 'owned' AND peer IS NOT NULL) OR state IN ('fenced', 'incoming') LIMIT 1;
+  IF moving IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'SK002',
+      MESSAGE = format('shardkit: TRUNCATE of %s refused while shard %s/%s is being moved (a move checks and copies its rows row by row)',
+                       TG_TABLE_NAME, moving >> 6, moving & 63);
   END IF;
-  ${MOVE_OF_FENCE}
-  RAISE EXCEPTION USING ERRCODE = '${STALE_OWNER_SQLSTATE}',
-    MESSAGE = format('shardkit: this database does not own shard %s/%s (%s at epoch %s)',
-                     bits >> 6, bits & 63, coalesce(seen, 'unknown'), coalesce(o.epoch, 0)),
-    DETAIL = ${REFUSAL_DETAIL};
+  RETURN NULL;
 END
 $fn$`;
 
@@ -151,9 +182,10 @@ END
 $fn$`;
 
 const TRIGGERS = [
-  { suffix: "ins", event: "INSERT", row: "NEW" },
-  { suffix: "upd", event: "UPDATE", row: "OLD" },
-  { suffix: "del", event: "DELETE", row: "OLD" },
+  { suffix: "ins", event: "INSERT", rows: ["NEW"] },
+  { suffix: "upd", event: "UPDATE", rows: ["OLD", "NEW"] },
+  { suffix: "del", event: "DELETE", rows: ["OLD"] },
+  { suffix: "trunc", event: "TRUNCATE", rows: [] },
 ] as const;
 
 /** The names of a table's fence triggers. */
@@ -204,11 +236,21 @@ export function fenceStatements(
   if (shards.length === 0) {
     return FENCE_TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${quote(name)} ON ${quote(table.table)}`);
   }
+  const args = [table.column, table.kind ?? "uuid", listOf(shards), JSON.stringify(key)]
+    .map(literal)
+    .join(", ");
+  const mover = "current_setting('shardkit.mover', true) IS DISTINCT FROM 'on'";
   return TRIGGERS.map((t) => {
-    const bits = shardOfRowSql(table, t.row);
-    return `CREATE OR REPLACE TRIGGER ${quote(`shardkit_fence_${t.suffix}`)} BEFORE ${t.event} ON ${quote(table.table)} FOR EACH ROW
-  WHEN (${bits} IN (${[...shards].sort((a, b) => a - b).join(", ")}) AND current_setting('shardkit.mover', true) IS DISTINCT FROM 'on')
-  EXECUTE FUNCTION shardkit_refuse_write(${literal(table.column)}, ${literal(table.kind ?? "uuid")}, ${literal(listOf(shards))}, ${literal(JSON.stringify(key))})`;
+    const name = quote(`shardkit_fence_${t.suffix}`);
+    if (t.rows.length === 0)
+      return `CREATE OR REPLACE TRIGGER ${name} BEFORE TRUNCATE ON ${quote(table.table)} FOR EACH STATEMENT
+  EXECUTE FUNCTION shardkit_refuse_truncate(${args})`;
+    const listed = t.rows
+      .map((row) => `${shardOfRowSql(table, row)} IN (${[...shards].sort((a, b) => a - b).join(", ")})`)
+      .join(" OR ");
+    return `CREATE OR REPLACE TRIGGER ${name} BEFORE ${t.event} ON ${quote(table.table)} FOR EACH ROW
+  WHEN ((${listed}) AND ${mover})
+  EXECUTE FUNCTION shardkit_refuse_write(${args})`;
   });
 }
 
@@ -238,6 +280,7 @@ export const INSTALL_LOCK = 7304;
 /** shardkit's functions, each with the statement that installs it. */
 export const FUNCTIONS = [
   { name: "shardkit_refuse_write", create: REFUSE_FUNCTION },
+  { name: "shardkit_refuse_truncate", create: TRUNCATE_FUNCTION },
   { name: "shardkit_assert_owner", create: ASSERT_FUNCTION },
 ] as const;
 
@@ -265,7 +308,7 @@ export const PRIMARY_KEYS_SQL = `SELECT c.relname::text AS "table",
  * `schema/ownership.prisma`): a database rolled out with an older version lacks some.
  */
 export const OWNERSHIP_COLUMNS: Readonly<Record<string, readonly string[]>> = {
-  ShardOwnership: ["shard", "epoch", "state", "peer", "attempt", "verified", "updatedAt"],
+  ShardOwnership: ["shard", "epoch", "state", "peer", "attempt", "verifiedBy", "updatedAt"],
   ShardMove: ["shard", "target", "step", "attempt", "token", "holder", "expiresAt", "startedAt", "updatedAt"],
   ShardMoveChange: ["shard", "table", "key"],
 };

@@ -39,7 +39,11 @@ export async function changedKeys<Client extends ShardClient>(
     shard.bits,
   );
   const keys = new Map<string, string[]>();
-  for (const { table, key } of rows) keys.set(table, [...(keys.get(table) ?? []), key]);
+  for (const { table, key } of rows) {
+    const list = keys.get(table);
+    if (list) list.push(key);
+    else keys.set(table, [key]);
+  }
   return keys;
 }
 
@@ -109,6 +113,25 @@ export function mismatches(
   return found;
 }
 
+/**
+ * The settings a row's JSON depends on, made the same on both sides of a check: a timestamp's
+ * offset follows the session's TimeZone, an interval's text its IntervalStyle, a float's digits
+ * extra_float_digits. Two databases set up differently must not look different.
+ */
+const SAME_TEXT = [
+  "SET LOCAL TimeZone = 'UTC'",
+  "SET LOCAL IntervalStyle = 'postgres'",
+  "SET LOCAL extra_float_digits = 1",
+];
+
+/** `fn` in a transaction on `db` whose rows' JSON does not depend on the session's settings. */
+async function plainly<R>(db: Raw, fn: (tx: Raw) => Promise<R>, options?: object): Promise<R> {
+  return db.$transaction(async (tx) => {
+    for (const statement of SAME_TEXT) await tx.$executeRawUnsafe(statement);
+    return fn(tx);
+  }, options);
+}
+
 /** What a check found: per table, the rows compared, and the differences. */
 export interface Check {
   rows: number[];
@@ -128,8 +151,8 @@ export async function checkAll<Client extends ShardClient>(
 ): Promise<Check> {
   const none = new Map<string, PrimaryKey>();
   const [a, b] = await Promise.all([
-    digest(raw(from), tables, none, shard, { kind: "all" }, sums),
-    digest(raw(to), tables, none, shard, { kind: "all" }, sums),
+    plainly(raw(from), (tx) => digest(tx, tables, none, shard, { kind: "all" }, sums), { timeout: 600_000 }),
+    plainly(raw(to), (tx) => digest(tx, tables, none, shard, { kind: "all" }, sums), { timeout: 600_000 }),
   ]);
   return { rows: b.map((d) => d.rows), mismatches: mismatches(tables, a, b) };
 }
@@ -152,22 +175,30 @@ export async function checkUnchanged<Client extends ShardClient>(
   // after the other (their snapshots are taken first, so the order changes nothing). It runs before
   // the fence, while the shard and its neighbours take writes: it must not starve them.
   const gentle = "SET LOCAL max_parallel_workers_per_gather = 0";
-  return raw(from).$transaction(async (source) => {
-    await source.$executeRawUnsafe(gentle);
-    await source.$queryRawUnsafe("SELECT 1"); // the source's snapshot is taken here (SET takes none)
-    return raw(to).$transaction(async (target) => {
-      await target.$executeRawUnsafe(gentle);
-      await target.$queryRawUnsafe("SELECT 1"); // then the target's
-      const keys = await changedKeys(from, shard); // then the keys noted so far, read after both
-      const part = { kind: "except" as const, keys };
-      const a = await digest(source, tables, keyOf, shard, part, sums);
-      const b = await digest(target, tables, keyOf, shard, part, sums);
-      return {
-        rows: b.map((d) => d.rows),
-        mismatches: mismatches(tables, a, b, " (rows not written during the move)"),
-      };
-    }, options);
-  }, options);
+  return plainly(
+    raw(from),
+    async (source) => {
+      await source.$executeRawUnsafe(gentle);
+      await source.$queryRawUnsafe("SELECT 1"); // the source's snapshot is taken here (SET takes none)
+      return plainly(
+        raw(to),
+        async (target) => {
+          await target.$executeRawUnsafe(gentle);
+          await target.$queryRawUnsafe("SELECT 1"); // then the target's
+          const keys = await changedKeys(from, shard); // then the keys noted so far, read after both
+          const part = { kind: "except" as const, keys };
+          const a = await digest(source, tables, keyOf, shard, part, sums);
+          const b = await digest(target, tables, keyOf, shard, part, sums);
+          return {
+            rows: b.map((d) => d.rows),
+            mismatches: mismatches(tables, a, b, " (rows not written during the move)"),
+          };
+        },
+        options,
+      );
+    },
+    options,
+  );
 }
 
 /**
@@ -186,8 +217,8 @@ export async function checkChanged<Client extends ShardClient>(
   const [keyOf, keys] = await Promise.all([primaryKeys(raw(from), tables), changedKeys(from, shard)]);
   const part = { kind: "only" as const, keys };
   const [a, b] = await Promise.all([
-    digest(raw(from), tables, keyOf, shard, part, sums),
-    digest(raw(to), tables, keyOf, shard, part, sums),
+    plainly(raw(from), (tx) => digest(tx, tables, keyOf, shard, part, sums)),
+    plainly(raw(to), (tx) => digest(tx, tables, keyOf, shard, part, sums)),
   ]);
   return {
     rows: b.map((d) => d.rows),

@@ -1,6 +1,6 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
-import { Executor } from "./executor.js";
+import { Executor, isEmptyAnswer } from "./executor.js";
 import type { DataModel } from "./internals.js";
 import { Planner } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
@@ -67,5 +67,31 @@ describe("Executor", () => {
       code: "CROSS_SHARD",
     });
     expect(calls).toHaveLength(1);
+  });
+});
+
+describe("isEmptyAnswer (what a former owner must confirm before it is returned)", () => {
+  it.each([
+    [null, "findUnique"],
+    [[], "findMany"],
+    [{ count: 0 }, "updateMany"],
+    [0, "count"],
+    [{ _all: 0, name: 0 }, "count"],
+    [{ _count: 0, _sum: { balance: null } }, "aggregate"],
+    [{ _count: { _all: 0 }, _max: { name: null } }, "aggregate"],
+  ] as const)("%j from %s found nothing", (answer, operation) => {
+    expect(isEmptyAnswer(answer, operation)).toBe(true);
+  });
+
+  it.each([
+    [{ id: "x", balance: 0 }, "findUnique"],
+    [[{ id: "x" }], "findMany"],
+    [{ count: 2 }, "updateMany"],
+    [3, "count"],
+    [{ _all: 1 }, "count"],
+    [{ _count: 0, _sum: { balance: 5 } }, "aggregate"],
+    [{ id: "x", count: 0 }, "update"],
+  ] as const)("%j from %s found something", (answer, operation) => {
+    expect(isEmptyAnswer(answer, operation)).toBe(false);
   });
 });

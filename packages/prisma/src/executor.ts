@@ -210,8 +210,13 @@ export class Executor {
           () => {
             const current = next ?? this.planner.plan(model, operation, args, context);
             next = undefined;
-            return this.owned(hook, view, current, operation, () =>
-              this.execute(current, view, model, operation, args),
+            return this.owned(
+              hook,
+              view,
+              current,
+              operation,
+              () => this.planner.plan(model, operation, args, context),
+              (planned) => this.execute(planned, view, model, operation, args),
             );
           },
           this.telemetry,
@@ -234,25 +239,31 @@ export class Executor {
     view: View,
     plan: Plan,
     operation: string,
-    run: () => PromiseLike<unknown>,
+    replan: () => Plan,
+    run: (plan: Plan) => PromiseLike<unknown>,
   ): Promise<unknown> {
-    if (plan.kind !== "shard" && plan.kind !== "database") return run();
+    if (plan.kind !== "shard" && plan.kind !== "database") return run(plan);
     const shards = plan.kind === "shard" ? [plan.shard] : plan.target.shards;
     const write = { write: WRITES.has(operation) };
     for (const shard of shards) {
       const pending = hook.admit?.(shard, write);
-      if (pending) await pending;
+      if (pending) {
+        // Held in the router (its shard was between owners) or checked again: planned anew, for
+        // where the shard is now, and admitted there.
+        await pending;
+        return this.owned(hook, view, replan(), operation, replan, run);
+      }
     }
     const client = view.clients[plan.kind === "shard" ? plan.database : plan.target.database]!;
     const confirm = hook.confirm;
     let result: unknown;
     try {
-      result = await run();
+      result = await run(plan);
     } catch (error) {
       if (confirm && isNotFound(error)) await Promise.all(shards.map((s) => confirm(client, s)));
       throw error;
     }
-    if (confirm && (shards.length > 1 || isEmptyAnswer(result)))
+    if (confirm && (shards.length > 1 || isEmptyAnswer(result, operation)))
       await Promise.all(shards.map((s) => confirm(client, s)));
     return result;
   }
@@ -353,7 +364,7 @@ export class Executor {
           if (isNotFound(error)) await confirm(tx, plan.shard);
           throw error;
         }
-        if (isEmptyAnswer(result)) await confirm(tx, plan.shard);
+        if (isEmptyAnswer(result, operation)) await confirm(tx, plan.shard);
         return result;
       });
     }
@@ -670,22 +681,26 @@ function isNotFound(error: unknown): boolean {
 }
 
 /**
- * An answer that found nothing: null, an empty list, a count of zero (`count`, a batch's
- * `{ count: 0 }`, an aggregate's `_count`).
+ * An answer of `operation` that found nothing: null, an empty list, a batch's `{ count: 0 }`; for
+ * `count` and `aggregate`, figures that are all zero or null (`0`, `{ _all: 0 }`, `{ _count: 0,
+ * _sum: { x: null } }`).
  */
-export function isEmptyAnswer(result: unknown): boolean {
-  if (result === null || result === undefined || result === 0) return true;
+export function isEmptyAnswer(result: unknown, operation: string): boolean {
+  if (result === null || result === undefined) return true;
   if (Array.isArray(result)) return result.length === 0;
+  if (operation === "count" || operation === "aggregate") return nothingCounted(result);
   if (typeof result !== "object") return false;
-  const { count, _count } = result as { count?: unknown; _count?: unknown };
-  if (count === 0 && Object.keys(result).length === 1) return true;
-  if (_count === 0) return true;
-  return (
-    typeof _count === "object" &&
-    _count !== null &&
-    Object.values(_count).length > 0 &&
-    Object.values(_count).every((n) => n === 0)
-  );
+  const { count } = result as { count?: unknown };
+  return count === 0 && Object.keys(result).length === 1;
+}
+
+/** Whether every figure of an aggregate is zero or null (nested objects included). */
+function nothingCounted(value: unknown): boolean {
+  if (value === null || value === undefined || value === 0) return true;
+  if (typeof value === "bigint") return value === 0n;
+  if (typeof value !== "object") return false;
+  if (Array.isArray(value) || value instanceof Date) return false;
+  return Object.values(value).every(nothingCounted);
 }
 
 /**
