@@ -191,7 +191,7 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
 export function describeMoveProgress(p: MoveProgress): string {
   const extra =
     p.rows !== undefined
-      ? `: ${count(p.rows)} rows at the target`
+      ? `: ${count(p.rows)} rows ${p.step === "verify" || p.step === "verify-changes" ? "checked" : "at the target"}`
       : p.lagBytes !== undefined
         ? `: ${bytes(p.lagBytes)} behind`
         : "";

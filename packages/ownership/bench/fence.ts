@@ -9,6 +9,9 @@
 //   3. the same write to a shard that is not moving, on a database where another shard is fenced
 //      (its tables carry the fence trigger; the write pays the trigger's WHEN expression) vs
 //      before that shard was fenced
+//   4. a write to a shard armed for a move (its record check, and its key noted) vs not armed
+//   5. a read by id that finds a row, and one that finds nothing, with the map attached vs none:
+//      an answer that found nothing is confirmed with the database (one more statement)
 //
 // BENCH_ROUNDS (default 2000): calls per variant. Prisma's production error format ("minimal").
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -109,6 +112,17 @@ async function bench() {
     "2. shard transaction (read, write), partition map attached vs none",
     () => decide(plain.db, n++),
     () => decide(mapped.db, n++),
+  );
+  const absent = ShardedId.generate("Bucket", s00) as string;
+  await compare(
+    "5a. read by id that finds its row, partition map attached vs none",
+    () => plain.db.bucket.findUnique({ where: { id: ids[n++ % ids.length]! } }),
+    () => mapped.db.bucket.findUnique({ where: { id: ids[n++ % ids.length]! } }),
+  );
+  await compare(
+    "5b. read by id that finds nothing, partition map attached (confirmed) vs none",
+    () => plain.db.bucket.findUnique({ where: { id: absent } }),
+    () => mapped.db.bucket.findUnique({ where: { id: absent } }),
   );
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   /**
