@@ -5,7 +5,7 @@ import { SECOND } from "../test/global-setup.js";
 import { startMover } from "../test/movers.js";
 import { reset, type router, routers, S, TABLES } from "../test/world.js";
 import { checkMove } from "./check.js";
-import { MovePrecheckError, OwnershipOptionsError } from "./errors.js";
+import { DatabasesUnansweredError, MovePrecheckError, OwnershipOptionsError } from "./errors.js";
 import { moveShard } from "./move.js";
 
 // Live-capable databases (wal_level = logical) for most checks; the machine's server (replica) for wal_level.
@@ -167,10 +167,11 @@ describe("checkMove", () => {
     120_000,
   );
 
-  it("a target that is down is an issue, not a failure", async () => {
+  it("a target that is down is an issue, not a failure; the move itself refuses the same way, naming it, and changes nothing", async () => {
     const r = make(plainUrls); // e is on the second server
-    const check = await withClusterStopped(SECOND.cluster, SECOND.port, () =>
-      checkMove({
+    const map = await r.open({ timeoutMs: 3000 });
+    const [check, move] = await withClusterStopped(SECOND.cluster, SECOND.port, async () => [
+      await checkMove({
         registry: r.registry,
         shard: S.g0m1,
         to: r.physical.e,
@@ -178,10 +179,20 @@ describe("checkMove", () => {
         tables: TABLES,
         timeoutMs: 3000,
       }),
-    );
+      await moveShard({ map, shard: S.g0m1, to: r.physical.e, mode: "offline", onProgress: () => {} }).catch(
+        (e: unknown) => e,
+      ),
+    ]);
     expect(check.from?.name).toBe("a");
     expect(check.issues).toHaveLength(1);
     expect(check.issues[0]).toMatch(/^e: did not answer \(.+\)$/);
+    expect(move).toBeInstanceOf(DatabasesUnansweredError);
+    expect((move as DatabasesUnansweredError).databases.map((d) => d.database)).toEqual(["e"]);
+    expect((move as Error).message).toMatch(
+      /^shard 0\/1 cannot move: databases it needs did not answer within 3000 ms \(nothing was changed\): e \(/,
+    );
+    expect(await recorded(r)).toEqual([2, 1, 0]); // the map's records at a (0/0, 0/1) and b (1/0): no move recorded
+    map.close();
   }, 60_000);
 
   it("options that cannot work, and a move to the shard's owner, are OwnershipOptionsError (as moveShard's)", async () => {

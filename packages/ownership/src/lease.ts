@@ -55,7 +55,8 @@ export function isLive(record: Pick<MoveRecord, "step" | "expiresInMs">): boolea
 const MOVE_COLUMNS = `shard, target, step, attempt, token, holder, "startedAt",
   (extract(epoch FROM ("expiresAt" - clock_timestamp())) * 1000)::float8 AS "expiresInMs"`;
 
-type MoveRow = Omit<MoveRecord, "database" | "shard"> & { shard: number };
+/** A move's record as a database returns it (its shard as bits). */
+export type MoveRow = Omit<MoveRecord, "database" | "shard"> & { shard: number };
 
 /**
  * Every database's record of a move of `shard` (normally one at most: on the move's source), read

@@ -27,6 +27,14 @@ const quiet = () => {};
 
 type Router = ReturnType<typeof router>;
 
+/** A live move of 0/1 from a to e with `map`, quietly, with `extra` options. */
+const moveToE = (
+  r: Router,
+  map: Awaited<ReturnType<Router["open"]>>,
+  extra: Partial<Parameters<typeof moveShard>[0]> = {},
+) =>
+  moveShard({ map, shard: S.g0m1, to: r.physical.e, sourceConnection: urls.a, onProgress: quiet, ...extra });
+
 /** Buckets on `shard`, each with a few confirmations, written through the routed client. */
 async function seed(r: Router, shard = S.g0m1, buckets = 50) {
   const ids: string[] = [];
@@ -114,13 +122,7 @@ async function expectMoveFinished(
   resumed: "rolled-forward" | "rolled-back" | null,
 ) {
   await untilLapsed(r);
-  const result = await moveShard({
-    map,
-    shard: S.g0m1,
-    to: r.physical.e,
-    sourceConnection: urls.a,
-    onProgress: quiet,
-  });
+  const result = await moveToE(r, map);
   expect(result.resumed).toBe(resumed);
   expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
   expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
@@ -194,13 +196,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       { buckets: other, desk: "other" },
     ]);
     const steps: MoveStep[] = [];
-    const result = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.physical.e,
-      sourceConnection: urls.a,
-      onProgress: (p) => steps.push(p.step),
-    });
+    const result = await moveToE(r, map, { onProgress: (p) => steps.push(p.step) });
     await load.stop();
 
     expect(load.failures).toEqual([]);
@@ -249,13 +245,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
     );
     await r.clients.e.$executeRawUnsafe(`ALTER TABLE "Confirmation" ADD COLUMN note text`);
     try {
-      const error = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: urls.a,
-        onProgress: quiet,
-      }).catch((e: unknown) => e);
+      const error = await moveToE(r, map).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(MovePrecheckError);
       const issues = (error as MovePrecheckError).issues.join("\n");
       expect(issues).toMatch(/e: already holds 1 rows of shard 0\/1/);
@@ -275,12 +265,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       const r = make();
       const map = await r.open({ retries: 1 });
       const buckets = await seed(r, S.g0m1, 10);
-      const failure = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: urls.a,
-        onProgress: quiet,
+      const failure = await moveToE(r, map, {
         afterStep: (step) => {
           if (step === stop) throw new Error(`the mover's host went away after ${stop}`);
         },
@@ -411,13 +396,7 @@ describe("a mover process killed with SIGKILL", () => {
     ]).toEqual([1, "e", 2]);
     writing.close();
     await untilLapsed(r);
-    const result = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.physical.e,
-      sourceConnection: urls.a,
-      onProgress: quiet,
-    });
+    const result = await moveToE(r, map);
     expect(result.resumed).toBe("rolled-forward");
     expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
     map.close();
@@ -437,12 +416,7 @@ describe("two movers of one shard", () => {
       killed.push(first.kill);
       first.go();
       expect(await first.next()).toBe(`paused ${pause}`);
-      const second = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: urls.a,
-        onProgress: quiet,
+      const second = await moveToE(r, map, {
         ...(verify ? {} : { verify: false }),
       }).catch((e: unknown) => e);
       expect(second).toBeInstanceOf(MoveInProgressError);
@@ -478,13 +452,7 @@ describe("two movers of one shard", () => {
       expect(await first.next()).toBe(`paused ${pause}`);
       first.freeze(); // its lease is not renewed any more
       await untilLapsed(r);
-      const second = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.physical.e,
-        sourceConnection: urls.a,
-        onProgress: quiet,
-      });
+      const second = await moveToE(r, map);
       expect(second.resumed).toBe(SWITCHED.includes(pause) ? "rolled-forward" : "rolled-back");
       first.thaw();
       first.go();
@@ -512,12 +480,7 @@ describe("the checks of a live move", () => {
         await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
         await tx.$executeRawUnsafe(`UPDATE "Bucket" SET remaining = -1 WHERE id = $1::uuid`, id);
       });
-    const before = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.physical.e,
-      sourceConnection: urls.a,
-      onProgress: quiet,
+    const before = await moveToE(r, map, {
       afterStep: async (step) => {
         if (step === "catch-up") await spoil(buckets[0]!);
       },
@@ -528,12 +491,7 @@ describe("the checks of a live move", () => {
     ]);
     expect([r.registry.physicalOf(S.g0m1).name, await r.clients.e.bucket.count()]).toEqual(["a", 0]);
 
-    const during = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.physical.e,
-      sourceConnection: urls.a,
-      onProgress: quiet,
+    const during = await moveToE(r, map, {
       afterStep: async (step) => {
         if (step !== "verify") return;
         // Written at the source after the first check, replicated, then spoiled at the target.
@@ -591,7 +549,7 @@ describe("a former owner never answers for a shard it lost", () => {
         return { s, map: await s.open() };
       }),
     );
-    await moveShard({ map, shard: S.g0m1, to: r.physical.e, sourceConnection: urls.a, onProgress: quiet });
+    await moveToE(r, map);
     expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // cleaned up
     for (const [i, check] of checks.entries()) {
       const { s, map: staleMap } = stale[i]!;

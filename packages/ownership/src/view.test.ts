@@ -191,6 +191,23 @@ describe("readPartitionMap", () => {
     map.close();
   });
 
+  it("an owner record deleted is an issue (a shard no database records while its database records others); one a tombstone names too", async () => {
+    const r = make();
+    const map = await r.open();
+    await r.clients.a.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard = ${S.g0m0.bits}`);
+    const view = await readPartitionMap(r.registry);
+    expect(view.issues).toEqual([
+      "shard 0/0: no database records it, though a records other shards: its record was deleted, or the shard is new to the configuration (opening a partition map records it)",
+    ]);
+    // A moved shard whose new owner's record is deleted: the tombstone names a database that has none.
+    await transfer(map, S.g0m1, r.physical.e);
+    await r.clients.e.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`);
+    expect((await readPartitionMap(r.registry)).issues).toContain(
+      "shard 0/1: a's tombstone says e owns it at epoch 2, but e has no record of it (deleted?)",
+    );
+    map.close();
+  });
+
   it("refuses options that cannot work", async () => {
     const r = make();
     await expect(readPartitionMap(r.registry, { timeoutMs: 0 })).rejects.toBeInstanceOf(

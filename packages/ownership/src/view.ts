@@ -7,7 +7,7 @@ import {
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
-import { isLive, moveNames } from "./lease.js";
+import { isLive, type MoveRow as LeaseMoveRow, moveNames } from "./lease.js";
 import { type OwnershipRow, placeShards, type ShardPlacement } from "./placement.js";
 import { lastLine, type Raw, raw } from "./raw.js";
 import { type MoveObject, moveObjects } from "./replication.js";
@@ -104,15 +104,7 @@ export interface PartitionView<Client extends ShardClient = ShardClient> {
 /** The one read of a database's records: a SELECT, after a look at whether the table is there. */
 const TABLE_SQL = `SELECT to_regclass(quote_ident('ShardOwnership')) IS NOT NULL AS present,
   to_regclass(quote_ident('ShardMove')) IS NOT NULL AS moves`;
-type MoveRow = {
-  shard: number;
-  target: string;
-  step: string;
-  attempt: string;
-  token: number;
-  holder: string;
-  expiresInMs: number;
-};
+type MoveRow = Omit<LeaseMoveRow, "startedAt">;
 const RECORDS_SQL = `SELECT shard, epoch, state, peer, to_jsonb(o) ->> 'attempt' AS attempt FROM "ShardOwnership" o ORDER BY shard`;
 /** The moves recorded on a database; a database rolled out with an older schema lacks the lease's columns. */
 const MOVES_SQL = `SELECT shard, target, step, coalesce(to_jsonb(m) ->> 'attempt', '') AS attempt,
@@ -187,6 +179,17 @@ export async function readPartitionMap<Client extends ShardClient>(
   });
   const { placements, issues } = placeShards(registry, records, identities);
   for (const p of placements) issues.push(...p.issues);
+  // A shard no database records, while its database records others: a map was opened over these
+  // databases (it records every shard), so its record was deleted, or the shard is new to the
+  // configuration (the next map opened records it). Routers refuse its calls until then.
+  for (const p of placements) {
+    if (p.state !== "unrecorded") continue;
+    const own = records.get(p.configured) ?? [];
+    if (own.length > 0)
+      issues.push(
+        `shard ${p.shard.key}: no database records it, though ${p.configured.name} records other shards: its record was deleted, or the shard is new to the configuration (opening a partition map records it)`,
+      );
+  }
   const stopped = databases.flatMap((d) =>
     d.moves.filter((m) => !m.live).map((m) => ({ ...m, database: d.database })),
   );
