@@ -94,7 +94,9 @@ export class MoveInProgressError extends OwnershipError<"MOVE_IN_PROGRESS"> {
   ) {
     super(
       "MOVE_IN_PROGRESS",
-      `shard ${shard.key} is being moved to ${lease.to} by ${lease.holder} (step ${lease.step}; its lease on ${lease.database} lapses in ${(Math.max(0, lease.expiresInMs) / 1000).toFixed(1)} s unless renewed): another move may take over only once it has lapsed`,
+      lease.expiresInMs > 0 && lease.step !== "abandoned"
+        ? `shard ${shard.key} is being moved to ${lease.to} by ${lease.holder} (step ${lease.step}; its lease on ${lease.database} lapses in ${(lease.expiresInMs / 1000).toFixed(1)} s unless renewed): another move may take over only once it has lapsed`
+        : `shard ${shard.key} has a stopped move to ${lease.to} (step ${lease.step}, by ${lease.holder}; its lease on ${lease.database} lapsed): moveShard (shardkit move) takes it over and finishes or undoes it first`,
     );
     this.shard = shard;
     this.lease = lease;

@@ -121,7 +121,7 @@ export interface LeaseMap<Client extends ShardClient> {
  * Destructive steps are guarded by facts the databases record, never by what the mover remembers:
  * the target's copy is discarded only while the source has not switched to it; the source's old
  * copy is cleaned up only under its tombstone of this move; the switch takes a copy that this
- * move attempt verified, and only from a source it fenced.
+ * lease checked, and only from a source this move fenced.
  */
 export class ShardLease<Client extends ShardClient = ShardClient> {
   /** The names of this attempt's publication (on the source) and subscription and slot (the target's, on the source). */
