@@ -39,6 +39,11 @@ export interface MoveCommandOptions extends ConfigOptions {
   copyTimeoutMs?: number;
   /** The move's lease (ms): a mover that dies holds the shard at most this long. Default 10 s. */
   leaseMs?: number;
+  /**
+   * How long the shard's writes may wait, fence to switch, before the move is undone; a mover stuck
+   * inside its fence holds them no longer. Default 10 s (live), the copy timeout (offline).
+   */
+  maxFreezeMs?: number;
   /** Check the arguments, run the move's precheck and show the plan; change nothing. */
   dryRun?: boolean;
   onProgress?: (progress: MoveProgress) => void;
@@ -121,6 +126,7 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
     ["--timeout", options.timeoutMs],
     ["--copy-timeout", options.copyTimeoutMs],
     ["--lease", options.leaseMs],
+    ["--max-freeze", options.maxFreezeMs],
   ] as const)
     if (value !== undefined && !(Number.isFinite(value) && value > 0))
       issues.push(`${name}: expected a positive number of ms, got ${value}`);
@@ -176,6 +182,7 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
         ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
         ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),
         ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+        ...(options.maxFreezeMs !== undefined ? { freezeBudgetMs: options.maxFreezeMs } : {}),
         onProgress: options.onProgress ?? (() => {}),
       });
       return { dryRun: false, ...result };

@@ -230,6 +230,11 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       positiveInt("--lease"),
     )
     .option(
+      "--max-freeze <ms>",
+      "how long the shard's writes may wait (fence to switch) before the move is undone; a mover stuck there holds them no longer (default 10000 live, the copy timeout offline)",
+      positiveInt("--max-freeze"),
+    )
+    .option(
       "--dry-run",
       "check the arguments, run the move's precheck and show the plan; change nothing (exit 1 when the precheck finds a problem)",
     )
@@ -247,6 +252,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
         timeout: number;
         copyTimeout?: number;
         lease?: number;
+        maxFreeze?: number;
         dryRun?: boolean;
         progress: boolean;
         json?: boolean;
@@ -276,6 +282,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
             timeoutMs: o.timeout,
             ...(o.copyTimeout !== undefined ? { copyTimeoutMs: o.copyTimeout } : {}),
             ...(o.lease !== undefined ? { leaseMs: o.lease } : {}),
+            ...(o.maxFreeze !== undefined ? { maxFreezeMs: o.maxFreeze } : {}),
             dryRun: o.dryRun ?? false,
             onProgress: (p) => {
               const fresh = !seen.includes(p.step);

@@ -57,6 +57,8 @@ describe("shardkit move: live", () => {
       "Wallet",
       "--table",
       "OutboxEvent",
+      "--max-freeze",
+      "20000",
     ]);
     expect(run.code, run.stderr).toBe(0);
     const steps = run.stderr

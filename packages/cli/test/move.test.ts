@@ -62,9 +62,10 @@ describe("shardkit move: arguments", () => {
       shardkit(["move", "0/1", "--config", config, ...TABLES]),
       shardkit(["move", "0/1", "--config", config, "--to", names.e, "--mode", "sideways", ...TABLES]),
       shardkit(["move", "0/1", "--config", config, "--to", names.e, "--table", "Wallet:id:text"]),
+      shardkit(["move", "0/1", "--config", config, "--to", names.e, "--max-freeze", "0", ...TABLES]),
     ]);
     for (const run of runs) expect(run.code, run.stderr).toBe(2);
-    const [shard, to, tables, unknown, noTo, mode, kind] = runs.map((r) => r.stderr);
+    const [shard, to, tables, unknown, noTo, mode, kind, freeze] = runs.map((r) => r.stderr);
     expect(shard).toMatch(/^shardkit move: shard "x\/y": /);
     expect(to).toContain(
       `no database "sk_nowhere" in the configuration; the configuration has: ${urls.a}, ${urls.e}`,
@@ -74,6 +75,7 @@ describe("shardkit move: arguments", () => {
     expect(noTo).toContain("required option '--to <database>' not specified");
     expect(mode).toContain("argument 'sideways' is invalid. Allowed choices are live, offline.");
     expect(kind).toContain('--table "Wallet:id:text": expected Table, Table:column or Table:column:bits');
+    expect(freeze).toContain("--max-freeze must be a positive integer.");
     // Nothing was recorded anywhere.
     expect(await ownershipRows(urls.a)).toEqual([]);
   });

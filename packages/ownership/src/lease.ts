@@ -132,8 +132,12 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   private fencedAt: number | undefined;
   /** Whether this lease decided the switch (the freeze is over as far as the source is concerned). */
   private decidedSwitch = false;
-  /** How long the shard may stay fenced by this lease without a switch before it stops renewing (ms). */
+  /** How long the shard may stay fenced by this lease without a switch (ms): the lease never runs past it. */
   private freezeBudgetMs: number;
+  /** A renewal of the timer still running (the next tick is skipped rather than queued behind it). */
+  private renewing = false;
+  /** Whether the lease was lost to a router that gave the fenced shard back (the move is abandoned: nobody holds it). */
+  private abandoned = false;
 
   private constructor(
     private readonly map: LeaseMap<Client>,
@@ -151,9 +155,11 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   }
 
   /**
-   * How long the shard may stay fenced by this lease without a switch (default: the lease). Past it
-   * the lease is no longer renewed (see `start`). An offline move, whose copy runs inside its fence,
-   * gives its copy's time.
+   * How long the shard may stay fenced by this lease without a switch (default: the lease). While it
+   * is fenced, the lease is extended only up to the fence plus this budget, by renewals and steps
+   * alike: a mover that is stuck (a database it waits for does not answer) or dies holds the shard's
+   * writes for at most this long, then routers give the shard back. An offline move, whose copy runs
+   * inside its fence, gives its copy's time.
    */
   set freezeBudget(ms: number) {
     this.freezeBudgetMs = ms;
@@ -260,21 +266,34 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
 
   /**
    * Renews the lease every third of its period until `stop()`; a renewal that finds it taken marks
-   * it lost. Once the shard has been fenced for longer than its freeze budget without a switch (the
-   * mover is stuck: a database it waits for does not answer), it stops renewing, so the lease lapses
-   * and routers give the shard back to its owner: writes never wait on a stuck mover for much longer
-   * than the budget and the lease.
+   * it lost. While the shard is fenced, a renewal extends the lease no further than the fence plus
+   * the freeze budget (`extensionMs`); past that it only checks the lease is still held: a mover
+   * stuck inside its fence lets the lease lapse, and routers give the shard back to its owner.
    */
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(
       () => {
-        // Past the freeze budget: no renewal, but a lease taken meanwhile is still noticed.
-        (this.frozenFor() > this.freezeBudgetMs ? this.stillHeld() : this.renew()).catch(() => {});
+        if (this.renewing) return;
+        this.renewing = true;
+        (this.extensionMs() > 0 ? this.renew() : this.stillHeld())
+          .catch(() => {})
+          .finally(() => {
+            this.renewing = false;
+          });
       },
       Math.max(100, Math.floor(this.leaseMs / 3)),
     );
     this.timer.unref?.();
+  }
+
+  /**
+   * How far a renewal extends the lease from now (ms): its period, but while the shard is fenced by
+   * this lease without a switch, no further than the fence plus the freeze budget (0 once past it).
+   */
+  private extensionMs(): number {
+    if (this.fencedAt === undefined || this.decidedSwitch) return this.leaseMs;
+    return Math.max(0, Math.min(this.leaseMs, this.freezeBudgetMs - this.frozenFor()));
   }
 
   /** How long the shard has been fenced by this lease without a switch (ms; 0 when not fenced, or switched). */
@@ -301,6 +320,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
 
   /** Marks the lease lost, as its record `now` says, stops renewing it, and returns the error. */
   private lose(now: MoveRow | undefined): MoveLeaseLostError {
+    this.abandoned = now?.step === "abandoned" && now.attempt === this.attempt;
     this.lost = new MoveLeaseLostError(
       this.shard,
       !now
@@ -313,9 +333,16 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     return this.lost;
   }
 
-  /** Extends the lease by its period from now (the source's clock). `MoveLeaseLostError` when it is no longer this mover's. */
+  /**
+   * Extends the lease by its period from now (the source's clock; see `extensionMs`).
+   * `MoveLeaseLostError` when it is no longer this mover's. It waits at most a third of the lease
+   * for the lease's row: a step holding it renews the lease itself.
+   */
   async renew(): Promise<void> {
-    await raw(this.from).$transaction((tx) => this.check(tx));
+    await raw(this.from).$transaction(async (tx) => {
+      await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${Math.floor(this.leaseMs / 3)}ms'`);
+      await this.check(tx);
+    });
   }
 
   /**
@@ -335,7 +362,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
       this.shard.bits,
       this.attempt,
       this.token,
-      this.leaseMs,
+      this.extensionMs(),
       ...(step ? [step] : []),
     );
     if (rows.length > 0) return;
@@ -344,6 +371,28 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
       this.shard.bits,
     );
     throw this.lose(now);
+  }
+
+  /** Whether the lease was lost to a router that gave the fenced shard back: nobody holds the move now (see `retake`). */
+  get givenBack(): boolean {
+    return this.abandoned;
+  }
+
+  /**
+   * Takes this lease's move over again (a takeover, by compare-and-set on its token) after a router
+   * gave its fenced shard back (`givenBack`): the move is nobody's, and its new lease may undo it.
+   * `MoveInProgressError` or `EpochConflictError` when another mover took it first or it is gone.
+   */
+  async retake(): Promise<ShardLease<Client>> {
+    const [now] = await raw(this.from).$queryRawUnsafe<MoveRow[]>(
+      `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+      this.shard.bits,
+    );
+    if (!now)
+      throw this.map.conflict(this.shard, "its move was finished or undone by another mover meanwhile");
+    const record = { ...now, shard: this.shard, database: this.from };
+    if (now.attempt !== this.attempt || now.step !== "abandoned") throw inProgress(this.map, record);
+    return ShardLease.takeOver(this.map, record, { leaseMs: this.leaseMs, holder: this.holder });
   }
 
   /** Throws `MoveLeaseLostError` when a step or a renewal found the lease taken. */
@@ -381,26 +430,34 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
    * `change: false`, a plain transaction), nested in one at the source that checked the lease and
    * holds its row locked until the target has committed: no other mover can take the move over in
    * between. `fn` gets the source's transaction too.
+   *
+   * The target's fence list is brought in line outside the source's transaction, which must not wait
+   * idle (it is ended past the lease): `list` before it (listing is always safe; its DDL may wait for
+   * the table's writers, or a vacuum), the rest after it has committed (a shard listed for nothing
+   * only costs its writes a look at its record until the next change tidies it).
    */
-  private target<R>(
+  private async target<R>(
     fn: (tx: Raw, source: Raw) => Promise<R>,
     options: { list?: number; change?: boolean; relist?: boolean } = {},
   ): Promise<R> {
+    const changing = options.change !== false;
+    if (changing && options.list !== undefined) await this.map.changes.relist(this.to, [options.list]);
     const bounded = async (tx: Raw) => {
       await tx.$executeRawUnsafe(`SET LOCAL idle_in_transaction_session_timeout = '${this.leaseMs}ms'`);
       return fn(tx, source);
     };
     let source!: Raw;
-    return this.map.changes.locked(this.from, async (held) => {
+    const result = await this.map.changes.locked(this.from, async (held) => {
       source = held;
       await this.check(source);
-      if (options.change === false)
-        return raw(this.to).$transaction(bounded, { timeout: 60_000, maxWait: 30_000 });
+      if (!changing) return raw(this.to).$transaction(bounded, { timeout: 60_000, maxWait: 30_000 });
       return this.map.changes.change(this.to, bounded, {
         ...(options.list !== undefined ? { list: options.list } : {}),
-        ...(options.relist !== undefined ? { relist: options.relist } : {}),
+        relist: false,
       });
     });
+    if (changing && options.relist !== false) await this.map.changes.relist(this.to).catch(() => {});
+    return result;
   }
 
   /**
@@ -462,6 +519,9 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
    * its tables' fence before (each table waits for its writers then). Returns the epoch.
    */
   async fence(): Promise<{ epoch: number; database: string }> {
+    // The freeze is counted from here: the fence's own check extends the lease no further than the
+    // freeze budget (`extensionMs`).
+    this.fencedAt = performance.now();
     const epoch = await this.source(
       async (tx) => {
         await tx.$queryRawUnsafe(
@@ -481,8 +541,10 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
       },
       // Nothing more while writes wait: the listing is tidied after the switch (`tidy`).
       { list: this.shard.bits, step: "fenced", relist: false },
-    );
-    this.fencedAt = performance.now();
+    ).catch((error: unknown) => {
+      this.fencedAt = undefined;
+      throw error;
+    });
     return { epoch, database: this.from.name };
   }
 
@@ -528,13 +590,14 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
    * says switched), in the same transaction as the lease's check: a router giving a lapsed fence
    * back changes the same record, so exactly one of the two succeeds. Then the target owns the shard
    * at that epoch (`completeSwitch`; a router refused there by the incoming record does it too, from
-   * the tombstone). Returns the new epoch.
+   * the tombstone). Returns the new epoch, and when (`performance.now()`) the target owned the shard.
    */
-  async switch(): Promise<{ epoch: number }> {
+  async switch(): Promise<{ epoch: number; ownedAt: number }> {
     const { epoch } = await this.decide();
     await completeSwitch(this.map, this.to, this.shard, this.attempt, epoch);
+    const ownedAt = performance.now(); // the target takes the shard's writes from here
     await this.map.refresh();
-    return { epoch };
+    return { epoch, ownedAt };
   }
 
   /**
@@ -658,18 +721,23 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
           `${this.from.name} holds it ${own?.state ?? "with no record"}: the move cannot be undone there`,
         );
     });
+    this.fencedAt = undefined; // the source takes the shard's writes again: no freeze to bound
     await this.map.refresh();
   }
 
   /**
    * Undoes the target's side of a move that did not switch: deletes what the target holds of the
-   * shard, as the mover, and its incoming record (which lifts its fence for the shard). Only while
-   * the source has not switched to this attempt (checked in the source's transaction that holds the
-   * lease) and the target's record is incoming: a target that owns the shard, or holds a tombstone
-   * of its own, keeps its rows.
+   * shard, as the mover, table by table in batches of `batchSize` (default 10,000), then its incoming
+   * record (which lifts its fence for the shard). Each batch only while the source has not switched
+   * to this attempt (checked in the source's transaction that holds the lease) and the target's
+   * record is incoming: a target that owns the shard, or holds a tombstone of its own, keeps its rows.
    */
-  async discard(): Promise<void> {
-    await this.target(async (tx, source) => {
+  async discard(options: { batchSize?: number } = {}): Promise<void> {
+    const batchSize = options.batchSize ?? 10_000;
+    if (!(Number.isSafeInteger(batchSize) && batchSize >= 1))
+      throw new OwnershipOptionsError([`discard: batchSize must be an integer >= 1, got ${batchSize}`]);
+    /** Whether the target's rows of the shard are this move's copy to discard (throws when the source switched to it). */
+    const discardable = async (tx: Raw, source: Raw) => {
       const [own] = await source.$queryRawUnsafe<{ state: string; attempt: string | null }[]>(
         `SELECT state, attempt FROM "ShardOwnership" WHERE shard = $1 FOR SHARE`,
         this.shard.bits,
@@ -683,14 +751,33 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
         `SELECT state FROM "ShardOwnership" WHERE shard = $1 FOR UPDATE`,
         this.shard.bits,
       );
-      if (held?.state !== "incoming") return; // nothing received: whatever rows it has are not this move's
+      if (held?.state !== "incoming") return false; // nothing received: whatever rows it has are not this move's
       await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
-      for (const table of this.map.tables) {
-        await tx.$executeRawUnsafe(
-          `DELETE FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1`,
-          this.shard.bits,
+      return true;
+    };
+    const remove = (tx: Raw, table: FencedTable, limit: string) =>
+      tx.$executeRawUnsafe(
+        `DELETE FROM "${table.table}" WHERE ctid IN (SELECT ctid FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1${limit})`,
+        this.shard.bits,
+      );
+    for (const table of this.map.tables) {
+      for (;;) {
+        const batch = await this.target(
+          async (tx, source) =>
+            (await discardable(tx, source)) ? remove(tx, table, ` LIMIT ${batchSize}`) : undefined,
+          { change: false },
         );
+        if (batch === undefined) {
+          await this.map.refresh();
+          return;
+        }
+        if (batch < batchSize) break;
       }
+    }
+    // The last rows (none, unless the mover's own sessions wrote meanwhile) and the record, together.
+    await this.target(async (tx, source) => {
+      if (!(await discardable(tx, source))) return;
+      for (const table of this.map.tables) await remove(tx, table, "");
       await tx.$executeRawUnsafe(
         `DELETE FROM "ShardOwnership" WHERE shard = $1 AND state = 'incoming'`,
         this.shard.bits,
@@ -753,7 +840,10 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   }
 }
 
-/** The compare-and-set of a takeover: the new token, or undefined when the record is not as read. */
+/**
+ * The compare-and-set of a takeover: the new token, or undefined when the record is not as read. An
+ * abandoned move's step becomes `resume`: it is held again, and nobody else takes it while its lease runs.
+ */
 async function casTakeOver<Client extends ShardClient>(
   record: MoveRecord<Client>,
   holder: string,
@@ -764,6 +854,7 @@ async function casTakeOver<Client extends ShardClient>(
       await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${Math.max(leaseMs, 1000)}ms'`);
       return tx.$queryRawUnsafe<{ token: number }[]>(
         `UPDATE "ShardMove" SET token = token + 1, holder = $4,
+         step = CASE WHEN step = 'abandoned' THEN 'resume' ELSE step END,
          "expiresAt" = clock_timestamp() + $5::float8 * interval '1 millisecond', "updatedAt" = clock_timestamp()
        WHERE shard = $1 AND attempt = $2 AND token = $3 AND ("expiresAt" < clock_timestamp() OR step = 'abandoned')
        RETURNING token`,

@@ -7,6 +7,7 @@ import { copyShard, reset, type router, routers, S, transfer } from "../test/wor
 import {
   EpochConflictError,
   InvalidMapError,
+  MoveInProgressError,
   MoveLeaseLostError,
   OwnershipOptionsError,
   StaleOwnerError,
@@ -99,7 +100,7 @@ describe("the partition map", () => {
     // A switch takes only a copy this lease verified.
     await expect(lease.switch()).rejects.toBeInstanceOf(EpochConflictError);
     await lease.verified();
-    expect(await lease.switch()).toEqual({ epoch: 2 });
+    expect((await lease.switch()).epoch).toBe(2);
     expect(map.entries().find((e) => e.shard === S.g0m1)).toMatchObject({
       database: "e",
       epoch: 2,
@@ -386,6 +387,47 @@ describe("the partition map", () => {
     map.close();
   });
 
+  it("a mover whose fence a router gave back knows it (givenBack), takes its own move over again and undoes it: the copy discarded in batches, nothing of the source lost", async () => {
+    const r = make();
+    const map = await r.open();
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) ids.push(await bucket(r, S.g0m1, i));
+    const first = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    await first.fence();
+    await first.receive();
+    await copyShard(map, first);
+    await first.verified();
+    expect(await r.clients.e.bucket.count()).toBe(30);
+    await first.lapse(); // a slow mover: its lease ran out inside its fence
+    const writer = make();
+    const writing = await writer.open();
+    const late = ShardedId.generate("Bucket", S.g0m1);
+    await writer.db.bucket.create({ data: { id: late, name: "late", remaining: 1 } });
+    expect(writing.counters.heals).toBe(1);
+    await expect(first.switch()).rejects.toBeInstanceOf(MoveLeaseLostError);
+    expect(first.givenBack).toBe(true);
+    const again = await first.retake();
+    // The move is this mover's again: nobody else takes it now.
+    await expect(first.retake()).rejects.toBeInstanceOf(MoveInProgressError);
+    await again.unfence();
+    await again.discard({ batchSize: 7 }); // 30 rows: five batches, then the record
+    await again.tidy();
+    await again.release();
+    expect(await r.clients.e.bucket.count()).toBe(0);
+    expect(
+      await r.clients.e.$queryRawUnsafe(`SELECT state FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`),
+    ).toEqual([]);
+    expect((await r.clients.a.bucket.findMany({ select: { id: true } })).map((b) => b.id).sort()).toEqual(
+      [...ids, late].sort(),
+    );
+    // Finished: nothing left to take.
+    await expect(first.retake()).rejects.toBeInstanceOf(EpochConflictError);
+    expect((await readPartitionMap(r.registry)).stopped).toEqual([]);
+    await expect(again.discard({ batchSize: 0 })).rejects.toBeInstanceOf(OwnershipOptionsError);
+    writing.close();
+    map.close();
+  });
+
   it("a shard armed for a move whose mover died is given back by a router's read (no write is refused there)", async () => {
     const r = make();
     const map = await r.open();
@@ -430,6 +472,31 @@ describe("the partition map", () => {
     expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5);
     await lease.tidy();
     await lease.release();
+    map.close();
+  });
+
+  it("writes held while the shard is fenced, when the mover stops between the switch's two commits: the router completes the switch and they run at the new owner, refused nowhere", async () => {
+    const r = make();
+    const map = await r.open();
+    const id = await bucket(r);
+    const lease = await map.lease(S.g0m1, r.physical.e);
+    await lease.fence();
+    await lease.receive();
+    await copyShard(map, lease);
+    await lease.verified();
+    const writer = make();
+    const writing = await writer.open();
+    await writing.refresh(); // it knows the shard is fenced: its writes wait in the router
+    const writes = Array.from({ length: 5 }, () =>
+      writer.db.bucket.update({ where: { id }, data: { remaining: { decrement: 1 } } }),
+    );
+    await lease.decide(); // the source's commit only: e still holds the shard incoming
+    expect((await Promise.all(writes)).length).toBe(5);
+    expect(writing.counters).toMatchObject({ staleRejections: 0, completions: 1 });
+    expect((await r.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(0);
+    expect((await r.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5);
+    lease.stop();
+    writing.close();
     map.close();
   });
 

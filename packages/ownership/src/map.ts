@@ -188,8 +188,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   /** When (in the order reads started) each database's rows in `rows` were read: an older read never replaces a newer. */
   private readonly readAt = new Map<PhysicalShard<Client>, number>();
   private reads = 0;
-  /** Shards this router is giving back (one give-back at a time per shard). */
-  private readonly healing = new Set<number>();
+  /** Give-backs and completions this router is running (one at a time per shard and kind; see `once`). */
+  private readonly inFlight = new Set<string>();
   /** Why each database's latest read failed (absent: it answered). */
   private readonly silent = new Map<PhysicalShard<Client>, string>();
   /** Databases whose functions are installed as this version has them. */
@@ -552,20 +552,28 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * `heal`, at most one at a time per shard in this router, bounded by `timeoutMs` (a frozen
    * database must not hold the router's waiting writes): whether it gave the shard back.
    */
-  private async giveBack(database: PhysicalShard<Client>, shard: ShardIdentifier): Promise<boolean> {
-    if (this.healing.has(shard.bits)) return false;
-    this.healing.add(shard.bits);
+  private giveBack(database: PhysicalShard<Client>, shard: ShardIdentifier): Promise<boolean> {
+    return this.once(`heal ${shard.bits}`, () => this.heal(database, shard));
+  }
+
+  /**
+   * Runs `work` unless work of the same `key` is running in this router, bounded by `timeoutMs`
+   * (false when it failed, did not finish in time, or was already running).
+   */
+  private async once(key: string, work: () => Promise<boolean>): Promise<boolean> {
+    if (this.inFlight.has(key)) return false;
+    this.inFlight.add(key);
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       return await Promise.race([
-        this.heal(database, shard).catch(() => false),
+        work().catch(() => false),
         new Promise<boolean>((resolve) => {
           timer = setTimeout(() => resolve(false), this.timeoutMs);
         }),
       ]);
     } finally {
       clearTimeout(timer);
-      this.healing.delete(shard.bits);
+      this.inFlight.delete(key);
     }
   }
 
@@ -742,14 +750,27 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         await this.read([...concerned]).catch(() => {});
         const now = performance.now();
         const lapsed = new Map<number, PhysicalShard<Client>>();
+        const decided = new Map<number, { to: PhysicalShard<Client>; attempt: string }>();
         for (const w of this.waiting) {
           const row = this.rowOf(w.physical, w.shard);
-          if (
+          const placed =
             this.registry.physicalOf(w.shard) !== w.physical ||
             this.registry.epochOf(w.shard) !== w.epoch ||
-            this.problems.has(w.shard.bits) ||
-            (w.fenced && row?.state !== "fenced")
+            this.problems.has(w.shard.bits);
+          // The switch is decided at the old owner (its tombstone places the shard at the new one)
+          // and the new owner holds it incoming still (its mover is between the two commits, or
+          // stopped there): the call waits until the new owner takes it, completed by this router,
+          // rather than be refused there.
+          const to = this.registry.physicalOf(w.shard);
+          const incoming = this.rowOf(to, w.shard);
+          if (
+            incoming?.state === "incoming" &&
+            incoming.attempt &&
+            !this.problems.has(w.shard.bits) &&
+            now <= w.deadline
           ) {
+            decided.set(w.shard.bits, { to, attempt: incoming.attempt });
+          } else if (placed || (w.fenced && row?.state !== "fenced")) {
             w.wake();
           } else if (now > w.deadline) {
             w.wake(
@@ -769,6 +790,10 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         // A fence whose move's lease lapsed: given back once per shard, not once per waiting write,
         // and without holding up the wake-ups of the others.
         for (const [bits, physical] of lapsed) void this.giveBack(physical, ShardIdentifier.fromBits(bits));
+        for (const [bits, { to, attempt }] of decided)
+          void this.once(`complete ${bits}`, () =>
+            this.complete(to, ShardIdentifier.fromBits(bits), attempt),
+          );
       }
     } finally {
       this.polling = false;

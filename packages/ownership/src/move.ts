@@ -4,7 +4,9 @@ import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
 import { countAt, moveOptionIssues, outsideIdentity, precheck } from "./check.js";
 import {
   DatabasesUnansweredError,
+  EpochConflictError,
   MoveFailedError,
+  MoveInProgressError,
   MoveLeaseLostError,
   MovePrecheckError,
   MoveTimeoutError,
@@ -66,6 +68,9 @@ export function moveSteps(
   return steps.filter((s) => !(s === "cleanup" && options.cleanup === false));
 }
 
+/** How long a live move may hold the shard's writes, fence to switch, by default (ms). */
+const DEFAULT_FREEZE_BUDGET_MS = 10_000;
+
 export interface MoveProgress {
   step: MoveStep;
   /** Rows of the shard at the target so far (copy), per table summed; rows compared (verify, verify-changes). */
@@ -100,8 +105,16 @@ export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   verify?: boolean;
   /** Delete the old copy at the source after the switch (batched; the tombstone stays). Default true. */
   cleanup?: boolean;
-  /** How long a live move's copy and catch-up may take before the move gives up and is undone (`MoveTimeoutError`). Default 120 s. */
+  /** How long a live move's copy, catch-up and check may take before the move gives up and is undone (`MoveTimeoutError`). Default 120 s. */
   copyTimeoutMs?: number;
+  /**
+   * How long the shard's writes may wait, from the fence to the switch, before the move gives up and
+   * is undone (`MoveTimeoutError`); the lease is never extended past it while the shard is fenced, so
+   * a mover stuck or dead inside its fence holds writes no longer than this (or the lease, if
+   * shorter) before routers give the shard back. Default: 10 s for a live move, `copyTimeoutMs` for
+   * an offline one (it copies inside its fence).
+   */
+  freezeBudgetMs?: number;
   /** WAL the target may be behind before the fence (catch-up is done). Default 64 KiB. */
   maxLagBytes?: number;
   /** Each step as it starts. Default: a line per step on stderr. */
@@ -218,6 +231,10 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   const copyTimeoutMs = options.copyTimeoutMs ?? 120_000;
   if (!(Number.isFinite(copyTimeoutMs) && copyTimeoutMs > 0))
     issues.push(`copyTimeoutMs: expected a positive number of ms, got ${copyTimeoutMs}`);
+  const freezeBudgetMs =
+    options.freezeBudgetMs ?? (mode === "live" ? DEFAULT_FREEZE_BUDGET_MS : copyTimeoutMs);
+  if (!(Number.isFinite(freezeBudgetMs) && freezeBudgetMs > 0))
+    issues.push(`freezeBudgetMs: expected a positive number of ms, got ${freezeBudgetMs}`);
   let shard: ShardIdentifier | undefined;
   try {
     shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;
@@ -306,8 +323,8 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   step("lease");
   const held = await ShardLease.acquire(map, shard, to, lease);
   // A live move's freeze is row updates and a check of the rows written during the move: it stops
-  // (undone) rather than hold writes for longer than its lease. An offline move copies inside it.
-  held.freezeBudget = mode === "live" ? held.leaseMs : copyTimeoutMs;
+  // (undone) rather than hold writes for longer than its budget. An offline move copies inside it.
+  held.freezeBudget = freezeBudgetMs;
   held.start();
 
   const sums = options.verify ?? true;
@@ -330,13 +347,24 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     await held.receive();
     await done("receive");
 
-    const within = Date.now() + copyTimeoutMs;
-    /** Polls `check` every `everyMs` until it holds; past the copy's time, the move is undone. */
-    const waitFor = async (what: string, check: () => Promise<boolean>, everyMs: number) => {
-      while (!(await check())) {
+    const within = performance.now() + copyTimeoutMs;
+    const copyTimeout = (what: string) => {
+      if (performance.now() > within) throw new MoveTimeoutError(shard, what, copyTimeoutMs);
+    };
+    const freezeTimeout = (what: string) => {
+      if (held.frozenFor() > held.freezeBudget) throw new MoveTimeoutError(shard, what, held.freezeBudget);
+    };
+    /** Polls `check` every `everyMs` (growing to `maxMs`) until it holds; `late` throws once it is too late. */
+    const waitFor = async (
+      check: () => Promise<boolean>,
+      late: () => void,
+      everyMs: number,
+      maxMs: number,
+    ) => {
+      for (let wait = everyMs; !(await check()); wait = Math.min(maxMs, wait * 2)) {
         held.ensure(); // a mover that lost its lease (found by its renewal) stops waiting at once
-        if (Date.now() > within) throw new MoveTimeoutError(shard, what, copyTimeoutMs);
-        await new Promise((r) => setTimeout(r, everyMs));
+        late();
+        await new Promise((r) => setTimeout(r, wait));
       }
     };
     const fence = async () => {
@@ -362,18 +390,24 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
       await held.renew(); // a mover that lost its lease meanwhile drops what it just made, in `failed`
       await done("subscribe");
       step("copy");
-      await waitFor("the initial copy", () => copied(to, subscription), 50);
+      await waitFor(
+        () => copied(to, subscription),
+        () => copyTimeout("the initial copy"),
+        50,
+        50,
+      );
       step("copy", { rows: await countAt(map.tables, to, shard) });
       await done("copy");
       step("catch-up");
       const maxLag = options.maxLagBytes ?? 64 * 1024;
       await waitFor(
-        "catching up",
         async () => {
           const lag = await lagBytes(from, subscription);
           step("catch-up", { lagBytes: lag });
           return lag <= maxLag;
         },
+        () => copyTimeout("catching up"),
+        50,
         50,
       );
       await done("catch-up");
@@ -381,13 +415,20 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
       const before = await checkUnchanged(map.tables, from, to, shard, sums, copyTimeoutMs);
       step("verify", { rows: before.rows.reduce((a, b) => a + b, 0) });
       await verified(before, "verify");
+      // Writes are held from the fence: never for a copy whose time is up already.
+      copyTimeout("the copy's check");
       freezeStarted = await fence();
       step("final-position");
       const position = await walPosition(from);
-      await waitFor("the final position", () => reached(from, subscription, position), 2);
+      await waitFor(
+        () => reached(from, subscription, position),
+        () => freezeTimeout("the final position (inside the fence)"),
+        2,
+        50,
+      );
       await done("final-position");
       step("verify-changes");
-      const changed = await checkChanged(map.tables, from, to, shard, sums);
+      const changed = await checkChanged(map.tables, from, to, shard, sums, held.freezeBudget);
       changedRows = changed.keys;
       step("verify-changes", { rows: changed.keys });
       await verified(changed, "verify-changes");
@@ -402,14 +443,14 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     }
     // Writes have waited since the fence: a mover slower than its lease stops here (undone: the
     // source takes them again) rather than switch; its lease is not renewed past that (`start`).
-    if (held.frozenFor() > held.freezeBudget)
-      throw new MoveTimeoutError(shard, "the freeze (fence to switch)", held.freezeBudget);
+    freezeTimeout("the freeze (fence to switch)");
     await held.verified();
 
     step("switch");
     decided = true; // from here a failure may have switched: it is finished, never undone
-    ({ epoch } = await held.switch());
-    freezeMs = Math.round(performance.now() - freezeStarted);
+    const switched = await held.switch();
+    epoch = switched.epoch;
+    freezeMs = Math.round(switched.ownedAt - freezeStarted);
     await done("switch");
     step("teardown");
     await teardown(from, to, shard);
@@ -584,6 +625,7 @@ async function failed<Client extends ShardClient>(
     // What this attempt made and its taker has not torn down yet (a subscription created just
     // before the lease was found lost): dropped, by this attempt's names only.
     await teardown(from, to, shard, held.names.subscription).catch(() => {});
+    if (held.givenBack) return undoGivenBack(held, shard, step, error, takenOver);
     return takenOver(error);
   }
   if (!decided) {
@@ -638,6 +680,58 @@ async function failed<Client extends ShardClient>(
     },
     { cause: error },
   );
+}
+
+/**
+ * A router gave this mover's fenced shard back to its owner (its lease had lapsed: a slow mover),
+ * which leaves the move nobody's: the target's copy and replication objects would stay until a rerun.
+ * This mover takes it over again and undoes it.
+ */
+async function undoGivenBack<Client extends ShardClient>(
+  held: ShardLease<Client>,
+  shard: ShardIdentifier,
+  step: MoveStep,
+  error: unknown,
+  takenOver: (cause: unknown) => MoveFailedError,
+): Promise<MoveFailedError> {
+  const { from, to } = held;
+  let again: ShardLease<Client> | undefined;
+  try {
+    again = await held.retake();
+    again.start();
+    await undo(again);
+    return new MoveFailedError(
+      shard,
+      {
+        step,
+        left: "undone",
+        rerun: null,
+        what: `This mover's lease lapsed inside its fence and a router gave the shard back to ${from.name}; the move was then undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard (a longer --lease, or a less busy host).`,
+      },
+      { cause: error },
+    );
+  } catch (undoError) {
+    // Another mover took the move first (or finished it): it is theirs.
+    if (
+      again === undefined
+        ? undoError instanceof MoveInProgressError || undoError instanceof EpochConflictError
+        : again.isLost
+    )
+      return takenOver(error);
+    await again?.lapse();
+    return new MoveFailedError(
+      shard,
+      {
+        step,
+        left: "half-done",
+        rerun: "undo",
+        what: `This mover's lease lapsed inside its fence and a router gave the shard back to ${from.name}, which owns it and takes its writes; what is left of the move (the copy at ${to.name}, replication objects holding WAL on ${from.name}) could not be undone now (${lastLine(undoError)}). Run the same move again to undo it and move the shard.`,
+      },
+      { cause: error },
+    );
+  } finally {
+    again?.stop();
+  }
 }
 
 /** The offline copy: every row of the shard, table by table, in batches, as the mover (each batch checked against the lease). */

@@ -86,13 +86,18 @@ export async function reached<Client extends ShardClient>(
 
 /**
  * Drops every move object of `shard` (any attempt: an abandoned one's too; with `only`, one
- * attempt's) on these databases. First, at the target, a `CREATE SUBSCRIPTION` of the shard still
- * running (a mover that froze while it was sent) is cancelled: once the publication is gone, its
- * copy would read no row filter and take every shard's rows. Then the subscriptions (when the source
- * does not answer, a subscription is detached from its slot first), then, at the source, whatever
- * the target said, the slots (an inactive slot holds WAL; one in use after its subscription is gone,
- * its sender not exited yet, is waited for a few seconds) and the publications. Throws when the
- * target could not be cleaned or a slot stayed in use (a rerun tears down again).
+ * attempt's) on these databases.
+ *
+ * First the target: a `CREATE SUBSCRIPTION` of the shard still running there (a mover that froze
+ * while it was sent) is cancelled and waited for until it has ended, then the subscriptions are
+ * dropped (which drops their slots, the copy's too, at the source). A subscription whose source does
+ * not answer is disabled and left: dropping it would leave its slots on the source, where nothing
+ * names them any more. Then the source: its inactive slots of the shard, whatever the target said
+ * (a slot holds WAL); one still in use (its sender not exited yet) is waited for a few seconds. The
+ * publications only once the target answered and holds neither a subscription nor a
+ * `CREATE SUBSCRIPTION` of the shard: a subscription created after its publication is gone reads no
+ * row filter, and its copy would take every shard's rows. A publication left behind costs nothing
+ * and the next teardown drops it. Throws naming what could not be cleaned (a rerun tears down again).
  */
 export async function teardown<Client extends ShardClient>(
   from: PhysicalShard<Client>,
@@ -102,49 +107,77 @@ export async function teardown<Client extends ShardClient>(
   only?: string,
 ): Promise<void> {
   const patterns = only === undefined ? shardPatterns(shard) : [only, only];
+  // The statement's text as the mover sent it: `CREATE SUBSCRIPTION "<name>" ...` (names are
+  // [a-z0-9_], so they need no escaping in a regular expression).
+  const creating = `^CREATE SUBSCRIPTION "${only ?? `shardkit_move_${shard.bits}(_[0-9a-f]+)?`}"`;
   const problems: { database: string; error: string }[] = [];
-  await (async () => {
-    await raw(to).$queryRawUnsafe(
-      `SELECT pg_cancel_backend(pid)::text FROM pg_stat_activity
-       WHERE pid <> pg_backend_pid() AND datname = current_database() AND query ILIKE 'CREATE SUBSCRIPTION %'
-         AND (query LIKE 'CREATE SUBSCRIPTION "' || $1 || '"%' OR query LIKE 'CREATE SUBSCRIPTION "' || $2 || '"%')`,
-      ...patterns.map((p) => p.replaceAll("\\", "")),
-    );
+  const targetClean = await (async () => {
+    const running = () =>
+      raw(to).$queryRawUnsafe<{ pid: number }[]>(
+        `SELECT pid FROM pg_stat_activity
+         WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
+        creating,
+      );
+    for (let round = 0; (await running()).length > 0; round++) {
+      if (round >= 50) {
+        problems.push({
+          database: to.name,
+          error: `a CREATE SUBSCRIPTION of shard ${shard.key} still runs after 5 s`,
+        });
+        return false;
+      }
+      await raw(to).$queryRawUnsafe(
+        `SELECT pg_cancel_backend(pid)::text FROM pg_stat_activity
+         WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
+        creating,
+      );
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
       `SELECT subname::text AS name FROM pg_subscription
        WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
       ...patterns,
     );
     for (const { name } of subscriptions) await dropSubscription(raw(to), name);
-  })().catch((error: unknown) => problems.push({ database: to.name, error: lastLine(error) }));
-  for (let round = 0; ; round++) {
-    const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
-      `SELECT slot_name::text AS name, active FROM pg_replication_slots
-       WHERE database = current_database() AND ${OF_SHARD("slot_name")}`,
-      ...patterns,
-    );
-    for (const slot of slots.filter((s) => !s.active)) {
-      await raw(from)
-        .$queryRawUnsafe(
-          `SELECT pg_drop_replication_slot($1)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
-          slot.name,
-        )
-        .catch(() => {});
+    return true;
+  })().catch((error: unknown) => {
+    problems.push({ database: to.name, error: lastLine(error) });
+    return false;
+  });
+  try {
+    for (let round = 0; ; round++) {
+      const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
+        `SELECT slot_name::text AS name, active FROM pg_replication_slots
+         WHERE database = current_database() AND ${OF_SHARD("slot_name")}`,
+        ...patterns,
+      );
+      for (const slot of slots.filter((s) => !s.active)) {
+        await raw(from)
+          .$queryRawUnsafe(
+            `SELECT pg_drop_replication_slot($1)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
+            slot.name,
+          )
+          .catch(() => {});
+      }
+      const active = slots.filter((s) => s.active).map((s) => s.name);
+      if (active.length === 0) break;
+      if (round >= 50) {
+        problems.push({ database: from.name, error: `slot ${active.join(", ")} still in use after 5 s` });
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
     }
-    const active = slots.filter((s) => s.active).map((s) => s.name);
-    if (active.length === 0) break;
-    if (round >= 50) {
-      problems.push({ database: from.name, error: `slot ${active.join(", ")} still in use after 5 s` });
-      break;
+    if (targetClean) {
+      const publications = await raw(from).$queryRawUnsafe<{ name: string }[]>(
+        `SELECT pubname::text AS name FROM pg_publication WHERE ${OF_SHARD("pubname")}`,
+        ...patterns,
+      );
+      for (const { name } of publications)
+        await raw(from).$executeRawUnsafe(`DROP PUBLICATION IF EXISTS "${name}"`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+  } catch (error) {
+    problems.push({ database: from.name, error: lastLine(error) });
   }
-  const publications = await raw(from).$queryRawUnsafe<{ name: string }[]>(
-    `SELECT pubname::text AS name FROM pg_publication WHERE ${OF_SHARD("pubname")}`,
-    ...patterns,
-  );
-  for (const { name } of publications)
-    await raw(from).$executeRawUnsafe(`DROP PUBLICATION IF EXISTS "${name}"`);
   if (problems.length > 0)
     throw new DatabasesUnansweredError(
       `shard ${shard.key}: its move's replication could not be torn down`,
@@ -152,14 +185,17 @@ export async function teardown<Client extends ShardClient>(
     );
 }
 
-/** Drops a subscription; when its source does not answer, detaches it from its slot first (the slot stays there). */
+/**
+ * Drops a subscription (and, through it, its slots at the source). When its source does not answer,
+ * the subscription is disabled (its workers stop) and the error thrown: it is dropped by a later
+ * teardown, once the source answers.
+ */
 async function dropSubscription(db: Raw, name: string): Promise<void> {
   try {
     await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
-  } catch {
-    await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
-    await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
-    await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+  } catch (error) {
+    await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`).catch(() => {});
+    throw error;
   }
 }
 

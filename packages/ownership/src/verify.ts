@@ -213,12 +213,15 @@ export async function checkChanged<Client extends ShardClient>(
   to: PhysicalShard<Client>,
   shard: ShardIdentifier,
   sums: boolean,
+  /** How long each side's transaction may take (and wait for a connection): the freeze's budget. */
+  timeoutMs: number,
 ): Promise<Check & { keys: number }> {
   const [keyOf, keys] = await Promise.all([primaryKeys(raw(from), tables), changedKeys(from, shard)]);
   const part = { kind: "only" as const, keys };
+  const options = { timeout: timeoutMs, maxWait: timeoutMs };
   const [a, b] = await Promise.all([
-    plainly(raw(from), (tx) => digest(tx, tables, keyOf, shard, part, sums)),
-    plainly(raw(to), (tx) => digest(tx, tables, keyOf, shard, part, sums)),
+    plainly(raw(from), (tx) => digest(tx, tables, keyOf, shard, part, sums), options),
+    plainly(raw(to), (tx) => digest(tx, tables, keyOf, shard, part, sums), options),
   ]);
   return {
     rows: b.map((d) => d.rows),
