@@ -2,6 +2,15 @@
 /** The port of the main PostgreSQL server. */
 export declare const MAIN_PORT: number;
 export declare function pgUrl(port: number, database: string): string;
+/**
+ * The extra PostgreSQL server a project's tests use: `SHARDKIT_TEST_CLUSTER` (`<name>:<port>`) when
+ * set; else a cluster named after the project's package name, on a port derived from that name
+ * (15000-19999), so that two projects on one machine each get their own.
+ */
+export declare function testCluster(
+  packageName: string,
+  env?: NodeJS.ProcessEnv,
+): { cluster: string; port: number };
 /** Thrown where this machine does not let the tests make PostgreSQL servers. */
 export declare class ClustersUnavailableError extends Error {
   readonly code: "CLUSTERS_UNAVAILABLE";
@@ -13,7 +22,8 @@ export declare function whyNoClusters(env?: NodeJS.ProcessEnv): string | undefin
  * A PostgreSQL cluster `name` on 127.0.0.1:`port`, created if absent (trust auth, loopback only)
  * and started if down. `logical: true` gives it `wal_level = logical` (restarting it once if it
  * ran without). `main` is the machine's own server: only started, never created. Rejects with a
- * ClustersUnavailableError (for any other cluster) where `whyNoClusters()` gives a reason.
+ * ClustersUnavailableError (for any other cluster) where `whyNoClusters()` gives a reason, and
+ * with an Error for a cluster of that name these helpers did not make (they never change it).
  */
 export declare function ensureCluster(
   name?: string,
@@ -37,7 +47,10 @@ export declare function shareClusters(
   key: string,
   hooks: { make(): Promise<void>; drop(): Promise<void> },
 ): Promise<() => Promise<void>>;
-/** Stops and drops a cluster a test created (never `main`). */
+/**
+ * Stops and drops a cluster a test created, its configuration folder included. Never `main`, and
+ * never a cluster these helpers did not make (rejects: `ensureCluster` refuses one too).
+ */
 export declare function dropCluster(name: string): Promise<void>;
 export declare function withClusterStopped<T>(name: string, port: number, fn: () => Promise<T>): Promise<T>;
 /** SIGSTOPs a cluster's server processes while `fn` runs (connections hang), then SIGCONTs them. */

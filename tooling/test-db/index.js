@@ -32,6 +32,36 @@ export function pgUrl(port, database) {
   return `postgresql://postgres@127.0.0.1:${port}/${database}`;
 }
 
+/**
+ * The extra PostgreSQL server a project's tests use, `{ cluster, port }`: `SHARDKIT_TEST_CLUSTER`
+ * (`<name>:<port>`) when set; else a cluster named after the project's package name, on a port
+ * derived from that name (15000-19999), so that two projects on one machine each get their own.
+ */
+export function testCluster(packageName, env = process.env) {
+  const spec = env.SHARDKIT_TEST_CLUSTER;
+  if (spec !== undefined) {
+    const m = /^([a-z0-9_]{1,63}):(\d{1,5})$/.exec(spec);
+    const port = Number(m?.[2]);
+    if (!m || port < 1 || port > 65535)
+      throw new Error(
+        `SHARDKIT_TEST_CLUSTER=${JSON.stringify(spec)}: expected <name>:<port>, a cluster name of lowercase letters, digits and _ and a port from 1 to 65535`,
+      );
+    return { cluster: m[1], port };
+  }
+  // FNV-1a of the name: the same project gets the same server every run.
+  let hash = 0x811c9dc5;
+  for (const c of packageName) hash = Math.imul(hash ^ c.charCodeAt(0), 0x01000193) >>> 0;
+  const slug = packageName
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "_")
+    .replace(/^_+|_+$/g, "")
+    .slice(0, 40);
+  return {
+    cluster: `sk_${slug}_${hash.toString(16).padStart(8, "0").slice(0, 6)}`,
+    port: 15000 + (hash % 5000),
+  };
+}
+
 /** Thrown where this machine does not let the tests make PostgreSQL servers (code CLUSTERS_UNAVAILABLE). */
 export class ClustersUnavailableError extends Error {
   code = "CLUSTERS_UNAVAILABLE";
@@ -74,7 +104,10 @@ function requireClusters(what, name, port) {
     );
 }
 
-/** A new cluster `name` on `port` (trust auth for host and local connections), not started. */
+/**
+ * A new cluster `name` on `port` (trust auth for host and local connections, loopback only), not
+ * started. Its `conf.d/shardkit.conf` marks it as made here (see `refuseForeign`).
+ */
 function createCluster(name, port) {
   sh("pg_createcluster", [
     version(),
@@ -86,6 +119,27 @@ function createCluster(name, port) {
     "--auth-host=trust",
     "--auth-local=trust",
   ]);
+  writeFileSync(confOf(name), "listen_addresses = '127.0.0.1'\n");
+}
+
+/** The configuration file these helpers write in every cluster they make. */
+function confOf(name) {
+  return `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`;
+}
+
+/**
+ * Throws when a cluster `name` exists that these helpers did not make (it has no
+ * `conf.d/shardkit.conf`): the tests never reconfigure, stop or drop a server that is not theirs.
+ */
+function refuseForeign(name, port) {
+  if (state(name) === "absent") return;
+  try {
+    statSync(confOf(name));
+  } catch {
+    throw new Error(
+      `PostgreSQL cluster ${name} exists and was not made by these tests (it has no conf.d/shardkit.conf): they never change, stop or drop a server they did not make; give the tests a cluster name and port of their own${port ? ` (not ${name}:${port})` : ""}`,
+    );
+  }
 }
 
 function sh(cmd, args) {
@@ -172,13 +226,14 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
   }
   requireClusters("server", name, port);
   await withLock(name, async () => {
+    refuseForeign(name, port);
     let current = state(name);
     if (current === "absent") {
       createCluster(name, port);
     }
     // Loopback only (in conf.d: pg_createcluster -o mangles the quoting of an address), and for
     // logical replication tests wal_level = logical with room for slots and senders.
-    const conf = `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`;
+    const conf = confOf(name);
     const wanted = `listen_addresses = '127.0.0.1'\n${
       options.logical
         ? // wal_retrieve_retry_interval: how soon replication workers start again after one
@@ -244,6 +299,7 @@ export async function createStreamingReplica(name, port, { primaryPort, timeoutM
   if (name === "main") throw new Error("createStreamingReplica: main is the machine's own server");
   requireClusters("replica", name, port);
   await withLock(name, async () => {
+    refuseForeign(name, port);
     if (state(name) !== "absent") sh("pg_dropcluster", [version(), name, "--stop"]);
     rmSync(`/etc/postgresql/${version()}/${name}`, { recursive: true, force: true });
     createCluster(name, port);
@@ -262,10 +318,7 @@ export async function createStreamingReplica(name, port, { primaryPort, timeoutM
       "-X",
       "stream",
     ]);
-    writeFileSync(
-      `/etc/postgresql/${version()}/${name}/conf.d/shardkit.conf`,
-      "listen_addresses = '127.0.0.1'\n",
-    );
+    writeFileSync(confOf(name), "listen_addresses = '127.0.0.1'\n");
     await start(name, port);
   });
   const applicationName = `${version()}/${name}`; // cluster_name, which the WAL receiver reports
@@ -329,11 +382,18 @@ export async function shareClusters(key, { make, drop }) {
     });
 }
 
-/** Stops and drops a cluster a test created (never `main`). */
+/**
+ * Stops and drops a cluster a test created (never `main`, never one these helpers did not make),
+ * its configuration folder included.
+ */
 export async function dropCluster(name) {
   if (name === "main") throw new Error("dropCluster: main is the machine's own server");
   await withLock(name, async () => {
-    if (state(name) !== "absent") sh("pg_dropcluster", [version(), name, "--stop"]);
+    if (state(name) === "absent") return;
+    refuseForeign(name);
+    sh("pg_dropcluster", [version(), name, "--stop"]);
+    // pg_dropcluster leaves the configuration folder when it holds a file of ours (conf.d/shardkit.conf).
+    rmSync(`/etc/postgresql/${version()}/${name}`, { recursive: true, force: true });
   });
 }
 

@@ -1,6 +1,14 @@
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
-import { createDatabase, dropCluster, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropCluster,
+  dropDatabase,
+  ensureCluster,
+  MAIN_PORT,
+  testCluster,
+} from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -39,11 +47,12 @@ describe("the demo (tsx src/demo.ts)", () => {
   }, 120_000);
 
   describe("on PostgreSQL (SHARDKIT_SHARDS)", () => {
-    // The source's server needs wal_level = logical: a cluster of this test's own, dropped after it
-    // (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another). Where the test may not make one (helpers
-    // that refuse with CLUSTERS_UNAVAILABLE say why), the test is skipped.
-    const [cluster = "", port = ""] = (process.env.SHARDKIT_TEST_CLUSTER ?? "skalloc:5440").split(":");
-    const LOGICAL = { cluster, port: Number(port) };
+    // The source's server needs wal_level = logical: a cluster of the project's own, named after its
+    // package and dropped after the test (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another). Where
+    // the test may not make one (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
+    const LOGICAL = testCluster(
+      JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name,
+    );
     const dbs = [
       { port: LOGICAL.port, name: `sk_alloc_demo_a_${process.pid}` },
       { port: MAIN_PORT, name: `sk_alloc_demo_b_${process.pid}` },

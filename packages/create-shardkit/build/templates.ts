@@ -37,8 +37,8 @@ export type TemplateFiles = Map<string, string>;
 /** The placeholder for the new project's name in a template's README (package.json's `name` is set directly). */
 export const NAME_PLACEHOLDER = "{{name}}";
 
-/** Where the app's own tests make a PostgreSQL server: `SHARDKIT_TEST_CLUSTER ?? "<name>:<port>"`. */
-const CLUSTER_DEFAULT = /SHARDKIT_TEST_CLUSTER \?\? "([\w-]+):(\d+)"/g;
+/** Where the app's own tests make a PostgreSQL server of their own: test-db's `testCluster(...)`. */
+const TEST_CLUSTER = /\btestCluster\(/;
 
 /** Paths of an app never copied: what its build, install, tests and demo write. */
 const SKIPPED = [
@@ -384,7 +384,7 @@ export function rewriteReadme(text: string, app: string): string {
 }
 
 /** The README of a template: the app's introduction, how to start, the Prisma client, then the rest of the app's README. */
-function templateReadme(app: string, manifest: Manifest, appReadme: string, clusters: string[]): string {
+function templateReadme(app: string, manifest: Manifest, appReadme: string, server: boolean): string {
   const rewritten = rewriteReadme(appReadme, app);
   const firstSection = rewritten.search(/^## /m);
   const about =
@@ -419,16 +419,18 @@ it with \`node_modules/@shardkit/prisma/schema/shardkit.prisma\`, so after upgra
 \`@shardkit/prisma\`, copy that file again.
 
 `;
-  const servers =
-    clusters.length === 0
-      ? ""
-      : `\n\nSome tests need a second PostgreSQL server (to stop it, freeze it, or with \`wal_level = logical\`)
+  const servers = !server
+    ? ""
+    : `\n\nSome tests need a second PostgreSQL server (to stop it, freeze it, or with \`wal_level = logical\`)
 and make it themselves with \`pg_createcluster\` (the postgresql-common package of Debian and
 Ubuntu), which needs root or the \`postgres\` user. Where it cannot be made (no
 \`pg_createcluster\`, another user, or \`SHARDKIT_TEST_NO_CLUSTERS=1\`), those tests are skipped, and
 the run says why (\`npx vitest run --reporter=verbose\` shows the reason next to each one). The
-server: ${clusters.map((c) => `cluster \`${c.split(":")[0]}\` on port ${c.split(":")[1]}`).join(", ")};
-\`SHARDKIT_TEST_CLUSTER=<name>:<port>\` picks another.`;
+server is the project's own: a cluster named after its package name, on a port derived from that
+name (15000-19999; \`testCluster\` in \`src/test/test-db.js\`), made by the tests and dropped after
+them, so two projects on one machine never share one; \`SHARDKIT_TEST_CLUSTER=<name>:<port>\` picks
+another. The tests never change, stop or drop a server of that name they did not make: they refuse
+to run.`;
   const postgres = `The tests need PostgreSQL on 127.0.0.1:5432, user \`postgres\` with trust authentication (a local
 development server). \`src/test/test-db.js\` creates the databases of a run and drops them after it;
 their names carry the test process's ID, so runs at the same time never share one.${servers}`;
@@ -533,7 +535,7 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   });
 
   const testDbImports = new Set<string>();
-  const clusters = new Set<string>();
+  let server = false;
   for (const path of walk(appDir)) {
     if (REPLACED.has(path)) continue;
     const text = readFileSync(join(appDir, path), "utf8");
@@ -549,7 +551,7 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
             .trim();
           if (id) testDbImports.add(id);
         }
-      for (const m of text.matchAll(CLUSTER_DEFAULT)) clusters.add(`${m[1]}:${m[2]}`);
+      if (TEST_CLUSTER.test(text)) server = true;
       out = localTestDb(path, text);
     }
     files.set(path, out);
@@ -570,7 +572,7 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   files.set("tsconfig.json", formatJson(standaloneTsconfig(join(appDir, "tsconfig.json"), workspace)));
   files.set("vitest.config.ts", await standaloneVitestConfig(appDir));
   const readme = existsSync(join(appDir, "README.md")) ? readFileSync(join(appDir, "README.md"), "utf8") : "";
-  files.set("README.md", templateReadme(app, manifest, readme, [...clusters].sort()));
+  files.set("README.md", templateReadme(app, manifest, readme, server));
 
   // The checks: nothing of the repository is left, and every import is declared.
   const problems: string[] = [];

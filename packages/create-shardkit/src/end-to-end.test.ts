@@ -4,7 +4,17 @@
 // typecheck`, with nothing of the workspace on the PATH or in reach of Node's module resolution.
 // The templates run at the same time (one vitest worker: their commands are child processes).
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { delimiter, join, relative } from "node:path";
@@ -12,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { catalogVersion, packWorkspacePackages } from "@shardkit/vitest-config/quality";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
-import { whyNoClusters } from "../../../tooling/test-db/index.js";
+import { dropCluster, testCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
 import { listTemplates } from "./templates.js";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
@@ -138,6 +148,8 @@ function dropClusters(which: (name: string, pid: number) => boolean) {
     if (!version || !m || !which(name!, Number(m[1]))) continue;
     try {
       execFileSync("pg_dropcluster", [version, name!, "--stop"], { stdio: "ignore", timeout: 60_000 });
+      // What pg_dropcluster leaves: the configuration folder, which holds test-db's conf.d/shardkit.conf.
+      rmSync(`/etc/postgresql/${version}/${name}`, { recursive: true, force: true });
     } catch {}
   }
 }
@@ -309,5 +321,71 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
       );
     },
     1_200_000,
+  );
+
+  it.skipIf(why !== undefined)(
+    "two projects scaffolded side by side run their tests that stop their server at the same time: each on a server of its own, made and dropped by its tests",
+    async () => {
+      // Two wallet projects named apart (and apart from any other run's), written without an install:
+      // they use my-wallet's node_modules and generated client, installed by the test above.
+      const names = ["a", "b"].map((side) => `beside-${side}-${process.pid}`);
+      const servers = names.map((name) => testCluster(name, {}));
+      expect(servers[0]!.cluster).not.toBe(servers[1]!.cluster);
+      expect(servers[0]!.port).not.toBe(servers[1]!.port);
+      try {
+        for (const name of names) {
+          const created = await sh(
+            "npm",
+            [
+              "exec",
+              "--yes",
+              `--package=${idTgz}`,
+              `--package=${createTgz}`,
+              "--",
+              "create-shardkit",
+              name,
+              "--template",
+              "wallet",
+              "--packages",
+              tarballs,
+              "--no-install",
+            ],
+            work,
+            120_000,
+          );
+          expect(created.code, tail(created)).toBe(0);
+          symlinkSync(join(work, "my-wallet", "node_modules"), join(work, name, "node_modules"));
+          cpSync(join(work, "my-wallet", "src", "generated"), join(work, name, "src", "generated"), {
+            recursive: true,
+          });
+        }
+        // No SHARDKIT_TEST_CLUSTER: each project's server is the one its name gives.
+        const runs = await Promise.all(
+          names.map((name) =>
+            sh(
+              "npx",
+              ["vitest", "run", "src/degraded.test.ts", "src/schema.test.ts"],
+              join(work, name),
+              420_000,
+            ),
+          ),
+        );
+        for (const run of runs) {
+          expect(run.code, tail(run)).toBe(0);
+          expect(run.output).toMatch(/Tests +\d+ passed/);
+          expect(run.output).not.toMatch(/skipping|skipped/);
+        }
+        // Both servers are gone with their configuration: the tests leave nothing behind.
+        const listed = execFileSync("pg_lsclusters", ["--no-header"], { encoding: "utf8" });
+        const version = readdirSync("/etc/postgresql").sort().at(-1)!;
+        for (const { cluster } of servers) {
+          expect(listed).not.toContain(` ${cluster} `);
+          expect(existsSync(`/etc/postgresql/${version}/${cluster}`)).toBe(false);
+        }
+      } finally {
+        for (const { cluster } of servers) await dropCluster(cluster).catch(() => {});
+      }
+    },
+    900_000,
   );
 });

@@ -8,12 +8,18 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { catalogVersion } from "@shardkit/vitest-config/quality";
 import { afterAll, describe, expect, it } from "vitest";
 // What every template ships as src/test/test-db.js and .d.ts (copied unchanged: checked below).
-import { ClustersUnavailableError, ensureCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
+import {
+  ClustersUnavailableError,
+  dropCluster,
+  ensureCluster,
+  whyNoClusters,
+} from "../../../tooling/test-db/index.js";
 import {
   allowedScripts,
   buildTemplate,
@@ -319,7 +325,62 @@ describe("the templates' scripts/prisma-generate.mjs (tooling/test-db's bin)", (
   });
 });
 
+/** A TCP port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const pgVersion = () => readdirSync("/etc/postgresql").sort().at(-1)!;
+const clusterState = (name: string) =>
+  spawnSync("pg_lsclusters", ["--no-header"], { encoding: "utf8" })
+    .stdout.split("\n")
+    .map((line) => line.trim().split(/\s+/))
+    .find(([v, cluster]) => v === pgVersion() && cluster === name)?.[3] ?? "absent";
+
 describe("the templates' src/test/test-db.js (tooling/test-db)", () => {
+  it.skipIf(whyNoClusters() !== undefined)(
+    "never reconfigures, stops or drops a server of the same name it did not make; drops one it made, its configuration folder included",
+    async () => {
+      const v = pgVersion();
+      const foreign = `cs_foreign_${process.pid}`;
+      const port = await freePort();
+      const sh = (cmd: string, args: string[]) => {
+        const run = spawnSync(cmd, args, { encoding: "utf8" });
+        expect(run.status, run.stderr).toBe(0);
+      };
+      sh("pg_createcluster", [
+        v,
+        foreign,
+        "--port",
+        String(port),
+        "--start-conf=manual",
+        "--",
+        "--auth-local=trust",
+      ]);
+      try {
+        sh("pg_ctlcluster", ["--skip-systemctl-redirect", v, foreign, "start"]);
+        const refused = `PostgreSQL cluster ${foreign} exists and was not made by these tests (it has no conf.d/shardkit.conf): they never change, stop or drop a server they did not make; give the tests a cluster name and port of their own`;
+        await expect(ensureCluster(foreign, port)).rejects.toThrow(`${refused} (not ${foreign}:${port})`);
+        await expect(dropCluster(foreign)).rejects.toThrow(refused);
+        expect(clusterState(foreign)).toBe("online");
+        expect(existsSync(`/etc/postgresql/${v}/${foreign}/conf.d/shardkit.conf`)).toBe(false);
+      } finally {
+        spawnSync("pg_dropcluster", [v, foreign, "--stop"]);
+      }
+      const own = `cs_own_${process.pid}`;
+      await ensureCluster(own, await freePort());
+      expect(clusterState(own)).toBe("online");
+      await dropCluster(own);
+      expect(clusterState(own)).toBe("absent");
+      expect(existsSync(`/etc/postgresql/${v}/${own}`)).toBe(false);
+    },
+    120_000,
+  );
+
   it("says why it cannot make PostgreSQL servers, or nothing when it can", async () => {
     expect(whyNoClusters({ PATH: join(work, "nothing") })).toBe(
       "pg_createcluster is not installed (the postgresql-common package of Debian and Ubuntu provides it)",

@@ -226,12 +226,19 @@ describe("fields unique across shards (real PostgreSQL)", () => {
   });
 
   it("backfill claims existing rows (legacy v4 IDs included) and reports values two rows share", async () => {
-    const legacy = ["3b241101-e2bb-4255-8caf-4136c566a962", "5e0c1bd6-6a2b-4a0e-9c59-1d1a43b0e7a1"];
+    const legacy = [
+      "3b241101-e2bb-4255-8caf-4136c566a962",
+      "5e0c1bd6-6a2b-4a0e-9c59-1d1a43b0e7a1",
+      "7d9a4c2e-0b1f-4e8a-9d3c-2f6b8a1e5c40",
+    ];
     await clients.a.customer.create({
       data: { id: legacy[0]!, name: "old", region: "eu", email: "Old@x.com" },
     });
     await clients.a.customer.create({
       data: { id: legacy[1]!, name: "dup", region: "eu", email: "OLD@x.com" },
+    });
+    await clients.a.customer.create({
+      data: { id: legacy[2]!, name: "dup2", region: "eu", email: "old@X.com" },
     });
     await clients.c.customer.create({
       data: { id: ShardedUUID.generate(S.g1m1), name: "c", region: "eu", email: "c@x.com" },
@@ -241,17 +248,19 @@ describe("fields unique across shards (real PostgreSQL)", () => {
       batchSize: 1,
       onProgress: (p) => progress.push(p.rows),
     });
-    expect(report.rows).toBe(3);
+    expect(report.rows).toBe(4);
     expect(report.claimed).toBe(2);
-    expect(report.conflicts).toHaveLength(1);
-    expect(report.conflicts[0]!.value).toBe("old@x.com");
-    expect(progress.at(-1)).toBe(3);
+    // The first row read (ids in order) holds the value; every other row with it is named, to change.
+    expect(report.conflicts).toEqual([
+      { scope: "Customer.email", value: "old@x.com", heldBy: legacy[0], others: [legacy[1], legacy[2]] },
+    ]);
+    expect(progress.at(-1)).toBe(4);
     const again = await db.$backfillClaims("customer");
     expect(again.claimed).toBe(2);
     expect((await claims()).length).toBe(2);
     // The legacy row is found by email on the legacy shard.
     const found = await db.customer.findUnique({ where: { email: "old@x.com" } });
-    expect(legacy).toContain(found?.id);
+    expect(found?.id).toBe(legacy[0]); // the row holding the claim
     expect((await db.customer.findUnique({ where: { email: "c@x.com" } }))?.name).toBe("c");
   });
 });

@@ -300,8 +300,24 @@ export interface ClaimBackfillReport {
   rows: number;
   /** Values claimed (new claims, and claims that were already the row's). */
   claimed: number;
-  /** Values another row already holds (two existing rows whose values are equal once canonical). */
-  conflicts: { scope: string; value: string; ownerId: string }[];
+  /**
+   * Values two or more existing rows share once canonical: one entry per value, with the row that
+   * holds its claim (`heldBy`, the row a unique lookup finds) and every other row that has it
+   * (`others`: change their value, then run the backfill again).
+   */
+  conflicts: ClaimConflict[];
+}
+
+/** A value existing rows share (see `ClaimBackfillReport.conflicts`). */
+export interface ClaimConflict {
+  /** `Model.field`. */
+  scope: string;
+  /** The canonical value. */
+  value: string;
+  /** The id of the row holding the value's claim (null: its claim was released meanwhile; run again). */
+  heldBy: string | null;
+  /** The ids of the other rows with the value, in the order the backfill read them. */
+  others: string[];
 }
 
 /** Progress of a backfill: after each batch. */
@@ -326,6 +342,7 @@ export async function backfillClaims(
 ): Promise<ClaimBackfillReport> {
   const batchSize = options.batchSize ?? 500;
   const report: ClaimBackfillReport = { rows: 0, claimed: 0, conflicts: [] };
+  const conflicts = new Map<string, ClaimConflict>();
   const select = Object.fromEntries([idField, ...specs.map((s) => s.field)].map((f) => [f, true]));
   for (const physical of context.placement.physical) {
     if (physical.shards.length === 0) continue;
@@ -350,7 +367,20 @@ export async function backfillClaims(
             report.claimed++;
           } catch (error) {
             if (!(error instanceof UniqueViolationError)) throw error;
-            report.conflicts.push({ scope: claim.scope, value: claim.value, ownerId: claim.ownerId });
+            const key = JSON.stringify([claim.scope, claim.value]);
+            let conflict = conflicts.get(key);
+            if (!conflict) {
+              const holder = await readClaim(context, claim);
+              conflict = {
+                scope: claim.scope,
+                value: claim.value,
+                heldBy: holder?.ownerId ?? null,
+                others: [],
+              };
+              conflicts.set(key, conflict);
+              report.conflicts.push(conflict);
+            }
+            conflict.others.push(claim.ownerId);
           }
         }
       }

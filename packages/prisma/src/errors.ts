@@ -12,8 +12,8 @@ export class ShardRoutingError<
 /** Registry configuration that cannot work: caught at start-up, before any connection. */
 export class RegistryConfigError extends ShardRoutingError<"INVALID_CONFIG"> {
   readonly issues: string[];
-  constructor(issues: string[]) {
-    super("INVALID_CONFIG", `Invalid shard registry config:\n${list(issues)}`);
+  constructor(issues: string[], options?: { cause?: unknown }) {
+    super("INVALID_CONFIG", `Invalid shard registry config:\n${list(issues)}`, options);
     this.issues = issues;
   }
 }

@@ -135,10 +135,18 @@ describe("refusing what cannot be routed", () => {
     for (const client of Object.values(world.clients)) expect(await client.customer.count()).toBe(0);
   });
 
-  it("an ID that is not a ShardedUUID (a v4 UUID) throws InvalidShardedIdError, never a default shard", async () => {
-    await expect(
-      db.customer.findUnique({ where: { id: "0f8fad5b-d9cb-469f-a165-70867728950e" } }),
-    ).rejects.toBeInstanceOf(InvalidShardedIdError);
+  it("an ID that is not a ShardedUUID (a v4 UUID) throws InvalidShardedIdError, never a default shard, naming the `legacy` option", async () => {
+    const error = await db.customer
+      .findUnique({ where: { id: "0f8fad5b-d9cb-469f-a165-70867728950e" } })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidShardedIdError);
+    expect((error as Error).message).toBe(
+      'Invalid sharded ID "0f8fad5b-d9cb-469f-a165-70867728950e": version is 4, expected 7: an ID made before sharding is routed only to a shard you name for such IDs, with the extension\'s `legacy` option (every model) or `models.<Model>.legacy`',
+    );
+    // Not a UUID at all: the plain reason.
+    await expect(db.customer.findUnique({ where: { id: "nope" } })).rejects.toThrow(
+      /^Invalid sharded ID "nope": expected 36 characters/,
+    );
   });
 
   it("db.$transaction on the routed client is refused when there are several databases", async () => {

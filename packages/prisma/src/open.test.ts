@@ -16,7 +16,7 @@ import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { ConnectionBudgetError, RegistryConfigError } from "./errors.js";
 import type { DatabaseStatus } from "./health.js";
-import { type OpenShards, openShards } from "./open.js";
+import { embeddedPackage, type OpenShards, openShards } from "./open.js";
 import type { RolloutEvent } from "./rollout.js";
 import { isShardUnavailable } from "./unavailable.js";
 
@@ -49,6 +49,23 @@ describe("openShards", () => {
     expect((await again.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe("kept");
     await again.close();
   }, 60_000);
+
+  it("embedded shards where PGlite is not installed: a RegistryConfigError naming the packages to install, or PostgreSQL to give", async () => {
+    const missing = "@shardkit/no-such-package";
+    const error = await embeddedPackage(
+      () => import(/* @vite-ignore */ missing),
+      "pglite-prisma-adapter",
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RegistryConfigError);
+    expect((error as RegistryConfigError).issues).toEqual([
+      "embedded (PGlite) shards need pglite-prisma-adapter, which is not installed: install @electric-sql/pglite and pglite-prisma-adapter (npm install @electric-sql/pglite pglite-prisma-adapter), or give PostgreSQL databases (shardsJson; SHARDKIT_SHARDS in the templates)",
+    ]);
+    expect((error as Error).cause).toMatchObject({ code: "ERR_MODULE_NOT_FOUND" });
+    // Any other failure of the import is not hidden behind it.
+    await expect(embeddedPackage(() => Promise.reject(new SyntaxError("broken")), "x")).rejects.toThrow(
+      SyntaxError,
+    );
+  });
 
   it("a bad shardsJson is a RegistryConfigError before anything connects", async () => {
     const createClient = () => {

@@ -22,6 +22,7 @@ import {
 } from "./registry.js";
 import { type RolloutEvent, type RolloutTarget, rolloutSchema } from "./schema-rollout.js";
 import { isShardUnavailable } from "./unavailable.js";
+import { prismaVersionWarning } from "./versions.js";
 
 export interface OpenShardsOptions<Client extends ShardClient> {
   /** The Prisma schema (file or folder) every database gets, pushed at open. */
@@ -64,6 +65,11 @@ export interface OpenShardsOptions<Client extends ShardClient> {
   onProgress?: (event: RolloutEvent) => void;
   /** A database changed state or, while starting, failed again with another error. Default: a line on stderr. */
   onState?: (status: DatabaseStatus) => void;
+  /**
+   * What is worth a warning at start-up: the app's `prisma`, `@prisma/client` and
+   * `@prisma/adapter-pg` not on one version (`prismaVersionWarning`). Default: a line on stderr.
+   */
+  onWarning?: (message: string) => void;
 }
 
 export interface OpenShards<Client extends ShardClient> {
@@ -99,6 +105,8 @@ export interface OpenShards<Client extends ShardClient> {
 export async function openShards<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
 ): Promise<OpenShards<Client>> {
+  const warning = prismaVersionWarning();
+  if (warning) (options.onWarning ?? ((message) => process.stderr.write(`${message}\n`)))(warning);
   if (options.shardsJson !== undefined) return openPostgres(options, options.shardsJson);
   return openEmbedded(options);
 }
@@ -386,6 +394,24 @@ async function openPostgres<Client extends ShardClient>(
   };
 }
 
+/**
+ * A package embedded shards need, imported: one that is not installed is a `RegistryConfigError`
+ * naming what to install, or to give PostgreSQL databases instead.
+ */
+export async function embeddedPackage<T>(load: () => Promise<T>, name: string): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== "ERR_MODULE_NOT_FOUND") throw error;
+    throw new RegistryConfigError(
+      [
+        `embedded (PGlite) shards need ${name}, which is not installed: install @electric-sql/pglite and pglite-prisma-adapter (npm install @electric-sql/pglite pglite-prisma-adapter), or give PostgreSQL databases (shardsJson; SHARDKIT_SHARDS in the templates)`,
+      ],
+      { cause: error },
+    );
+  }
+}
+
 async function openEmbedded<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
 ): Promise<OpenShards<Client>> {
@@ -394,8 +420,8 @@ async function openEmbedded<Client extends ShardClient>(
   }
   const onProgress = options.onProgress ?? progressLine;
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([
-    import("@electric-sql/pglite"),
-    import("pglite-prisma-adapter"),
+    embeddedPackage(() => import("@electric-sql/pglite"), "@electric-sql/pglite"),
+    embeddedPackage(() => import("pglite-prisma-adapter"), "pglite-prisma-adapter"),
   ]);
   const { dataDir } = options.embedded;
   mkdirSync(dataDir, { recursive: true });

@@ -12,3 +12,4 @@ export {
   type RolloutTargetReport,
   rolloutSchema,
 } from "./schema-rollout.js";
+export { prismaVersions, prismaVersionWarning } from "./versions.js";

@@ -1,4 +1,4 @@
-import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import { InvalidShardedIdError, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import { DirectoryUnavailableError, NotInDirectoryError, UnsupportedShardOperationError } from "./errors.js";
 import type { ShardRef } from "./registry.js";
 
@@ -197,12 +197,28 @@ export type LegacyIds = ShardRef | { shard: ShardRef; uuidv7Before?: Date };
 /** The shard a key value names: a function that throws a ShardkitError, or `NeedsLookup`. */
 export type ShardOfValue = (value: unknown, resolved: Resolved | undefined) => ShardIdentifier;
 
+/** A UUID (any case) whose version is not 7. */
+const UUID_OF_ANOTHER_VERSION = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-689a-f][0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** The routing function of a ShardedUUID key, with legacy IDs sent to their declared shard. */
 export function idShardOf(
   resolve: (shard: ShardIdentifier) => ShardIdentifier,
   legacy: Legacy | undefined,
 ): ShardOfValue {
-  if (!legacy) return (value) => resolve(ShardedUUID.shardOf(value as string));
+  if (!legacy)
+    return (value) => {
+      try {
+        return resolve(ShardedUUID.shardOf(value as string));
+      } catch (error) {
+        // A UUID of another version (an ID made before sharding): the error says how to route it.
+        if (typeof value === "string" && UUID_OF_ANOTHER_VERSION.test(value))
+          throw new InvalidShardedIdError(
+            value,
+            `version is ${value[14]}, expected 7: an ID made before sharding is routed only to a shard you name for such IDs, with the extension's \`legacy\` option (every model) or \`models.<Model>.legacy\``,
+          );
+        throw error;
+      }
+    };
   const { shard, before } = legacy;
   return (value) => {
     if (ShardedUUID.isValid(value) && (before === undefined || ShardedUUID.timestampOf(value) >= before)) {

@@ -1,11 +1,23 @@
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { readFileSync } from "node:fs";
+import {
+  createDatabase,
+  dropCluster,
+  dropDatabase,
+  ensureCluster,
+  MAIN_PORT,
+  shareClusters,
+  testCluster,
+} from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 
 /**
- * The wallet tests' second PostgreSQL server (stopped and frozen by the fault tests): a cluster the
- * global setup creates if it does not exist. `SHARDKIT_TEST_CLUSTER=<name>:<port>` picks another.
+ * The wallet tests' second PostgreSQL server (stopped and frozen by the fault tests): a cluster of
+ * the project's own, named after its package (`SHARDKIT_TEST_CLUSTER=<name>:<port>` picks another),
+ * made by the global setup and dropped after the last test run using it.
  */
-export const SECOND = cluster(process.env.SHARDKIT_TEST_CLUSTER ?? "skwallet:5435");
+export const SECOND = testCluster(
+  JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).name,
+);
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -20,7 +32,14 @@ export default async function setup(project: TestProject) {
   await ensureCluster("main", MAIN_PORT);
   // Where the tests may not make a server (helpers that refuse with CLUSTERS_UNAVAILABLE say why),
   // the tests that stop it are skipped and the third database lives on the main server.
-  const secondSkipped = await ensureCluster(SECOND.cluster, SECOND.port).then(() => "", unavailable);
+  let release = async () => {};
+  const secondSkipped = await shareClusters(SECOND.cluster, {
+    make: () => ensureCluster(SECOND.cluster, SECOND.port).then(() => {}),
+    drop: () => dropCluster(SECOND.cluster),
+  }).then((r) => {
+    release = r;
+    return "";
+  }, unavailable);
   if (secondSkipped)
     console.warn(`skipping the tests that stop a second PostgreSQL server: ${secondSkipped}`);
   const dbs = [
@@ -41,12 +60,8 @@ export default async function setup(project: TestProject) {
   project.provide("secondSkipped", secondSkipped);
   return async () => {
     for (const db of dbs) await dropDatabase(db.port, db.name);
+    await release();
   };
-}
-
-function cluster(spec: string) {
-  const [name = "", port = ""] = spec.split(":");
-  return { cluster: name, port: Number(port) };
 }
 
 function unavailable(err: unknown): string {
