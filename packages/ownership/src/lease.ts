@@ -136,8 +136,6 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   private freezeBudgetMs: number;
   /** A renewal of the timer still running (the next tick is skipped rather than queued behind it). */
   private renewing = false;
-  /** Whether the lease was lost to a router that gave the fenced shard back (the move is abandoned: nobody holds it). */
-  private abandoned = false;
 
   private constructor(
     private readonly map: LeaseMap<Client>,
@@ -320,7 +318,6 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
 
   /** Marks the lease lost, as its record `now` says, stops renewing it, and returns the error. */
   private lose(now: MoveRow | undefined): MoveLeaseLostError {
-    this.abandoned = now?.step === "abandoned" && now.attempt === this.attempt;
     this.lost = new MoveLeaseLostError(
       this.shard,
       !now
@@ -373,17 +370,13 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     throw this.lose(now);
   }
 
-  /** Whether the lease was lost to a router that gave the fenced shard back: nobody holds the move now (see `retake`). */
-  get givenBack(): boolean {
-    return this.abandoned;
-  }
-
   /**
-   * Takes this lease's move over again (a takeover, by compare-and-set on its token) after a router
-   * gave its fenced shard back (`givenBack`): the move is nobody's, and its new lease may undo it.
-   * `MoveInProgressError` or `EpochConflictError` when another mover took it first or it is gone.
+   * Takes this lease's move over again, by compare-and-set on its token, once nobody holds it: its
+   * lease lapsed (this mover was too slow, or stuck) or a router gave its fenced shard back to its
+   * owner (`givenBack`). The new lease may then undo the move. `MoveInProgressError` when another
+   * mover holds it, `EpochConflictError` when it was finished or undone meanwhile.
    */
-  async retake(): Promise<ShardLease<Client>> {
+  async retake(): Promise<{ lease: ShardLease<Client>; givenBack: boolean }> {
     const [now] = await raw(this.from).$queryRawUnsafe<MoveRow[]>(
       `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
       this.shard.bits,
@@ -391,8 +384,9 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     if (!now)
       throw this.map.conflict(this.shard, "its move was finished or undone by another mover meanwhile");
     const record = { ...now, shard: this.shard, database: this.from };
-    if (now.attempt !== this.attempt || now.step !== "abandoned") throw inProgress(this.map, record);
-    return ShardLease.takeOver(this.map, record, { leaseMs: this.leaseMs, holder: this.holder });
+    if (now.attempt !== this.attempt || isLive(record)) throw inProgress(this.map, record);
+    const lease = await ShardLease.takeOver(this.map, record, { leaseMs: this.leaseMs, holder: this.holder });
+    return { lease, givenBack: now.step === "abandoned" };
   }
 
   /** Throws `MoveLeaseLostError` when a step or a renewal found the lease taken. */

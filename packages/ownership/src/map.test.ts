@@ -387,7 +387,7 @@ describe("the partition map", () => {
     map.close();
   });
 
-  it("a mover whose fence a router gave back knows it (givenBack), takes its own move over again and undoes it: the copy discarded in batches, nothing of the source lost", async () => {
+  it("a mover whose fence a router gave back takes its own move over again (retake: givenBack) and undoes it: the copy discarded in batches, nothing of the source lost", async () => {
     const r = make();
     const map = await r.open();
     const ids: string[] = [];
@@ -405,8 +405,8 @@ describe("the partition map", () => {
     await writer.db.bucket.create({ data: { id: late, name: "late", remaining: 1 } });
     expect(writing.counters.heals).toBe(1);
     await expect(first.switch()).rejects.toBeInstanceOf(MoveLeaseLostError);
-    expect(first.givenBack).toBe(true);
-    const again = await first.retake();
+    const { lease: again, givenBack } = await first.retake();
+    expect(givenBack).toBe(true);
     // The move is this mover's again: nobody else takes it now.
     await expect(first.retake()).rejects.toBeInstanceOf(MoveInProgressError);
     await again.unfence();

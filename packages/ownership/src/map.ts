@@ -201,6 +201,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private lastRead = 0;
   private identities = new Map<PhysicalShard<Client>, string>();
   private reading: Promise<void> | undefined;
+  /** The read after the one under way, shared by the callers of `refresh` meanwhile. */
+  private nextReading: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private running = false;
 
@@ -342,13 +344,25 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * Reads every database's record and applies it to the registry, shard by shard: a shard whose
    * records cannot be right is left where it was and its calls are refused until a read finds it
    * right (`problems()`), the others are applied. A database that does not answer in time keeps its
-   * last record. One read at a time: concurrent callers share it.
+   * last record. One read at a time, and every read a caller gets started after its call: callers
+   * while a read is under way share the next one.
    */
   refresh(): Promise<void> {
-    this.reading ??= this.read().finally(() => {
-      this.reading = undefined;
-    });
-    return this.reading;
+    if (!this.reading) {
+      this.reading = this.read().finally(() => {
+        this.reading = undefined;
+      });
+      return this.reading;
+    }
+    // A read under way may have started before this call (before the refusal or the change that
+    // led to it): the next read, shared by every caller meanwhile, starts once it is done.
+    this.nextReading ??= this.reading
+      .catch(() => {})
+      .then(() => {
+        this.nextReading = undefined;
+        return this.refresh();
+      });
+    return this.nextReading;
   }
 
   /** Reads the records of `only` (default: every database) and applies the map they make with the others' last records. */

@@ -621,42 +621,50 @@ async function failed<Client extends ShardClient>(
       },
       { cause },
     );
-  if (error instanceof MoveLeaseLostError || held.isLost) {
-    // What this attempt made and its taker has not torn down yet (a subscription created just
-    // before the lease was found lost): dropped, by this attempt's names only.
-    await teardown(from, to, shard, held.names.subscription).catch(() => {});
-    if (held.givenBack) return undoGivenBack(held, shard, step, error, takenOver);
-    return takenOver(error);
-  }
+  const lost = (e: unknown) => e instanceof MoveLeaseLostError || held.isLost;
+  /** What this attempt made and its taker has not torn down yet (a subscription created just before the lease was found lost): dropped, by this attempt's names only. */
+  const dropOwn = () => teardown(from, to, shard, held.names.subscription).catch(() => {});
   if (!decided) {
-    try {
-      await undo(held);
-      // A mismatched copy or a copy that took too long says so itself ("the move was undone").
-      if (error instanceof MoveVerifyError || error instanceof MoveTimeoutError) return error;
-      return new MoveFailedError(
-        shard,
-        {
-          step,
-          left: "undone",
-          rerun: null,
-          what: `It was undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard.`,
-        },
-        { cause: error },
-      );
-    } catch (undoError) {
-      if (undoError instanceof MoveLeaseLostError || held.isLost) return takenOver(error);
-      await held.lapse();
-      return new MoveFailedError(
-        shard,
-        {
-          step,
-          left: "half-done",
-          rerun: "undo",
-          what: `It could not be undone now (${lastLine(undoError)}). Its lease was given up, so if the shard is fenced, the next refused write of a router gives it back to ${from.name}. Run the same move again to undo what is left (the target's copy, replication objects holding WAL on ${from.name}) and move the shard.`,
-        },
-        { cause: error },
-      );
+    if (!lost(error)) {
+      try {
+        await undo(held);
+        // A mismatched copy or a copy that took too long says so itself ("the move was undone").
+        if (error instanceof MoveVerifyError || error instanceof MoveTimeoutError) return error;
+        return new MoveFailedError(
+          shard,
+          {
+            step,
+            left: "undone",
+            rerun: null,
+            what: `It was undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard.`,
+          },
+          { cause: error },
+        );
+      } catch (undoError) {
+        if (!lost(undoError)) {
+          await held.lapse();
+          return new MoveFailedError(
+            shard,
+            {
+              step,
+              left: "half-done",
+              rerun: "undo",
+              what: `It could not be undone now (${lastLine(undoError)}). Its lease was given up, so if the shard is fenced, the next refused write of a router gives it back to ${from.name}. Run the same move again to undo what is left (the target's copy, replication objects holding WAL on ${from.name}) and move the shard.`,
+            },
+            { cause: error },
+          );
+        }
+        // It lost its lease before or during the undo: below.
+      }
     }
+    // Before the switch, a move nobody holds any more (its lease lapsed, or a router gave the
+    // fence back) is taken back and undone; one another mover holds is theirs.
+    await dropOwn();
+    return undoStopped(held, shard, step, error, takenOver);
+  }
+  if (lost(error)) {
+    await dropOwn();
+    return takenOver(error);
   }
   await held.lapse();
   const owner = await raw(to)
@@ -683,11 +691,12 @@ async function failed<Client extends ShardClient>(
 }
 
 /**
- * A router gave this mover's fenced shard back to its owner (its lease had lapsed: a slow mover),
- * which leaves the move nobody's: the target's copy and replication objects would stay until a rerun.
- * This mover takes it over again and undoes it.
+ * This mover lost its lease before the switch, and nobody else holds the move (its lease lapsed: a
+ * slow or stuck mover; or a router gave its fenced shard back to its owner): the target's copy and
+ * the replication objects would stay until a rerun. It takes the move back and undoes it. When
+ * another mover holds it, the move is theirs.
  */
-async function undoGivenBack<Client extends ShardClient>(
+async function undoStopped<Client extends ShardClient>(
   held: ShardLease<Client>,
   shard: ShardIdentifier,
   step: MoveStep,
@@ -695,42 +704,48 @@ async function undoGivenBack<Client extends ShardClient>(
   takenOver: (cause: unknown) => MoveFailedError,
 ): Promise<MoveFailedError> {
   const { from, to } = held;
-  let again: ShardLease<Client> | undefined;
+  let again: { lease: ShardLease<Client>; givenBack: boolean } | undefined;
   try {
     again = await held.retake();
-    again.start();
-    await undo(again);
-    return new MoveFailedError(
-      shard,
-      {
-        step,
-        left: "undone",
-        rerun: null,
-        what: `This mover's lease lapsed inside its fence and a router gave the shard back to ${from.name}; the move was then undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard (a longer --lease, or a less busy host).`,
-      },
-      { cause: error },
-    );
-  } catch (undoError) {
-    // Another mover took the move first (or finished it): it is theirs.
-    if (
-      again === undefined
-        ? undoError instanceof MoveInProgressError || undoError instanceof EpochConflictError
-        : again.isLost
-    )
+  } catch (retakeError) {
+    if (retakeError instanceof MoveInProgressError || retakeError instanceof EpochConflictError)
       return takenOver(error);
-    await again?.lapse();
+    return halfDone(retakeError);
+  }
+  const why = again.givenBack
+    ? `This mover's lease lapsed inside its fence and a router gave the shard back to ${from.name}`
+    : "This mover's lease lapsed (it was too slow)";
+  function halfDone(cause: unknown) {
     return new MoveFailedError(
       shard,
       {
         step,
         left: "half-done",
         rerun: "undo",
-        what: `This mover's lease lapsed inside its fence and a router gave the shard back to ${from.name}, which owns it and takes its writes; what is left of the move (the copy at ${to.name}, replication objects holding WAL on ${from.name}) could not be undone now (${lastLine(undoError)}). Run the same move again to undo it and move the shard.`,
+        what: `This mover lost its lease before the switch: ${from.name} owns the shard (routers give a fence whose lease lapsed back to it); what is left of the move (the copy at ${to.name}, replication objects holding WAL on ${from.name}) could not be undone now (${lastLine(cause)}). Run the same move again to undo it and move the shard.`,
       },
       { cause: error },
     );
+  }
+  again.lease.start();
+  try {
+    await undo(again.lease);
+    return new MoveFailedError(
+      shard,
+      {
+        step,
+        left: "undone",
+        rerun: null,
+        what: `${why}; the move was then undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard (a longer --lease or --max-freeze, or a less busy host).`,
+      },
+      { cause: error },
+    );
+  } catch (undoError) {
+    if (again.lease.isLost) return takenOver(error); // another mover took it meanwhile: theirs
+    await again.lease.lapse();
+    return halfDone(undoError);
   } finally {
-    again?.stop();
+    again.lease.stop();
   }
 }
 
