@@ -206,6 +206,33 @@ let idTgz = "";
 const why = whyNoClusters();
 const clusters = new Map<string, string>();
 
+/**
+ * `npm create shardkit@latest <name> -- --template <template>` as npm runs it (npm exec of the
+ * package), with this package's own dependency from its tarball (it is not in the registry yet), the
+ * @shardkit packages from theirs, and no install.
+ */
+function create(name: string, template: string): Promise<Result> {
+  return sh(
+    "npm",
+    [
+      "exec",
+      "--yes",
+      `--package=${idTgz}`,
+      `--package=${createTgz}`,
+      "--",
+      "create-shardkit",
+      name,
+      "--template",
+      template,
+      "--packages",
+      tarballs,
+      "--no-install",
+    ],
+    work,
+    120_000,
+  );
+}
+
 beforeAll(async () => {
   dropClusters((_, pid) => !alive(pid));
   mkdirSync(tarballs);
@@ -216,28 +243,8 @@ beforeAll(async () => {
     if (target.includes("shardkit-id-")) idTgz = target;
   }
   for (const t of templates) clusters.set(t, `cs_${t}_${process.pid}:${await freePort()}`);
-  // The way `npm create shardkit@latest my-x -- --template x` runs it (npm exec of the package), with
-  // this package's own dependency from its tarball (it is not in the registry yet).
   for (const t of templates) {
-    const created = await sh(
-      "npm",
-      [
-        "exec",
-        "--yes",
-        `--package=${idTgz}`,
-        `--package=${createTgz}`,
-        "--",
-        "create-shardkit",
-        `my-${t}`,
-        "--template",
-        t,
-        "--packages",
-        tarballs,
-        "--no-install",
-      ],
-      work,
-      120_000,
-    );
+    const created = await create(`my-${t}`, t);
     if (created.code !== 0) throw new Error(`create-shardkit my-${t} --template ${t}:\n${tail(created)}`);
   }
 }, 300_000);
@@ -349,25 +356,7 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
       expect(servers[0]!.port).not.toBe(servers[1]!.port);
       try {
         for (const name of names) {
-          const created = await sh(
-            "npm",
-            [
-              "exec",
-              "--yes",
-              `--package=${idTgz}`,
-              `--package=${createTgz}`,
-              "--",
-              "create-shardkit",
-              name,
-              "--template",
-              "wallet",
-              "--packages",
-              tarballs,
-              "--no-install",
-            ],
-            work,
-            120_000,
-          );
+          const created = await create(name, "wallet");
           expect(created.code, tail(created)).toBe(0);
           symlinkSync(join(work, "my-wallet", "node_modules"), join(work, name, "node_modules"));
           cpSync(join(work, "my-wallet", "src", "generated"), join(work, name, "src", "generated"), {
