@@ -112,13 +112,14 @@ export async function teardown<Client extends ShardClient>(
   const creating = `^CREATE SUBSCRIPTION "${only ?? `shardkit_move_${shard.bits}(_[0-9a-f]+)?`}"`;
   const problems: { database: string; error: string }[] = [];
   const targetClean = await (async () => {
-    const running = () =>
-      raw(to).$queryRawUnsafe<{ pid: number }[]>(
-        `SELECT pid FROM pg_stat_activity
+    // Cancels each such statement still running, and says how many there were: until none is left.
+    const cancelRunning = () =>
+      raw(to).$queryRawUnsafe<{ cancelled: boolean }[]>(
+        `SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity
          WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
         creating,
       );
-    for (let round = 0; (await running()).length > 0; round++) {
+    for (let round = 0; (await cancelRunning()).length > 0; round++) {
       if (round >= 50) {
         problems.push({
           database: to.name,
@@ -126,11 +127,6 @@ export async function teardown<Client extends ShardClient>(
         });
         return false;
       }
-      await raw(to).$queryRawUnsafe(
-        `SELECT pg_cancel_backend(pid)::text FROM pg_stat_activity
-         WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
-        creating,
-      );
       await new Promise((r) => setTimeout(r, 100));
     }
     const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
