@@ -46,7 +46,6 @@ export function packageProject(configUrl, options = {}) {
       hookTimeout: options.hookTimeout ?? 120_000,
       ...(options.globalSetup ? { globalSetup: options.globalSetup } : {}),
       ...(options.fileParallelism === false ? { fileParallelism: false } : {}),
-      ...(options.groupOrder !== undefined ? { sequence: { groupOrder: options.groupOrder } } : {}),
     },
   };
 }

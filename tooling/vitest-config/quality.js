@@ -1,8 +1,17 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, posix, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -36,18 +45,36 @@ export function npmInstall(args, cwd, options = {}) {
 /**
  * Packs workspace packages as they would be published (`pnpm pack` rewrites `workspace:` and
  * `catalog:`): one tarball per directory, each in its own folder under `dest`, in the order given.
+ * With `SHARDKIT_PACK_CACHE` set (the repository's test run sets it to a folder of its own), each
+ * package is packed once per run and every later call gets a copy of that tarball.
  * @param {string[]} dirs
  * @param {string} dest
  * @returns {string[]} the tarballs' paths
  */
 export function packWorkspacePackages(dirs, dest) {
+  const cache = process.env.SHARDKIT_PACK_CACHE;
   return dirs.map((dir) => {
     const out = mkdtempSync(join(dest, "tgz-"));
-    run("pnpm", ["pack", "--pack-destination", out], dir, 120_000);
-    const file = readdirSync(out).find((f) => f.endsWith(".tgz"));
-    if (!file) throw new Error(`pnpm pack produced no tarball for ${dir}`);
+    if (!cache) return pack(dir, out);
+    const kept = join(cache, basename(resolve(dir)));
+    mkdirSync(kept, { recursive: true });
+    let file = readdirSync(kept).find((f) => f.endsWith(".tgz"));
+    if (!file) {
+      // Packed aside, then renamed into place: a run beside this one never sees half a tarball.
+      const packed = pack(dir, mkdtempSync(join(cache, "packing-")));
+      renameSync(packed, join(kept, basename(packed)));
+      file = basename(packed);
+    }
+    copyFileSync(join(kept, file), join(out, file));
     return join(out, file);
   });
+}
+
+function pack(dir, out) {
+  run("pnpm", ["pack", "--pack-destination", out], dir, 120_000);
+  const file = readdirSync(out).find((f) => f.endsWith(".tgz"));
+  if (!file) throw new Error(`pnpm pack produced no tarball for ${dir}`);
+  return join(out, file);
 }
 
 /**
@@ -235,7 +262,28 @@ export function checkPublishedPackage(pkgDir, options = {}) {
       .map((ref) => ref.replace(/\.+$/, ""))
       .filter((ref) => /\.\w+$/.test(ref));
 
+    // Links of the README and of shipped Markdown files must work from the installed package: a
+    // relative link names a file of the tarball (`../../docs/x.md` in the repository does not).
+    const brokenLinks = [...shipped]
+      .filter((file) => file.endsWith(".md"))
+      .flatMap((file) => {
+        const text = run("tar", ["-xzOf", own, file], work);
+        return [...text.matchAll(/\]\(([^)\s]+)\)/g)]
+          .map((m) => m[1])
+          .filter((target) => !/^(?:[a-z][\w+.-]*:|#)/i.test(target))
+          .map((target) => ({
+            file,
+            target,
+            path: posix.join(posix.dirname(file), target.replace(/#.*$/, "")),
+          }))
+          .filter(({ path }) => !shipped.has(path));
+      });
+
     const problems = [
+      ...brokenLinks.map(
+        ({ file, target }) =>
+          `${file.slice("package/".length)} links to ${target}, which is not in the package`,
+      ),
       ...referenced
         .filter((ref) => !shipped.has(`package/${ref}`))
         .map((ref) => `the README refers to ${ref}, which is not in the package (its "files")`),

@@ -64,6 +64,12 @@ describe("teardown of a move's replication", () => {
          WHERE query LIKE 'CREATE SUBSCRIPTION%' AND state <> 'idle'`,
       );
     await until("both CREATE SUBSCRIPTIONs run at e", async () => (await running()).length === 2);
+    // ...and each has reached the source: its slot exists there, its sender waiting for the blocker
+    // (before that, a cancel at e would leave nothing at a for the teardown to find).
+    await until("both slots are being created at a", async () => {
+      const slots = await names(a, "SELECT slot_name AS name FROM pg_replication_slots");
+      return slots.includes(mine) && slots.includes(other);
+    });
 
     // The source's slot of shard 1 is still being created (its sender waits for the blocker):
     // teardown says so, and leaves shard 10 alone.

@@ -12,7 +12,7 @@ import { rolloutSchema } from "./rollout.js";
 
 // A new user's app, outside the workspace: a plain npm project with its own schema and rows from
 // before sharding (v4 ids), which installs the packed packages one `npm install` at a time and
-// adopts shardkit as the README and docs/migrating.md say. The app is test/new-user/.
+// adopts shardkit as the README and docs/migrating.md (both in this package) say. The app is test/new-user/.
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
 const fixture = join(pkgDir, "test/new-user");
