@@ -94,13 +94,32 @@ export class AllocationService {
   ): Promise<Outcome<Bucket>> {
     const shards = this.router.registry.shards;
     const shard = input.shard
-      ? this.router.registry.resolve(ShardIdentifier.parse(input.shard))
+      ? this.shardNamed(input.shard)
       : shards[[...input.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7) % shards.length]!;
     return this.command(shard, "bucket", key, input, (tx) =>
       tx.bucket.create({
         data: { id: ShardedId.generate("Bucket", shard), name: input.name, capacity: input.capacity },
       }),
     );
+  }
+
+  /** A shard the client named: one of this deployment's, else a 400 that says which it has. */
+  private shardNamed(key: string): ShardIdentifier {
+    const shards = this.router.registry.shards;
+    let named: ShardIdentifier | undefined;
+    try {
+      named = ShardIdentifier.parse(key);
+    } catch {
+      // out of range: not a shard of any deployment
+    }
+    const shard = named && shards.find((s) => s.equals(named));
+    if (!shard) {
+      throw new AllocationsError(
+        "VALIDATION",
+        `shard: this deployment has no shard ${JSON.stringify(key)}; it has ${shards.map((s) => s.key).join(", ")}`,
+      );
+    }
+    return shard;
   }
 
   /** Holds `units` of a bucket for a desk, if the bucket has them free. */

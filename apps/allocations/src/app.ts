@@ -3,6 +3,7 @@ import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { AllocationService, Outcome } from "./allocation-service.js";
 import { AllocationsError } from "./errors.js";
+import { refuseDuplicateKeys } from "./json-body.js";
 
 const UNITS = "must be a whole number from 1 to 1000000";
 const units = z.int({ error: UNITS }).min(1, { error: UNITS }).max(1_000_000, { error: UNITS });
@@ -66,6 +67,8 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
 /** The HTTP API of the allocations service. */
 export function buildApp(service: AllocationService, options: { logger?: boolean } = {}) {
   const app = Fastify({ logger: options.logger ?? false });
+  // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
+  refuseDuplicateKeys(app, (message) => new AllocationsError("VALIDATION", message));
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof AllocationsError) {
       if (error.status === 503) reply.header("retry-after", "1");

@@ -36,6 +36,30 @@ async function post(url: string, body: unknown, key: string | null = `key-${++n}
 }
 
 describe("allocations over HTTP", () => {
+  it("a body giving a key twice is a 400 naming the key", async () => {
+    const res = await app.inject({
+      method: "POST",
+      url: "/buckets",
+      headers: { "idempotency-key": `dup-key-${Date.now()}`, "content-type": "application/json" },
+      payload: '{"name":"B-2","capacity":1,"capacity":1000000}',
+    });
+    expect([res.statusCode, res.json()]).toEqual([
+      400,
+      { error: "VALIDATION", message: "capacity: given twice in the body (each key once)" },
+    ]);
+  });
+
+  it("a bucket on a shard this deployment lacks, or no shard at all, is a 400 naming the field and the shards it has", async () => {
+    for (const shard of ["9/9", "0/63", "255/63", "256/0", "0/64"]) {
+      const response = await post("/buckets", { name: "B-1", capacity: 1, shard });
+      expect([response.status, response.body.error, response.body.message], shard).toEqual([
+        400,
+        "VALIDATION",
+        `shard: this deployment has no shard "${shard}"; it has 0/0, 0/1, 1/0`,
+      ]);
+    }
+  });
+
   it("holds and confirmations on a bucket's shard; the last unit goes once; a retried key gets its recorded answer", async () => {
     const bucket = await post("/buckets", { name: "B-173", capacity: 3, shard: "0/1" });
     expect(bucket.status).toBe(201);

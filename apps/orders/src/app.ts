@@ -2,6 +2,7 @@ import { isShardkitError } from "@shardkit/id";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
 import { OrdersError } from "./errors.js";
+import { refuseDuplicateKeys } from "./json-body.js";
 import type { OrderService, Outcome } from "./order-service.js";
 
 /** Largest amount (a unit price, a credit limit, an order's total), in minor units (10^12 cents = 10 billion). */
@@ -174,6 +175,8 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
 /** The HTTP API of the orders service. Money travels as strings of minor units. */
 export function buildApp(service: OrderService, options: { logger?: boolean } = {}) {
   const app = Fastify({ logger: options.logger ?? false });
+  // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
+  refuseDuplicateKeys(app, (message) => new OrdersError("VALIDATION", message));
   // Text PostgreSQL would refuse or a client would get back altered is a 400, before any handler.
   app.addHook("preValidation", async (req) => {
     const found = badText(req.body, "body") ?? badText(req.query, "query") ?? badText(req.params, "params");

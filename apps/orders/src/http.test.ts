@@ -178,6 +178,22 @@ describe("idempotency keys", () => {
 });
 
 describe("bad input gets a clear 4xx and writes nothing", () => {
+  it("a body giving a key twice is 400 naming the key (an item's too)", async () => {
+    const c = await world.customer("DE", "dup");
+    const before = await world.countRows();
+    const res = await world.app.inject({
+      method: "POST",
+      url: `/customers/${c.id}/orders`,
+      headers: { "idempotency-key": `dup-key-${Date.now()}`, "content-type": "application/json" },
+      payload: '{"currency":"EUR","items":[{"sku":"A","qty":1,"qty":900,"unitPrice":"1"}]}',
+    });
+    expect([res.statusCode, res.json().message]).toEqual([
+      400,
+      "items.qty: given twice in the body (each key once)",
+    ]);
+    expect(await world.countRows()).toBe(before);
+  });
+
   it("NUL characters and lone surrogates anywhere in a request are 400 naming the field", async () => {
     const c = await world.customer("DE", "text");
     const before = await world.countRows();

@@ -8,6 +8,9 @@ export interface CustomerPlacement {
 
 /** EU countries go to group 0, Mexico to group 1; a region no rule names is refused. */
 export const REGIONS = { eu: ["DE", "ES", "FR", "IE", "IT", "NL", "PT"], mx: ["MX"] };
+/** The group of each region. */
+const GROUPS = { eu: 0, mx: 1 } as const;
+const SERVICE = "orders";
 
 /**
  * Where new customers go: the region picks the group (residency), a consistent hash of the tenant
@@ -15,15 +18,27 @@ export const REGIONS = { eu: ["DE", "ES", "FR", "IE", "IT", "NL", "PT"], mx: ["M
  */
 export function createPlacement(shards: readonly ShardIdentifier[]) {
   const membersOf = (group: number) => shards.filter((s) => s.group === group).map((s) => s.member);
+  // Said in the deployment's terms (the selector would name its own config: `groups[1].members`).
+  const missing = Object.entries(GROUPS).filter(([, group]) => membersOf(group).length === 0);
+  if (missing.length > 0) {
+    const lacking = missing.map(
+      ([region, group]) =>
+        `no shard of group ${group}, where customers of ${REGIONS[region as keyof typeof REGIONS].join(", ")} are placed (region ${region})`,
+    );
+    const example = `{"group":${missing[0]![1]},"member":0,"url":"postgresql://..."}`;
+    throw new Error(
+      `${SERVICE} service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
+    );
+  }
   return createShardSelector<CustomerPlacement>({
     routingKey: "tenant",
     groups: [
-      { group: 0, name: "eu", members: membersOf(0) },
-      { group: 1, name: "mx", members: membersOf(1) },
+      { group: GROUPS.eu, name: "eu", members: membersOf(GROUPS.eu) },
+      { group: GROUPS.mx, name: "mx", members: membersOf(GROUPS.mx) },
     ],
     rules: [
-      { name: "mx", when: { region: { oneOf: REGIONS.mx } }, group: 1 },
-      { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: 0 },
+      { name: "mx", when: { region: { oneOf: REGIONS.mx } }, group: GROUPS.mx },
+      { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: GROUPS.eu },
     ],
   });
 }

@@ -2,6 +2,7 @@ import { isShardkitError } from "@shardkit/id";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
 import { WalletError } from "./errors.js";
+import { refuseDuplicateKeys } from "./json-body.js";
 import type { Outcome, WalletService } from "./wallet-service.js";
 
 /** Largest amount one call may move, in minor units (10^12 cents = 10 billion). */
@@ -99,6 +100,8 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
 /** The HTTP API of the wallet service. Money travels as strings of minor units. */
 export function buildApp(service: WalletService, options: { logger?: boolean } = {}) {
   const app = Fastify({ logger: options.logger ?? false });
+  // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
+  refuseDuplicateKeys(app, (message) => new WalletError("VALIDATION", message));
   // Text PostgreSQL would refuse or a client would get back altered is a 400, before any handler.
   app.addHook("preValidation", async (req) => {
     const found = badText(req.body, "body") ?? badText(req.query, "query") ?? badText(req.params, "params");

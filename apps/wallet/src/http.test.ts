@@ -82,6 +82,31 @@ describe("bad text and huge input", () => {
     expect(await countRows()).toBe(before + 1);
   });
 
+  it("a body giving a key twice is refused with 400 naming the key, and nothing moves", async () => {
+    const { walletId } = await world.customerWithWallet("DE", "dup", "EUR");
+    const deposit = (payload: string) =>
+      world.app.inject({
+        method: "POST",
+        url: `/wallets/${walletId}/deposits`,
+        headers: {
+          "idempotency-key": `dup-${payload.length}-${Date.now()}`,
+          "content-type": "application/json",
+        },
+        payload,
+      });
+    const twice = await deposit('{"amount":1,"amount":1000000000000}');
+    expect([twice.statusCode, twice.json()]).toEqual([
+      400,
+      { error: "VALIDATION", message: "amount: given twice in the body (each key once)" },
+    ]);
+    const nested = await deposit('{"amount":5,"meta":{"a":1,"a":2}}');
+    expect(nested.json().message).toBe("meta.a: given twice in the body (each key once)");
+    expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("0");
+    const once = await deposit('{"amount":7}');
+    expect(once.statusCode).toBe(200);
+    expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("7");
+  });
+
   it("a body with 60,000 unknown keys gets a small error, not an echo of the keys", async () => {
     const body: Record<string, unknown> = { name: "n", region: "DE", tenant: "t" };
     for (let i = 0; i < 60_000; i++) body[`k${i}`] = 0; // about 600 KB: under the 1 MiB body limit

@@ -8,6 +8,7 @@ import {
   shardRegistryFromEnv,
 } from "@shardkit/prisma";
 import { ConfigUnavailableError, UnknownDatabaseError } from "./errors.js";
+import { redactUrl } from "./format.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 
 /** Where a command reads the shard configuration: the apps' own JSON, from a file or `SHARDKIT_SHARDS`. */
@@ -114,9 +115,15 @@ export function findDatabase(opened: OpenedConfig, name: string): PhysicalShard<
   if (byDatabase.length === 1) return byDatabase[0]!;
   const known = physical.map((p) => p.name);
   if (byDatabase.length > 1) {
-    throw new UnknownDatabaseError(`${JSON.stringify(name)} names ${byDatabase.length} databases`, known);
+    throw new UnknownDatabaseError(
+      `${JSON.stringify(redactUrl(name))} names ${byDatabase.length} databases`,
+      known,
+    );
   }
-  throw new UnknownDatabaseError(`no database ${JSON.stringify(name)} in the configuration`, known);
+  throw new UnknownDatabaseError(
+    `no database ${JSON.stringify(redactUrl(name))} in the configuration`,
+    known,
+  );
 }
 
 /** The database name of a PostgreSQL URL (its path), or "" when it has none. */

@@ -29,6 +29,10 @@ describe("formats", () => {
       "Can't reach database server at h:1",
     );
     expect(redactUrl("postgresql://app:secret@db:5432/x")).toBe("postgresql://app:***@db:5432/x");
+    expect(redactUrl("postgresql://app:se/c@ret@db/x?sslmode=require")).toBe(
+      "postgresql://app:***@db/x?sslmode=require",
+    );
+    expect(redactUrl("postgresql://app@db/x")).toBe("postgresql://app@db/x");
   });
 });
 

@@ -76,5 +76,6 @@ export function plainDbError(text: string): string {
 
 /** A URL with its password hidden, as shardkit names databases (`postgresql://user:***@host/db`). */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
+  // Up to the last "@" of the text: a password typed with "/" or "@" in it is hidden whole.
+  return url.replace(/\/\/([^:/@]*):.*@/, "//$1:***@");
 }

@@ -63,9 +63,19 @@ describe("shardkit move: arguments", () => {
       shardkit(["move", "0/1", "--config", config, "--to", names.e, "--mode", "sideways", ...TABLES]),
       shardkit(["move", "0/1", "--config", config, "--to", names.e, "--table", "Wallet:id:text"]),
       shardkit(["move", "0/1", "--config", config, "--to", names.e, "--max-freeze", "0", ...TABLES]),
+      // A URL with a password (one with "/" and "@" in it, as people type them) is echoed without it.
+      shardkit([
+        "move",
+        "0/1",
+        "--config",
+        config,
+        "--to",
+        "postgresql://mover:hun/ter@2@127.0.0.1:1/x",
+        ...TABLES,
+      ]),
     ]);
     for (const run of runs) expect(run.code, run.stderr).toBe(2);
-    const [shard, to, tables, unknown, noTo, mode, kind, freeze] = runs.map((r) => r.stderr);
+    const [shard, to, tables, unknown, noTo, mode, kind, freeze, secret] = runs.map((r) => r.stderr);
     expect(shard).toMatch(/^shardkit move: shard "x\/y": /);
     expect(to).toContain(
       `no database "sk_nowhere" in the configuration; the configuration has: ${urls.a}, ${urls.e}`,
@@ -76,6 +86,8 @@ describe("shardkit move: arguments", () => {
     expect(mode).toContain("argument 'sideways' is invalid. Allowed choices are live, offline.");
     expect(kind).toContain('--table "Wallet:id:text": expected Table, Table:column or Table:column:bits');
     expect(freeze).toContain("--max-freeze must be a positive integer.");
+    expect(secret).toContain('no database "postgresql://mover:***@127.0.0.1:1/x" in the configuration');
+    expect(secret).not.toMatch(/hun|ter@2/);
     // Nothing was recorded anywhere.
     expect(await ownershipRows(urls.a)).toEqual([]);
   });

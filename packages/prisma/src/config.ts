@@ -32,6 +32,47 @@ const spareEntry = z.strictObject({
   replicas: z.array(z.string().min(1)).optional(),
 });
 
+type ShardEntry = z.infer<typeof shardEntry>;
+type SpareEntry = z.infer<typeof spareEntry>;
+/** A configuration as the checks after parsing read it: entries they cannot read are null. */
+interface Salvaged {
+  shards: (ShardEntry | null)[];
+  databases?: (SpareEntry | null)[] | undefined;
+  defaultShard?: string | undefined;
+  unknownShard?: "fail" | "default" | undefined;
+}
+
+/**
+ * What of a configuration zod refused the later checks can still read: each field that parses on
+ * its own (a `pool: 0` is left out, the entry's URL and shard are kept); an entry without a
+ * readable group, member or URL is null (its own issues are zod's).
+ */
+function salvage(input: unknown): Salvaged {
+  const fields = (shape: z.ZodRawShape, entry: unknown): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    if (entry === null || typeof entry !== "object") return out;
+    for (const [key, schema] of Object.entries(shape)) {
+      const result = (schema as z.ZodType).safeParse((entry as Record<string, unknown>)[key]);
+      if (result.success && result.data !== undefined) out[key] = result.data;
+    }
+    return out;
+  };
+  const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+  const raw = input !== null && typeof input === "object" ? (input as Record<string, unknown>) : {};
+  const top = fields({ defaultShard: shardKey, unknownShard: registryConfig.shape.unknownShard }, raw);
+  return {
+    shards: list(raw.shards).map((entry) => {
+      const e = fields(shardEntry.shape, entry);
+      return "group" in e && "member" in e && "url" in e ? (e as ShardEntry) : null;
+    }),
+    databases: list(raw.databases).map((entry) => {
+      const e = fields(spareEntry.shape, entry);
+      return "url" in e ? (e as SpareEntry) : null;
+    }),
+    ...(top as Pick<Salvaged, "defaultShard" | "unknownShard">),
+  };
+}
+
 const registryConfig = z.strictObject({
   shards: z.array(shardEntry).min(1),
   /** Databases that hold no shard yet: the targets of shard moves. */
@@ -87,15 +128,15 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   options: FromConfigOptions<Client>,
 ): ShardRegistry<Client> {
   // The bare-array form is the `shards` list; errors name paths as `shards[i]...` either way.
-  const parsed = registryConfig.safeParse(Array.isArray(config) ? { shards: config } : config);
-  if (!parsed.success) {
-    throw new RegistryConfigError(
-      parsed.error.issues.map((issue) => `${formatPath(issue.path) || "(root)"}: ${issue.message}`),
-    );
-  }
-  const value = parsed.data;
+  const input = Array.isArray(config) ? { shards: config } : config;
+  const parsed = registryConfig.safeParse(input);
+  // A configuration zod refuses is still checked below, as far as its fields allow: every problem
+  // is reported at once, not only the first kind found.
+  const issues: string[] = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => `${formatPath(issue.path) || "(root)"}: ${issue.message}`);
+  const value: Salvaged = parsed.success ? parsed.data : salvage(input);
   const protocols = options.protocols ?? ["postgres:", "postgresql:"];
-  const issues: string[] = [];
   const byUrl = new Map<string, Database>();
   /** Checks an entry's replica URLs and records them on its database (entries of one URL must agree). */
   const replicasOf = (database: Database, replicas: string[] | undefined, path: string) => {
@@ -134,6 +175,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   };
   const seen = new Map<string, number>();
   value.shards.forEach((entry, i) => {
+    if (!entry) return;
     const shard = ShardIdentifier.of(entry.group, entry.member);
     const previous = seen.get(shard.key);
     if (previous !== undefined)
@@ -164,6 +206,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     byUrl.set(entry.url, database);
   });
   (value.databases ?? []).forEach((entry, i) => {
+    if (!entry) return;
     let url: URL;
     try {
       url = new URL(entry.url);
@@ -205,7 +248,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   if (value.unknownShard === "default" && value.defaultShard === undefined) {
     issues.push("defaultShard: required when unknownShard is 'default'");
   }
-  if (issues.length > 0) throw new RegistryConfigError(issues);
+  if (issues.length > 0 || !parsed.success) throw new RegistryConfigError(issues);
 
   const shards: { shard: ShardIdentifier; client: Client }[] = [];
   const databases: {

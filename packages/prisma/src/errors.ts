@@ -213,14 +213,17 @@ export class ShardTimeoutError extends ShardRoutingError<"SHARD_TIMEOUT"> {
 export class DirectoryUnavailableError extends ShardRoutingError<"DIRECTORY_UNAVAILABLE"> {
   readonly directory: string;
   readonly value: string;
-  constructor(directory: string, value: string, cause: unknown) {
+  /** Set when the directory did not answer in time (`timeoutMs`), not failed. */
+  readonly timeoutMs: number | undefined;
+  constructor(directory: string, value: string, cause: unknown, timeoutMs?: number) {
     super(
       "DIRECTORY_UNAVAILABLE",
-      `directory ${directory} did not answer for ${JSON.stringify(value)}, and no cached entry was young enough to use`,
+      `directory ${directory} did not answer for ${JSON.stringify(value)}${timeoutMs === undefined ? "" : ` within ${timeoutMs} ms`}, and no cached entry was young enough to use`,
       { cause },
     );
     this.directory = directory;
     this.value = value;
+    this.timeoutMs = timeoutMs;
   }
 }
 

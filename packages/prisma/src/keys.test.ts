@@ -14,7 +14,7 @@ import type { Obj, Plan } from "./plan.js";
 import { Planner, type PlannerOptions } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
 import { byColumn, byDirectory, byHash, DirectoryCache, rendezvous } from "./strategies.js";
-import type { ClaimRecord } from "./unique.js";
+import { type ClaimRecord, canonicalOf } from "./unique.js";
 
 // What an existing Prisma app needs from the planner: legacy IDs, IDs filled in, other routing
 // strategies and fields unique across shards. Pure: a hand-built data model, no database.
@@ -405,6 +405,40 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
     expect(await cache.lookup("x2")).toBe(S.a);
   });
 
+  it("a directory that never answers: past timeoutMs, a stale answer is used, else the value fails as unavailable (never as unknown)", async () => {
+    let now = 0;
+    let hang = false;
+    const signals: AbortSignal[] = [];
+    const cache = new DirectoryCache(
+      {
+        name: "accounts",
+        lookup: (v, { signal }) => {
+          signals.push(signal);
+          return hang ? new Promise<never>(() => {}) : v === "x1" ? "1/1" : "0/0";
+        },
+        ttlMs: 1000,
+        staleMs: 10_000,
+        timeoutMs: 50,
+      },
+      "externalId",
+      (ref) => registry.resolve(ref as string),
+      () => now,
+    );
+    expect(await cache.lookup("x1")).toBe(S.d);
+    now = 2000;
+    hang = true;
+    expect(await cache.lookup("x1")).toBe(S.d); // stale, within staleMs
+    expect(signals.at(-1)!.aborted).toBe(true); // the hung request was told to give up
+    const error = await cache.lookup("x2").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DirectoryUnavailableError);
+    expect(error).toMatchObject({ value: "x2", timeoutMs: 50 });
+    expect((error as Error).message).toBe(
+      'directory accounts did not answer for "x2" within 50 ms, and no cached entry was young enough to use',
+    );
+    hang = false;
+    expect(await cache.lookup("x2")).toBe(S.a); // the next call asks again
+  });
+
   it("bad strategy options are listed", () => {
     const error = (() => {
       try {
@@ -448,6 +482,33 @@ describe("fields unique across shards", () => {
     const claimOf = (planner: Planner, email: string) =>
       shardPlan(planner.plan("User", "create", { data: { email } })).claims![0]!.value;
     expect(claimOf(p, "ＡＮＡ@x.com")).toBe("ana@x.com"); // full-width letters
+    // Full case folding: every spelling of a pair is one account.
+    for (const pair of [
+      ["straße@x.de", "STRASSE@x.de", "strasse@x.de", "STRAẞE@x.de"],
+      ["ſam@x", "SAM@x"], // long s
+      ["\u212Aim@x", "kim@x"], // Kelvin sign
+      ["\u212Bsa@x", "åsa@x", "ÅSA@x"], // Angstrom sign
+      ["ΑΡΗΣ@x", "αρης@x", "αρησ@x"], // final sigma
+      ["ǅana@x", "Ǆana@x", "ǆana@x"],
+      ["ﬁona@x", "FIONA@x"], // ligature
+      ["µ@x", "μ@x", "Μ@x"], // micro sign, mu
+    ]) {
+      expect(new Set(pair.map((email) => claimOf(p, email))), pair.join(" ")).toHaveLength(1);
+    }
+    expect(claimOf(p, "ODYSSEUS@x")).not.toBe(claimOf(p, "odyseus@x"));
+    // Any text: the canonical form is a fixed point, and upper or lower case of the text gives the same.
+    const canonical = canonicalOf(true);
+    fc.assert(
+      fc.property(fc.string({ unit: "grapheme" }), (text) => {
+        const form = canonical(text);
+        return (
+          canonical(form) === form &&
+          canonical(text.toUpperCase()) === form &&
+          canonical(text.toLowerCase()) === form
+        );
+      }),
+      { numRuns: 2_000 },
+    );
     const exact = make({
       models: { User: { ...users, unique: { email: { caseFold: false, normalize: false } } } },
     });

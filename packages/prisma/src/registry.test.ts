@@ -230,6 +230,23 @@ describe("shardRegistryFromConfig / FromEnv", () => {
     expect(
       issuesOf(() => shardRegistryFromConfig({ shards: [{ group: 0, member: 0 }] }, { createClient }))[0],
     ).toMatch(/^shards\[0\]\.url: /);
+    // Problems of several kinds, one of them refused by the schema (pool 0): each is reported.
+    expect(
+      issuesOf(() =>
+        shardRegistryFromConfig(
+          [
+            { group: 0, member: 0, url: "mysql://h/db" },
+            { group: 0, member: 0, url: url("a") },
+            { group: 0, member: 1, url: url("a"), pool: 0 },
+          ],
+          { createClient },
+        ),
+      ),
+    ).toEqual([
+      "shards[2].pool: Too small: expected number to be >=1",
+      "shards[0].url: scheme mysql: is not one of postgres:, postgresql:",
+      "shards[1]: duplicate shard 0/0 (also shards[0])",
+    ]);
     expect(createClient).not.toHaveBeenCalled();
   });
 

@@ -91,6 +91,14 @@ describe("$scatterPage", () => {
       );
     }
     expect(world.log).toEqual([]);
+    // A null where the field is required: refused too (once the field is known to be required).
+    const nullTotal = encodeCursor({ total: null, id: ShardedId.generate("Order", S.g0m0) }, [
+      { total: "desc" },
+      { id: "asc" },
+    ]);
+    const error = await db.$scatterPage("order", { orderBy, limit: 5, cursor: nullTotal }).catch((e) => e);
+    expect(error).toBeInstanceOf(InvalidCursorError);
+    expect(error.message).toMatch(/the cursor's total is null, which no row holds/);
     await expect(db.$scatterPage("order", { orderBy, limit: 0 })).rejects.toBeInstanceOf(
       UnsupportedShardOperationError,
     );

@@ -35,8 +35,19 @@ export interface DirectoryKey {
 export interface ShardDirectory {
   /** How errors name it. Default: `directory of <field>`. */
   name?: string;
-  /** The shard of a value; null or undefined when the directory does not know it. */
-  lookup(value: string): Promise<ShardRef | null | undefined> | ShardRef | null | undefined;
+  /**
+   * The shard of a value; null or undefined when the directory does not know it. `signal` aborts
+   * when the lookup is given up (`timeoutMs`): pass it on to the request that asks.
+   */
+  lookup(
+    value: string,
+    options: { signal: AbortSignal },
+  ): Promise<ShardRef | null | undefined> | ShardRef | null | undefined;
+  /**
+   * How long a lookup may take (ms); one that has not answered by then is a directory that is down
+   * (see `staleMs`), never a value it does not know. Default 10 000.
+   */
+  timeoutMs?: number;
   /** How long an answer is used without asking again (ms). Default 60 000. */
   ttlMs?: number;
   /**
@@ -129,6 +140,7 @@ export class DirectoryCache {
   private readonly ttlMs: number;
   private readonly staleMs: number;
   private readonly maxEntries: number;
+  private readonly timeoutMs: number;
   private readonly inflight = new Map<string, Promise<ShardIdentifier>>();
 
   constructor(
@@ -141,6 +153,7 @@ export class DirectoryCache {
     this.ttlMs = directory.ttlMs ?? 60_000;
     this.staleMs = directory.staleMs ?? 3_600_000;
     this.maxEntries = directory.maxEntries ?? 100_000;
+    this.timeoutMs = directory.timeoutMs ?? 10_000;
   }
 
   /** The shard of a fresh answer, or undefined. */
@@ -161,12 +174,30 @@ export class DirectoryCache {
 
   private async ask(value: string): Promise<ShardIdentifier> {
     let answer: ShardRef | null | undefined;
+    const abort = new AbortController();
+    const late = Symbol("late");
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<typeof late>((settle) => {
+      timer = setTimeout(() => settle(late), this.timeoutMs);
+    });
+    let failure: DirectoryUnavailableError | undefined;
     try {
-      answer = await this.directory.lookup(value);
+      const asked = Promise.resolve().then(() => this.directory.lookup(value, { signal: abort.signal }));
+      asked.catch(() => {}); // an answer after the deadline has nobody to tell
+      const first = await Promise.race([asked, deadline]);
+      if (first === late) {
+        failure = new DirectoryUnavailableError(this.name, value, undefined, this.timeoutMs);
+        abort.abort(failure);
+      } else answer = first;
     } catch (error) {
+      failure = new DirectoryUnavailableError(this.name, value, error);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (failure) {
       const entry = this.entries.get(value);
       if (entry && this.now() - entry.at < this.staleMs) return entry.shard;
-      throw new DirectoryUnavailableError(this.name, value, error);
+      throw failure;
     }
     if (answer === null || answer === undefined) {
       this.entries.delete(value);

@@ -7,7 +7,7 @@ import { type ClaimKey, rendezvous } from "./strategies.js";
  * compared is configurable; by default case is folded and Unicode normalized (NFKC).
  */
 export interface UniqueField {
-  /** Compare without case (`toLowerCase` after normalizing). Default true. */
+  /** Compare without case (full Unicode case folding after normalizing: `ß` is `ss`). Default true. */
   caseFold?: boolean;
   /** Unicode normalization form, or false. Default "NFKC". */
   normalize?: "NFC" | "NFD" | "NFKC" | "NFKD" | false;
@@ -23,6 +23,16 @@ export interface UniqueSpec {
   canonical(value: string): string;
 }
 
+/**
+ * Full Unicode case folding, so that values equal but for case compare equal even where one
+ * character's case is several (`ß`, `ẞ`, `SS` and `ss`; `ǅ`, `Ǆ` and `ǆ`; `ς`, `σ` and `Σ`):
+ * lower, then upper (where `ß` becomes `SS`), then lower again (where `ẞ`'s lower form `ß` has
+ * become `ss` too). `toLowerCase` alone keeps `straße` and `strasse` apart.
+ */
+export function foldCase(value: string): string {
+  return value.toLowerCase().toUpperCase().toLowerCase();
+}
+
 /** The canonical form function of a field's options. */
 export function canonicalOf(options: UniqueField | true): (value: string) => string {
   const o = options === true ? {} : options;
@@ -31,7 +41,9 @@ export function canonicalOf(options: UniqueField | true): (value: string) => str
   const fold = o.caseFold ?? true;
   return (value) => {
     const normal = form ? value.normalize(form) : value;
-    return fold ? normal.toLowerCase() : normal;
+    if (!fold) return normal;
+    // Folding can undo a normalization (a decomposed letter's case pair): normalized once more.
+    return form ? foldCase(normal).normalize(form) : foldCase(normal);
   };
 }
 

@@ -21,7 +21,8 @@ export interface ScatterPageArgs<Where = Obj, OrderBy = Obj> {
  * `limit` rows after the cursor's position in the page's order, and the lists are merged. The
  * cursor encodes the last row's sort values, so a page is exact however rows were added or
  * deleted since the previous one. A cursor that does not decode, was made for another order or
- * holds a value of the wrong type for its field is an `InvalidCursorError` before any query.
+ * holds a value of the wrong type for its field is an `InvalidCursorError` before any query (a null
+ * for a field no row holds null in, once the field is known to be required).
  */
 export function planPageRead(model: ModelInfo, args: ScatterPageArgs): ScatterRead {
   const label = `${model.name}.$scatterPage`;
@@ -54,7 +55,15 @@ export function planPageRead(model: ModelInfo, args: ScatterPageArgs): ScatterRe
     ...read(undefined),
     prepare: {
       fields: keys.map((k) => k.field).filter((f) => f !== tiebreaker),
-      resume: (_row, nullable) => read(dropNullTerms(keysetWhere(position), nullable) as Obj),
+      resume: (_row, nullable) => {
+        // A null the cursor cannot hold (its field is required: no row's value is null).
+        const impossible = position.keys.find((k) => k.value === null && !nullable.has(k.field));
+        if (impossible)
+          throw new InvalidCursorError(
+            `${label}: the cursor's ${impossible.field} is null, which no row holds`,
+          );
+        return read(dropNullTerms(keysetWhere(position), nullable) as Obj);
+      },
     },
   };
 }
