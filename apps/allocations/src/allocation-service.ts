@@ -19,6 +19,10 @@ type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
  * under the client's Idempotency-Key. The router's partition map sends a decision that reached a
  * former owner (a shard moved) to the current one, where its key finds any recorded outcome.
  */
+/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
+export const UNKNOWN_OUTCOME =
+  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
+
 export class AllocationService {
   constructor(private readonly router: Router) {}
 
@@ -69,13 +73,18 @@ export class AllocationService {
         { retries: 4, maxWait: 5000 },
       );
     } catch (error) {
-      if (isShardUnavailable(error) || isShardkitError(error, "STALE_OWNER")) {
+      if (isShardkitError(error, "STALE_OWNER")) {
+        // Refused by a former owner: nothing was applied.
+        throw new AllocationsError("SHARD_UNAVAILABLE", `shard ${shard.key} is moving; retry later`, {
+          shard: shard.key,
+        });
+      }
+      if (isShardUnavailable(error)) {
+        // The command may have committed all the same (a connection lost at COMMIT).
         throw new AllocationsError(
           "SHARD_UNAVAILABLE",
-          `shard ${shard.key} is unavailable or moving; retry later`,
-          {
-            shard: shard.key,
-          },
+          `shard ${shard.key} is unavailable: ${UNKNOWN_OUTCOME}`,
+          { shard: shard.key, outcome: "unknown" },
         );
       }
       throw error;

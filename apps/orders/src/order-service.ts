@@ -94,6 +94,10 @@ const SCATTER_DEADLINE_MS = 10_000;
  * The back office reads across shards: one query per database in parallel, merged exactly, and
  * an answer that says which shards are missing, or an error, never a silently short list.
  */
+/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
+export const UNKNOWN_OUTCOME =
+  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
+
 export class OrderService {
   private readonly placement;
 
@@ -138,23 +142,26 @@ export class OrderService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const outcome = await this.onShard(shard, () =>
-      this.db.$transactionOn(
-        shard,
-        (tx) =>
-          idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
-            (error: unknown) => {
-              if (error instanceof IdempotencyConflictError) {
-                throw new OrdersError(
-                  "IDEMPOTENCY_CONFLICT",
-                  "this Idempotency-Key was used with a different request or command",
-                );
-              }
-              throw error;
-            },
-          ),
-        TRANSACTION,
-      ),
+    const outcome = await this.onShard(
+      shard,
+      () =>
+        this.db.$transactionOn(
+          shard,
+          (tx) =>
+            idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
+              (error: unknown) => {
+                if (error instanceof IdempotencyConflictError) {
+                  throw new OrdersError(
+                    "IDEMPOTENCY_CONFLICT",
+                    "this Idempotency-Key was used with a different request or command",
+                  );
+                }
+                throw error;
+              },
+            ),
+          TRANSACTION,
+        ),
+      "command",
     );
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
@@ -169,21 +176,33 @@ export class OrderService {
    * be cancelled; a command that still commits later is found by its Idempotency-Key when the
    * client retries, which returns the recorded result.
    */
-  private async onShard<R>(shard: ShardIdentifier, run: () => Promise<R>): Promise<R> {
+  private async onShard<R>(
+    shard: ShardIdentifier,
+    run: () => Promise<R>,
+    what: "read" | "command" = "read",
+  ): Promise<R> {
     try {
       return await withShardDeadline(shard, this.deadlineMs, run);
     } catch (error) {
       if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
       const message = isShardkitError(error, "SHARD_TIMEOUT")
-        ? `${error.message}; retry later`
-        : `shard ${shard.key} is unavailable or busy; retry later`;
-      throw new OrdersError("SHARDS_UNAVAILABLE", message, { missing: [shard.key] });
+        ? error.message
+        : `shard ${shard.key} is unavailable or busy`;
+      // A command may have committed all the same (a late commit, a connection lost at COMMIT);
+      // one that lost a race (a deadlock, no transaction slot in time) was rolled back.
+      if (what === "command" && !isTransientTransactionError(error)) {
+        throw new OrdersError("SHARDS_UNAVAILABLE", `${message}: ${UNKNOWN_OUTCOME}`, {
+          missing: [shard.key],
+          outcome: "unknown",
+        });
+      }
+      throw new OrdersError("SHARDS_UNAVAILABLE", `${message}; retry later`, { missing: [shard.key] });
     }
   }
 
   /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
   health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: Math.min(1000, this.deadlineMs) });
+    return this.shards.health({ timeoutMs: this.deadlineMs });
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {

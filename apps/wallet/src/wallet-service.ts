@@ -70,8 +70,12 @@ export class WalletService {
    * SHARD_UNAVAILABLE (503, with a retry hint) naming the shard, with the database's error as its
    * cause (so the relay retries a saga step until the shard is back).
    */
-  private inShard<R>(shardOrId: ShardIdentifier | string, fn: (tx: Tx) => Promise<R>): Promise<R> {
-    return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
+  private inShard<R>(
+    shardOrId: ShardIdentifier | string,
+    fn: (tx: Tx) => Promise<R>,
+    what: "read" | "command" = "read",
+  ): Promise<R> {
+    return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION), what);
   }
 
   /**
@@ -80,22 +84,37 @@ export class WalletService {
    * query cannot be cancelled, and a command that still commits later is found by its
    * Idempotency-Key when the client retries.
    */
-  private async onShard<R>(shardOrId: ShardIdentifier | string, run: () => Promise<R>): Promise<R> {
+  private async onShard<R>(
+    shardOrId: ShardIdentifier | string,
+    run: () => Promise<R>,
+    what: "read" | "command" = "read",
+  ): Promise<R> {
     const shard = this.shards.registry.resolve(shardOrId);
     try {
       return await withShardDeadline(shard, this.deadlineMs, run);
     } catch (error) {
       if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
       const message = isShardkitError(error, "SHARD_TIMEOUT")
-        ? `${error.message}; retry later`
-        : `shard ${shard.key} is unavailable or busy; retry later`;
-      throw new WalletError("SHARD_UNAVAILABLE", message, { cause: error, body: { shard: shard.key } });
+        ? error.message
+        : `shard ${shard.key} is unavailable or busy`;
+      // A command may have committed all the same (a late commit, a connection lost at COMMIT);
+      // one that lost a race (a deadlock, no transaction slot in time) was rolled back.
+      if (what === "command" && !isTransientTransactionError(error)) {
+        throw new WalletError("SHARD_UNAVAILABLE", `${message}: ${UNKNOWN_OUTCOME}`, {
+          cause: error,
+          body: { shard: shard.key, outcome: "unknown" },
+        });
+      }
+      throw new WalletError("SHARD_UNAVAILABLE", `${message}; retry later`, {
+        cause: error,
+        body: { shard: shard.key },
+      });
     }
   }
 
   /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
   health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: Math.min(1000, this.deadlineMs) });
+    return this.shards.health({ timeoutMs: this.deadlineMs });
   }
 
   /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
@@ -124,18 +143,21 @@ export class WalletService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const outcome = await this.inShard(shard, (tx) =>
-      idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
-        (error: unknown) => {
-          if (error instanceof IdempotencyConflictError) {
-            throw new WalletError(
-              "IDEMPOTENCY_CONFLICT",
-              "this Idempotency-Key was used with a different request or command",
-            );
-          }
-          throw error;
-        },
-      ),
+    const outcome = await this.inShard(
+      shard,
+      (tx) =>
+        idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
+          (error: unknown) => {
+            if (error instanceof IdempotencyConflictError) {
+              throw new WalletError(
+                "IDEMPOTENCY_CONFLICT",
+                "this Idempotency-Key was used with a different request or command",
+              );
+            }
+            throw error;
+          },
+        ),
+      "command",
     );
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
@@ -410,6 +432,10 @@ export class WalletService {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
+
+/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
+export const UNKNOWN_OUTCOME =
+  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
 
 /** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
 type RecordedRefusal = { code: WalletErrorCode; message: string; body: Record<string, unknown> };

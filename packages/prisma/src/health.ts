@@ -33,17 +33,18 @@ export interface ShardHealth {
   shard: string;
   database: string;
   /**
-   * `up`: its database answered the probe; `down`: it did not, in time; `starting` / `refused`:
-   * the database is not ready (see `DatabaseState`), not probed.
+   * `up`: its database answered the probe; `slow`: it has not answered within `timeoutMs` (a
+   * busy or frozen server: not known to be down); `down`: the probe failed (refused, an error);
+   * `starting` / `refused`: the database is not ready (see `DatabaseState`), not probed.
    */
-  state: "up" | "down" | "starting" | "refused";
+  state: "up" | "slow" | "down" | "starting" | "refused";
   /** The probe's round trip, when it answered. */
   latencyMs?: number;
   error?: string;
 }
 
 export interface HealthReport {
-  /** `ok`: every shard up; `down`: none; `degraded`: some. */
+  /** `ok`: every shard up; `down`: none up or slow (each failed or not ready); `degraded`: the rest. */
   status: "ok" | "degraded" | "down";
   shards: ShardHealth[];
 }
@@ -102,16 +103,20 @@ export async function shardHealth<Client extends ShardClient>(
         if (status.error !== undefined) entry.error = status.error;
       } else if (outcome?.status === "fulfilled") {
         entry.latencyMs = Math.round(outcome.value * 10) / 10;
+      } else if (outcome?.reason === "timeout") {
+        entry.state = "slow";
+        entry.error = `did not answer within ${timeoutMs} ms`;
       } else {
         entry.state = "down";
-        entry.error =
-          outcome?.reason === "timeout" ? `no answer in ${timeoutMs} ms` : summary(outcome?.error);
+        entry.error = summary(outcome?.error);
       }
       shards.push(entry);
     }
   }
   const up = shards.filter((s) => s.state === "up").length;
-  return { status: up === shards.length ? "ok" : up === 0 ? "down" : "degraded", shards };
+  // A slow answer is not an absent one: only shards that failed or are not ready make it "down".
+  const alive = up + shards.filter((s) => s.state === "slow").length;
+  return { status: up === shards.length ? "ok" : alive === 0 ? "down" : "degraded", shards };
 }
 
 function notReady(options: ShardHealthOptions, physical: PhysicalShard<ShardClient>) {
