@@ -43,14 +43,11 @@ function projects() {
 
 function checkLanes() {
   const laned = LANES.flat();
+  const all = projects();
   const problems = [
-    ...projects()
-      .filter((name) => !laned.includes(name))
-      .map((name) => `${name} has tests but is in no lane`),
+    ...all.filter((name) => !laned.includes(name)).map((name) => `${name} has tests but is in no lane`),
     ...laned.filter((name, i) => laned.indexOf(name) !== i).map((name) => `${name} is in two lanes`),
-    ...laned
-      .filter((name) => !projects().includes(name))
-      .map((name) => `${name} is not a project with tests`),
+    ...laned.filter((name) => !all.includes(name)).map((name) => `${name} is not a project with tests`),
   ];
   if (problems.length > 0) {
     console.error(`tooling/vitest-config/lanes.js: ${problems.join("; ")}`);

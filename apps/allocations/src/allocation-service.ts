@@ -13,16 +13,16 @@ export interface Outcome<T> {
 type RecordedRefusal = { code: AllocationsErrorCode; message: string; body: Record<string, unknown> };
 type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
 
+/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
+const UNKNOWN_OUTCOME =
+  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
+
 /**
  * The allocations service. A bucket's holds and confirmations live on the bucket's shard, so each
  * decision (is a unit left? take it) is one conditional write in one shard transaction, recorded
  * under the client's Idempotency-Key. The router's partition map sends a decision that reached a
  * former owner (a shard moved) to the current one, where its key finds any recorded outcome.
  */
-/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
-export const UNKNOWN_OUTCOME =
-  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
-
 export class AllocationService {
   constructor(private readonly router: Router) {}
 

@@ -88,16 +88,16 @@ const NEWEST_FIRST = [{ createdAt: "desc" as const }, { id: "desc" as const }];
 /** A database that has not answered by then counts as missing. */
 const SCATTER_DEADLINE_MS = 10_000;
 
+/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
+const UNKNOWN_OUTCOME =
+  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
+
 /**
  * The orders service. A customer's orders and order items live on the customer's shard, so
  * placing an order (credit check, order, items, `order.placed` event) is one transaction there.
  * The back office reads across shards: one query per database in parallel, merged exactly, and
  * an answer that says which shards are missing, or an error, never a silently short list.
  */
-/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
-export const UNKNOWN_OUTCOME =
-  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
-
 export class OrderService {
   private readonly placement;
 

@@ -434,7 +434,7 @@ export class WalletService {
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
 
 /** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
-export const UNKNOWN_OUTCOME =
+const UNKNOWN_OUTCOME =
   "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
 
 /** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
