@@ -195,11 +195,15 @@ async function withLock(name, fn) {
 }
 
 function state(name) {
-  for (const line of sh("pg_lsclusters", ["--no-header"]).split("\n")) {
-    const [v, cluster, , status] = line.trim().split(/\s+/);
-    if (v === version() && cluster === name) return status === "online" ? "online" : "down";
+  // This cluster only: listing every cluster fails while another run creates or drops one of its own.
+  let line;
+  try {
+    line = sh("pg_lsclusters", ["--no-header", version(), name]);
+  } catch (error) {
+    if (/does not exist/.test(String(error.stderr))) return "absent";
+    throw error;
   }
-  return "absent";
+  return line.trim().split(/\s+/)[3] === "online" ? "online" : "down";
 }
 
 async function start(name, port) {
