@@ -27,7 +27,13 @@ const APP_TABLES = [
   { table: "Bucket", column: "id" },
   { table: "Confirmation", column: "id" },
 ];
-const SHARDKIT = ["OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim"] as const;
+const SHARDKIT = [
+  "OutboxEvent",
+  "IdempotencyKey",
+  "ProcessedEvent",
+  "UniqueClaim",
+  "UniqueClaimToken",
+] as const;
 const quiet = () => {};
 
 /** A routed client on which a bucket's name is unique across shards (claim rows). */
@@ -51,6 +57,7 @@ async function shardRows(client: PrismaClient) {
     ["IdempotencyKey", "shard"],
     ["ProcessedEvent", "shard"],
     ["UniqueClaim", "shard"],
+    ["UniqueClaimToken", "shard"],
   ] as const) {
     const [row] = await client.$queryRawUnsafe<{ n: number }[]>(
       `SELECT count(*)::int AS n FROM "${table}" WHERE ${column} = $1`,
@@ -78,6 +85,7 @@ describe("shardkit's own tables move with their shard", () => {
       "OutboxEvent",
       "ProcessedEvent",
       "UniqueClaim",
+      "UniqueClaimToken",
     ]);
     listed.close();
     for (const wrong of [
@@ -179,6 +187,7 @@ describe("shardkit's own tables move with their shard", () => {
         IdempotencyKey: before.IdempotencyKey,
         ProcessedEvent: before.ProcessedEvent,
         UniqueClaim: before.UniqueClaim,
+        UniqueClaimToken: before.UniqueClaimToken,
       });
       expect(await shardRows(r.clients.e)).toEqual(before);
       expect(await shardRows(r.clients.a)).toEqual({
@@ -186,6 +195,7 @@ describe("shardkit's own tables move with their shard", () => {
         IdempotencyKey: 0,
         ProcessedEvent: 0,
         UniqueClaim: 0,
+        UniqueClaimToken: 0,
       });
       if (mode === "live") {
         expect(

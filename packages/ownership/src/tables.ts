@@ -14,6 +14,7 @@ export const SHARDKIT_TABLES: readonly FencedTable[] = Object.freeze([
   { table: "IdempotencyKey", column: "shard", kind: "bits" },
   { table: "ProcessedEvent", column: "shard", kind: "bits" },
   { table: "UniqueClaim", column: "shard", kind: "bits" },
+  { table: "UniqueClaimToken", column: "shard", kind: "bits" },
 ] as const satisfies readonly FencedTable[]);
 
 const kindOf = (t: FencedTable) => t.kind ?? "uuid";

@@ -78,13 +78,13 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
   for (const url of Object.values(urls)) {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
     // The fence's triggers first: their TRUNCATE trigger refuses while a shard is being moved.
-    for (const table of [...TABLES.map((t) => t.table), "UniqueClaim"]) {
+    for (const table of [...TABLES.map((t) => t.table), "UniqueClaim", "UniqueClaimToken"]) {
       for (const t of ["ins", "upd", "del", "trunc"]) {
         await client.$executeRawUnsafe(`DROP TRIGGER IF EXISTS shardkit_fence_${t} ON "${table}"`);
       }
     }
     await client.$executeRawUnsafe(
-      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "ShardOwnership", "ShardMove", "ShardMoveChange"',
+      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "UniqueClaimToken", "ShardOwnership", "ShardMove", "ShardMoveChange"',
     );
     await client.$disconnect();
   }

@@ -28,6 +28,11 @@ const db = clients.a.$extends(
 );
 const SHARDS = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g1m1, S.g1m2];
 const claimShardOf = (value: string) => rendezvous(`Customer.email\u0000${value}`, SHARDS);
+/** A shard on the database after the one that holds `email`'s claim: its row and its claim cross. */
+const rowShardOf = (email: string) => {
+  const claimDb = registry.physicalOf(claimShardOf(email.toLowerCase())).index;
+  return SHARDS.find((shard) => registry.physicalOf(shard).index === (claimDb + 1) % 3)!;
+};
 const clientOf = (shard: typeof S.g0m0) =>
   [clients.a, clients.b, clients.c][registry.physicalOf(shard).index]!;
 const urls = inject("shardUrls");
@@ -262,6 +267,118 @@ describe("fields unique across shards (real PostgreSQL)", () => {
     const found = await db.customer.findUnique({ where: { email: "old@x.com" } });
     expect(found?.id).toBe(legacy[0]); // the row holding the claim
     expect((await db.customer.findUnique({ where: { email: "c@x.com" } }))?.name).toBe("c");
+  });
+});
+
+describe("claims and rows on crossing databases, pools of two connections", () => {
+  // Each email's claim lives on one database and its rows on another, both ways round: a step that
+  // held a lock or a transaction on one database while it waited for a connection of another pool
+  // would starve the pools, and every write would fail with Prisma's P2028 instead of one winning.
+  const [small, smallRegistry] = (() => {
+    const pooled = [urls.a, urls.b, urls.c].map(
+      (url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }),
+    );
+    const crossing = createShardRegistry({
+      shards: SHARDS.map((shard) => ({ shard, client: pooled[registry.physicalOf(shard).index]! })),
+    });
+    const routed = pooled[0]!.$extends(
+      shardRouting({
+        registry: crossing,
+        models: { Customer: { unique: { email: true }, place: (data) => rowShardOf(String(data.email)) } },
+      }),
+    );
+    return [routed, crossing] as const;
+  })();
+  afterAll(() => smallRegistry.disconnect());
+
+  it("three rounds of 20 emails, each taken at once by two sign-ups and an update: one winner each, every loser UniqueViolationError, no claim left pending", async () => {
+    for (let round = 0; round < 3; round++) {
+      const emails = Array.from({ length: 20 }, (_, i) => `cross-${round}-${i}@x.com`);
+      // For each email, a customer without one on a database its claim is not on: the update sets it.
+      const existing = await Promise.all(
+        emails.map((email) =>
+          small.customer.create({
+            data: fresh({ name: "existing", region: "eu", id: ShardedUUID.generate(rowShardOf(email)) }),
+          }),
+        ),
+      );
+      const outcomes = await Promise.all(
+        emails.flatMap((email, i) =>
+          [
+            small.customer.create({ data: fresh({ name: "first", region: "eu", email }) }),
+            small.customer.update({ where: { id: existing[i]!.id }, data: { email: email.toUpperCase() } }),
+            small.customer.create({ data: fresh({ name: "second", region: "eu", email }) }),
+          ].map((write) =>
+            write.then(
+              (row) => ({ email, won: row.id }),
+              (error: unknown) => ({ email, error }),
+            ),
+          ),
+        ),
+      );
+      const wrong = outcomes.filter((o) => "error" in o && !(o.error instanceof UniqueViolationError));
+      expect(wrong.map((o) => String((o as { error: unknown }).error))).toEqual([]);
+      for (const email of emails) {
+        const won = outcomes.filter((o) => o.email === email && "won" in o);
+        expect(won, email).toHaveLength(1);
+        expect((await small.customer.findUnique({ where: { email } }))?.id).toBe(
+          (won[0] as { won: string }).won,
+        );
+      }
+    }
+    expect((await claims()).filter((c) => c.state !== "held")).toEqual([]);
+    expect(await holders()).toHaveLength(60);
+    await expectConsistent();
+  });
+
+  it("upsert by email, the login pattern: ten at once in any case make one row, found by nine updates", async () => {
+    const email = "login@x.com";
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        small.customer.upsert({
+          where: { email: i % 2 ? email : email.toUpperCase() },
+          create: fresh({ name: "created", region: "eu", email: i % 3 ? email : "Login@X.com" }),
+          update: { name: `seen-${i}` },
+        }),
+      ),
+    );
+    expect(new Set(results.map((r) => r.id)).size).toBe(1);
+    expect(results.filter((r) => r.name === "created")).toHaveLength(1);
+    const [row] = await holders();
+    expect(row).toMatchObject({ id: results[0]!.id });
+    expect(registry.physicalOf(ShardedUUID.shardOf(row!.id)).index).not.toBe(
+      registry.physicalOf(claimShardOf(email)).index,
+    );
+    expect((await claims()).map((c) => [c.value, c.ownerId, c.state])).toEqual([[email, row!.id, "held"]]);
+    await expectConsistent();
+  });
+
+  it("an upsert whose create or update would set a taken email is refused with UniqueViolationError", async () => {
+    const ana = await small.customer.create({
+      data: fresh({ name: "ana", region: "eu", email: "ana@x.com" }),
+    });
+    const bo = await small.customer.create({ data: fresh({ name: "bo", region: "eu", email: "bo@x.com" }) });
+    await expect(
+      small.customer.upsert({
+        where: { id: ShardedUUID.generate(S.g1m0) },
+        create: fresh({ name: "cy", region: "eu", email: "ANA@x.com" }),
+        update: {},
+      }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+    await expect(
+      small.customer.upsert({
+        where: { email: "bo@x.com" },
+        create: fresh({ name: "bo2", region: "eu", email: "bo@x.com" }),
+        update: { email: "Ana@x.com" },
+      }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+    expect((await holders()).map((r) => [r.id, r.email]).sort()).toEqual(
+      [
+        [ana.id, "ana@x.com"],
+        [bo.id, "bo@x.com"],
+      ].sort(),
+    );
+    await expectConsistent();
   });
 });
 

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { ShardIdentifier } from "@shardkit/id";
 import { UniqueViolationError } from "./errors.js";
 import type { Call } from "./executor.js";
@@ -7,20 +8,28 @@ import type { Claim, ClaimRecord, UniqueSpec } from "./unique.js";
 
 /**
  * Claim rows: global uniqueness of a field over every shard. A value's claim lives on the shard its
- * canonical form hashes to and names the row that holds it (its shard and id).
+ * canonical form hashes to and names the row that holds it (its shard and id) and the write that
+ * took it (a random token).
  *
- * A write that takes a value is a saga: (1) claim it; (2) in the row's shard transaction, take the
- * value's advisory lock, check that the claim is still the row's, write the row; (3) mark the claim
- * held. A row is never written without its claim (step 2 checks it in the row's transaction). A
- * claim whose row does not hold the value (a crash before step 2 committed, a deleted row, a changed
- * value) is void, and it is found so only under the same advisory lock on the row's database, so a
- * row that is being written is never taken for absent: `settle` decides, whoever calls it (the next
- * claimant of the value, a failed write, `repairClaims`).
+ * A write that takes a value is a saga: (1) claim it, with a new token; (2) in the row's shard
+ * transaction, take the value's advisory lock, record the token on the row's database (table
+ * `UniqueClaimToken`) unless it is void there, write the row; (3) mark the claim held. A claim whose
+ * row does not hold the value (a crash before step 2 committed, a deleted row, a changed value) is
+ * void, and it is found so only under the same advisory lock on the row's database, so a row that is
+ * being written is never taken for absent: `settle` decides, whoever calls it (the next claimant of
+ * the value, a failed write, `repairClaims`). It marks the token void there before the claim is
+ * deleted or given to another write, so the write still holding the token is refused at step 2.
+ *
+ * Each step needs one database at a time: step 2 reads only the row's database, and `settle`
+ * commits its decision there before it changes the claim. No step holds a lock or a transaction on
+ * one database while it waits for a connection to another (where claims and rows cross databases,
+ * small pools would otherwise starve each other).
  */
 
 /** The advisory lock class of claims (the second key is the value's hash). */
 const CLAIM_LOCK = 7303;
 const TABLE = '"UniqueClaim"';
+const TOKENS = '"UniqueClaimToken"';
 
 /** The database clients of a routed client, and how to run a model call on one. */
 export interface ClaimContext {
@@ -37,7 +46,7 @@ type Raw = {
 };
 type Interactive = { $transaction<R>(fn: (tx: object) => Promise<R>, options?: object): Promise<R> };
 
-/** A claim as `settle` needs it: where it lives and the row it names. */
+/** A claim as `settle` needs it: where it lives, the row it names and the write that took it. */
 export interface ClaimOwner {
   /** The logical shard (bits) the claim lives on. */
   shard: number;
@@ -45,6 +54,12 @@ export interface ClaimOwner {
   value: string;
   ownerShard: number;
   ownerId: string;
+  token: string;
+}
+
+/** A claim taken at step 1, with its write's token. */
+export interface TakenClaim extends Claim {
+  token: string;
 }
 
 /** What `repairClaims` did. */
@@ -69,26 +84,6 @@ function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interact
  */
 const UNDER_LOCK = { isolationLevel: "ReadCommitted" } as const;
 
-/**
- * How a claim is read or written while `tx`, on the row's database, holds the value's lock: through
- * `tx` when the claim is on that database too and `tx` is READ COMMITTED (so it reads what
- * committed before the lock was granted). The lock holder must never wait for a second connection
- * of a pool whose connections may all be waiting for that lock (a pool of one connection, or many
- * claimants of one value, would deadlock until a transaction timed out). Otherwise (another
- * database, or `tx` under REPEATABLE READ or SERIALIZABLE, whose snapshot may predate the claim),
- * through the claim's database's pool.
- */
-function underLock(
-  context: ClaimContext,
-  claimShard: ShardIdentifier,
-  rowShard: ShardIdentifier,
-  tx: object,
-  readCommitted: boolean,
-): Raw {
-  const claims = clientOf(context, claimShard);
-  return readCommitted && claims === clientOf(context, rowShard) ? (tx as Raw) : claims;
-}
-
 function lockKey(scope: string, value: string): number {
   return hashString(`${scope}\u0000${value}`) | 0;
 }
@@ -100,7 +95,7 @@ export async function readClaim(
   through: Raw = clientOf(context, key.shard),
 ): Promise<ClaimRecord | null> {
   const rows = await through.$queryRawUnsafe<ClaimRecord[]>(
-    `SELECT "ownerShard", "ownerId", "stored", "state" FROM ${TABLE} WHERE "scope" = $1 AND "value" = $2`,
+    `SELECT "ownerShard", "ownerId", "stored", "state", "token" FROM ${TABLE} WHERE "scope" = $1 AND "value" = $2`,
     key.scope,
     key.value,
   );
@@ -109,37 +104,45 @@ export async function readClaim(
 
 /**
  * Step 1: claims every value for its row (sorted, so two writes never wait on each other in
- * opposite orders). A value held by a live row throws `UniqueViolationError`; a void claim is taken over.
+ * opposite orders), each with a new token. A value held by a live row throws
+ * `UniqueViolationError`; a void claim is taken over. One statement at a time, on the claim's database.
  */
-export async function takeClaims(context: ClaimContext, claims: readonly Claim[]): Promise<void> {
-  for (const claim of sorted(claims)) await take(context, claim);
+export async function takeClaims(context: ClaimContext, claims: readonly Claim[]): Promise<TakenClaim[]> {
+  const taken: TakenClaim[] = [];
+  for (const claim of sorted(claims)) taken.push(await take(context, { ...claim, token: randomUUID() }));
+  return taken;
 }
 
-async function take(context: ClaimContext, claim: Claim): Promise<void> {
+async function take(context: ClaimContext, claim: TakenClaim): Promise<TakenClaim> {
   const client = clientOf(context, claim.shard);
   for (let attempt = 0; attempt < 8; attempt++) {
     const inserted = await client.$executeRawUnsafe(
-      `INSERT INTO ${TABLE} ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state") VALUES ($1, $2, $3, $4, $5, $6, 'pending') ON CONFLICT ("scope", "value") DO NOTHING`,
+      `INSERT INTO ${TABLE} ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state", "token") VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7) ON CONFLICT ("scope", "value") DO NOTHING`,
       claim.shard.bits,
       claim.scope,
       claim.value,
       claim.stored,
       claim.ownerShard.bits,
       claim.ownerId,
+      claim.token,
     );
-    if (inserted === 1) return;
+    if (inserted === 1) return claim;
     const existing = await readClaim(context, claim);
     if (!existing) continue;
     if (existing.ownerId === claim.ownerId && existing.ownerShard === claim.ownerShard.bits) {
-      if (existing.stored !== claim.stored) {
-        await client.$executeRawUnsafe(
-          `UPDATE ${TABLE} SET "stored" = $3 WHERE "scope" = $1 AND "value" = $2`,
-          claim.scope,
-          claim.value,
-          claim.stored,
-        );
-      }
-      return;
+      // Already this row's (a retry, or the row set to its own value again): the claim gets this
+      // write's token, which no one has voided (the token it had may have been, by a settle that
+      // has not yet changed the claim: that settle then finds it changed).
+      const n = await client.$executeRawUnsafe(
+        `UPDATE ${TABLE} SET "stored" = $4, "token" = $5 WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
+        claim.scope,
+        claim.value,
+        existing.token,
+        claim.stored,
+        claim.token,
+      );
+      if (n === 1) return claim;
+      continue;
     }
     const outcome = await settle(
       context,
@@ -147,54 +150,51 @@ async function take(context: ClaimContext, claim: Claim): Promise<void> {
       claim,
     );
     if (outcome === "held") throw new UniqueViolationError(claim.model, claim.field, claim.value);
-    if (outcome === "taken") return;
+    if (outcome === "taken") return claim;
   }
   throw new UniqueViolationError(claim.model, claim.field, claim.value);
 }
 
 /**
  * Step 2, inside the row's transaction `tx` (the saga's own, or a caller's of any isolation): the
- * values' advisory locks, then every claim must still name this row. Throws `UniqueViolationError`
- * when one was taken over meanwhile.
+ * values' advisory locks, then each token is recorded on the row's database unless a `settle` has
+ * voided it there (the claim was taken over or released meanwhile): then `UniqueViolationError`.
+ * Reads and writes only through `tx`. Under REPEATABLE READ or SERIALIZABLE a token voided after the
+ * transaction's snapshot fails the upsert with a serialization error, never passes unseen.
  */
-export async function checkClaims(
-  context: ClaimContext,
-  tx: object,
-  claims: readonly Claim[],
-): Promise<void> {
-  let isolation = "";
-  for (const claim of sorted(claims)) {
-    const [row] = await (tx as Raw).$queryRawUnsafe<{ isolation: string }[]>(
-      "SELECT pg_advisory_xact_lock($1::int, $2::int)::text, current_setting('transaction_isolation') AS isolation",
+export async function checkClaims(tx: object, claims: readonly TakenClaim[]): Promise<void> {
+  const ordered = sorted(claims);
+  for (const claim of ordered) {
+    await (tx as Raw).$queryRawUnsafe(
+      "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
       CLAIM_LOCK,
       lockKey(claim.scope, claim.value),
     );
-    isolation = row!.isolation;
   }
-  for (const claim of claims) {
-    const through = underLock(context, claim.shard, claim.ownerShard, tx, isolation === "read committed");
-    const record = await readClaim(context, claim, through);
-    if (!record || record.ownerId !== claim.ownerId || record.ownerShard !== claim.ownerShard.bits) {
-      throw new UniqueViolationError(claim.model, claim.field, claim.value);
-    }
+  for (const claim of ordered) {
+    const [row] = await (tx as Raw).$queryRawUnsafe<{ void: boolean }[]>(
+      `INSERT INTO ${TOKENS} ("token", "shard", "void") VALUES ($1, $2, false) ON CONFLICT ("token") DO UPDATE SET "void" = ${TOKENS}."void" RETURNING "void"`,
+      claim.token,
+      claim.ownerShard.bits,
+    );
+    if (row!.void) throw new UniqueViolationError(claim.model, claim.field, claim.value);
   }
 }
 
 /** Step 3: the row was written; its claims are held. */
-export async function holdClaims(context: ClaimContext, claims: readonly Claim[]): Promise<void> {
+export async function holdClaims(context: ClaimContext, claims: readonly TakenClaim[]): Promise<void> {
   for (const claim of claims) {
     await clientOf(context, claim.shard).$executeRawUnsafe(
-      `UPDATE ${TABLE} SET "state" = 'held' WHERE "scope" = $1 AND "value" = $2 AND "ownerId" = $3 AND "ownerShard" = $4`,
+      `UPDATE ${TABLE} SET "state" = 'held' WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
       claim.scope,
       claim.value,
-      claim.ownerId,
-      claim.ownerShard.bits,
+      claim.token,
     );
   }
 }
 
 /** After a failed write: each claim is settled (held if its row holds the value after all, else released). */
-export async function releaseClaims(context: ClaimContext, claims: readonly Claim[]): Promise<void> {
+export async function releaseClaims(context: ClaimContext, claims: readonly TakenClaim[]): Promise<void> {
   for (const claim of claims) {
     await settle(context, {
       shard: claim.shard.bits,
@@ -202,30 +202,31 @@ export async function releaseClaims(context: ClaimContext, claims: readonly Clai
       value: claim.value,
       ownerShard: claim.ownerShard.bits,
       ownerId: claim.ownerId,
+      token: claim.token,
     });
   }
 }
 
 /**
  * Decides a claim under the value's advisory lock on its row's database: the row holds the value
- * (`held`: the claim is marked held), or it does not, and the claim is deleted (`released`) or, with
- * `successor`, given to it (`taken`). `changed`: the claim was not as read (someone else decided).
+ * (`held`: the claim is marked held), or it does not, and the claim's token is marked void there;
+ * once that has committed, the claim is deleted (`released`) or, with `successor`, given to it
+ * (`taken`), only if it still carries that token. `changed`: it did not (someone else decided).
+ * The transaction on the row's database ends before the claim's database is written.
  */
 export async function settle(
   context: ClaimContext,
   claim: ClaimOwner,
-  successor?: Claim,
+  successor?: TakenClaim,
 ): Promise<"held" | "released" | "taken" | "changed"> {
   const spec = context.spec(claim.scope);
   const ownerShard = ShardIdentifier.fromBits(claim.ownerShard);
-  return clientOf(context, ownerShard).$transaction(async (tx) => {
-    const claims = underLock(context, ShardIdentifier.fromBits(claim.shard), ownerShard, tx, true);
+  const live = await clientOf(context, ownerShard).$transaction(async (tx) => {
     await (tx as Raw).$queryRawUnsafe(
       "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
       CLAIM_LOCK,
       lockKey(claim.scope, claim.value),
     );
-    let live = false;
     if (spec) {
       const { unique, idField } = spec;
       const row = (await context.call(tx, unique.model, "findUnique", {
@@ -233,38 +234,49 @@ export async function settle(
         select: { [unique.field]: true },
       })) as Record<string, unknown> | null;
       const stored = row?.[unique.field];
-      live = typeof stored === "string" && unique.canonical(stored) === claim.value;
+      if (typeof stored === "string" && unique.canonical(stored) === claim.value) return true;
     }
-    const same = `"scope" = $1 AND "value" = $2 AND "ownerId" = $3 AND "ownerShard" = $4`;
-    const args = [claim.scope, claim.value, claim.ownerId, claim.ownerShard];
-    if (live) {
-      await claims.$executeRawUnsafe(`UPDATE ${TABLE} SET "state" = 'held' WHERE ${same}`, ...args);
-      return "held";
-    }
-    if (!successor) {
-      const n = await claims.$executeRawUnsafe(`DELETE FROM ${TABLE} WHERE ${same}`, ...args);
-      return n === 1 ? "released" : "changed";
-    }
-    const n = await claims.$executeRawUnsafe(
-      `UPDATE ${TABLE} SET "ownerShard" = $5, "ownerId" = $6, "stored" = $7, "state" = 'pending', "createdAt" = now() WHERE ${same}`,
-      ...args,
-      successor.ownerShard.bits,
-      successor.ownerId,
-      successor.stored,
+    await (tx as Raw).$executeRawUnsafe(
+      `INSERT INTO ${TOKENS} ("token", "shard", "void") VALUES ($1, $2, true) ON CONFLICT ("token") DO UPDATE SET "void" = true`,
+      claim.token,
+      claim.ownerShard,
     );
-    return n === 1 ? "taken" : "changed";
+    return false;
   }, UNDER_LOCK);
+  const claims = clientOf(context, ShardIdentifier.fromBits(claim.shard));
+  const same = `"scope" = $1 AND "value" = $2 AND "token" = $3`;
+  const args = [claim.scope, claim.value, claim.token];
+  if (live) {
+    await claims.$executeRawUnsafe(`UPDATE ${TABLE} SET "state" = 'held' WHERE ${same}`, ...args);
+    return "held";
+  }
+  if (!successor) {
+    const n = await claims.$executeRawUnsafe(`DELETE FROM ${TABLE} WHERE ${same}`, ...args);
+    return n === 1 ? "released" : "changed";
+  }
+  const n = await claims.$executeRawUnsafe(
+    `UPDATE ${TABLE} SET "ownerShard" = $4, "ownerId" = $5, "stored" = $6, "token" = $7, "state" = 'pending', "createdAt" = now() WHERE ${same}`,
+    ...args,
+    successor.ownerShard.bits,
+    successor.ownerId,
+    successor.stored,
+    successor.token,
+  );
+  return n === 1 ? "taken" : "changed";
 }
 
 /**
- * Settles every claim left pending longer than `olderThanMs` on every database that holds shards:
- * the crash-recovery half of the saga (run it from a timer, as the relay runs).
+ * Settles every claim left pending longer than `olderThanMs` on every database that holds shards,
+ * and forgets the write tokens older than `tokensOlderThanMs` (default a day: far longer than any
+ * write waits between taking its claim and writing its row): the crash-recovery half of the saga
+ * (run it from a timer, as the relay runs).
  */
 export async function repairClaims(
   context: ClaimContext,
-  options: { olderThanMs?: number } = {},
+  options: { olderThanMs?: number; tokensOlderThanMs?: number } = {},
 ): Promise<ClaimRepairReport> {
   const olderThanMs = options.olderThanMs ?? 60_000;
+  const tokensOlderThanMs = options.tokensOlderThanMs ?? 86_400_000;
   const report: ClaimRepairReport = { held: 0, released: 0, failed: [] };
   for (const physical of context.placement.physical) {
     if (physical.shards.length === 0) continue;
@@ -272,8 +284,12 @@ export async function repairClaims(
     let pending: ClaimOwner[];
     try {
       pending = await client.$queryRawUnsafe(
-        `SELECT "shard", "scope", "value", "ownerShard", "ownerId" FROM ${TABLE} WHERE "state" = 'pending' AND "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
+        `SELECT "shard", "scope", "value", "ownerShard", "ownerId", "token" FROM ${TABLE} WHERE "state" = 'pending' AND "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
         olderThanMs,
+      );
+      await client.$executeRawUnsafe(
+        `DELETE FROM ${TOKENS} WHERE "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
+        tokensOlderThanMs,
       );
     } catch (error) {
       report.failed.push({ database: physical.index, error });
@@ -288,7 +304,7 @@ export async function repairClaims(
   return report;
 }
 
-function sorted(claims: readonly Claim[]): Claim[] {
+function sorted<C extends Claim>(claims: readonly C[]): C[] {
   return [...claims].sort((a, b) =>
     a.scope === b.scope ? (a.value < b.value ? -1 : a.value > b.value ? 1 : 0) : a.scope < b.scope ? -1 : 1,
   );
@@ -362,8 +378,7 @@ export async function backfillClaims(
           if (typeof stored !== "string") continue;
           const claim = claimFor(unique, stored, row[idField] as string);
           try {
-            await takeClaims(context, [claim]);
-            await holdClaims(context, [claim]);
+            await holdClaims(context, await takeClaims(context, [claim]));
             report.claimed++;
           } catch (error) {
             if (!(error instanceof UniqueViolationError)) throw error;

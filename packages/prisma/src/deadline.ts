@@ -1,5 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import { RoutingOptionsError, ShardTimeoutError } from "./errors.js";
+import { RoutingOptionsError, type ShardRoutingError, ShardTimeoutError } from "./errors.js";
 
 /**
  * `run()`, or `ShardTimeoutError` naming `shard` once `timeoutMs` pass first: a database that hangs
@@ -17,9 +17,18 @@ export async function withShardDeadline<T>(
       `withShardDeadline: timeoutMs must be a positive number, got ${timeoutMs}`,
     ]);
   }
+  return withDeadline(timeoutMs, () => new ShardTimeoutError(shard, timeoutMs), run);
+}
+
+/** `run()`, or the error `late()` makes once `timeoutMs` pass first (the call itself goes on). */
+export async function withDeadline<T>(
+  timeoutMs: number,
+  late: () => ShardRoutingError,
+  run: () => PromiseLike<T>,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ShardTimeoutError(shard, timeoutMs)), timeoutMs);
+    timer = setTimeout(() => reject(late()), timeoutMs);
   });
   const running = Promise.resolve(run());
   running.catch(() => {}); // a late failure after the deadline has nobody to tell

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { PrismaPg } from "@prisma/adapter-pg";
 import {
   isShardkitError as isAnyShardkitError,
@@ -15,6 +16,7 @@ import { withShardDeadline } from "./deadline.js";
 import {
   ConnectionBudgetError,
   CrossShardError,
+  DatabaseTimeoutError,
   DirectoryUnavailableError,
   IdempotencyConflictError,
   InvalidEventError,
@@ -40,6 +42,7 @@ import { shardRouting } from "./extension.js";
 import { idempotent } from "./idempotency.js";
 import { emitEvent } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
+import { createOutboxRelay } from "./relay.js";
 import { rolloutSchema } from "./rollout.js";
 import { byDirectory } from "./strategies.js";
 
@@ -163,6 +166,32 @@ const byCode: Record<
     () => rolloutSchema({ schema: "/no/such/schema.prisma", targets: [], onProgress: () => {} }),
   ],
   SHARD_TIMEOUT: [ShardTimeoutError, () => withShardDeadline(S.g0m0, 20, () => new Promise(() => {}))],
+  DATABASE_TIMEOUT: [
+    DatabaseTimeoutError,
+    async () => {
+      // A server that accepts connections and never answers: the relay's claim cannot finish.
+      const sockets: Socket[] = [];
+      const silent = createServer((socket) => void sockets.push(socket));
+      await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      const { port } = silent.address() as AddressInfo;
+      const client = new PrismaClient({
+        adapter: new PrismaPg({ connectionString: `postgresql://postgres@127.0.0.1:${port}/x` }),
+      });
+      const relay = createOutboxRelay({
+        registry: createShardRegistry({ shards: [{ shard: S.g0m0, client }] }),
+        queryTimeoutMs: 50,
+        deliver: async () => {},
+      });
+      try {
+        const report = await relay.runOnce();
+        throw report.missing[0]?.error;
+      } finally {
+        silent.close();
+        for (const socket of sockets) socket.destroy();
+        await client.$disconnect().catch(() => {});
+      }
+    },
+  ],
   DIRECTORY_UNAVAILABLE: [
     DirectoryUnavailableError,
     () =>

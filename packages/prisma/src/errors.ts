@@ -207,6 +207,26 @@ export class ShardTimeoutError extends ShardRoutingError<"SHARD_TIMEOUT"> {
 }
 
 /**
+ * A database did not answer one of shardkit's own statements in time (the outbox relay's
+ * `queryTimeoutMs`): a frozen or overloaded server. Its work is retried; the other databases go on.
+ */
+export class DatabaseTimeoutError extends ShardRoutingError<"DATABASE_TIMEOUT"> {
+  /** The database's name (`registry.physical[i].name`). */
+  readonly database: string;
+  /** The logical shards it holds. */
+  readonly shards: readonly ShardIdentifier[];
+  readonly timeoutMs: number;
+  constructor(database: string, shards: readonly ShardIdentifier[], timeoutMs: number) {
+    const held =
+      shards.length > 8 ? `${shards.length} shards` : `shards ${shards.map((s) => s.key).join(", ")}`;
+    super("DATABASE_TIMEOUT", `database ${database} (${held}) did not answer within ${timeoutMs} ms`);
+    this.database = database;
+    this.shards = shards;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
  * A directory that routes a key (`byDirectory`) did not answer, and no cached entry young enough
  * (`staleMs`) was there to use instead: the requests of that key fail, others go on.
  */
@@ -279,6 +299,7 @@ export interface PrismaErrorByCode {
   ROLLOUT_FAILED: SchemaRolloutError;
   INVALID_ROLLOUT_OPTIONS: RolloutOptionsError;
   SHARD_TIMEOUT: ShardTimeoutError;
+  DATABASE_TIMEOUT: DatabaseTimeoutError;
   DIRECTORY_UNAVAILABLE: DirectoryUnavailableError;
   NOT_IN_DIRECTORY: NotInDirectoryError;
   UNIQUE_VIOLATION: UniqueViolationError;

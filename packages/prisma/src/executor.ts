@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Attributes, Span } from "@opentelemetry/api";
-import type { ShardIdentifier } from "@shardkit/id";
+import { isShardkitError, type ShardIdentifier } from "@shardkit/id";
 import { type ScatterResult, scatter } from "@shardkit/scatter";
 import {
   type ClaimContext,
@@ -166,6 +166,9 @@ export class Executor {
           `${model}.${operation} inside $action runs immediately and outside the action's transaction; stage it (unit.${operation}("${delegateKey(model)}", args)) instead`,
         ),
       );
+    }
+    if (operation === "upsert" && args && this.claimsIn(model, args)) {
+      return lazy(() => this.upsertClaimed(view, model, args));
     }
     if (scope?.kind === "tx") return this.routeIn(scope.tx, scope.shard, model, operation, args, scope.view);
     const context: PlanContext = view.scatter ? { scatter: view.scatter } : NO_CONTEXT;
@@ -380,8 +383,8 @@ export class Executor {
     // the row in this transaction. A rollback leaves the claims void, to be settled by the next claimant.
     const context = this.claimContext(view);
     return lazy(async () => {
-      await this.atOwner(() => takeClaims(context, claims));
-      await checkClaims(context, tx, claims);
+      const taken = await this.atOwner(() => takeClaims(context, claims));
+      await checkClaims(tx, taken);
       return this.call(tx, model, operation, run);
     });
   }
@@ -394,24 +397,59 @@ export class Executor {
     operation: string,
     args: unknown,
   ): Promise<unknown> {
-    const claims = plan.claims!;
     const context = this.claimContext(view);
-    await this.atOwner(() => takeClaims(context, claims));
+    const taken = await this.atOwner(() => takeClaims(context, plan.claims!));
     let result: unknown;
     try {
       result = await runInShardTransaction(this, view, plan.shard, {}, async () => {
         const scope = this.scope.getStore() as Extract<Scope, { kind: "tx" }>;
-        await checkClaims(context, scope.tx, claims);
+        await checkClaims(scope.tx, taken);
         return this.call(scope.tx, model, operation, args);
       });
     } catch (error) {
       // Settled, not deleted: if the row did commit (an error after the commit), its claims stay.
-      await this.atOwner(() => releaseClaims(context, claims)).catch(() => {});
+      await this.atOwner(() => releaseClaims(context, taken)).catch(() => {});
       throw error;
     }
     // A failure here leaves the claims pending with their row: `repairClaims` (or the next claimant) holds them.
-    await this.atOwner(() => holdClaims(context, claims)).catch(() => {});
+    await this.atOwner(() => holdClaims(context, taken)).catch(() => {});
     return result;
+  }
+
+  /** Whether an upsert of `model` names a field unique across shards (in where, create or update). */
+  private claimsIn(model: string, args: Obj): boolean {
+    const unique = this.planner.keys.uniqueOf(model);
+    if (unique.length === 0) return false;
+    return [args.where, args.create, args.update].some(
+      (part) =>
+        !!part && typeof part === "object" && unique.some((u) => (part as Obj)[u.field] !== undefined),
+    );
+  }
+
+  /**
+   * An upsert that names a field unique across shards, as the update and the create it stands for,
+   * each routed and claimed as on its own: the update of the row `where` finds (through its claim
+   * when `where` names the field), else the create. A create that loses its value to a row written
+   * meanwhile (the other half of two concurrent upserts) is an update of that row after all; a value
+   * still lost after three rounds throws `UniqueViolationError`. Not one statement: the row is found,
+   * then written, as two calls (a claim has to be taken before its row).
+   */
+  private async upsertClaimed(view: View, model: string, args: Obj): Promise<unknown> {
+    const { where, create, update, ...shape } = args;
+    for (let round = 1; ; round++) {
+      try {
+        return await this.route(view, model, "update", { ...shape, where, data: update ?? {} });
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+      try {
+        return await this.route(view, model, "create", { ...shape, data: create ?? {} });
+      } catch (error) {
+        const lost =
+          isShardkitError(error, "UNIQUE_VIOLATION") || (error as { code?: unknown })?.code === "P2002";
+        if (!lost || round === 3) throw error;
+      }
+    }
   }
 
   /**

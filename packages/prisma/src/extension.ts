@@ -180,11 +180,12 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         /**
          * Settles the claims of fields unique across shards left pending longer than `olderThanMs`
          * (default 60 s) by a write that crashed: held when the row holds the value, else deleted.
-         * Run it from a timer, as the relay runs.
+         * Forgets claim write tokens older than `tokensOlderThanMs` (default a day). Run it from a
+         * timer, as the relay runs.
          */
         $repairClaims(
           this: unknown,
-          repairOptions: { olderThanMs?: number } = {},
+          repairOptions: { olderThanMs?: number; tokensOlderThanMs?: number } = {},
         ): Promise<ClaimRepairReport> {
           const routed = own(this);
           return repairClaims(routed.executor.claimContext(routed.view), repairOptions);

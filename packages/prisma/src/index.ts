@@ -20,6 +20,7 @@ export { withShardDeadline } from "./deadline.js";
 export {
   ConnectionBudgetError,
   CrossShardError,
+  DatabaseTimeoutError,
   DirectoryUnavailableError,
   IdempotencyConflictError,
   InvalidEventError,

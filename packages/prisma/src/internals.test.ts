@@ -19,6 +19,7 @@ describe("Prisma internals shardkit reads", () => {
       "ProcessedEvent",
       "Setting",
       "UniqueClaim",
+      "UniqueClaimToken",
       "Wallet",
     ]);
     expect(model.models.Wallet?.fields.customerId).toEqual({ kind: "scalar", type: "String" });

@@ -52,6 +52,7 @@ const dataModel: DataModel = {
     Session: { fields: { id: scalar("Int"), token: scalar("String") } },
     Account: { fields: { id: scalar("Int"), externalId: scalar("String") } },
     UniqueClaim: { fields: { scope: scalar("String"), value: scalar("String") } },
+    UniqueClaimToken: { fields: { token: scalar("String") } },
   },
 };
 
@@ -530,6 +531,7 @@ describe("fields unique across shards", () => {
       ownerId: owner,
       stored: "ana@example.com",
       state: "held",
+      token: "t",
     };
     const plan = shardPlan(
       p.plan(
@@ -592,10 +594,14 @@ describe("fields unique across shards", () => {
     expect(nested.message).toMatch(/User\.email is unique across shards and a nested write cannot claim it/);
   });
 
-  it("without the UniqueClaim model in the schema, unique is a config error", () => {
+  it("without the UniqueClaim and UniqueClaimToken models in the schema, unique is a config error naming them", () => {
     const { UniqueClaim: _, ...models } = dataModel.models;
     expect(
       () => new Planner({ models }, registry, { models: { User: { unique: { email: true } } } }),
-    ).toThrow(/UniqueClaim model/);
+    ).toThrow(/the UniqueClaim model of/);
+    const { UniqueClaimToken: __, ...neither } = models;
+    expect(
+      () => new Planner({ models: neither }, registry, { models: { User: { unique: { email: true } } } }),
+    ).toThrow(/the UniqueClaim and UniqueClaimToken models of/);
   });
 });

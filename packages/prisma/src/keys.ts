@@ -247,9 +247,10 @@ export class KeyRouting {
       }
       this.relations.set(name, relations);
     }
-    if (claims && !dataModel.models.UniqueClaim) {
+    const missing = ["UniqueClaim", "UniqueClaimToken"].filter((m) => !dataModel.models[m]);
+    if (claims && missing.length > 0) {
       issues.push(
-        "unique: fields unique across shards need the UniqueClaim model of @shardkit/prisma/schema/shardkit.prisma in your schema",
+        `unique: fields unique across shards need the ${missing.join(" and ")} model${missing.length > 1 ? "s" : ""} of @shardkit/prisma/schema/shardkit.prisma in your schema`,
       );
     }
   }

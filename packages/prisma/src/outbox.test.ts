@@ -9,11 +9,12 @@ import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
-import { IdempotencyConflictError, PartialCommitError } from "./errors.js";
+import { DatabaseTimeoutError, IdempotencyConflictError, PartialCommitError } from "./errors.js";
 import { consumeOnce, idempotent } from "./idempotency.js";
 import { emitEvent, type OutboxMessage } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
 import { createOutboxRelay } from "./relay.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 const world = makeWorld();
 const { db, clients, registry } = world;
@@ -477,14 +478,20 @@ describe("relay", () => {
     }
   });
 
-  it("a frozen database (its server SIGSTOPped) delays only its own events; lag() reports it unavailable", async () => {
+  it("a frozen database (its server SIGSTOPped) delays only its own events; its polls fail in bounded time; lag() reports it unavailable", async () => {
     await seed(4, [S.g0m0, S.g1m1]); // 2 events on a, 2 on c (the second server)
     await clients.c.outboxEvent.count(); // open a connection to c before it freezes
     const seen: string[] = [];
+    const errors: unknown[] = [];
     const relay = createOutboxRelay({
       registry,
       pollIntervalMs: 20,
       lagTimeoutMs: 300,
+      queryTimeoutMs: 300,
+      // A claim that timed out here runs once the server thaws, and its events wait for their lease.
+      deliveryTimeoutMs: 1000,
+      leaseMs: 2000,
+      onError: (error, database) => void errors.push([database, error]),
       deliver: async (m) => void seen.push(m.shard.key),
     });
     await withClusterFrozen(SECOND.cluster, async () => {
@@ -494,6 +501,18 @@ describe("relay", () => {
       expect(lag.map((l) => l.pending)).toEqual([0, 0, null]);
       expect(lag[2]!.error).toBeDefined();
       expect(seen.filter((k) => k === "1/1")).toEqual([]);
+      // The frozen database's loop does not hang on it: its polls fail, each after queryTimeoutMs.
+      await expect.poll(() => errors.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+      const [database, error] = errors[0] as [string, DatabaseTimeoutError];
+      expect(database).toBe("database #2");
+      expect(error).toBeInstanceOf(DatabaseTimeoutError);
+      expect(error.message).toBe("database database #2 (shards 1/1, 1/2) did not answer within 300 ms");
+      expect(isShardUnavailable(error)).toBe(true);
+      // A single poll of every database answers too, the frozen one missing.
+      const once = await relay.runOnce();
+      expect(once.missing.map((m) => [m.database, (m.error as Error).name])).toEqual([
+        ["database #2", "DatabaseTimeoutError"],
+      ]);
     });
     await expect.poll(() => seen.filter((k) => k === "1/1").length, { timeout: 20_000 }).toBe(2);
     await relay.stop();

@@ -2,7 +2,8 @@ import { SpanKind } from "@opentelemetry/api";
 import { ShardedUUID } from "@shardkit/id";
 import { scatter } from "@shardkit/scatter";
 import { decodeJson } from "./codec.js";
-import { RoutingOptionsError } from "./errors.js";
+import { withDeadline } from "./deadline.js";
+import { DatabaseTimeoutError, RoutingOptionsError } from "./errors.js";
 import type { OutboxMessage } from "./outbox.js";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
 import { shardBitsSql } from "./sql.js";
@@ -49,6 +50,14 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
   leaseMs?: number;
   /** How long `lag()` waits for a database before reporting it unavailable. Default 5 s. */
   lagTimeoutMs?: number;
+  /**
+   * How long one of the relay's own statements (claiming a batch, recording an outcome, releasing
+   * what a batch had no time for) may take before the poll of its database fails with
+   * `DatabaseTimeoutError` (reported to `onError`, retried with backoff; the other databases go on).
+   * A late statement may still take effect: claimed events come back when their lease ends, an
+   * outcome not recorded means the event is delivered again. Default 30 s.
+   */
+  queryTimeoutMs?: number;
   /**
    * Receives poll failures of a database (e.g. its server is down) while `start()`ed, with the
    * database's name (`registry.physical[i].name`) and the keys of the shards it holds.
@@ -204,6 +213,12 @@ export function createOutboxRelay<Client extends ShardClient>(
   const deliveryTimeoutMs = options.deliveryTimeoutMs ?? 10_000;
   const leaseMs = options.leaseMs ?? 60_000;
   const lagTimeoutMs = options.lagTimeoutMs ?? 5000;
+  const queryTimeoutMs = options.queryTimeoutMs ?? 30_000;
+  if (!(Number.isFinite(queryTimeoutMs) && queryTimeoutMs > 0)) {
+    throw new RoutingOptionsError([
+      `queryTimeoutMs must be a positive number of milliseconds, got ${JSON.stringify(options.queryTimeoutMs)}`,
+    ]);
+  }
   const deliveryConcurrency = options.deliveryConcurrency ?? 8;
   if (!(Number.isSafeInteger(deliveryConcurrency) && deliveryConcurrency >= 1)) {
     throw new RoutingOptionsError([
@@ -223,6 +238,13 @@ export function createOutboxRelay<Client extends ShardClient>(
   const shardsOf = (p: PhysicalShard<Client>) => p.shards.map((s) => s.key).join(",");
   const keyOf = (p: PhysicalShard<Client>) => String(p.index);
   const whose = (p: PhysicalShard<Client>) => ({ database: p.name, shards: shardsOf(p) });
+  /** One of the relay's statements on `physical`, bounded by `queryTimeoutMs`. */
+  const bounded = <T>(physical: PhysicalShard<Client>, run: () => PromiseLike<T>) =>
+    withDeadline(
+      queryTimeoutMs,
+      () => new DatabaseTimeoutError(physical.name, physical.shards, queryTimeoutMs),
+      run,
+    );
   const telemetry = telemetryOf(options.telemetry, "@shardkit/prisma");
   const lagHistogram = telemetry?.metering
     ? telemetry.histogram(
@@ -254,11 +276,12 @@ export function createOutboxRelay<Client extends ShardClient>(
 
   /** Delivers one claimed event and records its outcome (fenced by its attempt count). */
   async function deliverRow(
-    db: Raw,
+    physical: PhysicalShard<Client>,
     row: Row,
     report: RelayDatabaseReport,
-    databaseName: string,
   ): Promise<void> {
+    const db = physical.client as unknown as Raw;
+    const databaseName = physical.name;
     const message: OutboxMessage = {
       id: row.id,
       topic: row.topic,
@@ -292,13 +315,15 @@ export function createOutboxRelay<Client extends ShardClient>(
       const dead = row.attempts >= maxAttempts && !retryable(error);
       const delay = Math.min(maxMs, baseMs * 2 ** (row.attempts - 1));
       const text = error instanceof Error ? error.message : String(error);
-      await db.$executeRawUnsafe(
-        FAILED,
-        row.id,
-        row.attempts,
-        text.slice(0, 2000),
-        dead ? "dead" : "pending",
-        delay,
+      await bounded(physical, () =>
+        db.$executeRawUnsafe(
+          FAILED,
+          row.id,
+          row.attempts,
+          text.slice(0, 2000),
+          dead ? "dead" : "pending",
+          delay,
+        ),
       );
       if (dead) {
         report.dead++;
@@ -310,7 +335,7 @@ export function createOutboxRelay<Client extends ShardClient>(
       } else report.retried++;
       return;
     }
-    await db.$executeRawUnsafe(DELIVERED, row.id, row.attempts);
+    await bounded(physical, () => db.$executeRawUnsafe(DELIVERED, row.id, row.attempts));
     report.delivered++;
   }
 
@@ -324,11 +349,13 @@ export function createOutboxRelay<Client extends ShardClient>(
     };
     const db = physical.client as unknown as Raw;
     const leaseEnds = Date.now() + leaseMs;
-    const rows = await db.$queryRawUnsafe<Row[]>(
-      CLAIM,
-      batchSize,
-      leaseMs,
-      physical.shards.map((shard) => shard.bits),
+    const rows = await bounded(physical, () =>
+      db.$queryRawUnsafe<Row[]>(
+        CLAIM,
+        batchSize,
+        leaseMs,
+        physical.shards.map((shard) => shard.bits),
+      ),
     );
     report.claimed = rows.length;
     lagHistogram?.record(
@@ -356,16 +383,18 @@ export function createOutboxRelay<Client extends ShardClient>(
             released.push(...lane.slice(i));
             break;
           }
-          await deliverRow(db, row, report, physical.name);
+          await deliverRow(physical, row, report);
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(deliveryConcurrency, queue.length) }, work));
     if (released.length > 0) {
-      await db.$executeRawUnsafe(
-        RELEASE,
-        released.map((r) => r.id),
-        released.map((r) => r.attempts),
+      await bounded(physical, () =>
+        db.$executeRawUnsafe(
+          RELEASE,
+          released.map((r) => r.id),
+          released.map((r) => r.attempts),
+        ),
       );
       report.claimed -= released.length;
     }

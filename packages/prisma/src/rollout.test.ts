@@ -57,6 +57,7 @@ describe("rolloutSchema on PGlite (push)", () => {
         "ProcessedEvent",
         "Setting",
         "UniqueClaim",
+        "UniqueClaimToken",
         "Wallet",
       ]);
     }

@@ -70,4 +70,6 @@ export interface ClaimRecord {
   ownerId: string;
   stored: string;
   state: string;
+  /** The write that took the claim ("" for claims written before tokens). */
+  token: string;
 }

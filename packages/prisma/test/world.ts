@@ -61,7 +61,7 @@ export function makeWorld() {
     async truncate() {
       for (const client of Object.values(clients)) {
         await client.$executeRawUnsafe(
-          'TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting", "OutboxEvent", "ProcessedEvent", "IdempotencyKey", "UniqueClaim" RESTART IDENTITY',
+          'TRUNCATE "OrderItem", "Order", "Wallet", "Customer", "Setting", "OutboxEvent", "ProcessedEvent", "IdempotencyKey", "UniqueClaim", "UniqueClaimToken" RESTART IDENTITY',
         );
       }
       log.length = 0;
