@@ -2,6 +2,7 @@ import { isShardkitError } from "@shardkit/id";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { AllocationService, Outcome } from "./allocation-service.js";
+import type { Auth, Principal } from "./auth.js";
 import { AllocationsError } from "./errors.js";
 import { refuseDuplicateKeys } from "./json-body.js";
 
@@ -64,14 +65,47 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
   return reply.code(status).send(outcome.result);
 }
 
-/** The HTTP API of the allocations service. */
-export function buildApp(service: AllocationService, options: { logger?: boolean } = {}) {
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The caller, from the request's credential. */
+    principal: Principal | null;
+  }
+}
+
+/**
+ * The HTTP API of the allocations service. Every route needs a credential (`Authorization: Bearer
+ * <token>`, see auth.ts): creating buckets is for operators; a desk holds and confirms units as
+ * itself only (a body naming another desk is 403) and reads buckets.
+ */
+export function buildApp(service: AllocationService, options: { auth: Auth; logger?: boolean }) {
+  const { auth } = options;
   const app = Fastify({ logger: options.logger ?? false });
+  app.decorateRequest("principal", null);
+  app.addHook("onRequest", async (req) => {
+    req.principal = await auth.verify(req.headers.authorization);
+  });
+  const operator = (req: FastifyRequest) => {
+    if (req.principal?.role !== "admin") {
+      throw new AllocationsError("FORBIDDEN", "this route is for operators: it needs an admin credential");
+    }
+  };
+  /** A desk acts as itself: the desk a body names must be the caller's (an operator may name any). */
+  const asDesk = (req: FastifyRequest, desk: string) => {
+    const principal = req.principal;
+    if (principal?.role === "admin") return;
+    if (principal?.role !== "desk" || principal.desk !== desk) {
+      throw new AllocationsError(
+        "FORBIDDEN",
+        `desk: this credential acts for desk "${principal?.role === "desk" ? principal.desk : ""}", not "${desk}"`,
+      );
+    }
+  };
   // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
   refuseDuplicateKeys(app, (message) => new AllocationsError("VALIDATION", message));
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof AllocationsError) {
       if (error.status === 503) reply.header("retry-after", "1");
+      if (error.status === 401) reply.header("www-authenticate", 'Bearer realm="allocations"');
       return reply.code(error.status).send({ ...error.body, error: error.code, message: error.message });
     }
     if (isShardkitError(error, "INVALID_SHARDED_ID")) {
@@ -88,11 +122,13 @@ export function buildApp(service: AllocationService, options: { logger?: boolean
   });
 
   app.post("/buckets", async (req, reply) => {
+    operator(req);
     const body = parse(schemas.bucket, req.body);
     return send(reply, 201, await service.createBucket(body, idempotencyKey(req)));
   });
   app.post<{ Params: { bucketId: string } }>("/buckets/:bucketId/holds", async (req, reply) => {
     const body = parse(schemas.hold, req.body);
+    asDesk(req, body.desk);
     return send(
       reply,
       201,
@@ -102,6 +138,7 @@ export function buildApp(service: AllocationService, options: { logger?: boolean
   // Routed by bucket_id: the decision runs on the bucket's shard, wherever that is now.
   app.post("/allocations/confirm", async (req, reply) => {
     const body = parse(schemas.confirm, req.body);
+    asDesk(req, body.desk);
     const outcome = await service.confirm(
       { bucketId: body.bucket_id, desk: body.desk, holdId: body.hold_id, units: body.units },
       idempotencyKey(req),

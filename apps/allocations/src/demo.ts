@@ -8,12 +8,13 @@
 // shard 0/1 placed on a database, and a spare under `databases`), they are PostgreSQL and the move
 // is live, on logical replication (the source's server needs wal_level = logical);
 // SHARDKIT_MOVE_MODE=offline moves offline there too.
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { moveShard } from "@shardkit/ownership";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
+import { createAuth } from "./auth.js";
 import { embeddedDatabases, openRouter, openServiceRouter, type Router } from "./shards.js";
 
 const say = (line = "") => process.stdout.write(`${line}\n`);
@@ -89,23 +90,33 @@ async function postgres(shardsJson: string): Promise<Setup> {
 }
 
 const setup = process.env.SHARDKIT_SHARDS ? await postgres(process.env.SHARDKIT_SHARDS) : await embedded();
+// Credentials: an operator's token makes the bucket; each desk confirms with its own. (A real
+// deployment issues them where it authenticates people, with ALLOCATIONS_AUTH_SECRET.)
+const auth = createAuth(process.env.ALLOCATIONS_AUTH_SECRET ?? randomBytes(32).toString("base64url"));
+const operator = await auth.issue({ role: "admin", subject: "demo" });
 const desks = await Promise.all(
   [
     { name: "desk one", poll: true },
     { name: "desk two", poll: false },
   ].map(async ({ name, poll }) => {
     const router = await setup.open(poll);
-    const app = buildApp(new AllocationService(router));
+    const app = buildApp(new AllocationService(router), { auth });
     const base = await app.listen({ port: 0, host: "127.0.0.1" });
-    return { name, router, app, base };
+    return { name, router, app, base, token: await auth.issue({ role: "desk", desk: name }) };
   }),
 );
 const mover = await setup.open(false);
 
-async function call(base: string, path: string, body: unknown, key: string = randomUUID()) {
+async function call(
+  base: string,
+  path: string,
+  body: unknown,
+  key: string = randomUUID(),
+  token: string = operator,
+) {
   const res = await fetch(`${base}${path}`, {
     method: "POST",
-    headers: { "content-type": "application/json", "idempotency-key": key },
+    headers: { "content-type": "application/json", "idempotency-key": key, authorization: `Bearer ${token}` },
     body: JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Record<string, string> };
@@ -140,7 +151,13 @@ const move = new Promise<void>((resolve) => {
 const work = desks.map(async (desk) => {
   for (let i = 0; ; i++) {
     const key = `${desk.name.replace(" ", "-")}-${i}`;
-    const res = await call(desk.base, "/allocations/confirm", { bucket_id: bucketId, desk: desk.name }, key);
+    const res = await call(
+      desk.base,
+      "/allocations/confirm",
+      { bucket_id: bucketId, desk: desk.name },
+      key,
+      desk.token,
+    );
     if (res.status === 201) confirmed.push({ desk: desk.name, key, id: res.body.id! });
     else refused[res.body.error!] = (refused[res.body.error!] ?? 0) + 1;
     if (res.body.error === "SOLD_OUT") return;

@@ -2,6 +2,8 @@ import { ShardkitError } from "@shardkit/id";
 
 export type AllocationsErrorCode =
   | "VALIDATION"
+  | "UNAUTHENTICATED"
+  | "FORBIDDEN"
   | "NOT_FOUND"
   | "SOLD_OUT"
   | "HOLD_NOT_ACTIVE"
@@ -12,6 +14,8 @@ export type AllocationsErrorCode =
 const STATUS: Record<AllocationsErrorCode, number> = {
   VALIDATION: 400,
   IDEMPOTENCY_KEY_REQUIRED: 400,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   SOLD_OUT: 409,
   HOLD_NOT_ACTIVE: 409,

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
 import { type Database, embeddedDatabases, openRouter, type Router } from "./shards.js";
+import { auth, bearer, operator } from "./test/auth.js";
 
 // The HTTP API on embedded PGlite databases: shards 0/0 and 0/1 in db-a, 1/0 in db-b, db-new a spare.
 let databases: Database[];
@@ -16,7 +17,7 @@ beforeAll(async () => {
     { name: "db-new", shards: [] },
   ]);
   router = await openRouter(databases);
-  app = buildApp(new AllocationService(router));
+  app = buildApp(new AllocationService(router), { auth });
 });
 afterAll(async () => {
   await app.close();
@@ -25,12 +26,18 @@ afterAll(async () => {
 });
 
 let n = 0;
-async function post(url: string, body: unknown, key: string | null = `key-${++n}-${Date.now()}`) {
+/** A POST as `token`'s holder (default: an operator; null: no credential). */
+async function post(
+  url: string,
+  body: unknown,
+  key: string | null = `key-${++n}-${Date.now()}`,
+  token: string | null = operator,
+) {
   const res = await app.inject({
     method: "POST",
     url,
     payload: body as object,
-    headers: key ? { "idempotency-key": key } : {},
+    headers: { ...(key ? { "idempotency-key": key } : {}), ...(token ? bearer(token) : {}) },
   });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
@@ -40,7 +47,11 @@ describe("allocations over HTTP", () => {
     const res = await app.inject({
       method: "POST",
       url: "/buckets",
-      headers: { "idempotency-key": `dup-key-${Date.now()}`, "content-type": "application/json" },
+      headers: {
+        "idempotency-key": `dup-key-${Date.now()}`,
+        "content-type": "application/json",
+        ...bearer(operator),
+      },
       payload: '{"name":"B-2","capacity":1,"capacity":1000000}',
     });
     expect([res.statusCode, res.json()]).toEqual([
@@ -92,7 +103,7 @@ describe("allocations over HTTP", () => {
       winner.body.id,
       "true",
     ]);
-    const view = await app.inject({ method: "GET", url: `/buckets/${id}` });
+    const view = await app.inject({ method: "GET", url: `/buckets/${id}`, headers: bearer(operator) });
     expect(view.json()).toMatchObject({ capacity: 3, held: 0, confirmed: 3, confirmations: 2 });
   });
 
@@ -116,7 +127,7 @@ describe("allocations over HTTP", () => {
     expect(confirmed.status).toBe(201);
     expect(router.registry.physicalOf(id).name).toBe("db-new");
     expect(router.map.counters.staleRejections).toBeGreaterThanOrEqual(1);
-    const view = await app.inject({ method: "GET", url: `/buckets/${id}` });
+    const view = await app.inject({ method: "GET", url: `/buckets/${id}`, headers: bearer(operator) });
     expect(view.json()).toMatchObject({ confirmed: 4 });
   });
 
@@ -150,5 +161,43 @@ describe("allocations over HTTP", () => {
     expect([emoji.status, emoji.body.name]).toEqual([201, "\u{1F39F} B-1"]);
     const noKey = await post("/buckets", { name: "x", capacity: 1 }, null);
     expect([noKey.status, noKey.body.error]).toEqual([400, "IDEMPOTENCY_KEY_REQUIRED"]);
+  });
+
+  it("every route needs a valid credential; a desk holds and confirms only as itself; buckets are made by operators", async () => {
+    const bucket = await post("/buckets", { name: "guarded", capacity: 5, shard: "1/0" });
+    const id = bucket.body.id as string;
+    const expired = await auth.issue({ role: "admin", subject: "tests" }, "-1m");
+    for (const token of [null, "garbage", `${operator.slice(0, -2)}xx`, expired]) {
+      for (const [url, body] of [
+        ["/buckets", { name: "x", capacity: 1 }],
+        [`/buckets/${id}/holds`, { units: 1, desk: "one" }],
+        ["/allocations/confirm", { bucket_id: id, desk: "one" }],
+      ] as const) {
+        const res = await post(url, body, undefined, token);
+        expect([url, res.status, res.body.error]).toEqual([url, 401, "UNAUTHENTICATED"]);
+        expect(res.headers["www-authenticate"]).toBe('Bearer realm="allocations"');
+      }
+      const view = await app.inject({
+        method: "GET",
+        url: `/buckets/${id}`,
+        headers: token ? bearer(token) : {},
+      });
+      expect(view.statusCode).toBe(401);
+    }
+    const one = await auth.issue({ role: "desk", desk: "one" });
+    const mine = await post(`/buckets/${id}/holds`, { units: 2, desk: "one" }, undefined, one);
+    expect(mine.status).toBe(201);
+    for (const [url, body] of [
+      [`/buckets/${id}/holds`, { units: 1, desk: "two" }],
+      ["/allocations/confirm", { bucket_id: id, desk: "two" }],
+      ["/allocations/confirm", { bucket_id: id, hold_id: mine.body.id, desk: "two" }],
+    ] as const) {
+      const res = await post(url, body, undefined, one);
+      expect([url, res.status, res.body.error]).toEqual([url, 403, "FORBIDDEN"]);
+    }
+    const made = await post("/buckets", { name: "x", capacity: 1 }, undefined, one);
+    expect([made.status, made.body.error]).toEqual([403, "FORBIDDEN"]);
+    const view = await app.inject({ method: "GET", url: `/buckets/${id}`, headers: bearer(one) });
+    expect(view.json()).toMatchObject({ capacity: 5, held: 2, confirmed: 0 });
   });
 });

@@ -5,13 +5,21 @@
 import { join } from "node:path";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
+import { createAuth, MIN_SECRET_LENGTH } from "./auth.js";
 import { openServiceRouter } from "./shards.js";
 
+// Every route takes a credential signed with this secret (see auth.ts and the README).
+const secret = process.env.ALLOCATIONS_AUTH_SECRET ?? "";
+if (secret.length < MIN_SECRET_LENGTH) {
+  throw new Error(
+    `allocations service: bad environment:\n  - ALLOCATIONS_AUTH_SECRET: required, at least ${MIN_SECRET_LENGTH} characters (the secret credentials are signed with)`,
+  );
+}
 const router = await openServiceRouter({
   shardsJson: process.env.SHARDKIT_SHARDS,
   dataDir: join(process.cwd(), ".data"),
 });
-const app = buildApp(new AllocationService(router), { logger: true });
+const app = buildApp(new AllocationService(router), { auth: createAuth(secret), logger: true });
 const port = Number(process.env.PORT ?? 3000);
 if (!(Number.isInteger(port) && port >= 0 && port <= 65_535)) {
   throw new Error(

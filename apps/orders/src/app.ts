@@ -1,6 +1,7 @@
 import { isShardkitError } from "@shardkit/id";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
+import type { Auth, Principal } from "./auth.js";
 import { OrdersError } from "./errors.js";
 import { refuseDuplicateKeys } from "./json-body.js";
 import type { OrderService, Outcome } from "./order-service.js";
@@ -172,9 +173,54 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
   return reply.code(status).send(outcome.result);
 }
 
-/** The HTTP API of the orders service. Money travels as strings of minor units. */
-export function buildApp(service: OrderService, options: { logger?: boolean } = {}) {
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The caller, from the request's credential (null only on /health, which needs none). */
+    principal: Principal | null;
+  }
+}
+
+/** Routes a load balancer calls without a credential. */
+const OPEN = new Set(["/health"]);
+
+/**
+ * The HTTP API of the orders service. Money travels as strings of minor units. Every route but
+ * `/health` needs a credential (`Authorization: Bearer <token>`, see auth.ts): a customer reaches
+ * only itself and its own orders; creating customers and the back office (`/admin/...`) are for
+ * operators (an admin credential). Another customer's data answers 404, as if it did not exist.
+ */
+export function buildApp(service: OrderService, options: { auth: Auth; logger?: boolean }) {
+  const { auth } = options;
   const app = Fastify({ logger: options.logger ?? false });
+  app.decorateRequest("principal", null);
+  app.addHook("onRequest", async (req) => {
+    if (OPEN.has(req.routeOptions.url ?? "")) return;
+    req.principal = await auth.verify(req.headers.authorization);
+  });
+  /** The customer the caller acts as, or null for an operator (who may act on any). */
+  const actingAs = (req: FastifyRequest): string | null => {
+    const principal = req.principal;
+    if (!principal) throw new OrdersError("UNAUTHENTICATED", "this route needs a credential");
+    return principal.role === "admin" ? null : principal.customerId;
+  };
+  const operator = (req: FastifyRequest) => {
+    if (actingAs(req) !== null) {
+      throw new OrdersError("FORBIDDEN", "this route is for operators: it needs an admin credential");
+    }
+  };
+  const customer = (req: FastifyRequest, customerId: string) => {
+    const as = actingAs(req);
+    if (as !== null && as !== customerId)
+      throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
+  };
+  /** An order, when the caller may see it (404 otherwise, as for one that does not exist). */
+  const order = async (req: FastifyRequest, orderId: string) => {
+    const found = await service.getOrder(orderId);
+    const as = actingAs(req);
+    if (as !== null && found.customerId !== as)
+      throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
+    return found;
+  };
   // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
   refuseDuplicateKeys(app, (message) => new OrdersError("VALIDATION", message));
   // Text PostgreSQL would refuse or a client would get back altered is a 400, before any handler.
@@ -188,6 +234,7 @@ export function buildApp(service: OrderService, options: { logger?: boolean } = 
 
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof OrdersError) {
+      if (error.status === 401) reply.header("www-authenticate", 'Bearer realm="orders"');
       return reply.code(error.status).send({ error: error.code, message: error.message, ...error.body });
     }
     if (isShardkitError(error, "INVALID_SHARDED_ID")) {
@@ -208,30 +255,38 @@ export function buildApp(service: OrderService, options: { logger?: boolean } = 
     return reply.code(report.status === "down" ? 503 : 200).send(report);
   });
   app.post("/customers", async (req, reply) => {
+    operator(req);
     const body = parse(schemas.customer, req.body);
     return send(reply, 201, await service.createCustomer(body, idempotencyKey(req)));
   });
-  app.get<{ Params: { customerId: string } }>("/customers/:customerId", (req) =>
-    service.getCustomer(req.params.customerId),
-  );
+  app.get<{ Params: { customerId: string } }>("/customers/:customerId", (req) => {
+    customer(req, req.params.customerId);
+    return service.getCustomer(req.params.customerId);
+  });
   app.post<{ Params: { customerId: string } }>("/customers/:customerId/orders", async (req, reply) => {
+    customer(req, req.params.customerId);
     const body = parse(schemas.order, req.body);
     return send(reply, 201, await service.placeOrder(req.params.customerId, body, idempotencyKey(req)));
   });
   app.get<{ Params: { customerId: string } }>("/customers/:customerId/orders", (req) => {
+    customer(req, req.params.customerId);
     const query = parse(schemas.page, req.query);
     return service.listCustomerOrders(req.params.customerId, query.limit, query.cursor);
   });
   app.post<{ Params: { orderId: string } }>("/orders/:orderId/cancel", async (req, reply) => {
     parse(z.strictObject({}), req.body);
+    // A customer cancels only its own orders (an operator's cancel is decided, and recorded, as is).
+    if (actingAs(req) !== null) await order(req, req.params.orderId);
     return send(reply, 200, await service.cancelOrder(req.params.orderId, idempotencyKey(req)));
   });
-  app.get<{ Params: { orderId: string } }>("/orders/:orderId", (req) => service.getOrder(req.params.orderId));
+  app.get<{ Params: { orderId: string } }>("/orders/:orderId", (req) => order(req, req.params.orderId));
   app.get("/admin/orders", (req) => {
+    operator(req);
     const { limit, cursor, partial, ...filter } = parse(schemas.adminOrders, req.query);
     return service.listOrders(filter, limit, cursor, { partial: partial === "true" });
   });
   app.get("/admin/totals", (req) => {
+    operator(req);
     const { partial, ...period } = parse(schemas.totals, req.query);
     return service.totals(period, { partial: partial === "true" });
   });

@@ -13,6 +13,8 @@ describe("the demo (tsx src/demo.ts)", () => {
     expect(output).toMatch(/Ana {4}DE\/acme {5}-> shard 0\/1/);
     expect(output).toMatch(/shard 1\/0: Elena\n/);
     expect(output).toMatch(/Bruno orders 90.00 more .*: HTTP 409 CREDIT_LIMIT_EXCEEDED/);
+    expect(output).toContain("Ana (her own token) reads her order: HTTP 200; Bruno's: HTTP 404 NOT_FOUND");
+    expect(output).toContain("no credential: HTTP 401 UNAUTHENTICATED");
     expect(output).toMatch(/Bruno cancels his 249.00 order: HTTP 200 cancelled/);
     expect(output).toMatch(/Bruno orders the 90.00 again: HTTP 201 placed/);
     expect(output).toMatch(/replayed: true, same order: true/);

@@ -1,12 +1,13 @@
 // The demo (`demo` script): starts the orders service on embedded PGlite shards (or
 // the PostgreSQL shards in SHARDKIT_SHARDS), drives a scenario over real HTTP and shows where
 // every row lives, the back office's list and totals across shards, and the outbox.
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
 import { buildApp } from "./app.js";
+import { createAuth } from "./auth.js";
 import { OrderService } from "./order-service.js";
 import { openShards } from "./shards.js";
 
@@ -27,15 +28,29 @@ const relay = createOutboxRelay({
     delivered.push(m);
   },
 });
-const app = buildApp(service);
+// Credentials: the demo acts as an operator (the back office); a customer's own token reaches only
+// its own orders. A real deployment issues them where it authenticates people, with ORDERS_AUTH_SECRET.
+const auth = createAuth(process.env.ORDERS_AUTH_SECRET ?? randomBytes(32).toString("base64url"));
+const operator = await auth.issue({ role: "admin", subject: "demo" });
+const app = buildApp(service, { auth });
 const base = await app.listen({ port: 0, host: "127.0.0.1" });
 say(`orders service on ${base}, ${shards.describe}\n`);
 
 type Body = Record<string, unknown> & { id: string; message?: string; error?: string };
-async function call(method: string, path: string, body?: unknown, key: string = randomUUID()) {
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  key: string = randomUUID(),
+  token: string | null = operator,
+) {
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { "content-type": "application/json", "idempotency-key": key },
+    headers: {
+      "content-type": "application/json",
+      "idempotency-key": key,
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return {
@@ -121,6 +136,14 @@ const badQty = await call("POST", `/customers/${customers.Ana}/orders`, {
 say(`  Ana orders 0 keyboards: HTTP ${badQty.status} ${badQty.body.error}: ${badQty.body.message}`);
 const wrongCurrency = await call("POST", `/customers/${customers.Diego}/orders`, big);
 say(`  Diego orders in EUR: HTTP ${wrongCurrency.status} ${wrongCurrency.body.error}`);
+const asAna = await auth.issue({ role: "customer", customerId: customers.Ana! });
+const own = await call("GET", `/orders/${orders["Ana #1"]}`, undefined, undefined, asAna);
+const others = await call("GET", `/orders/${orders["Bruno #2"]}`, undefined, undefined, asAna);
+say(
+  `  Ana (her own token) reads her order: HTTP ${own.status}; Bruno's: HTTP ${others.status} ${others.body.error}`,
+);
+const anonymous = await call("GET", `/orders/${orders["Ana #1"]}`, undefined, undefined, null);
+say(`  no credential: HTTP ${anonymous.status} ${anonymous.body.error}`);
 
 say("\nback office: every order, newest first, 3 per page (one query per database, merged):");
 let cursor: string | null = null;

@@ -2,6 +2,8 @@ import { ShardkitError } from "@shardkit/id";
 
 export type OrdersErrorCode =
   | "VALIDATION"
+  | "UNAUTHENTICATED"
+  | "FORBIDDEN"
   | "NOT_FOUND"
   | "CREDIT_LIMIT_EXCEEDED"
   | "ORDER_NOT_OPEN"
@@ -14,6 +16,8 @@ export type OrdersErrorCode =
 const STATUS: Record<OrdersErrorCode, number> = {
   VALIDATION: 400,
   IDEMPOTENCY_KEY_REQUIRED: 400,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   CREDIT_LIMIT_EXCEEDED: 409,
   ORDER_NOT_OPEN: 409,

@@ -1,6 +1,7 @@
 import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Order, OrderItem } from "./generated/prisma/client.js";
+import { auth, bearer, operator } from "./test/auth.js";
 import { ordersWorld } from "./test/world.js";
 
 let world: Awaited<ReturnType<typeof ordersWorld>>;
@@ -184,7 +185,11 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
     const res = await world.app.inject({
       method: "POST",
       url: `/customers/${c.id}/orders`,
-      headers: { "idempotency-key": `dup-key-${Date.now()}`, "content-type": "application/json" },
+      headers: {
+        "idempotency-key": `dup-key-${Date.now()}`,
+        "content-type": "application/json",
+        ...bearer(operator),
+      },
       payload: '{"currency":"EUR","items":[{"sku":"A","qty":1,"qty":900,"unitPrice":"1"}]}',
     });
     expect([res.statusCode, res.json().message]).toEqual([
@@ -427,13 +432,79 @@ describe("GET /health", () => {
   });
 });
 
+describe("credentials", () => {
+  it("every route but /health answers 401 without a valid credential", async () => {
+    const c = await world.customer("DE", "anon");
+    const placed = await world.order(c, "100");
+    const routes: ["GET" | "POST", string, unknown][] = [
+      ["POST", "/customers", { name: "x", region: "DE", tenant: "x", currency: "EUR", creditLimit: "1" }],
+      ["GET", `/customers/${c.id}`, undefined],
+      [
+        "POST",
+        `/customers/${c.id}/orders`,
+        { currency: "EUR", items: [{ sku: "A", qty: 1, unitPrice: "1" }] },
+      ],
+      ["GET", `/customers/${c.id}/orders`, undefined],
+      ["POST", `/orders/${placed.body.id}/cancel`, {}],
+      ["GET", `/orders/${placed.body.id}`, undefined],
+      ["GET", "/admin/orders", undefined],
+      ["GET", "/admin/totals", undefined],
+    ];
+    const expired = await auth.issue({ role: "admin", subject: "tests" }, "-1m");
+    for (const token of [null, "garbage", `${operator.slice(0, -2)}xx`, expired]) {
+      for (const [method, url, body] of routes) {
+        const res = await world.http(method, url, body, undefined, token);
+        expect([url, res.status, res.body.error]).toEqual([url, 401, "UNAUTHENTICATED"]);
+      }
+    }
+    expect((await world.http("GET", "/health", undefined, null, null)).status).toBe(200);
+    expect((await world.http("GET", `/orders/${placed.body.id}`)).body.status).toBe("placed");
+  });
+
+  it("a customer reaches only itself and its own orders; another's answer 404; the back office 403", async () => {
+    const ana = await world.customer("DE", "ana");
+    const bo = await world.customer("DE", "bo");
+    const boOrder = (await world.order(bo, "100")).body.id as string;
+    const asAna = await auth.issue({ role: "customer", customerId: ana.id });
+    const mine = await world.http(
+      "POST",
+      `/customers/${ana.id}/orders`,
+      { currency: "EUR", items: [{ sku: "A", qty: 1, unitPrice: "250" }] },
+      undefined,
+      asAna,
+    );
+    expect(mine.status).toBe(201);
+    expect((await world.http("GET", `/orders/${mine.body.id}`, undefined, null, asAna)).status).toBe(200);
+    expect((await world.http("GET", `/customers/${ana.id}/orders`, undefined, null, asAna)).status).toBe(200);
+    for (const [method, url, body] of [
+      ["GET", `/customers/${bo.id}`, undefined],
+      [
+        "POST",
+        `/customers/${bo.id}/orders`,
+        { currency: "EUR", items: [{ sku: "A", qty: 1, unitPrice: "1" }] },
+      ],
+      ["GET", `/customers/${bo.id}/orders`, undefined],
+      ["GET", `/orders/${boOrder}`, undefined],
+      ["POST", `/orders/${boOrder}/cancel`, {}],
+    ] as const) {
+      const res = await world.http(method, url, body, undefined, asAna);
+      expect([url, res.status, res.body.error]).toEqual([url, 404, "NOT_FOUND"]);
+    }
+    for (const url of ["/admin/orders", "/admin/totals"]) {
+      const res = await world.http("GET", url, undefined, null, asAna);
+      expect([url, res.status, res.body.error]).toEqual([url, 403, "FORBIDDEN"]);
+    }
+    expect((await world.http("GET", `/orders/${boOrder}`)).body.status).toBe("placed");
+  });
+});
+
 describe("a real listening port", () => {
   it("serves the same API over HTTP", async () => {
     const base = await world.app.listen({ port: 0, host: "127.0.0.1" });
     const post = (path: string, body: unknown, key: string) =>
       fetch(`${base}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json", "idempotency-key": key },
+        headers: { "content-type": "application/json", "idempotency-key": key, ...bearer(operator) },
         body: JSON.stringify(body),
       });
     const customer = await post(
@@ -451,7 +522,7 @@ describe("a real listening port", () => {
     expect(placed.status).toBe(201);
     const order = (await placed.json()) as { id: string; total: string };
     expect(order.total).toBe("5000");
-    const got = await fetch(`${base}/orders/${order.id}`);
+    const got = await fetch(`${base}/orders/${order.id}`, { headers: bearer(operator) });
     expect(((await got.json()) as { id: string }).id).toBe(order.id);
   });
 });

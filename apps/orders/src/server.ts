@@ -6,12 +6,20 @@
 // invoicing, ...), which apply each one once with consumeOnce.
 import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
 import { buildApp } from "./app.js";
+import { createAuth, MIN_SECRET_LENGTH } from "./auth.js";
 import { OrderService } from "./order-service.js";
 import { openShards } from "./shards.js";
 
+// Every route but /health takes a credential signed with this secret (see auth.ts and the README).
+const secret = process.env.ORDERS_AUTH_SECRET ?? "";
+if (secret.length < MIN_SECRET_LENGTH) {
+  throw new Error(
+    `orders service: bad environment:\n  - ORDERS_AUTH_SECRET: required, at least ${MIN_SECRET_LENGTH} characters (the secret credentials are signed with)`,
+  );
+}
 const shards = await openShards({ shardsJson: process.env.SHARDKIT_SHARDS });
 const service = new OrderService(shards);
-const app = buildApp(service, { logger: true });
+const app = buildApp(service, { auth: createAuth(secret), logger: true });
 const publish = async (message: OutboxMessage) => {
   app.log.info({ event: message.topic, id: message.id, aggregateId: message.aggregateId }, "outbox event");
 };

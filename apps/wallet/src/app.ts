@@ -1,6 +1,7 @@
 import { isShardkitError } from "@shardkit/id";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { z } from "zod";
+import type { Auth, Principal } from "./auth.js";
 import { WalletError } from "./errors.js";
 import { refuseDuplicateKeys } from "./json-body.js";
 import type { Outcome, WalletService } from "./wallet-service.js";
@@ -97,9 +98,52 @@ function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
   return reply.code(status).send(outcome.result);
 }
 
-/** The HTTP API of the wallet service. Money travels as strings of minor units. */
-export function buildApp(service: WalletService, options: { logger?: boolean } = {}) {
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The caller, from the request's credential (null only on /health, which needs none). */
+    principal: Principal | null;
+  }
+}
+
+/** Routes a load balancer calls without a credential. */
+const OPEN = new Set(["/health"]);
+
+/**
+ * The HTTP API of the wallet service. Money travels as strings of minor units. Every route but
+ * `/health` needs a credential (`Authorization: Bearer <token>`, see auth.ts): a customer reaches
+ * only its own wallets and the transfers it made; customers and the list of every wallet are for
+ * operators (an admin credential). Another customer's wallet answers 404, as one that does not exist.
+ */
+export function buildApp(service: WalletService, options: { auth: Auth; logger?: boolean }) {
+  const { auth } = options;
   const app = Fastify({ logger: options.logger ?? false });
+  app.decorateRequest("principal", null);
+  app.addHook("onRequest", async (req) => {
+    if (OPEN.has(req.routeOptions.url ?? "")) return;
+    req.principal = await auth.verify(req.headers.authorization);
+  });
+  /** The customer the caller acts as, or null for an operator (who may act on any). */
+  const actingAs = (req: FastifyRequest): string | null => {
+    const principal = req.principal;
+    if (!principal) throw new WalletError("UNAUTHENTICATED", "this route needs a credential");
+    return principal.role === "admin" ? null : principal.customerId;
+  };
+  const operator = (req: FastifyRequest) => {
+    if (actingAs(req) !== null) {
+      throw new WalletError("FORBIDDEN", "this route is for operators: it needs an admin credential");
+    }
+  };
+  const customer = (req: FastifyRequest, customerId: string) => {
+    const as = actingAs(req);
+    if (as !== null && as !== customerId)
+      throw new WalletError("NOT_FOUND", `customer ${customerId} not found`);
+  };
+  const wallet = async (req: FastifyRequest, walletId: string) => {
+    const as = actingAs(req);
+    if (as !== null && (await service.walletOwner(walletId)) !== as) {
+      throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
+    }
+  };
   // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
   refuseDuplicateKeys(app, (message) => new WalletError("VALIDATION", message));
   // Text PostgreSQL would refuse or a client would get back altered is a 400, before any handler.
@@ -114,6 +158,7 @@ export function buildApp(service: WalletService, options: { logger?: boolean } =
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof WalletError) {
       if (error.status === 503) reply.header("retry-after", "1");
+      if (error.status === 401) reply.header("www-authenticate", 'Bearer realm="wallet"');
       return reply.code(error.status).send({ ...error.body, error: error.code, message: error.message });
     }
     if (isShardkitError(error, "INVALID_SHARDED_ID")) {
@@ -134,23 +179,28 @@ export function buildApp(service: WalletService, options: { logger?: boolean } =
     return reply.code(report.status === "down" ? 503 : 200).send(report);
   });
   app.post("/customers", async (req, reply) => {
+    operator(req);
     const body = parse(schemas.customer, req.body);
     return send(reply, 201, await service.createCustomer(body, idempotencyKey(req)));
   });
   app.post<{ Params: { customerId: string } }>("/customers/:customerId/wallets", async (req, reply) => {
+    customer(req, req.params.customerId);
     const { currency } = parse(schemas.wallet, req.body);
     return send(reply, 201, await service.openWallet(req.params.customerId, currency, idempotencyKey(req)));
   });
   app.post<{ Params: { walletId: string } }>("/wallets/:walletId/deposits", async (req, reply) => {
     const { amount } = parse(schemas.money, req.body);
+    await wallet(req, req.params.walletId);
     return send(reply, 200, await service.deposit(req.params.walletId, amount, idempotencyKey(req)));
   });
   app.post<{ Params: { walletId: string } }>("/wallets/:walletId/withdrawals", async (req, reply) => {
     const { amount } = parse(schemas.money, req.body);
+    await wallet(req, req.params.walletId);
     return send(reply, 200, await service.withdraw(req.params.walletId, amount, idempotencyKey(req)));
   });
   app.post("/transfers", async (req, reply) => {
     const body = parse(schemas.transfer, req.body);
+    await wallet(req, body.fromWalletId);
     const outcome = await service.transfer(
       body.fromWalletId,
       body.toWalletId,
@@ -160,13 +210,21 @@ export function buildApp(service: WalletService, options: { logger?: boolean } =
     // 201: done (same shard); 202: accepted, the saga finishes it (GET /transfers/:id).
     return send(reply, outcome.result.status === "pending" ? 202 : 201, outcome);
   });
-  app.get<{ Params: { transferId: string } }>("/transfers/:transferId", (req) =>
-    service.getTransfer(req.params.transferId),
-  );
-  app.get<{ Params: { walletId: string } }>("/wallets/:walletId", (req) =>
-    service.getWallet(req.params.walletId),
-  );
+  app.get<{ Params: { transferId: string } }>("/transfers/:transferId", async (req) => {
+    const transfer = await service.getTransfer(req.params.transferId);
+    // A customer reads the transfers it made (the receiver sees the credit on its own wallet).
+    const as = actingAs(req);
+    if (as !== null && (await service.walletOwner(transfer.fromWalletId)) !== as) {
+      throw new WalletError("NOT_FOUND", `transfer ${req.params.transferId} not found`);
+    }
+    return transfer;
+  });
+  app.get<{ Params: { walletId: string } }>("/wallets/:walletId", async (req) => {
+    await wallet(req, req.params.walletId);
+    return service.getWallet(req.params.walletId);
+  });
   app.get("/admin/wallets", (req) => {
+    operator(req);
     const query = parse(schemas.list, req.query);
     return service.listWallets(query.limit, query.cursor);
   });

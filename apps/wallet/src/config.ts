@@ -4,6 +4,10 @@ const ms = (fallback: number) => z.coerce.number().int().min(1).max(3_600_000).d
 
 const schema = z.object({
   SHARDKIT_SHARDS: z.string().optional(),
+  /** The secret the service's credentials are signed with (HS256): required, at least 32 characters. */
+  WALLET_AUTH_SECRET: z
+    .string({ error: "required: the secret credentials are signed with (at least 32 characters)" })
+    .min(32, { error: "must be at least 32 characters (256 bits for HS256)" }),
   PORT: z.coerce.number().int().min(0).max(65_535).default(3000),
   /** How long a call waits for its shard's database before answering 503. */
   WALLET_DEADLINE_MS: ms(5000),
@@ -19,8 +23,8 @@ const schema = z.object({
 export type ServerConfig = z.output<typeof schema>;
 
 /**
- * The service's settings from its environment, every one optional. A value that does not parse
- * stops the start with an error naming the variable, never a silent default.
+ * The service's settings from its environment, every one but WALLET_AUTH_SECRET optional. A value
+ * that does not parse stops the start with an error naming the variable, never a silent default.
  */
 export function serverConfig(env: Record<string, string | undefined>): ServerConfig {
   const parsed = schema.safeParse(env);

@@ -6,6 +6,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { createPlacement, REGIONS } from "./placement.js";
+import { bearer, operator, TEST_SECRET } from "./test/auth.js";
 import { SECOND } from "./test/global-setup.js";
 import { walletWorld } from "./test/world.js";
 
@@ -82,6 +83,7 @@ async function service() {
     "src/server.ts",
     {
       PORT: "0",
+      WALLET_AUTH_SECRET: TEST_SECRET,
       WALLET_DEADLINE_MS: "1500",
       RELAY_POLL_INTERVAL_MS: "50",
       RELAY_MAX_ATTEMPTS: "2",
@@ -139,6 +141,7 @@ describe("conservation: money is never lost or created", () => {
           headers: {
             "content-type": "application/json",
             ...(key ? { "idempotency-key": key } : {}),
+            ...bearer(operator),
           },
           body: body === undefined ? null : JSON.stringify(body),
           signal: AbortSignal.timeout(10_000),

@@ -4,6 +4,7 @@ import { createDatabase, dropDatabase, MAIN_PORT, withClusterStopped } from "@sh
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { buildApp } from "./app.js";
 import { openShards, type Shards } from "./shards.js";
+import { auth, bearer, operator } from "./test/auth.js";
 import { SECOND } from "./test/global-setup.js";
 import { WalletService } from "./wallet-service.js";
 
@@ -43,13 +44,13 @@ describe("degraded, not down", () => {
           retry: { baseMs: 50, maxMs: 250 },
           log: (line) => lines.push(line),
         });
-        const app = buildApp(new WalletService(shards, { deadlineMs: 3000 }));
+        const app = buildApp(new WalletService(shards, { deadlineMs: 3000 }), { auth });
         const post = (url: string, body: unknown) =>
           app.inject({
             method: "POST",
             url,
             payload: body as object,
-            headers: { "idempotency-key": randomUUID() },
+            headers: { "idempotency-key": randomUUID(), ...bearer(operator) },
           });
 
         const health = await app.inject({ method: "GET", url: "/health" });
@@ -86,7 +87,7 @@ describe("degraded, not down", () => {
         shards!.ready,
         new Promise((_, reject) => setTimeout(() => reject(new Error("1/1 not ready in 30 s")), 30_000)),
       ]);
-      const app = buildApp(new WalletService(shards!, { deadlineMs: 3000 }));
+      const app = buildApp(new WalletService(shards!, { deadlineMs: 3000 }), { auth });
       const health = await app.inject({ method: "GET", url: "/health" });
       expect(health.json().status).toBe("ok");
       for (let t = 0; t < 12; t++) {
@@ -94,7 +95,7 @@ describe("degraded, not down", () => {
           method: "POST",
           url: "/customers",
           payload: { name: `mx-${t}`, region: "MX", tenant: `deg-${t}` },
-          headers: { "idempotency-key": randomUUID() },
+          headers: { "idempotency-key": randomUUID(), ...bearer(operator) },
         });
         expect(res.statusCode).toBe(201);
       }

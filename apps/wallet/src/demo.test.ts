@@ -14,6 +14,8 @@ describe("the demo (tsx src/demo.ts)", () => {
     expect(output).toMatch(/Ana -> Carla EUR: completed/);
     expect(output).toMatch(/Bruno -> Diego MXN: refunded \(destination holds MXN, not EUR\)/);
     expect(output).toContain("HTTP 409 INSUFFICIENT_FUNDS");
+    expect(output).toContain("Bruno withdraws from Ana's wallet: HTTP 404 NOT_FOUND");
+    expect(output).toContain("no credential: HTTP 401 UNAUTHENTICATED");
     expect(output).toMatch(/total EUR: 200.00 = deposits 200.00 - withdrawals 0.00: conserved/);
     expect(output).toMatch(/total MXN: 200.00 = deposits 200.00 - withdrawals 0.00: conserved/);
   }, 120_000);

@@ -1,12 +1,13 @@
 // The demo (`demo` script): starts the wallet service on embedded PGlite shards (or the
 // PostgreSQL shards in SHARDKIT_SHARDS), drives a scenario over real HTTP and shows where every
 // row lives and the final balances.
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay } from "@shardkit/prisma";
 import { buildApp } from "./app.js";
+import { createAuth } from "./auth.js";
 import { openShards } from "./shards.js";
 import { WalletService } from "./wallet-service.js";
 
@@ -24,15 +25,23 @@ const relay = createOutboxRelay({
   pollIntervalMs: 50,
   deliver: (m) => service.handle(m),
 });
-const app = buildApp(service);
+// Credentials: an operator's token creates customers; each customer acts with its own token. (A
+// real deployment issues them where it authenticates people, signed with WALLET_AUTH_SECRET.)
+const auth = createAuth(process.env.WALLET_AUTH_SECRET ?? randomBytes(32).toString("base64url"));
+const operator = await auth.issue({ role: "admin", subject: "demo" });
+const app = buildApp(service, { auth });
 const base = await app.listen({ port: 0, host: "127.0.0.1" });
 relay.start();
 say(`wallet service on ${base}, ${shards.describe}\n`);
 
-async function call(method: string, path: string, body?: unknown) {
+async function call(method: string, path: string, body?: unknown, token: string | null = operator) {
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { "content-type": "application/json", "idempotency-key": randomUUID() },
+    headers: {
+      "content-type": "application/json",
+      "idempotency-key": randomUUID(),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: response.status, body: (await response.json()) as Record<string, string> };
@@ -47,28 +56,37 @@ const people = [
   { name: "Diego", region: "MX", tenant: "initech" },
 ];
 const wallets: Record<string, string> = {};
+const tokens: Record<string, string> = {};
 say("customers (the region picks the group, the tenant's hash picks the shard):");
 for (const person of people) {
   const customer = (await call("POST", "/customers", person)).body;
+  const token = await auth.issue({ role: "customer", customerId: customer.id! });
+  tokens[person.name] = token;
   const currency = person.region === "MX" ? "MXN" : "EUR";
-  const wallet = (await call("POST", `/customers/${customer.id}/wallets`, { currency })).body;
+  const wallet = (await call("POST", `/customers/${customer.id}/wallets`, { currency }, token)).body;
   wallets[person.name] = wallet.id!;
   names.set(wallet.id!, `${person.name} ${currency}`);
   say(
     `  ${person.name.padEnd(6)} ${person.region}/${person.tenant.padEnd(8)} -> shard ${shardOf(customer.id!)}  wallet ${wallet.id} (${currency})`,
   );
-  await call("POST", `/wallets/${wallet.id}/deposits`, { amount: "10000" });
+  await call("POST", `/wallets/${wallet.id}/deposits`, { amount: "10000" }, token);
 }
 const anaSavings = (
-  await call("POST", `/customers/${(await service.getWallet(wallets.Ana!)).wallet.customerId}/wallets`, {
-    currency: "EUR",
-  })
+  await call(
+    "POST",
+    `/customers/${(await service.getWallet(wallets.Ana!)).wallet.customerId}/wallets`,
+    { currency: "EUR" },
+    tokens.Ana,
+  )
 ).body;
 names.set(anaSavings.id!, "Ana savings EUR");
 const carlaEur = (
-  await call("POST", `/customers/${(await service.getWallet(wallets.Carla!)).wallet.customerId}/wallets`, {
-    currency: "EUR",
-  })
+  await call(
+    "POST",
+    `/customers/${(await service.getWallet(wallets.Carla!)).wallet.customerId}/wallets`,
+    { currency: "EUR" },
+    tokens.Carla,
+  )
 ).body;
 names.set(carlaEur.id!, "Carla EUR");
 say(
@@ -80,18 +98,21 @@ say("transfers:");
 const transfers = [
   {
     label: "Ana -> Ana savings, 25.00 (same shard: one transaction)",
+    who: "Ana",
     from: wallets.Ana!,
     to: anaSavings.id!,
     amount: "2500",
   },
   {
     label: "Ana -> Carla EUR, 30.00 (EU -> MX shard: saga over the outbox)",
+    who: "Ana",
     from: wallets.Ana!,
     to: carlaEur.id!,
     amount: "3000",
   },
   {
     label: "Bruno -> Diego MXN, 10.00 (wrong currency: refused, refunded)",
+    who: "Bruno",
     from: wallets.Bruno!,
     to: wallets.Diego!,
     amount: "1000",
@@ -99,22 +120,34 @@ const transfers = [
 ];
 const pending: { label: string; id: string }[] = [];
 for (const t of transfers) {
-  const { status, body } = await call("POST", "/transfers", {
-    fromWalletId: t.from,
-    toWalletId: t.to,
-    amount: t.amount,
-  });
+  const { status, body } = await call(
+    "POST",
+    "/transfers",
+    { fromWalletId: t.from, toWalletId: t.to, amount: t.amount },
+    tokens[t.who],
+  );
   say(`  ${t.label}: HTTP ${status} ${body.status}`);
   pending.push({ label: t.label, id: body.id! });
 }
-const overdraw = await call("POST", `/wallets/${wallets.Diego}/withdrawals`, { amount: "999999" });
+const overdraw = await call(
+  "POST",
+  `/wallets/${wallets.Diego}/withdrawals`,
+  { amount: "999999" },
+  tokens.Diego,
+);
 say(`  Diego withdraws 9,999.99: HTTP ${overdraw.status} ${overdraw.body.error}`);
-const bad = await call("POST", "/transfers", {
-  fromWalletId: wallets.Ana,
-  toWalletId: "0f8fad5b-d9cb-469f-a165-70867728950e",
-  amount: "1",
-});
+const bad = await call(
+  "POST",
+  "/transfers",
+  { fromWalletId: wallets.Ana, toWalletId: "0f8fad5b-d9cb-469f-a165-70867728950e", amount: "1" },
+  tokens.Ana,
+);
 say(`  Ana -> a v4 UUID: HTTP ${bad.status} ${bad.body.error}: ${bad.body.message}`);
+
+const stranger = await call("POST", `/wallets/${wallets.Ana}/withdrawals`, { amount: "100" }, tokens.Bruno);
+say(`  Bruno withdraws from Ana's wallet: HTTP ${stranger.status} ${stranger.body.error}`);
+const anonymous = await call("GET", `/wallets/${wallets.Ana}`, undefined, null);
+say(`  no credential: HTTP ${anonymous.status} ${anonymous.body.error}`);
 
 for (let i = 0; i < 200; i++) {
   const states = await Promise.all(pending.map((p) => service.getTransfer(p.id)));

@@ -2,6 +2,8 @@ import { ShardkitError } from "@shardkit/id";
 
 export type WalletErrorCode =
   | "VALIDATION"
+  | "UNAUTHENTICATED"
+  | "FORBIDDEN"
   | "NOT_FOUND"
   | "INSUFFICIENT_FUNDS"
   | "CURRENCY_MISMATCH"
@@ -13,6 +15,8 @@ export type WalletErrorCode =
 const STATUS: Record<WalletErrorCode, number> = {
   VALIDATION: 400,
   IDEMPOTENCY_KEY_REQUIRED: 400,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   INSUFFICIENT_FUNDS: 409,
   IDEMPOTENCY_CONFLICT: 409,

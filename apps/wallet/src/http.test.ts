@@ -3,6 +3,7 @@ import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
+import { auth, bearer, operator } from "./test/auth.js";
 import { SECOND } from "./test/global-setup.js";
 import { walletWorld } from "./test/world.js";
 
@@ -112,6 +113,7 @@ describe("bad text and huge input", () => {
         headers: {
           "idempotency-key": `dup-${payload.length}-${Date.now()}`,
           "content-type": "application/json",
+          ...bearer(operator),
         },
         payload,
       });
@@ -390,12 +392,116 @@ describe("admin list across shards", () => {
   });
 });
 
+describe("credentials", () => {
+  it("every route but /health answers 401 without a valid credential, and changes nothing", async () => {
+    const { walletId, customerId } = await world.customerWithWallet("DE", "anon", "EUR", "500");
+    const customers = (await world.all("customer")).length;
+    const routes: ["GET" | "POST", string, unknown][] = [
+      ["POST", "/customers", { name: "x", region: "DE", tenant: "x" }],
+      ["POST", `/customers/${customerId}/wallets`, { currency: "EUR" }],
+      ["POST", `/wallets/${walletId}/deposits`, { amount: 1 }],
+      ["POST", `/wallets/${walletId}/withdrawals`, { amount: 1 }],
+      ["POST", "/transfers", { fromWalletId: walletId, toWalletId: walletId, amount: 1 }],
+      ["GET", `/wallets/${walletId}`, undefined],
+      ["GET", `/transfers/${walletId}`, undefined],
+      ["GET", "/admin/wallets", undefined],
+      ["GET", "/no/such/route", undefined],
+    ];
+    const [header, payload, signature] = operator.split(".");
+    const flip = (s: string) => (s[0] === "A" ? "B" : "A") + s.slice(1);
+    const other = await (await import("./auth.js"))
+      .createAuth("another-secret-0123456789abcdef-xyz")
+      .issue({ role: "admin", subject: "tests" });
+    const expired = await auth.issue({ role: "admin", subject: "tests" }, "-1m");
+    const unsigned = `${Buffer.from('{"alg":"none"}').toString("base64url")}.${payload}.`;
+    for (const token of [
+      null,
+      "garbage",
+      `${header}.${payload}.${flip(signature!)}`,
+      other,
+      expired,
+      unsigned,
+    ]) {
+      for (const [method, url, body] of routes) {
+        const res = await world.http(method, url, body, randomUUID(), token);
+        expect([url, token?.slice(0, 12), res.status, res.body.error]).toEqual([
+          url,
+          token?.slice(0, 12),
+          401,
+          "UNAUTHENTICATED",
+        ]);
+        expect(res.headers["www-authenticate"]).toBe('Bearer realm="wallet"');
+        expect(JSON.stringify(res.body)).not.toMatch(/at .+\.ts|stack/);
+      }
+    }
+    expect((await world.http("GET", "/health", undefined, null, null)).status).toBe(200);
+    expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("500");
+    expect(await world.all("customer")).toHaveLength(customers);
+  });
+
+  it("a customer reaches only its own wallets and transfers; another's answer 404 as if absent; operator routes 403", async () => {
+    const ana = await world.customerWithWallet("DE", "ana", "EUR", "1000");
+    const bo = await world.customerWithWallet("DE", "bo", "EUR", "1000");
+    const asAna = await auth.issue({ role: "customer", customerId: ana.customerId });
+    const asBo = await auth.issue({ role: "customer", customerId: bo.customerId });
+    // Ana's own: allowed.
+    expect((await world.http("GET", `/wallets/${ana.walletId}`, undefined, null, asAna)).status).toBe(200);
+    expect(
+      (await world.http("POST", `/wallets/${ana.walletId}/deposits`, { amount: 5 }, undefined, asAna)).status,
+    ).toBe(200);
+    const sent = await world.http(
+      "POST",
+      "/transfers",
+      { fromWalletId: ana.walletId, toWalletId: bo.walletId, amount: 100 },
+      undefined,
+      asAna,
+    );
+    expect(sent.status).toBeLessThan(300);
+    expect((await world.http("GET", `/transfers/${sent.body.id}`, undefined, null, asAna)).status).toBe(200);
+    expect(
+      (
+        await world.http(
+          "POST",
+          `/customers/${ana.customerId}/wallets`,
+          { currency: "EUR" },
+          undefined,
+          asAna,
+        )
+      ).status,
+    ).toBe(201);
+    // Bo's, as Ana: 404, nothing moves.
+    const refused: ["GET" | "POST", string, unknown][] = [
+      ["GET", `/wallets/${bo.walletId}`, undefined],
+      ["POST", `/wallets/${bo.walletId}/deposits`, { amount: 5 }],
+      ["POST", `/wallets/${bo.walletId}/withdrawals`, { amount: 5 }],
+      ["POST", "/transfers", { fromWalletId: bo.walletId, toWalletId: ana.walletId, amount: 900 }],
+      ["POST", `/customers/${bo.customerId}/wallets`, { currency: "EUR" }],
+      ["GET", `/transfers/${sent.body.id}`, undefined],
+    ];
+    for (const [method, url, body] of refused) {
+      const token = url.startsWith("/transfers/") ? asBo : asAna;
+      const res = await world.http(method, url, body, randomUUID(), token);
+      expect([url, res.status, res.body.error]).toEqual([url, 404, "NOT_FOUND"]);
+    }
+    for (const [method, url, body] of [
+      ["POST", "/customers", { name: "x", region: "DE", tenant: "x" }],
+      ["GET", "/admin/wallets", undefined],
+    ] as const) {
+      const res = await world.http(method, url, body, randomUUID(), asAna);
+      expect([url, res.status, res.body.error]).toEqual([url, 403, "FORBIDDEN"]);
+    }
+    await world.drain();
+    const balance = async (id: string) => (await world.http("GET", `/wallets/${id}`)).body.wallet.balance;
+    expect([await balance(ana.walletId), await balance(bo.walletId)]).toEqual(["905", "1100"]);
+  });
+});
+
 describe("a real listening port", () => {
   it("serves the same API over HTTP", async () => {
     const base = await world.app.listen({ port: 0, host: "127.0.0.1" });
     const response = await fetch(`${base}/customers`, {
       method: "POST",
-      headers: { "content-type": "application/json", "idempotency-key": "port-test-1" },
+      headers: { "content-type": "application/json", "idempotency-key": "port-test-1", ...bearer(operator) },
       body: JSON.stringify({ name: "Net", region: "IE", tenant: "net" }),
     });
     expect(response.status).toBe(201);

@@ -4,6 +4,7 @@
 // down at start does not stop the service: its shards answer 503 until it is back.
 import { createOutboxRelay } from "@shardkit/prisma";
 import { buildApp } from "./app.js";
+import { createAuth } from "./auth.js";
 import { serverConfig } from "./config.js";
 import { openShards } from "./shards.js";
 import { WalletService } from "./wallet-service.js";
@@ -22,7 +23,7 @@ const relay = createOutboxRelay({
   onError: (error, database, shards) =>
     console.error(`relay: ${database} (shards ${shards || "none"}) unavailable: ${(error as Error).message}`),
 });
-const app = buildApp(service, { logger: true });
+const app = buildApp(service, { auth: createAuth(config.WALLET_AUTH_SECRET), logger: true });
 relay.start();
 const address = await app.listen({ port: config.PORT, host: "127.0.0.1" });
 console.error(`wallet service on ${address} (${shards.describe})`);

@@ -377,6 +377,16 @@ export class WalletService {
     return { wallet, entries };
   }
 
+  /** The customer a wallet belongs to (NOT_FOUND when there is no such wallet). */
+  async walletOwner(walletId: string): Promise<string> {
+    this.shardOf(walletId, "wallet");
+    const wallet = await this.onShard(walletId, () =>
+      this.db.wallet.findUnique({ where: { id: walletId }, select: { customerId: true } }),
+    );
+    if (!wallet) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
+    return wallet.customerId;
+  }
+
   async getTransfer(transferId: string): Promise<Transfer> {
     this.shardOf(transferId, "transfer");
     const transfer = await this.onShard(transferId, () =>

@@ -373,6 +373,8 @@ export function rewriteReadme(text: string, app: string): string {
     [/\bnpm run (start|test)\b/g, "npm $1"],
     [/\bpnpm (start|test)\b/g, "npm $1"],
     [/\bpnpm (demo|generate|typecheck)\b/g, "npm run $1"],
+    // npm hands a script its arguments after `--`.
+    [/\bpnpm --silent token\b/g, "npm run --silent token --"],
     [new RegExp(`\`apps/${app}/(\\.data[^\`]*)\``, "g"), "`$1`"],
     [new RegExp(`(?:/[\\w.-]+)+/apps/${app}/`, "g"), `/path/to/${NAME_PLACEHOLDER}/`],
     [/\[`apps\/([\w-]+)`\]\(\.\.\/[\w-]+\)/g, "the `$1` template"],

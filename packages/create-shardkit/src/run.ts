@@ -111,7 +111,7 @@ const NOTES: Record<string, string> = {
   "npm install": "also generates the Prisma client",
   "npm test": "PostgreSQL on 127.0.0.1:5432 (README.md, Tests)",
   "npm run demo": "on embedded PGlite databases: nothing to set up",
-  "npm start": "the API on PORT (default 3000)",
+  "npm start": "the API on PORT (default 3000); it needs its *_AUTH_SECRET (README.md, Credentials)",
 };
 
 function processIo(): CliIo {

@@ -270,11 +270,11 @@ describe("the build refuses what would not stand alone", () => {
   it("the README's repository commands become the project's", () => {
     expect(
       rewriteReadme(
-        "# apps/wallet: the reference wallet service\n\nFrom the repository root, `pnpm demo` (or `pnpm --filter @shardkit/wallet demo`): go. `pnpm --filter @shardkit/wallet start` serves; `pnpm test` at the root runs them; under `apps/wallet/.data/demo`, /work/main/apps/wallet/.data; like [`apps/orders`](../orders).\n",
+        "# apps/wallet: the reference wallet service\n\nFrom the repository root, `pnpm demo` (or `pnpm --filter @shardkit/wallet demo`): go. `pnpm --filter @shardkit/wallet start` serves; `pnpm test` at the root runs them; under `apps/wallet/.data/demo`, /work/main/apps/wallet/.data; like [`apps/orders`](../orders). `pnpm --silent token --admin ops`.\n",
         "wallet",
       ),
     ).toBe(
-      "`npm run demo`: go. `npm start` serves; `npm test` runs them; under `.data/demo`, /path/to/{{name}}/.data; like the `orders` template.\n",
+      "`npm run demo`: go. `npm start` serves; `npm test` runs them; under `.data/demo`, /path/to/{{name}}/.data; like the `orders` template. `npm run --silent token -- --admin ops`.\n",
     );
   });
 });

@@ -129,7 +129,8 @@ describe("the partition map", () => {
       OutboxEvent: 0,
       IdempotencyKey: 0,
       ProcessedEvent: 0,
-      UniqueClaim: 0, // @shardkit/prisma's table, found in the schema (not in TABLES)
+      UniqueClaim: 0, // @shardkit/prisma's tables, found in the schema (not in TABLES)
+      UniqueClaimToken: 0,
     });
     expect(await mover.clients.a.bucket.findUnique({ where: { id } })).toBeNull();
     expect(await mover.db.$scatter({ policy: "fail" }).bucket.count()).toBe(2);

@@ -230,6 +230,47 @@ describe("fields unique across shards (real PostgreSQL)", () => {
     await expectConsistent();
   });
 
+  it("a claim passed to another write of its own row voids the token it had, so a write still holding that token is refused", async () => {
+    placeOn = S.g1m0;
+    const row = await db.customer.create({ data: fresh({ name: "r", region: "eu", email: "same@x.com" }) });
+    const [before] = await claims();
+    // The row set to its own value again (a retry): the claim gets the new write's token.
+    await db.customer.update({ where: { id: row.id }, data: { email: "SAME@x.com" } });
+    const [after] = await claims();
+    expect(after).toMatchObject({ ownerId: row.id, stored: "SAME@x.com", state: "held" });
+    expect(after!.token).not.toBe(before!.token);
+    const rowDb = clientOf(S.g1m0);
+    expect(await rowDb.uniqueClaimToken.findUnique({ where: { token: before!.token } })).toMatchObject({
+      void: true,
+      shard: S.g1m0.bits,
+    });
+    expect(await rowDb.uniqueClaimToken.findUnique({ where: { token: after!.token } })).toMatchObject({
+      void: false,
+    });
+    await expectConsistent();
+  });
+
+  it('claims written before tokens (token "") are taken over and released without a token mark', async () => {
+    const gone = ShardedUUID.generate(S.g0m2);
+    const claimDb = clientOf(claimShardOf("legacy@x.com"));
+    await claimDb.$executeRawUnsafe(
+      `INSERT INTO "UniqueClaim" ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state") VALUES ($1, 'Customer.email', 'legacy@x.com', 'legacy@x.com', $2, $3, 'held')`,
+      claimShardOf("legacy@x.com").bits,
+      S.g0m2.bits,
+      gone,
+    );
+    placeOn = S.g1m1;
+    const taker = await db.customer.create({
+      data: fresh({ name: "t", region: "eu", email: "legacy@x.com" }),
+    });
+    expect((await db.customer.findUnique({ where: { email: "legacy@x.com" } }))?.id).toBe(taker.id);
+    const tokens = await Promise.all(
+      [clients.a, clients.b, clients.c].map((c) => c.uniqueClaimToken.findMany()),
+    );
+    expect(tokens.flat().filter((t) => t.token === "")).toEqual([]);
+    await expectConsistent();
+  });
+
   it("backfill claims existing rows (legacy v4 IDs included) and reports values two rows share", async () => {
     const legacy = [
       "3b241101-e2bb-4255-8caf-4136c566a962",
@@ -350,6 +391,18 @@ describe("claims and rows on crossing databases, pools of two connections", () =
       registry.physicalOf(claimShardOf(email)).index,
     );
     expect((await claims()).map((c) => [c.value, c.ownerId, c.state])).toEqual([[email, row!.id, "held"]]);
+    await expectConsistent();
+  });
+
+  it("an upsert of a row that does not exist creates it, even when its update half would set a taken email", async () => {
+    await small.customer.create({ data: fresh({ name: "ana", region: "eu", email: "held@x.com" }) });
+    const id = ShardedUUID.generate(S.g1m1);
+    const made = await small.customer.upsert({
+      where: { id },
+      create: { id, name: "new", region: "eu", email: "free@x.com" },
+      update: { email: "HELD@x.com" },
+    });
+    expect(made).toMatchObject({ id, email: "free@x.com" });
     await expectConsistent();
   });
 
@@ -599,5 +652,21 @@ describe("on a database whose default isolation is REPEATABLE READ", () => {
       writer.id,
     ]);
     expect(await client.uniqueClaim.findMany()).toMatchObject([{ value, ownerId: writer.id, state: "held" }]);
+  });
+
+  it("twelve sign-ups with one email at once: one wins, every other is UniqueViolationError (no serialization error)", async () => {
+    let next = 0;
+    const small = onOneDatabase(client, () => TWO[next++ % 2]!);
+    const results = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) =>
+        small.customer.create({ data: fresh({ name: `n${i}`, region: "eu", email: "rr-race@x.com" }) }),
+      ),
+    );
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    for (const r of results)
+      if (r.status === "rejected") expect(r.reason).toBeInstanceOf(UniqueViolationError);
+    expect(await client.uniqueClaim.findMany({ where: { value: "rr-race@x.com" } })).toMatchObject([
+      { state: "held" },
+    ]);
   });
 });

@@ -4,6 +4,7 @@ import { UniqueViolationError } from "./errors.js";
 import type { Call } from "./executor.js";
 import type { Placement } from "./planner.js";
 import { hashString } from "./strategies.js";
+import { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
 import type { Claim, ClaimRecord, UniqueSpec } from "./unique.js";
 
 /**
@@ -68,7 +69,10 @@ export interface ClaimRepairReport {
   held: number;
   /** Claims whose row does not hold the value: deleted. */
   released: number;
-  /** Databases that could not be read, with their error. */
+  /**
+   * What could not be done, with its error: a database whose claims could not be read, a claim
+   * whose row's database did not answer (`database` is the claim's), old tokens not forgotten.
+   */
   failed: { database: number; error: unknown }[];
 }
 
@@ -83,6 +87,26 @@ function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interact
  * before it was granted (under REPEATABLE READ the snapshot would date from before the wait).
  */
 const UNDER_LOCK = { isolationLevel: "ReadCommitted" } as const;
+
+/** A claim statement that lost a race to a concurrent one (see `raced`): read the claim again. */
+const RACED = -1;
+
+/**
+ * One statement on a claim row, outside any transaction. On a database whose default isolation is
+ * REPEATABLE READ or SERIALIZABLE, a statement that meets a claim row another statement changed
+ * after it began fails with a serialization error instead of seeing the change: that is a race
+ * lost, as a conflict or a changed token is under READ COMMITTED, and the caller reads the claim
+ * again (`RACED`).
+ */
+async function raced(run: () => Promise<number>): Promise<number> {
+  try {
+    return await run();
+  } catch (error) {
+    // A serialization failure or a deadlock; not a database out of connections (that is unavailable).
+    if (isTransientTransactionError(error) && !isShardUnavailable(error)) return RACED;
+    throw error;
+  }
+}
 
 function lockKey(scope: string, value: string): number {
   return hashString(`${scope}\u0000${value}`) | 0;
@@ -116,30 +140,41 @@ export async function takeClaims(context: ClaimContext, claims: readonly Claim[]
 async function take(context: ClaimContext, claim: TakenClaim): Promise<TakenClaim> {
   const client = clientOf(context, claim.shard);
   for (let attempt = 0; attempt < 8; attempt++) {
-    const inserted = await client.$executeRawUnsafe(
-      `INSERT INTO ${TABLE} ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state", "token") VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7) ON CONFLICT ("scope", "value") DO NOTHING`,
-      claim.shard.bits,
-      claim.scope,
-      claim.value,
-      claim.stored,
-      claim.ownerShard.bits,
-      claim.ownerId,
-      claim.token,
+    const inserted = await raced(() =>
+      client.$executeRawUnsafe(
+        `INSERT INTO ${TABLE} ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state", "token") VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7) ON CONFLICT ("scope", "value") DO NOTHING`,
+        claim.shard.bits,
+        claim.scope,
+        claim.value,
+        claim.stored,
+        claim.ownerShard.bits,
+        claim.ownerId,
+        claim.token,
+      ),
     );
+    if (inserted === RACED) continue;
     if (inserted === 1) return claim;
     const existing = await readClaim(context, claim);
     if (!existing) continue;
     if (existing.ownerId === claim.ownerId && existing.ownerShard === claim.ownerShard.bits) {
-      // Already this row's (a retry, or the row set to its own value again): the claim gets this
-      // write's token, which no one has voided (the token it had may have been, by a settle that
-      // has not yet changed the claim: that settle then finds it changed).
-      const n = await client.$executeRawUnsafe(
-        `UPDATE ${TABLE} SET "stored" = $4, "token" = $5 WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
-        claim.scope,
-        claim.value,
-        existing.token,
-        claim.stored,
-        claim.token,
+      // Already this row's (a retry, or the row set to its own value again): the claim passes to
+      // this write's token, pending again. The token it had is voided first (a write of this row
+      // still holding it may not have reached its row yet; it is refused there, as if taken over).
+      await voidToken(context, {
+        ...existing,
+        shard: claim.shard.bits,
+        scope: claim.scope,
+        value: claim.value,
+      });
+      const n = await raced(() =>
+        client.$executeRawUnsafe(
+          `UPDATE ${TABLE} SET "stored" = $4, "token" = $5, "state" = 'pending', "createdAt" = now() WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
+          claim.scope,
+          claim.value,
+          existing.token,
+          claim.stored,
+          claim.token,
+        ),
       );
       if (n === 1) return claim;
       continue;
@@ -220,29 +255,16 @@ export async function settle(
   successor?: TakenClaim,
 ): Promise<"held" | "released" | "taken" | "changed"> {
   const spec = context.spec(claim.scope);
-  const ownerShard = ShardIdentifier.fromBits(claim.ownerShard);
-  const live = await clientOf(context, ownerShard).$transaction(async (tx) => {
-    await (tx as Raw).$queryRawUnsafe(
-      "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
-      CLAIM_LOCK,
-      lockKey(claim.scope, claim.value),
-    );
-    if (spec) {
-      const { unique, idField } = spec;
-      const row = (await context.call(tx, unique.model, "findUnique", {
-        where: { [idField]: claim.ownerId },
-        select: { [unique.field]: true },
-      })) as Record<string, unknown> | null;
-      const stored = row?.[unique.field];
-      if (typeof stored === "string" && unique.canonical(stored) === claim.value) return true;
-    }
-    await (tx as Raw).$executeRawUnsafe(
-      `INSERT INTO ${TOKENS} ("token", "shard", "void") VALUES ($1, $2, true) ON CONFLICT ("token") DO UPDATE SET "void" = true`,
-      claim.token,
-      claim.ownerShard,
-    );
-    return false;
-  }, UNDER_LOCK);
+  const live = await voidToken(context, claim, async (tx) => {
+    if (!spec) return false;
+    const { unique, idField } = spec;
+    const row = (await context.call(tx, unique.model, "findUnique", {
+      where: { [idField]: claim.ownerId },
+      select: { [unique.field]: true },
+    })) as Record<string, unknown> | null;
+    const stored = row?.[unique.field];
+    return typeof stored === "string" && unique.canonical(stored) === claim.value;
+  });
   const claims = clientOf(context, ShardIdentifier.fromBits(claim.shard));
   const same = `"scope" = $1 AND "value" = $2 AND "token" = $3`;
   const args = [claim.scope, claim.value, claim.token];
@@ -251,18 +273,49 @@ export async function settle(
     return "held";
   }
   if (!successor) {
-    const n = await claims.$executeRawUnsafe(`DELETE FROM ${TABLE} WHERE ${same}`, ...args);
+    const n = await raced(() => claims.$executeRawUnsafe(`DELETE FROM ${TABLE} WHERE ${same}`, ...args));
     return n === 1 ? "released" : "changed";
   }
-  const n = await claims.$executeRawUnsafe(
-    `UPDATE ${TABLE} SET "ownerShard" = $4, "ownerId" = $5, "stored" = $6, "token" = $7, "state" = 'pending', "createdAt" = now() WHERE ${same}`,
-    ...args,
-    successor.ownerShard.bits,
-    successor.ownerId,
-    successor.stored,
-    successor.token,
+  const n = await raced(() =>
+    claims.$executeRawUnsafe(
+      `UPDATE ${TABLE} SET "ownerShard" = $4, "ownerId" = $5, "stored" = $6, "token" = $7, "state" = 'pending', "createdAt" = now() WHERE ${same}`,
+      ...args,
+      successor.ownerShard.bits,
+      successor.ownerId,
+      successor.stored,
+      successor.token,
+    ),
   );
   return n === 1 ? "taken" : "changed";
+}
+
+/**
+ * Marks a claim's token void on its row's database, under the value's advisory lock, unless
+ * `live(tx)` (read under the lock) says the row holds the value; true then. Commits before it
+ * returns: the claim's own database is written only afterwards, never while this lock is held.
+ * The token "" (claims written before tokens; no write holds it) is never marked.
+ */
+async function voidToken(
+  context: ClaimContext,
+  claim: ClaimOwner,
+  live: (tx: object) => Promise<boolean> = async () => false,
+): Promise<boolean> {
+  return clientOf(context, ShardIdentifier.fromBits(claim.ownerShard)).$transaction(async (tx) => {
+    await (tx as Raw).$queryRawUnsafe(
+      "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
+      CLAIM_LOCK,
+      lockKey(claim.scope, claim.value),
+    );
+    if (await live(tx)) return true;
+    if (claim.token !== "") {
+      await (tx as Raw).$executeRawUnsafe(
+        `INSERT INTO ${TOKENS} ("token", "shard", "void") VALUES ($1, $2, true) ON CONFLICT ("token") DO UPDATE SET "void" = true`,
+        claim.token,
+        claim.ownerShard,
+      );
+    }
+    return false;
+  }, UNDER_LOCK);
 }
 
 /**
@@ -287,18 +340,27 @@ export async function repairClaims(
         `SELECT "shard", "scope", "value", "ownerShard", "ownerId", "token" FROM ${TABLE} WHERE "state" = 'pending' AND "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
         olderThanMs,
       );
+    } catch (error) {
+      report.failed.push({ database: physical.index, error });
+      continue;
+    }
+    for (const claim of pending) {
+      // A claim whose row's database is down (or moving) is left for the next run; the rest go on.
+      try {
+        const outcome = await settle(context, claim);
+        if (outcome === "held") report.held++;
+        else if (outcome === "released") report.released++;
+      } catch (error) {
+        report.failed.push({ database: physical.index, error });
+      }
+    }
+    try {
       await client.$executeRawUnsafe(
         `DELETE FROM ${TOKENS} WHERE "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
         tokensOlderThanMs,
       );
     } catch (error) {
       report.failed.push({ database: physical.index, error });
-      continue;
-    }
-    for (const claim of pending) {
-      const outcome = await settle(context, claim);
-      if (outcome === "held") report.held++;
-      else if (outcome === "released") report.released++;
     }
   }
   return report;

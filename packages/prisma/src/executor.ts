@@ -401,7 +401,9 @@ export class Executor {
     const taken = await this.atOwner(() => takeClaims(context, plan.claims!));
     let result: unknown;
     try {
-      result = await runInShardTransaction(this, view, plan.shard, {}, async () => {
+      // READ COMMITTED whatever the database's default: the token check after the value's lock must
+      // see a void mark committed while it waited (under REPEATABLE READ it would fail with 40001).
+      result = await runInShardTransaction(this, view, plan.shard, ROW_STEP, async () => {
         const scope = this.scope.getStore() as Extract<Scope, { kind: "tx" }>;
         await checkClaims(scope.tx, taken);
         return this.call(scope.tx, model, operation, args);
@@ -436,18 +438,31 @@ export class Executor {
    */
   private async upsertClaimed(view: View, model: string, args: Obj): Promise<unknown> {
     const { where, create, update, ...shape } = args;
+    // In a transaction, a failed statement (Prisma's P2002) has aborted it: only a claim lost before
+    // the row was written (UniqueViolationError, no statement failed) may be followed by another round.
+    const inTransaction = this.scope.getStore()?.kind === "tx";
     for (let round = 1; ; round++) {
       try {
         return await this.route(view, model, "update", { ...shape, where, data: update ?? {} });
       } catch (error) {
-        if (!isNotFound(error)) throw error;
+        // The update's own values are claimed before its row is looked for: a value held elsewhere
+        // refuses the update, which only counts if there is a row to update.
+        const absent =
+          isNotFound(error) ||
+          (isShardkitError(error, "UNIQUE_VIOLATION") &&
+            (await this.route(view, model, "findUnique", { where })) === null);
+        if (!absent) throw error;
       }
       try {
         return await this.route(view, model, "create", { ...shape, data: create ?? {} });
       } catch (error) {
         const lost =
-          isShardkitError(error, "UNIQUE_VIOLATION") || (error as { code?: unknown })?.code === "P2002";
-        if (!lost || round === 3) throw error;
+          isShardkitError(error, "UNIQUE_VIOLATION") ||
+          (!inTransaction && (error as { code?: unknown })?.code === "P2002");
+        if (!lost || round === UPSERT_ROUNDS) throw error;
+        // Another write took the value meanwhile: its row is updated next round. Two upserts of
+        // one new value that keep taking it from each other step apart, at random.
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * round));
       }
     }
   }
@@ -714,6 +729,11 @@ function report(model: string, operation: string, result: ScatterResult<PlanTarg
 }
 
 /** Prisma's "not found" (P2025): an update, delete or `...OrThrow` read that matched no row. */
+/** How many times a claimed upsert tries its update and then its create. */
+const UPSERT_ROUNDS = 4;
+/** The options of the claim saga's row transaction. */
+const ROW_STEP = { isolationLevel: "ReadCommitted" } as const;
+
 function isNotFound(error: unknown): boolean {
   return (error as { code?: unknown })?.code === "P2025";
 }

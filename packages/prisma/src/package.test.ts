@@ -30,6 +30,7 @@ describe("published package", () => {
       "ActionUnit",
       "ConnectionBudgetError",
       "CrossShardError",
+      "DatabaseTimeoutError",
       "DEFAULT_POOL_SIZE",
       "InvalidEventError",
       "MissingModelError",

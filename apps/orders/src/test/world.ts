@@ -3,6 +3,7 @@ import { inject } from "vitest";
 import { buildApp } from "../app.js";
 import { OrderService } from "../order-service.js";
 import { openShards } from "../shards.js";
+import { auth, bearer, operator } from "./auth.js";
 
 /** The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
 export async function ordersWorld() {
@@ -13,17 +14,19 @@ export async function ordersWorld() {
     );
   }
   const service = new OrderService(shards);
-  const app = buildApp(service);
+  const app = buildApp(service, { auth });
+  /** A request as `token`'s holder (default: an operator; null: no credential). */
   async function http(
     method: "GET" | "POST",
     url: string,
     body?: unknown,
     key: string | null = randomUUID(),
+    token: string | null = operator,
   ) {
     const response = await app.inject({
       method,
       url,
-      headers: key ? { "idempotency-key": key } : {},
+      headers: { ...(key ? { "idempotency-key": key } : {}), ...(token ? bearer(token) : {}) },
       ...(body === undefined ? {} : { payload: body as object }),
     });
     return { status: response.statusCode, body: response.json(), headers: response.headers };
