@@ -162,11 +162,15 @@ export class AllocationService {
       let units = input.units ?? 1;
       if (input.holdId !== undefined) {
         const hold = await tx.hold.updateMany({
-          where: { id: input.holdId, bucketId: input.bucketId, status: "held" },
+          // A desk confirms only its own holds: another desk's answers as one not held.
+          where: { id: input.holdId, bucketId: input.bucketId, desk: input.desk, status: "held" },
           data: { status: "confirmed" },
         });
         if (hold.count === 0)
-          throw new AllocationsError("HOLD_NOT_ACTIVE", `hold ${input.holdId} is not held on this bucket`);
+          throw new AllocationsError(
+            "HOLD_NOT_ACTIVE",
+            `hold ${input.holdId} is not held on this bucket for desk ${JSON.stringify(input.desk)}`,
+          );
         units = (await tx.hold.findUniqueOrThrow({ where: { id: input.holdId } })).units;
         await tx.bucket.update({
           where: { id: input.bucketId },

@@ -47,7 +47,9 @@ export function createAuth(secret: string): Auth {
         if (error instanceof errors.JWTExpired) throw unauthenticated("the credential has expired");
         throw unauthenticated("the credential is not valid");
       }
-      const subject = payload.sub as string;
+      const subject = payload.sub;
+      if (typeof subject !== "string" || subject === "")
+        throw unauthenticated("the credential names no subject");
       if (payload.role === "admin") return { role: "admin", subject };
       if (payload.role === "desk") return { role: "desk", desk: subject };
       throw unauthenticated("the credential names no role this service knows");

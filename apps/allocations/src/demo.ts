@@ -193,6 +193,7 @@ const replay = await call(
   "/allocations/confirm",
   { bucket_id: bucketId, desk: winner.desk },
   winner.key,
+  desks.find((d) => d.name === winner.desk)!.token, // keys are each caller's own
 );
 say(
   `retrying ${winner.desk}'s first key: HTTP ${replay.status}, ${replay.body.id === winner.id ? "the recorded confirmation" : "a new decision"}`,

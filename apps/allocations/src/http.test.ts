@@ -195,6 +195,15 @@ describe("allocations over HTTP", () => {
       const res = await post(url, body, undefined, one);
       expect([url, res.status, res.body.error]).toEqual([url, 403, "FORBIDDEN"]);
     }
+    // Desk two, as itself, cannot confirm desk one's hold: it answers as a hold not held.
+    const two = await auth.issue({ role: "desk", desk: "two" });
+    const taken = await post(
+      "/allocations/confirm",
+      { bucket_id: id, hold_id: mine.body.id, desk: "two" },
+      undefined,
+      two,
+    );
+    expect([taken.status, taken.body.error]).toEqual([409, "HOLD_NOT_ACTIVE"]);
     const made = await post("/buckets", { name: "x", capacity: 1 }, undefined, one);
     expect([made.status, made.body.error]).toEqual([403, "FORBIDDEN"]);
     const view = await app.inject({ method: "GET", url: `/buckets/${id}`, headers: bearer(one) });

@@ -82,6 +82,10 @@ function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
   return result.data;
 }
 
+/**
+ * The request's Idempotency-Key, in its caller's own namespace: a key one caller sent never meets
+ * another's (no 409 that says another customer used it, no key taken ahead of its owner).
+ */
 function idempotencyKey(request: FastifyRequest): string {
   const key = request.headers["idempotency-key"];
   if (typeof key !== "string" || !/^[\w.:-]{8,128}$/.test(key)) {
@@ -90,7 +94,9 @@ function idempotencyKey(request: FastifyRequest): string {
       "every change needs an Idempotency-Key header (8 to 128 letters, digits, '.', ':', '_' or '-')",
     );
   }
-  return key;
+  const principal = request.principal;
+  if (!principal) throw new WalletError("UNAUTHENTICATED", "this route needs a credential");
+  return `${principal.role === "admin" ? `admin:${principal.subject}` : `customer:${principal.customerId}`}/${key}`;
 }
 
 function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {

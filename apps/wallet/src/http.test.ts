@@ -3,7 +3,7 @@ import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
-import { auth, bearer, operator } from "./test/auth.js";
+import { auth, bearer, operator, TEST_SECRET } from "./test/auth.js";
 import { SECOND } from "./test/global-setup.js";
 import { walletWorld } from "./test/world.js";
 
@@ -434,14 +434,27 @@ describe("credentials", () => {
         expect(JSON.stringify(res.body)).not.toMatch(/at .+\.ts|stack/);
       }
     }
+    // A token of a known role without a string subject names nobody (never "any customer").
+    const { SignJWT } = await import("jose");
+    for (const sub of [null, "", 42]) {
+      const token = await new SignJWT({ role: "customer", sub } as Record<string, unknown>)
+        .setProtectedHeader({ alg: "HS256" })
+        .setAudience("shardkit-wallet")
+        .setExpirationTime("1h")
+        .sign(new TextEncoder().encode(TEST_SECRET));
+      const res = await world.http("GET", "/admin/wallets", undefined, null, token);
+      expect([sub, res.status, res.body.error]).toEqual([sub, 401, "UNAUTHENTICATED"]);
+    }
     expect((await world.http("GET", "/health", undefined, null, null)).status).toBe(200);
     expect((await world.http("GET", `/wallets/${walletId}`)).body.wallet.balance).toBe("500");
     expect(await world.all("customer")).toHaveLength(customers);
   });
 
   it("a customer reaches only its own wallets and transfers; another's answer 404 as if absent; operator routes 403", async () => {
-    const ana = await world.customerWithWallet("DE", "ana", "EUR", "1000");
-    const bo = await world.customerWithWallet("DE", "bo", "EUR", "1000");
+    // One tenant: one shard, where Idempotency-Keys are recorded side by side.
+    const ana = await world.customerWithWallet("DE", "one-tenant", "EUR", "1000");
+    const bo = await world.customerWithWallet("DE", "one-tenant", "EUR", "1000");
+    expect(ShardedUUID.shardOf(ana.walletId).key).toBe(ShardedUUID.shardOf(bo.walletId).key);
     const asAna = await auth.issue({ role: "customer", customerId: ana.customerId });
     const asBo = await auth.issue({ role: "customer", customerId: bo.customerId });
     // Ana's own: allowed.
@@ -490,9 +503,20 @@ describe("credentials", () => {
       const res = await world.http(method, url, body, randomUUID(), asAna);
       expect([url, res.status, res.body.error]).toEqual([url, 403, "FORBIDDEN"]);
     }
+    // Idempotency-Keys are each caller's own: Bo's key is no conflict for Ana, nor her answer his.
+    const key = `shared-key-${Date.now()}`;
+    const boDeposit = await world.http("POST", `/wallets/${bo.walletId}/deposits`, { amount: 7 }, key, asBo);
+    const anaDeposit = await world.http(
+      "POST",
+      `/wallets/${ana.walletId}/deposits`,
+      { amount: 3 },
+      key,
+      asAna,
+    );
+    expect([boDeposit.status, anaDeposit.status, anaDeposit.body.id]).toEqual([200, 200, ana.walletId]);
     await world.drain();
     const balance = async (id: string) => (await world.http("GET", `/wallets/${id}`)).body.wallet.balance;
-    expect([await balance(ana.walletId), await balance(bo.walletId)]).toEqual(["905", "1100"]);
+    expect([await balance(ana.walletId), await balance(bo.walletId)]).toEqual(["908", "1107"]);
   });
 });
 

@@ -84,9 +84,12 @@ function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interact
 /**
  * The options of `settle`'s transaction, which takes a value's lock and then reads the row: READ
  * COMMITTED whatever the database's default, so each statement after the lock sees what committed
- * before it was granted (under REPEATABLE READ the snapshot would date from before the wait).
+ * before it was granted (under REPEATABLE READ the snapshot would date from before the wait). Many
+ * claimants of one value queue for its lock, each holding a connection while it waits, so the waits
+ * for a connection and for the lock get longer bounds than Prisma's defaults (2 s and 5 s): on a
+ * busy host a queue is slow, not absent.
  */
-const UNDER_LOCK = { isolationLevel: "ReadCommitted" } as const;
+const UNDER_LOCK = { isolationLevel: "ReadCommitted", maxWait: 20_000, timeout: 20_000 } as const;
 
 /** A claim statement that lost a race to a concurrent one (see `raced`): read the claim again. */
 const RACED = -1;

@@ -731,8 +731,11 @@ function report(model: string, operation: string, result: ScatterResult<PlanTarg
 /** Prisma's "not found" (P2025): an update, delete or `...OrThrow` read that matched no row. */
 /** How many times a claimed upsert tries its update and then its create. */
 const UPSERT_ROUNDS = 4;
-/** The options of the claim saga's row transaction. */
-const ROW_STEP = { isolationLevel: "ReadCommitted" } as const;
+/**
+ * The options of the claim saga's row transaction: READ COMMITTED (see its use), and a longer wait
+ * for a connection than Prisma's 2 s, as the claimants of one value queue on that database's pool.
+ */
+const ROW_STEP = { isolationLevel: "ReadCommitted", maxWait: 20_000 } as const;
 
 function isNotFound(error: unknown): boolean {
   return (error as { code?: unknown })?.code === "P2025";
