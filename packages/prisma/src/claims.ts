@@ -222,11 +222,14 @@ export async function checkClaims(tx: object, claims: readonly TakenClaim[]): Pr
 /** Step 3: the row was written; its claims are held. */
 export async function holdClaims(context: ClaimContext, claims: readonly TakenClaim[]): Promise<void> {
   for (const claim of claims) {
-    await clientOf(context, claim.shard).$executeRawUnsafe(
-      `UPDATE ${TABLE} SET "state" = 'held' WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
-      claim.scope,
-      claim.value,
-      claim.token,
+    // A race lost here is a settle that found the row and marked the claim held itself.
+    await raced(() =>
+      clientOf(context, claim.shard).$executeRawUnsafe(
+        `UPDATE ${TABLE} SET "state" = 'held' WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
+        claim.scope,
+        claim.value,
+        claim.token,
+      ),
     );
   }
 }
@@ -272,7 +275,10 @@ export async function settle(
   const same = `"scope" = $1 AND "value" = $2 AND "token" = $3`;
   const args = [claim.scope, claim.value, claim.token];
   if (live) {
-    await claims.$executeRawUnsafe(`UPDATE ${TABLE} SET "state" = 'held' WHERE ${same}`, ...args);
+    // The row holds the value: held, whether this marks it or a concurrent settle did.
+    await raced(() =>
+      claims.$executeRawUnsafe(`UPDATE ${TABLE} SET "state" = 'held' WHERE ${same}`, ...args),
+    );
     return "held";
   }
   if (!successor) {
