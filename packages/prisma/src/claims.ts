@@ -119,9 +119,8 @@ function lockKey(scope: string, value: string): number {
 export async function readClaim(
   context: ClaimContext,
   key: { scope: string; value: string; shard: ShardIdentifier },
-  through: Raw = clientOf(context, key.shard),
 ): Promise<ClaimRecord | null> {
-  const rows = await through.$queryRawUnsafe<ClaimRecord[]>(
+  const rows = await clientOf(context, key.shard).$queryRawUnsafe<ClaimRecord[]>(
     `SELECT "ownerShard", "ownerId", "stored", "state", "token" FROM ${TABLE} WHERE "scope" = $1 AND "value" = $2`,
     key.scope,
     key.value,
