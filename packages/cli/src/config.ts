@@ -38,6 +38,8 @@ const VARIABLE = "SHARDKIT_SHARDS";
 
 /** The pool the CLI itself opens per database (the config's `pool` is the apps' and is what `doctor` checks). */
 const CLI_POOL = 4;
+/** How long a finished command waits for its database pools to close before it moves on. */
+const CLOSE_TIMEOUT_MS = 5000;
 
 /**
  * Reads the configuration and builds a registry with one raw Prisma client (driver adapter
@@ -97,8 +99,20 @@ export function openConfig(options: ConfigOptions = {}): OpenedConfig {
       return urls.get(physical.client)!;
     },
     // A client whose database never answered, or a probe abandoned at its timeout, may make a
-    // disconnect fail: the command is over by then, and its report must not be lost to that.
-    close: () => registry.disconnect().catch(() => {}),
+    // disconnect fail, or wait for ever on a connection a frozen server keeps busy: the command is
+    // over by then, and its report must not be lost to that (cli.ts ends the process after it).
+    close: () =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, CLOSE_TIMEOUT_MS);
+        timer.unref();
+        registry
+          .disconnect()
+          .catch(() => {})
+          .finally(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+      }),
   };
 }
 

@@ -40,6 +40,8 @@ type Received = Pick<JsMsg, "subject" | "headers" | "data"> & {
 };
 
 const text = new TextDecoder();
+/** How long `stop()` waits for the server to take the last acks. */
+const FLUSH_TIMEOUT_MS = 5000;
 
 /**
  * The outbox event a JetStream message carries (as `jetStreamSink` published it). Throws
@@ -322,7 +324,18 @@ export async function consumeEvents<Tx, Payload = unknown>(
         stopping = true;
         messages.stop();
         await done.catch(() => {});
-        if (!connection.isClosed()) await connection.flush().catch(() => {});
+        // A server that stopped answering would hold the flush until NATS finds the connection
+        // stale (minutes): the acks are sent or lost by then (a lost ack is a redelivery).
+        if (!connection.isClosed()) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          await Promise.race([
+            connection.flush().catch(() => {}),
+            new Promise<void>((resolve) => {
+              timer = setTimeout(resolve, FLUSH_TIMEOUT_MS);
+            }),
+          ]);
+          clearTimeout(timer);
+        }
       })();
       return stopped;
     },

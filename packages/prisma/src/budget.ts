@@ -71,7 +71,7 @@ export async function inspect<Client extends ShardClient, Target extends { clien
     {
       policy: "partial",
       key: (physical) => physical.name,
-      ...(options.timeoutMs !== undefined ? { targetTimeoutMs: options.timeoutMs } : {}),
+      targetTimeoutMs: options.timeoutMs ?? 5000,
     },
   );
   return {

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { ShardIdentifier } from "@shardkit/id";
+import { withShardDeadline } from "./deadline.js";
 import { UniqueViolationError } from "./errors.js";
 import type { Call } from "./executor.js";
 import type { Placement } from "./planner.js";
@@ -37,6 +38,8 @@ export interface ClaimContext {
   clients: readonly object[];
   placement: Placement;
   call: Call;
+  /** How long one claim statement (or `settle`'s transaction, beyond its own bounds) may wait. */
+  timeoutMs: number;
   /** The spec of a unique field by scope (`Model.field`), with its model's id field. */
   spec(scope: string): { unique: UniqueSpec; idField: string } | undefined;
 }
@@ -76,9 +79,23 @@ export interface ClaimRepairReport {
   failed: { database: number; error: unknown }[];
 }
 
+/**
+ * The client of `shard`'s database, every statement bounded: `ShardTimeoutError` once
+ * `context.timeoutMs` pass (a transaction gets its own waits on top), never a claim that hangs.
+ */
 function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interactive {
-  const { placement } = context;
-  return context.clients[placement.physicalOf(placement.resolve(shard)).index] as Raw & Interactive;
+  const { placement, timeoutMs } = context;
+  const client = context.clients[placement.physicalOf(placement.resolve(shard)).index] as Raw & Interactive;
+  return {
+    $queryRawUnsafe: (sql, ...values) =>
+      withShardDeadline(shard, timeoutMs, () => client.$queryRawUnsafe(sql, ...values)),
+    $executeRawUnsafe: (sql, ...values) =>
+      withShardDeadline(shard, timeoutMs, () => client.$executeRawUnsafe(sql, ...values)),
+    $transaction: (fn, options?: { maxWait?: number; timeout?: number }) =>
+      withShardDeadline(shard, timeoutMs + (options?.maxWait ?? 2000) + (options?.timeout ?? 5000), () =>
+        client.$transaction(fn, options),
+      ),
+  };
 }
 
 /**
@@ -341,7 +358,7 @@ export async function repairClaims(
   const report: ClaimRepairReport = { held: 0, released: 0, failed: [] };
   for (const physical of context.placement.physical) {
     if (physical.shards.length === 0) continue;
-    const client = context.clients[physical.index] as Raw;
+    const client = clientOf(context, physical.shards[0]!);
     let pending: ClaimOwner[];
     try {
       pending = await client.$queryRawUnsafe(

@@ -10,7 +10,13 @@ import {
   releaseClaims,
   takeClaims,
 } from "./claims.js";
-import { UnsupportedShardOperationError } from "./errors.js";
+import { Deadlines } from "./deadline.js";
+import {
+  DatabaseTimeoutError,
+  type ShardRoutingError,
+  ShardTimeoutError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
 import { type OwnershipHook, withCurrentOwner } from "./ownership.js";
@@ -21,6 +27,9 @@ import type { Lookup, Resolved } from "./strategies.js";
 import { ATTR, endWithError, type Telemetry, tracedLazy } from "./telemetry.js";
 import { runInShardTransaction } from "./transaction.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** How long one statement may wait for its database by default (`shardRouting`'s `timeoutMs`). */
+export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /** Runs one model operation on one Prisma client (a database's client, or a transaction's). */
 export type Call = (client: object, model: string, operation: string, args: unknown) => PromiseLike<unknown>;
@@ -74,6 +83,9 @@ export class Executor {
   /** The plan the last call made (read right after planning, when telemetry is on). */
   private planned: Plan | undefined;
 
+  /** The deadlines of shardkit's own statements in flight: one timer, ticking at a tenth of `timeoutMs` (at most 1 s). */
+  private readonly deadlines: Deadlines;
+
   constructor(
     readonly planner: Planner,
     private readonly call: Call = callModel,
@@ -81,7 +93,60 @@ export class Executor {
     readonly telemetry?: Telemetry | undefined,
     /** The name of database `index` (`registry.physical[index].name`), for telemetry. */
     private readonly databaseName: (index: number) => string | undefined = () => undefined,
-  ) {}
+    /**
+     * How long one of the statements shardkit sends on a call's behalf (a scatter leg, a claim
+     * statement, an ownership check) may wait for its database, a connection and then the answer,
+     * before it fails with `DatabaseTimeoutError` (`ShardTimeoutError` inside a shard transaction);
+     * a shard transaction as a whole gets its `maxWait + timeout` on top.
+     */
+    readonly timeoutMs: number = DEFAULT_TIMEOUT_MS,
+  ) {
+    this.deadlines = new Deadlines(Math.min(1000, Math.max(10, timeoutMs / 10)));
+  }
+
+  /** `call` on `client`, bounded by `timeoutMs`: for the statements shardkit sends itself. */
+  private boundedCall(client: object, model: string, operation: string, args: unknown): Promise<unknown> {
+    return this.bounded(client, () => this.call(client, model, operation, args));
+  }
+
+  /** `run()` on `client` (a database's or a transaction's), failing once `timeoutMs` pass first. */
+  bounded<T>(client: object, run: () => PromiseLike<T>): Promise<T> {
+    const ms = this.timeoutMs;
+    const scope = this.scope.getStore(); // the call's own, not the timer's
+    return this.deadlines.run(ms, () => this.late(client, ms, scope), run);
+  }
+
+  /** The database each client of a view (or replica client) is, for the timeout's error. */
+  private readonly databases = new WeakMap<object, number>();
+
+  /** Records which database each of `view`'s clients is; returns the view. */
+  know<V extends View>(view: V): V {
+    view.clients.forEach((client, index) => {
+      this.databases.set(client, index);
+    });
+    view.replicas?.forEach((list, index) => {
+      for (const client of list) this.databases.set(client, index);
+    });
+    return view;
+  }
+
+  /** Records that transaction client `tx` is on database `index`; returns it. */
+  enter(tx: object, index: number): object {
+    this.databases.set(tx, index);
+    return tx;
+  }
+
+  /** The error of a statement on `client` that did not answer within `timeoutMs`. */
+  private late(client: object, timeoutMs: number, scope: Scope | undefined): ShardRoutingError {
+    const index = this.databases.get(client);
+    const physical = index === undefined ? undefined : this.planner.placement.physical[index];
+    if (physical) {
+      const name = this.databaseName(physical.index) ?? `#${physical.index}`;
+      return new DatabaseTimeoutError(name, physical.shards, timeoutMs);
+    }
+    if (scope?.kind === "tx") return new ShardTimeoutError(scope.shard, timeoutMs);
+    return new DatabaseTimeoutError("(unknown)", [], timeoutMs);
+  }
 
   /** Plans and runs `model.operation(args)` for a call through the routed client. */
   run(view: View, model: string, operation: string, args: Obj | undefined): PromiseLike<unknown> {
@@ -263,11 +328,12 @@ export class Executor {
     try {
       result = await run(plan);
     } catch (error) {
-      if (confirm && isNotFound(error)) await Promise.all(shards.map((s) => confirm(client, s)));
+      if (confirm && isNotFound(error))
+        await Promise.all(shards.map((s) => this.bounded(client, () => confirm(client, s))));
       throw error;
     }
     if (confirm && (shards.length > 1 || isEmptyAnswer(result, operation)))
-      await Promise.all(shards.map((s) => confirm(client, s)));
+      await Promise.all(shards.map((s) => this.bounded(client, () => confirm(client, s))));
     return result;
   }
 
@@ -364,10 +430,10 @@ export class Executor {
         try {
           result = await this.call(tx, model, operation, run);
         } catch (error) {
-          if (isNotFound(error)) await confirm(tx, plan.shard);
+          if (isNotFound(error)) await this.bounded(tx, () => confirm(tx, plan.shard));
           throw error;
         }
-        if (isEmptyAnswer(result, operation)) await confirm(tx, plan.shard);
+        if (isEmptyAnswer(result, operation)) await this.bounded(tx, () => confirm(tx, plan.shard));
         return result;
       });
     }
@@ -481,7 +547,8 @@ export class Executor {
     return {
       clients: view.clients,
       placement: this.planner.placement,
-      call: this.call,
+      call: (client, model, operation, args) => this.boundedCall(client, model, operation, args),
+      timeoutMs: this.timeoutMs,
       spec: (scope) => this.planner.keys.uniqueSpec(scope),
     };
   }
@@ -533,7 +600,9 @@ export class Executor {
         const { placement } = this.planner;
         const database = placement.physicalOf(placement.resolve(step.row.shard)).index;
         client = view.clients[database]!;
-        row = (await this.on(view, database, model, "findUnique", step.row.lookup)) as Obj | null;
+        row = (await this.bounded(client, () =>
+          this.on(view, database, model, "findUnique", step.row!.lookup),
+        )) as Obj | null;
       }
       const nullable = new Set<string>();
       if (row || !step.row) {
@@ -557,12 +626,8 @@ export class Executor {
       async (target) => {
         const child = parent && this.scatterChild(parent, model, current.operation, target);
         try {
-          const value = await this.on(
-            view,
-            target.database,
-            model,
-            current.operation,
-            current.argsFor(target),
+          const value = await this.bounded(view.clients[target.database]!, () =>
+            this.on(view, target.database, model, current.operation, current.argsFor(target)),
           );
           child?.end();
           return value;
@@ -667,7 +732,7 @@ export class Executor {
     answered: readonly PlanTarget[],
   ): unknown {
     if (merged !== null || !read.orThrow) return merged;
-    return this.call(view.clients[answered[0]!.database]!, model, "findFirstOrThrow", {
+    return this.boundedCall(view.clients[answered[0]!.database]!, model, "findFirstOrThrow", {
       where: { id: { in: [] } },
     });
   }
@@ -682,7 +747,7 @@ export class Executor {
     let known = this.nullable.get(key);
     if (known === undefined) {
       try {
-        await this.call(client, model, "findFirst", {
+        await this.boundedCall(client, model, "findFirst", {
           where: { AND: [{ [field]: null }, { id: { in: [] } }] },
           select: { id: true },
         });

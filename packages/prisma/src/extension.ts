@@ -10,7 +10,7 @@ import {
   repairClaims,
 } from "./claims.js";
 import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { callModel, Executor, lazyReject, type View } from "./executor.js";
+import { callModel, DEFAULT_TIMEOUT_MS, Executor, lazyReject, type View } from "./executor.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
 import { OPERATIONS, Planner, routingConfig } from "./planner.js";
@@ -53,6 +53,14 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
    * app registers an SDK). `false`: no instrumentation at all. The README's "Telemetry" says more.
    */
   telemetry?: TelemetryOption;
+  /**
+   * How long each statement shardkit sends on a call's behalf (a scatter leg, a claim statement, an
+   * ownership check) may wait for its database, a connection and then the answer, in ms (default
+   * 30,000): past it the call fails with `DatabaseTimeoutError` naming the database and its shards
+   * (`ShardTimeoutError` naming the shard for a claim), which `isShardUnavailable` counts as
+   * unavailable. A point call is Prisma's own statement: bound it with `withShardDeadline`.
+   */
+  timeoutMs?: number;
 }
 
 const RAW = new Set(["$queryRaw", "$executeRaw", "$queryRawUnsafe", "$executeRawUnsafe", "$queryRawTyped"]);
@@ -94,6 +102,10 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
     throw new RoutingOptionsError(["registry: expected a ShardRegistry (from createShardRegistry)"]);
   }
   const config = routingConfig(options);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new RoutingOptionsError([`timeoutMs: expected a positive number of ms, got ${String(timeoutMs)}`]);
+  }
   return Prisma.defineExtension((base) => {
     if (!registry.physical.some((p) => (p.client as unknown) === base)) {
       throw new RoutingOptionsError([
@@ -267,6 +279,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         callModel,
         telemetryOf(options.telemetry),
         (index) => registry.physical[index]?.name,
+        timeoutMs,
       ),
       registry: registry as ShardRegistry<ShardClient>,
       view: {
@@ -283,6 +296,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
 /** The routed client: model calls are planned and run by the executor; the rest is Prisma's. */
 function routedClient(routed: Routed): object {
   const { executor, view, target } = routed;
+  executor.know(view);
   const single = view.clients.length === 1;
   const delegates = new Map<string, object>();
   const t = target;

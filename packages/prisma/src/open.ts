@@ -4,7 +4,8 @@ import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapt
 import type { ShardIdentifier } from "@shardkit/id";
 import { checkInspected, INSPECT, type Inspected, type Inspection, inspect } from "./budget.js";
 import { redactUrl, shardRegistryFromEnv } from "./config.js";
-import { RegistryConfigError } from "./errors.js";
+import { withDeadline } from "./deadline.js";
+import { DatabaseTimeoutError, RegistryConfigError } from "./errors.js";
 import { DatabaseGate } from "./gate.js";
 import {
   type DatabaseState,
@@ -195,16 +196,21 @@ async function openPostgres<Client extends ShardClient>(
   };
   /** The databases that answered so far, with what they said: a late one is checked against them. */
   const known: Inspection<ShardClient>["answered"] = [];
-  /** Asks a database (or replica) past its gate: through a connection of its own; the first row. */
-  const ask = async <Row = Inspected>(on: { target: RolloutTarget }, sql: string): Promise<Row> => {
-    const connection = await on.target.adapter.connect();
-    try {
-      const result = await connection.queryRaw({ sql, args: [], argTypes: [] });
-      return Object.fromEntries(result.columnNames.map((c, i) => [c, result.rows[0]![i]])) as Row;
-    } finally {
-      await connection.dispose();
-    }
-  };
+  /** Asks a database (or replica) past its gate, through a connection of its own, within `timeoutMs`: the first row. */
+  const ask = <Row = Inspected>(on: { target: RolloutTarget }, sql: string): Promise<Row> =>
+    withDeadline(
+      timeoutMs,
+      () => new DatabaseTimeoutError(on.target.name, on.target.shards ?? [], timeoutMs),
+      async () => {
+        const connection = await on.target.adapter.connect();
+        try {
+          const result = await connection.queryRaw({ sql, args: [], argTypes: [] });
+          return Object.fromEntries(result.columnNames.map((c, i) => [c, result.rows[0]![i]])) as Row;
+        } finally {
+          await connection.dispose();
+        }
+      },
+    );
   /** Asks a database who it is. */
   const query = (physical: PhysicalShard<ShardClient>, sql: string) =>
     ask(databases.find((d) => d.physical === physical)!, sql);

@@ -1,0 +1,110 @@
+import { ShardedId } from "@shardkit/id";
+import { withClusterFrozen } from "@shardkit/test-db";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { SECOND } from "../test/global-setup.js";
+import { makeWorld, S } from "../test/world.js";
+import { withShardDeadline } from "./deadline.js";
+import { RoutingOptionsError, ShardTimeoutError } from "./errors.js";
+import { shardRouting } from "./extension.js";
+import { rendezvous } from "./strategies.js";
+import { isShardUnavailable } from "./unavailable.js";
+
+// A server that freezes (SIGSTOP: connections open, nothing answers) fails its own calls after the
+// routed client's `timeoutMs`; the other databases go on answering. Database c (the second server)
+// holds 1/1 and 1/2.
+const world = makeWorld();
+const { registry, clients } = world;
+afterAll(() => world.close());
+beforeEach(() => world.truncate());
+
+const SHARDS = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g1m1, S.g1m2];
+const db = clients.a.$extends(
+  shardRouting({
+    registry,
+    timeoutMs: 400,
+    keyless: { mode: "scatter", policy: "partial" },
+    models: { Customer: { unique: { email: true }, place: () => S.g0m0 } },
+  }),
+);
+const customer = (shard = S.g1m1, email?: string) => ({
+  id: ShardedId.generate("Customer", shard),
+  name: "c",
+  region: "x",
+  ...(email ? { email } : {}),
+});
+/** An email whose claim lives on database c. */
+const emailClaimedOnC = () => {
+  for (let i = 0; ; i++) {
+    const email = `frozen-${i}@example.com`;
+    const shard = rendezvous(`Customer.email\u0000${email}`, SHARDS);
+    if (registry.physicalOf(shard).index === 2) return email;
+  }
+};
+
+describe("statements bounded by timeoutMs", () => {
+  it("refuses a timeoutMs that is not a positive number", () => {
+    for (const timeoutMs of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => shardRouting({ registry, timeoutMs })).toThrow(RoutingOptionsError);
+    }
+  });
+
+  it("a frozen server fails the statements shardkit sends for a call (scatter legs, claims) and its transactions; the others answer", async () => {
+    const onC = customer();
+    await db.customer.create({ data: onC });
+    const email = emailClaimedOnC();
+    await withClusterFrozen(SECOND.cluster, async () => {
+      // A keyless read with policy "partial" answers from the rest and names what is missing.
+      let missing: string[] = [];
+      const onA = customer(S.g0m0);
+      await db.customer.create({ data: onA });
+      const all = await db
+        .$scatter({ policy: "partial", onReport: (r) => (missing = r.missingShards.map((s) => s.key)) })
+        .customer.findMany({ orderBy: { id: "asc" } });
+      expect(all.map((c) => c.id)).toEqual([onA.id]);
+      expect(missing.sort()).toEqual(["1/1", "1/2"]);
+      // With policy "fail" it fails, as unavailable, naming the database that did not answer.
+      const failed = await db
+        .$scatter({ policy: "fail" })
+        .customer.findMany({})
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      expect(isShardUnavailable(failed), String(failed)).toBe(true);
+      const causes = ((failed as Error).cause as AggregateError).errors as Error[];
+      expect(causes.map((e) => e.message)).toEqual([
+        "database database #2 (shards 1/1, 1/2) did not answer within 400 ms",
+      ]);
+
+      // A shard transaction on the frozen server fails (within its maxWait) instead of hanging.
+      const tx = await db
+        .$transactionOn(S.g1m2, (t) => t.customer.count(), { maxWait: 300, timeout: 300 })
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      expect(isShardUnavailable(tx), String(tx)).toBe(true);
+
+      // A write whose unique value's claim lives on the frozen server: unavailable, not a hang.
+      const claimed = await db.customer.create({ data: customer(S.g0m0, email) }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(claimed).toBeInstanceOf(ShardTimeoutError);
+      expect(isShardUnavailable(claimed)).toBe(true);
+
+      // The caller's own point call is bounded where the caller says: withShardDeadline.
+      const read = await withShardDeadline(S.g1m1, 300, () =>
+        db.customer.findUnique({ where: { id: onC.id } }),
+      ).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(read).toBeInstanceOf(ShardTimeoutError);
+    });
+    // Thawed, the same calls answer.
+    expect(await db.customer.findUnique({ where: { id: onC.id } })).toMatchObject({ id: onC.id });
+    await db.customer.create({ data: customer(S.g0m0, email) });
+    expect(await db.customer.count()).toBe(3);
+  }, 120_000);
+});
