@@ -96,8 +96,8 @@ export class Executor {
     /**
      * How long one of the statements shardkit sends on a call's behalf (a scatter leg, a claim
      * statement, an ownership check) may wait for its database, a connection and then the answer,
-     * before it fails with `DatabaseTimeoutError` (`ShardTimeoutError` inside a shard transaction);
-     * a shard transaction as a whole gets its `maxWait + timeout` on top.
+     * before it fails with `DatabaseTimeoutError` naming the database (`ShardTimeoutError` naming
+     * the shard when only the shard of the call's transaction is known).
      */
     readonly timeoutMs: number = DEFAULT_TIMEOUT_MS,
   ) {
