@@ -241,7 +241,7 @@ export class ActionUnit<Client extends ShardClient> {
       const group = steps.filter((s) => s.database === database);
       const results: unknown[] = [];
       try {
-        await inDatabaseTransaction(this.executor, view, database, options, async (tx) => {
+        await inDatabaseTransaction(view, database, options, async (tx) => {
           for (const step of group) results.push(await step.run(tx));
         });
       } catch (error) {

@@ -40,6 +40,8 @@ export interface ClaimContext {
   call: Call;
   /** How long one claim statement (or `settle`'s transaction, beyond its own bounds) may wait. */
   timeoutMs: number;
+  /** `run()`, a statement on database `database`, failing with `DatabaseTimeoutError` after `timeoutMs`. */
+  bounded<T>(database: number, run: () => PromiseLike<T>): Promise<T>;
   /** The spec of a unique field by scope (`Model.field`), with its model's id field. */
   spec(scope: string): { unique: UniqueSpec; idField: string } | undefined;
 }
@@ -358,12 +360,14 @@ export async function repairClaims(
   const report: ClaimRepairReport = { held: 0, released: 0, failed: [] };
   for (const physical of context.placement.physical) {
     if (physical.shards.length === 0) continue;
-    const client = clientOf(context, physical.shards[0]!);
+    const client = context.clients[physical.index] as Raw;
     let pending: ClaimOwner[];
     try {
-      pending = await client.$queryRawUnsafe(
-        `SELECT "shard", "scope", "value", "ownerShard", "ownerId", "token" FROM ${TABLE} WHERE "state" = 'pending' AND "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
-        olderThanMs,
+      pending = await context.bounded(physical.index, () =>
+        client.$queryRawUnsafe(
+          `SELECT "shard", "scope", "value", "ownerShard", "ownerId", "token" FROM ${TABLE} WHERE "state" = 'pending' AND "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
+          olderThanMs,
+        ),
       );
     } catch (error) {
       report.failed.push({ database: physical.index, error });
@@ -380,9 +384,11 @@ export async function repairClaims(
       }
     }
     try {
-      await client.$executeRawUnsafe(
-        `DELETE FROM ${TOKENS} WHERE "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
-        tokensOlderThanMs,
+      await context.bounded(physical.index, () =>
+        client.$executeRawUnsafe(
+          `DELETE FROM ${TOKENS} WHERE "createdAt" < now() - make_interval(secs => $1::double precision / 1000)`,
+          tokensOlderThanMs,
+        ),
       );
     } catch (error) {
       report.failed.push({ database: physical.index, error });
@@ -452,12 +458,14 @@ export async function backfillClaims(
     const client = context.clients[physical.index]!;
     let cursor: unknown;
     for (;;) {
-      const rows = (await context.call(client, model, "findMany", {
-        select,
-        orderBy: { [idField]: "asc" },
-        take: batchSize,
-        ...(cursor !== undefined ? { cursor: { [idField]: cursor }, skip: 1 } : {}),
-      })) as Record<string, unknown>[];
+      const rows = (await context.bounded(physical.index, () =>
+        context.call(client, model, "findMany", {
+          select,
+          orderBy: { [idField]: "asc" },
+          take: batchSize,
+          ...(cursor !== undefined ? { cursor: { [idField]: cursor }, skip: 1 } : {}),
+        }),
+      )) as Record<string, unknown>[];
       for (const row of rows) {
         report.rows++;
         for (const unique of specs) {

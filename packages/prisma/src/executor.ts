@@ -10,13 +10,8 @@ import {
   releaseClaims,
   takeClaims,
 } from "./claims.js";
-import { Deadlines } from "./deadline.js";
-import {
-  DatabaseTimeoutError,
-  type ShardRoutingError,
-  ShardTimeoutError,
-  UnsupportedShardOperationError,
-} from "./errors.js";
+import { withDeadline } from "./deadline.js";
+import { DatabaseTimeoutError, UnsupportedShardOperationError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import { delegateKey } from "./keys.js";
 import { type OwnershipHook, withCurrentOwner } from "./ownership.js";
@@ -83,9 +78,6 @@ export class Executor {
   /** The plan the last call made (read right after planning, when telemetry is on). */
   private planned: Plan | undefined;
 
-  /** The deadlines of shardkit's own statements in flight: one timer, ticking at a tenth of `timeoutMs` (at most 1 s). */
-  private readonly deadlines: Deadlines;
-
   constructor(
     readonly planner: Planner,
     private readonly call: Call = callModel,
@@ -96,56 +88,39 @@ export class Executor {
     /**
      * How long one of the statements shardkit sends on a call's behalf (a scatter leg, a claim
      * statement, an ownership check) may wait for its database, a connection and then the answer,
-     * before it fails with `DatabaseTimeoutError` naming the database (`ShardTimeoutError` naming
-     * the shard when only the shard of the call's transaction is known).
+     * before it fails with `DatabaseTimeoutError` naming the database.
      */
     readonly timeoutMs: number = DEFAULT_TIMEOUT_MS,
-  ) {
-    this.deadlines = new Deadlines(Math.min(1000, Math.max(10, timeoutMs / 10)));
+  ) {}
+
+  /** `call` on database `database`'s client, bounded by `timeoutMs`: for the statements shardkit sends itself. */
+  private boundedCall(
+    view: View,
+    database: number,
+    model: string,
+    operation: string,
+    args: unknown,
+  ): Promise<unknown> {
+    return this.bounded(database, () => this.call(view.clients[database]!, model, operation, args));
   }
 
-  /** `call` on `client`, bounded by `timeoutMs`: for the statements shardkit sends itself. */
-  private boundedCall(client: object, model: string, operation: string, args: unknown): Promise<unknown> {
-    return this.bounded(client, () => this.call(client, model, operation, args));
-  }
-
-  /** `run()` on `client` (a database's or a transaction's), failing once `timeoutMs` pass first. */
-  bounded<T>(client: object, run: () => PromiseLike<T>): Promise<T> {
-    const ms = this.timeoutMs;
-    const scope = this.scope.getStore(); // the call's own, not the timer's
-    return this.deadlines.run(ms, () => this.late(client, ms, scope), run);
-  }
-
-  /** The database each client of a view (or replica client) is, for the timeout's error. */
-  private readonly databases = new WeakMap<object, number>();
-
-  /** Records which database each of `view`'s clients is; returns the view. */
-  know<V extends View>(view: V): V {
-    view.clients.forEach((client, index) => {
-      this.databases.set(client, index);
-    });
-    view.replicas?.forEach((list, index) => {
-      for (const client of list) this.databases.set(client, index);
-    });
-    return view;
-  }
-
-  /** Records that transaction client `tx` is on database `index`; returns it. */
-  enter(tx: object, index: number): object {
-    this.databases.set(tx, index);
-    return tx;
-  }
-
-  /** The error of a statement on `client` that did not answer within `timeoutMs`. */
-  private late(client: object, timeoutMs: number, scope: Scope | undefined): ShardRoutingError {
-    const index = this.databases.get(client);
-    const physical = index === undefined ? undefined : this.planner.placement.physical[index];
-    if (physical) {
-      const name = this.databaseName(physical.index) ?? `#${physical.index}`;
-      return new DatabaseTimeoutError(name, physical.shards, timeoutMs);
-    }
-    if (scope?.kind === "tx") return new ShardTimeoutError(scope.shard, timeoutMs);
-    return new DatabaseTimeoutError("(unknown)", [], timeoutMs);
+  /**
+   * `run()`, a statement on database `database` (its client's or a transaction's there), or
+   * `DatabaseTimeoutError` naming the database and its shards once `timeoutMs` pass first.
+   */
+  bounded<T>(database: number, run: () => PromiseLike<T>): Promise<T> {
+    return withDeadline(
+      this.timeoutMs,
+      () => {
+        const shards = this.planner.placement.physical[database]?.shards ?? [];
+        return new DatabaseTimeoutError(
+          this.databaseName(database) ?? `#${database}`,
+          shards,
+          this.timeoutMs,
+        );
+      },
+      run,
+    );
   }
 
   /** Plans and runs `model.operation(args)` for a call through the routed client. */
@@ -322,18 +297,19 @@ export class Executor {
         return this.owned(hook, view, replan(), operation, replan, run);
       }
     }
-    const client = view.clients[plan.kind === "shard" ? plan.database : plan.target.database]!;
+    const database = plan.kind === "shard" ? plan.database : plan.target.database;
+    const client = view.clients[database]!;
     const confirm = hook.confirm;
     let result: unknown;
     try {
       result = await run(plan);
     } catch (error) {
       if (confirm && isNotFound(error))
-        await Promise.all(shards.map((s) => this.bounded(client, () => confirm(client, s))));
+        await Promise.all(shards.map((s) => this.bounded(database, () => confirm(client, s))));
       throw error;
     }
     if (confirm && (shards.length > 1 || isEmptyAnswer(result, operation)))
-      await Promise.all(shards.map((s) => this.bounded(client, () => confirm(client, s))));
+      await Promise.all(shards.map((s) => this.bounded(database, () => confirm(client, s))));
     return result;
   }
 
@@ -430,10 +406,11 @@ export class Executor {
         try {
           result = await this.call(tx, model, operation, run);
         } catch (error) {
-          if (isNotFound(error)) await this.bounded(tx, () => confirm(tx, plan.shard));
+          if (isNotFound(error)) await this.bounded(plan.database, () => confirm(tx, plan.shard));
           throw error;
         }
-        if (isEmptyAnswer(result, operation)) await this.bounded(tx, () => confirm(tx, plan.shard));
+        if (isEmptyAnswer(result, operation))
+          await this.bounded(plan.database, () => confirm(tx, plan.shard));
         return result;
       });
     }
@@ -547,8 +524,9 @@ export class Executor {
     return {
       clients: view.clients,
       placement: this.planner.placement,
-      call: (client, model, operation, args) => this.boundedCall(client, model, operation, args),
+      call: this.call,
       timeoutMs: this.timeoutMs,
+      bounded: (database, run) => this.bounded(database, run),
       spec: (scope) => this.planner.keys.uniqueSpec(scope),
     };
   }
@@ -595,19 +573,20 @@ export class Executor {
     if (read.prepare) {
       const step = read.prepare;
       let row: Obj | null = null;
-      let client = view.clients[plan.targets[0]!.database]!;
+      let database = plan.targets[0]!.database;
       if (step.row) {
         const { placement } = this.planner;
-        const database = placement.physicalOf(placement.resolve(step.row.shard)).index;
-        client = view.clients[database]!;
-        row = (await this.bounded(client, () =>
-          this.on(view, database, model, "findUnique", step.row!.lookup),
+        database = placement.physicalOf(placement.resolve(step.row.shard)).index;
+        const lookup = step.row.lookup;
+        row = (await this.bounded(database, () =>
+          this.on(view, database, model, "findUnique", lookup),
         )) as Obj | null;
       }
       const nullable = new Set<string>();
       if (row || !step.row) {
         for (const field of step.fields) {
-          if (row?.[field] === null || (await this.isNullable(client, model, field))) nullable.add(field);
+          if (row?.[field] === null || (await this.isNullable(view, database, model, field)))
+            nullable.add(field);
         }
       }
       const next = step.resume(row, nullable);
@@ -626,7 +605,7 @@ export class Executor {
       async (target) => {
         const child = parent && this.scatterChild(parent, model, current.operation, target);
         try {
-          const value = await this.bounded(view.clients[target.database]!, () =>
+          const value = await this.bounded(target.database, () =>
             this.on(view, target.database, model, current.operation, current.argsFor(target)),
           );
           child?.end();
@@ -732,7 +711,7 @@ export class Executor {
     answered: readonly PlanTarget[],
   ): unknown {
     if (merged !== null || !read.orThrow) return merged;
-    return this.boundedCall(view.clients[answered[0]!.database]!, model, "findFirstOrThrow", {
+    return this.boundedCall(view, answered[0]!.database, model, "findFirstOrThrow", {
       where: { id: { in: [] } },
     });
   }
@@ -742,12 +721,12 @@ export class Executor {
    * refuses `{ field: null }` for a required field, so ask once per field (a query that matches
    * nothing; a required field fails Prisma's validation before reaching the database).
    */
-  private async isNullable(client: object, model: string, field: string): Promise<boolean> {
+  private async isNullable(view: View, database: number, model: string, field: string): Promise<boolean> {
     const key = `${model}.${field}`;
     let known = this.nullable.get(key);
     if (known === undefined) {
       try {
-        await this.boundedCall(client, model, "findFirst", {
+        await this.boundedCall(view, database, model, "findFirst", {
           where: { AND: [{ [field]: null }, { id: { in: [] } }] },
           select: { id: true },
         });

@@ -296,7 +296,6 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
 /** The routed client: model calls are planned and run by the executor; the rest is Prisma's. */
 function routedClient(routed: Routed): object {
   const { executor, view, target } = routed;
-  executor.know(view);
   const single = view.clients.length === 1;
   const delegates = new Map<string, object>();
   const t = target;

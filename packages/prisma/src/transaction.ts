@@ -68,8 +68,8 @@ export async function runInShardTransaction<R>(
         const database = placement.physicalOf(shard).index;
         try {
           const begin = placement.ownership?.begin;
-          return await inDatabaseTransaction(executor, view, database, options, async (tx) => {
-            if (begin) await executor.bounded(tx, () => begin(tx, shard));
+          return await inDatabaseTransaction(view, database, options, async (tx) => {
+            if (begin) await executor.bounded(database, () => begin(tx, shard));
             return inShard(executor, tx, shard, fn, view);
           });
         } catch (error) {
@@ -83,20 +83,15 @@ export async function runInShardTransaction<R>(
   );
 }
 
-/**
- * One interactive transaction on a database, through its fully configured client. Its client is
- * recorded as the database's, so a bounded statement in it names the database when it is late.
- */
+/** One interactive transaction on a database, through its fully configured client. */
 export async function inDatabaseTransaction<R>(
-  executor: Executor,
   view: View,
   database: number,
   options: TransactionOptions,
   fn: (tx: object) => Promise<R>,
 ): Promise<R> {
   const client = view.clients[database] as Interactive;
-  const run = (tx: object) => fn(executor.enter(tx, database));
-  return (await client.$transaction(run, cleanOptions(options))) as R;
+  return (await client.$transaction(fn, cleanOptions(options))) as R;
 }
 
 /** Runs `fn` with `tx` as the scope of `shard`: routed calls join it, calls for other shards are refused. */
