@@ -421,17 +421,39 @@ export async function withClusterFrozen(name, fn) {
   return withLock(name, async () => {
     const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
     const postmaster = readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
-    const pids = () => [postmaster, ...sh("pgrep", ["-P", postmaster]).split("\n").filter(Boolean)];
-    const frozen = pids();
-    for (const pid of frozen) process.kill(Number(pid), "SIGSTOP");
-    try {
-      return await fn();
-    } finally {
+    const signal = (pid, sig) => {
+      try {
+        process.kill(Number(pid), sig);
+        return true;
+      } catch (error) {
+        if (error.code === "ESRCH") return false; // a backend that ended meanwhile
+        throw error;
+      }
+    };
+    const frozen = [];
+    const thaw = () => {
       for (const pid of frozen) {
         try {
           process.kill(Number(pid), "SIGCONT");
         } catch {}
       }
+    };
+    try {
+      // The postmaster first: stopped, it starts no process, so the list of its children is whole.
+      if (signal(postmaster, "SIGSTOP")) frozen.push(postmaster);
+      let children = "";
+      try {
+        children = sh("pgrep", ["-P", postmaster]);
+      } catch {} // none
+      for (const pid of children.split("\n").filter(Boolean)) if (signal(pid, "SIGSTOP")) frozen.push(pid);
+    } catch (error) {
+      thaw();
+      throw error;
+    }
+    try {
+      return await fn();
+    } finally {
+      thaw();
     }
   });
 }

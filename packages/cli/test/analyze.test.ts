@@ -1,14 +1,13 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { analyzeShardKey } from "@shardkit/selector";
 import { beforeAll, describe, expect, it } from "vitest";
-import { shardkit } from "./cli.js";
+import { scratch, shardkit } from "./cli.js";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
-const sample = join(tmpdir(), `shardkit-cli-traffic-${process.pid}.jsonl`);
+const sample = join(scratch, "traffic.jsonl");
 const README_COMMAND =
   "shardkit analyze traffic.jsonl --key tenant --key accounts --key region --members 8 --entity accounts.0";
 
@@ -92,9 +91,9 @@ describe("shardkit analyze", () => {
   });
 
   it("input and usage errors exit 2, naming the line", async () => {
-    const bad = join(tmpdir(), `shardkit-cli-bad-${process.pid}.jsonl`);
+    const bad = join(scratch, "bad.jsonl");
     writeFileSync(bad, '{"tenant":"a"}\n\n{"tenant": oops}\n');
-    const badOp = join(tmpdir(), `shardkit-cli-badop-${process.pid}.jsonl`);
+    const badOp = join(scratch, "badop.jsonl");
     writeFileSync(badOp, '{"tenant":"a","op":"delete"}\n');
     const runs = await Promise.all([
       shardkit(["analyze", bad, "--key", "tenant", "--members", "4"]),

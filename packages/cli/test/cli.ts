@@ -1,9 +1,10 @@
 // Runs the real `shardkit` binary (dist/cli.js) in a child process, as a user or a script does.
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll } from "vitest";
 
 export const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 export const SCHEMA = fileURLToPath(new URL("./schema.prisma", import.meta.url));
@@ -42,9 +43,13 @@ export function shardkit(
   });
 }
 
-/** A configuration file (the `SHARDKIT_SHARDS` JSON) in a temporary folder; its path. */
+/** This test file's temporary folder: removed after its tests, so a run leaves no file behind. */
+export const scratch = mkdtempSync(join(tmpdir(), "shardkit-cli-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A configuration file (the `SHARDKIT_SHARDS` JSON) in this file's temporary folder; its path. */
 export function configFile(name: string, config: unknown): string {
-  const path = join(tmpdir(), `shardkit-cli-${name}-${process.pid}.json`);
+  const path = join(scratch, `${name}.json`);
   writeFileSync(path, JSON.stringify(config, null, 2));
   return path;
 }

@@ -159,7 +159,8 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
     MOVE_TIMEOUT: [
       MoveTimeoutError,
       async () => {
-        // A live move between the logical-replication servers, given 1 ms for its copy.
+        // A live move between the logical-replication servers, given 1 ms for its copy (and for each
+        // of its phases outside the freeze: its checks time out first, and nothing is changed).
         const urls = inject("moveUrls");
         await reset(urls);
         const moving = router(urls);

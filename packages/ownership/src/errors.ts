@@ -194,15 +194,27 @@ export class MoveVerifyError extends OwnershipError<"MOVE_VERIFY"> {
   }
 }
 
-/** A live move's copy or catch-up did not finish within its `timeoutMs`: the move was undone, the source owns the shard. */
+/**
+ * A part of a move did not finish within its budget (the copy within `copyTimeoutMs`, the freeze
+ * within `freezeBudgetMs`), or a database it waited for did not answer in time. Thrown by
+ * `moveShard` when the move was then undone (`undone`: the source owns the shard, nothing of the
+ * move is left); otherwise it is the cause of a `MoveFailedError` saying what was left.
+ */
 export class MoveTimeoutError extends OwnershipError<"MOVE_TIMEOUT"> {
   readonly shard: ShardIdentifier;
-  constructor(shard: ShardIdentifier, what: string, timeoutMs: number) {
+  /** What did not finish in time. */
+  readonly what: string;
+  readonly timeoutMs: number;
+  readonly undone: boolean;
+  constructor(shard: ShardIdentifier, what: string, timeoutMs: number, options: { undone?: boolean } = {}) {
     super(
       "MOVE_TIMEOUT",
-      `shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms; the move was undone`,
+      `shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms${options.undone ? "; the move was undone" : ""}`,
     );
     this.shard = shard;
+    this.what = what;
+    this.timeoutMs = timeoutMs;
+    this.undone = options.undone ?? false;
   }
 }
 

@@ -8,9 +8,10 @@ import {
   type EpochConflictError,
   MoveInProgressError,
   MoveLeaseLostError,
+  MoveTimeoutError,
   OwnershipOptionsError,
 } from "./errors.js";
-import { lastLine, type Raw, raw } from "./raw.js";
+import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
 import { type FencedTable, SHARD_LOCK, shardOfRowSql } from "./sql.js";
 
 /** How long a move's lease lasts unless renewed, by default: a mover that dies holds its shard at most this long. */
@@ -270,17 +271,21 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
    */
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(
-      () => {
-        if (this.renewing) return;
-        this.renewing = true;
-        (this.extensionMs() > 0 ? this.renew() : this.stillHeld())
-          .catch(() => {})
-          .finally(() => {
-            this.renewing = false;
-          });
-      },
-      Math.max(100, Math.floor(this.leaseMs / 3)),
+    // Renewals outlive the deadline of the move's phase that starts them. A renewal that does not
+    // answer (the source froze) is not repeated behind it: the lease lapses by the source's clock.
+    this.timer = unbounded(() =>
+      setInterval(
+        () => {
+          if (this.renewing) return;
+          this.renewing = true;
+          (this.extensionMs() > 0 ? this.renew() : this.stillHeld())
+            .catch(() => {})
+            .finally(() => {
+              this.renewing = false;
+            });
+        },
+        Math.max(100, Math.floor(this.leaseMs / 3)),
+      ),
     );
     this.timer.unref?.();
   }
@@ -823,14 +828,20 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
    */
   async lapse(): Promise<void> {
     this.stop();
-    await raw(this.from)
-      .$executeRawUnsafe(
+    // Its own deadline (a lease's period), whatever the work that failed had left: unanswered, the
+    // lease lapses by itself within its period.
+    const deadline = {
+      at: performance.now() + this.leaseMs,
+      late: () => new MoveTimeoutError(this.shard, "giving the lease up", this.leaseMs),
+    };
+    await bounded(deadline, () =>
+      raw(this.from).$executeRawUnsafe(
         `UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() WHERE shard = $1 AND attempt = $2 AND token = $3`,
         this.shard.bits,
         this.attempt,
         this.token,
-      )
-      .catch(() => {});
+      ),
+    ).catch(() => {});
   }
 }
 

@@ -19,7 +19,7 @@ import {
 } from "./errors.js";
 import { completeSwitch, type LeaseOptions, ShardLease } from "./lease.js";
 import { type OwnershipRow, type OwnershipState, placeShards } from "./placement.js";
-import { lastLine, type Raw, raw } from "./raw.js";
+import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
 import { refusalOf } from "./refusal.js";
 import {
   type FencedTable,
@@ -33,6 +33,9 @@ import { listedTableIssues, resolveTables } from "./tables.js";
 
 export type { Raw };
 export { raw };
+
+/** How long opening a map waits, once its databases have answered, for them to install its functions and records. */
+const INSTALL_TIMEOUT_MS = 30_000;
 
 /** One shard in the map: where routing sends it, at which epoch, and in what state. */
 export interface MapEntry {
@@ -252,13 +255,22 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * are refused (`DatabasesUnansweredError`) until a later read finds it; with no database answering,
    * the open fails with that error. Service instances may open their maps at the same moment: each
    * database's install and recording run under an advisory lock of their own, and a function already
-   * installed as this version has it is left alone (no DDL at all on an ordinary start).
+   * installed as this version has it is left alone (no DDL at all on an ordinary start). Once its
+   * databases have answered, the install waits at most `INSTALL_TIMEOUT_MS` (30 s) for them: a lock
+   * that is never given, or a server that froze since, fails the open with `DatabasesUnansweredError`.
    */
   static async open<Client extends ShardClient>(
     options: PartitionMapOptions<Client>,
   ): Promise<PartitionMap<Client>> {
     const map = new PartitionMap(options);
-    await map.install();
+    const deadline = {
+      at: performance.now() + INSTALL_TIMEOUT_MS,
+      late: (database: string) =>
+        new DatabasesUnansweredError("the partition map could not be installed", [
+          { database, error: `no answer in ${INSTALL_TIMEOUT_MS} ms` },
+        ]),
+    };
+    await bounded(deadline, () => map.install());
     await map.refresh();
     map.registry.attachOwnership(map.hook());
     return map;
@@ -349,7 +361,9 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    */
   refresh(): Promise<void> {
     if (!this.reading) {
-      this.reading = this.read().finally(() => {
+      // A read is shared by every caller meanwhile (routers, movers), so it runs under none's
+      // deadline: its own bound is `timeoutMs` per database.
+      this.reading = unbounded(() => this.read()).finally(() => {
         this.reading = undefined;
       });
       return this.reading;
@@ -580,7 +594,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       return await Promise.race([
-        work().catch(() => false),
+        // Work shared by this router's callers, a mover among them: under none's deadline.
+        unbounded(work).catch(() => false),
         new Promise<boolean>((resolve) => {
           timer = setTimeout(() => resolve(false), this.timeoutMs);
         }),

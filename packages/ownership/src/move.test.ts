@@ -6,10 +6,18 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { ShardedId } from "@shardkit/id";
 import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
-import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { withClusterFrozen } from "@shardkit/test-db";
+import { afterEach, beforeEach, describe, expect, inject, it, vi } from "vitest";
+import { LOGICAL } from "../test/global-setup.js";
 import { startMover } from "../test/movers.js";
 import { copyShard, reset, type router, routers, S } from "../test/world.js";
-import { MoveFailedError, MoveInProgressError, MovePrecheckError, MoveVerifyError } from "./errors.js";
+import {
+  MoveFailedError,
+  MoveInProgressError,
+  MovePrecheckError,
+  MoveTimeoutError,
+  MoveVerifyError,
+} from "./errors.js";
 import { type MoveStep, moveShard, moveSteps } from "./move.js";
 import { readPartitionMap } from "./view.js";
 
@@ -379,6 +387,66 @@ describe("a mover stuck inside its fence", () => {
     await expectMoveFinished(r, map, buckets, null);
     map.close();
   }, 60_000);
+});
+
+describe("a database that stops answering in the middle of a move", () => {
+  it("a target whose server freezes during the copy: the move stops within its budgets (the copy's, then the undo's), naming the database it waited for, and gives its lease up; the source owns the shard and takes its writes throughout; once the server answers again, the next move undoes what was left and moves the shard, nothing lost", async () => {
+    const r = make();
+    const map = await r.open();
+    const buckets = await seed(r, S.g0m1, 10);
+    const load = writers(r, [{ buckets, desk: "during" }]);
+    let thaw!: () => void;
+    const thawed = new Promise<void>((resolve) => {
+      thaw = resolve;
+    });
+    let frozen: Promise<void> | undefined;
+    const ackedBefore = { n: 0 };
+    const failure = await moveToE(r, map, {
+      copyTimeoutMs: 6000,
+      afterStep: async (step) => {
+        if (step !== "subscribe") return;
+        // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
+        await new Promise<void>((resolve) => {
+          frozen = withClusterFrozen(LOGICAL.target.cluster, async () => {
+            ackedBefore.n = load.acked.size;
+            resolve();
+            // Thawed by the test, or at the latest when its time is up: never frozen for the next test.
+            await Promise.race([thawed, new Promise((r) => setTimeout(r, 90_000).unref())]);
+          });
+        });
+      },
+    }).catch((e: unknown) => e);
+    try {
+      expect(failure, String(failure)).toBeInstanceOf(MoveFailedError);
+      expect(failure).toMatchObject({ step: "copy", left: "half-done", rerun: "undo" });
+      const cause = (failure as Error).cause;
+      expect(cause).toBeInstanceOf(MoveTimeoutError);
+      expect((cause as Error).message).toBe(
+        "shard 0/1: the copy (waiting for e) did not finish within 6000 ms",
+      );
+      expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+      // The source took the shard's writes while e was frozen, before and after the move gave up.
+      expect(load.acked.size).toBeGreaterThan(ackedBefore.n);
+      const ackedAtFailure = load.acked.size;
+      await vi.waitFor(() => expect(load.acked.size).toBeGreaterThan(ackedAtFailure), { timeout: 30_000 });
+      expect(load.failures).toEqual([]);
+    } finally {
+      thaw();
+      await frozen;
+    }
+    await load.stop();
+    await untilLapsed(r);
+    const result = await moveToE(r, map);
+    expect(result.resumed).toBe("rolled-back");
+    expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+    await expectNothingLost(r, load.acked);
+    expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
+    expect(await r.clients.a.confirmation.count()).toBe(0);
+    expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+    const view = await readPartitionMap(r.registry);
+    expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
+    map.close();
+  }, 90_000);
 });
 
 describe("a mover process killed with SIGKILL", () => {

@@ -15,7 +15,7 @@ import {
 } from "./errors.js";
 import { completeSwitch, findMoves, inProgress, isLive, type LeaseOptions, ShardLease } from "./lease.js";
 import type { PartitionMap } from "./map.js";
-import { lastLine, type Raw, raw } from "./raw.js";
+import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
 import { copied, lagBytes, publish, reached, subscribe, teardown, walPosition } from "./replication.js";
 import { shardOfRowSql } from "./sql.js";
 import { type Check, checkAll, checkChanged, checkUnchanged } from "./verify.js";
@@ -105,7 +105,12 @@ export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   verify?: boolean;
   /** Delete the old copy at the source after the switch (batched; the tombstone stays). Default true. */
   cleanup?: boolean;
-  /** How long a live move's copy, catch-up and check may take before the move gives up and is undone (`MoveTimeoutError`). Default 120 s. */
+  /**
+   * How long a live move's copy, catch-up and check may take before the move gives up and is undone
+   * (`MoveTimeoutError`). Default 120 s. It is also the budget of the move's other phases outside
+   * its freeze (its checks and preparation, the switch and teardown, an undo): a database that does
+   * not answer within its phase's budget fails the phase with `MoveTimeoutError` naming it.
+   */
   copyTimeoutMs?: number;
   /**
    * How long the shard's writes may wait, from the fence to the switch, before the move gives up and
@@ -223,7 +228,6 @@ export async function moveShard<Client extends ShardClient>(
 }
 
 async function runMove<Client extends ShardClient>(options: MoveOptions<Client>): Promise<MoveResult> {
-  const started = performance.now();
   const { map } = options;
   const mode = options.mode ?? "live";
   const issues = map?.registry ? moveOptionIssues(map.registry, options.to, mode) : ["map: required"];
@@ -244,6 +248,52 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   if (shard && map?.registry && !map.registry.has(shard))
     issues.push(`shard ${shard.key} is not in the registry`);
   if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
+  const moving = shard;
+  const clock = new MoveClock(moving);
+  return bounded(clock, () => moveWithin(options, map, moving, mode, copyTimeoutMs, freezeBudgetMs, clock));
+}
+
+/**
+ * The deadline a move's database statements must meet (`bounded`): the budget of the phase it is in,
+ * from the phase's start. A database that does not answer in time fails the phase with
+ * `MoveTimeoutError` naming it, and the move is undone, or says what it left, as for any failure.
+ */
+class MoveClock {
+  at = Number.POSITIVE_INFINITY;
+  private what = "";
+  private budgetMs = 0;
+  private undone = false;
+
+  constructor(private readonly shard: ShardIdentifier) {}
+
+  /**
+   * From `from` (default now), the move's statements must answer within `budgetMs`: `what` is what
+   * a late one did not finish; `undone` when a failure there leaves nothing of the move.
+   */
+  phase(what: string, budgetMs: number, options: { from?: number; undone?: boolean } = {}): void {
+    this.what = what;
+    this.budgetMs = budgetMs;
+    this.at = (options.from ?? performance.now()) + budgetMs;
+    this.undone = options.undone ?? false;
+  }
+
+  late(database: string): MoveTimeoutError {
+    return new MoveTimeoutError(this.shard, `${this.what} (waiting for ${database})`, this.budgetMs, {
+      undone: this.undone,
+    });
+  }
+}
+
+async function moveWithin<Client extends ShardClient>(
+  options: MoveOptions<Client>,
+  map: PartitionMap<Client>,
+  shard: ShardIdentifier,
+  mode: "live" | "offline",
+  copyTimeoutMs: number,
+  freezeBudgetMs: number,
+  clock: MoveClock,
+): Promise<MoveResult> {
+  const started = performance.now();
   const to = options.to;
   const lease: LeaseOptions = {
     ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
@@ -255,13 +305,14 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   let current: MoveStep = "precheck";
   const step = (name: MoveStep, extra: Omit<MoveProgress, "step" | "elapsedMs"> = {}) => {
     current = name;
-    progress({ step: name, elapsedMs: Math.round(performance.now() - started), ...extra });
+    // The caller's code runs outside the move's deadline (a statement it sends is its own).
+    unbounded(() => progress({ step: name, elapsedMs: Math.round(performance.now() - started), ...extra }));
   };
   const done = async (name: MoveStep) => {
     const now = performance.now();
     steps.push({ step: name, ms: Math.round(now - last) });
     last = now;
-    await options.afterStep?.(name);
+    await unbounded(() => options.afterStep?.(name));
   };
 
   // The map as it is now, and every move of the shard the databases record: waited for, database by
@@ -277,6 +328,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   if (live) throw inProgress(map, live);
   for (const record of moves.found) {
     step("resume");
+    clock.phase("resuming a stopped move", copyTimeoutMs);
     const held = await ShardLease.takeOver(map, record, lease);
     held.start();
     try {
@@ -306,6 +358,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
 
   step("precheck");
+  clock.phase("the move's checks", copyTimeoutMs, { undone: true });
   const problems = await precheck(map.tables, shard, from, to, mode);
   if (problems.length > 0) throw new MovePrecheckError(shard, problems);
   // A shardkit table whose shard column is not in its replica identity (UniqueClaim: its key is the
@@ -321,6 +374,8 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   await done("precheck");
 
   step("lease");
+  // From the lease on, a failure is undone by `failed` (or says what it left): not undone by itself.
+  clock.phase("the move's preparation", copyTimeoutMs);
   const held = await ShardLease.acquire(map, shard, to, lease);
   // A live move's freeze is row updates and a check of the rows written during the move: it stops
   // (undone) rather than hold writes for longer than its budget. An offline move copies inside it.
@@ -348,6 +403,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     await done("receive");
 
     const within = performance.now() + copyTimeoutMs;
+    clock.phase("the copy", copyTimeoutMs);
     const copyTimeout = (what: string) => {
       if (performance.now() > within) throw new MoveTimeoutError(shard, what, copyTimeoutMs);
     };
@@ -370,6 +426,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     const fence = async () => {
       step("fence");
       const at = performance.now();
+      clock.phase("the freeze", held.freezeBudget, { from: at });
       await held.fence();
       await done("fence");
       return at;
@@ -447,6 +504,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     await held.verified();
 
     step("switch");
+    clock.phase("the switch and teardown", copyTimeoutMs);
     decided = true; // from here a failure may have switched: it is finished, never undone
     const switched = await held.switch();
     epoch = switched.epoch;
@@ -463,6 +521,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     }
     await held.release();
   } catch (error) {
+    clock.phase(decided ? "reading the switch" : "undoing the move", copyTimeoutMs);
     throw await failed(held, shard, current, error, decided);
   } finally {
     held.stop();
@@ -629,7 +688,9 @@ async function failed<Client extends ShardClient>(
       try {
         await undo(held);
         // A mismatched copy or a copy that took too long says so itself ("the move was undone").
-        if (error instanceof MoveVerifyError || error instanceof MoveTimeoutError) return error;
+        if (error instanceof MoveVerifyError) return error;
+        if (error instanceof MoveTimeoutError)
+          return new MoveTimeoutError(shard, error.what, error.timeoutMs, { undone: true });
         return new MoveFailedError(
           shard,
           {

@@ -1,6 +1,6 @@
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
-import type { Raw } from "./map.js";
+import { raw } from "./raw.js";
 import { type FencedTable, tableIssues } from "./sql.js";
 
 /**
@@ -55,7 +55,7 @@ const PRESENT_SQL = `SELECT name FROM unnest($1::text[]) AS name WHERE to_regcla
 export async function shardkitTablesAt<Client extends ShardClient>(
   database: PhysicalShard<Client>,
 ): Promise<Set<string>> {
-  const rows = await (database.client as unknown as Raw).$queryRawUnsafe<{ name: string }[]>(
+  const rows = await raw(database).$queryRawUnsafe<{ name: string }[]>(
     PRESENT_SQL,
     SHARDKIT_TABLES.map((t) => t.table),
   );

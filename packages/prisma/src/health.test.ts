@@ -1,10 +1,10 @@
 import { ShardedId } from "@shardkit/id";
 import { withClusterFrozen } from "@shardkit/test-db";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
-import { withShardDeadline } from "./deadline.js";
-import { isShardkitError } from "./errors.js";
+import { withDeadline, withShardDeadline } from "./deadline.js";
+import { isShardkitError, ShardTimeoutError } from "./errors.js";
 import { shardHealth } from "./health.js";
 import { isShardUnavailable } from "./unavailable.js";
 
@@ -55,5 +55,45 @@ describe("withShardDeadline", () => {
     expect(await withShardDeadline(S.g0m0, 5000, async () => 42)).toBe(42);
     const mine = new Error("mine");
     await expect(withShardDeadline(S.g0m0, 5000, () => Promise.reject(mine))).rejects.toBe(mine);
+  });
+});
+
+describe("withDeadline", () => {
+  it("the error late() makes when run() has not settled in time; run()'s own answer otherwise", async () => {
+    const late = new ShardTimeoutError(S.g0m0, 20);
+    await expect(
+      withDeadline(
+        20,
+        () => late,
+        () => new Promise(() => {}),
+      ),
+    ).rejects.toBe(late);
+    expect(
+      await withDeadline(
+        5000,
+        () => late,
+        async () => 7,
+      ),
+    ).toBe(7);
+  });
+
+  it("a timeout past what a timer holds (Infinity, 2^40 ms) sets no deadline, instead of one that fires at once", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const late = new ShardTimeoutError(S.g0m0, 1);
+      for (const ms of [Number.POSITIVE_INFINITY, 2 ** 40]) {
+        let answer!: (value: number) => void;
+        const pending = withDeadline(
+          ms,
+          () => late,
+          () => new Promise<number>((r) => (answer = r)),
+        );
+        await vi.advanceTimersByTimeAsync(1000); // a timer set past its reach would have fired by now
+        answer(9);
+        expect(await pending).toBe(9);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -16,7 +16,7 @@ export {
   shardRegistryFromConfig,
   shardRegistryFromEnv,
 } from "./config.js";
-export { withShardDeadline } from "./deadline.js";
+export { withDeadline, withShardDeadline } from "./deadline.js";
 export {
   ConnectionBudgetError,
   CrossShardError,

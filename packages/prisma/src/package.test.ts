@@ -68,6 +68,7 @@ describe("published package", () => {
       "databaseIdentities",
       "decodeJson",
       "encodeJson",
+      "withDeadline",
       "withShardDeadline",
       "byColumn",
       "byDirectory",
