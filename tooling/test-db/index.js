@@ -444,7 +444,9 @@ export async function withClusterFrozen(name, fn) {
       let children = "";
       try {
         children = sh("pgrep", ["-P", postmaster]);
-      } catch {} // none
+      } catch (error) {
+        if (error.status !== 1) throw error; // 1: no children
+      }
       for (const pid of children.split("\n").filter(Boolean)) if (signal(pid, "SIGSTOP")) frozen.push(pid);
     } catch (error) {
       thaw();

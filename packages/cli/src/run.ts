@@ -221,7 +221,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
     )
     .option(
       "--copy-timeout <ms>",
-      "live: how long the copy and catch-up may take before the move is undone (default 120000)",
+      "live: how long the copy and catch-up may take before the move is undone; also how long each other statement of the move may wait for its database (default 120000)",
       positiveInt("--copy-timeout"),
     )
     .option(

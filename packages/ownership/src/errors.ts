@@ -196,9 +196,11 @@ export class MoveVerifyError extends OwnershipError<"MOVE_VERIFY"> {
 
 /**
  * A part of a move did not finish within its budget (the copy within `copyTimeoutMs`, the freeze
- * within `freezeBudgetMs`), or a database it waited for did not answer in time. Thrown by
- * `moveShard` when the move was then undone (`undone`: the source owns the shard, nothing of the
- * move is left); otherwise it is the cause of a `MoveFailedError` saying what was left.
+ * within `freezeBudgetMs`), or a database it waited for did not answer in time. `moveShard` throws
+ * it as it is when the move was then undone (`undone`: the source owns the shard, nothing of the
+ * move is left) or stopped before it held its lease (its checks, or taking the lease: a lease taken
+ * late lapses by itself within `leaseMs`); otherwise it is the cause of a `MoveFailedError` saying
+ * what was left.
  */
 export class MoveTimeoutError extends OwnershipError<"MOVE_TIMEOUT"> {
   readonly shard: ShardIdentifier;
@@ -206,10 +208,16 @@ export class MoveTimeoutError extends OwnershipError<"MOVE_TIMEOUT"> {
   readonly what: string;
   readonly timeoutMs: number;
   readonly undone: boolean;
-  constructor(shard: ShardIdentifier, what: string, timeoutMs: number, options: { undone?: boolean } = {}) {
+  constructor(
+    shard: ShardIdentifier,
+    what: string,
+    timeoutMs: number,
+    options: { undone?: boolean; cause?: unknown } = {},
+  ) {
     super(
       "MOVE_TIMEOUT",
       `shard ${shard.key}: ${what} did not finish within ${timeoutMs} ms${options.undone ? "; the move was undone" : ""}`,
+      options.cause !== undefined ? { cause: options.cause } : undefined,
     );
     this.shard = shard;
     this.what = what;

@@ -34,8 +34,22 @@ import { listedTableIssues, resolveTables } from "./tables.js";
 export type { Raw };
 export { raw };
 
-/** How long opening a map waits, once its databases have answered, for them to install its functions and records. */
+/**
+ * How long a map waits for its databases, once they have answered, to install its functions and
+ * record the configured placement: a lock never given, or a server that froze since, fails it.
+ */
 const INSTALL_TIMEOUT_MS = 30_000;
+
+/** The deadline of the install and recording (`INSTALL_TIMEOUT_MS` from now). */
+function installing() {
+  return {
+    at: performance.now() + INSTALL_TIMEOUT_MS,
+    late: (database: string) =>
+      new DatabasesUnansweredError("the partition map could not be installed", [
+        { database, error: `no answer in ${INSTALL_TIMEOUT_MS} ms` },
+      ]),
+  };
+}
 
 /** One shard in the map: where routing sends it, at which epoch, and in what state. */
 export interface MapEntry {
@@ -256,21 +270,15 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * the open fails with that error. Service instances may open their maps at the same moment: each
    * database's install and recording run under an advisory lock of their own, and a function already
    * installed as this version has it is left alone (no DDL at all on an ordinary start). Once its
-   * databases have answered, the install waits at most `INSTALL_TIMEOUT_MS` (30 s) for them: a lock
-   * that is never given, or a server that froze since, fails the open with `DatabasesUnansweredError`.
+   * databases have answered, the install and recording wait at most 30 s for them (`INSTALL_TIMEOUT_MS`):
+   * a lock that is never given, or a server that froze since, fails the open with
+   * `DatabasesUnansweredError`.
    */
   static async open<Client extends ShardClient>(
     options: PartitionMapOptions<Client>,
   ): Promise<PartitionMap<Client>> {
     const map = new PartitionMap(options);
-    const deadline = {
-      at: performance.now() + INSTALL_TIMEOUT_MS,
-      late: (database: string) =>
-        new DatabasesUnansweredError("the partition map could not be installed", [
-          { database, error: `no answer in ${INSTALL_TIMEOUT_MS} ms` },
-        ]),
-    };
-    await bounded(deadline, () => map.install());
+    await map.install();
     await map.refresh();
     map.registry.attachOwnership(map.hook());
     return map;
@@ -284,14 +292,16 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         `the partition map cannot be opened: no database answered within ${this.timeoutMs} ms`,
         this.registry.physical.map((p) => ({ database: p.name, error: `no answer in ${this.timeoutMs} ms` })),
       );
-    const schema = (await Promise.all(reachable.map((p) => ownershipSchemaIssues(raw(p), p.name)))).flat();
-    if (schema.length > 0) throw new OwnershipOptionsError(schema);
-    const found = await resolveTables(reachable, this.resolved, { timeoutMs: this.timeoutMs });
-    if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
-    this.resolved = found.tables;
-    await Promise.all(reachable.map((p) => this.installIn(p)));
-    if (reachable.length < this.registry.physical.length) return;
-    await this.recordUnrecorded();
+    await bounded(installing(), async () => {
+      const schema = (await Promise.all(reachable.map((p) => ownershipSchemaIssues(raw(p), p.name)))).flat();
+      if (schema.length > 0) throw new OwnershipOptionsError(schema);
+      const found = await resolveTables(reachable, this.resolved, { timeoutMs: this.timeoutMs });
+      if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
+      this.resolved = found.tables;
+      await Promise.all(reachable.map((p) => this.installIn(p)));
+      if (reachable.length < this.registry.physical.length) return;
+      await this.recordUnrecorded();
+    });
   }
 
   /** Installs shardkit's functions in `physical` (once per map). */
@@ -417,7 +427,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       this.rows.size === this.registry.physical.length &&
       this.silent.size === 0
     ) {
-      await this.recordUnrecorded().catch(() => {});
+      await bounded(installing(), () => this.recordUnrecorded()).catch(() => {});
       if (this.recorded) return this.read();
     }
     const changed: ShardIdentifier[] = [];

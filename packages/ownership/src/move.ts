@@ -254,33 +254,38 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
 }
 
 /**
- * The deadline a move's database statements must meet (`bounded`): the budget of the phase it is in,
- * from the phase's start. A database that does not answer in time fails the phase with
- * `MoveTimeoutError` naming it, and the move is undone, or says what it left, as for any failure.
+ * The deadline a move's database statements must meet (`bounded`), set phase by phase. The copy and
+ * the freeze promise a total (`copyTimeoutMs` from the copy's start, `freezeBudgetMs` from the
+ * fence): every statement must have answered by then. The other phases (checks, preparation, the
+ * switch and teardown and cleanup, an undo, a resume) are many short statements, some of them
+ * batches of a long whole: each statement gets `copyTimeoutMs` of its own. A database that does not
+ * answer in time fails the phase with `MoveTimeoutError` naming it, and the move is undone, or says
+ * what it left, as for any failure.
  */
 class MoveClock {
-  at = Number.POSITIVE_INFINITY;
   private what = "";
   private budgetMs = 0;
-  private undone = false;
+  /** The phase's end for a total (none before the first phase); undefined: per statement. */
+  private end: number | undefined = Number.POSITIVE_INFINITY;
 
   constructor(private readonly shard: ShardIdentifier) {}
 
+  get at(): number {
+    return this.end ?? performance.now() + this.budgetMs;
+  }
+
   /**
-   * From `from` (default now), the move's statements must answer within `budgetMs`: `what` is what
-   * a late one did not finish; `undone` when a failure there leaves nothing of the move.
+   * From now on the move's statements must each answer within `budgetMs`, or, with `total`, all
+   * by `total.from + budgetMs`: `what` is what a late one did not finish.
    */
-  phase(what: string, budgetMs: number, options: { from?: number; undone?: boolean } = {}): void {
+  phase(what: string, budgetMs: number, options: { total?: { from: number } } = {}): void {
     this.what = what;
     this.budgetMs = budgetMs;
-    this.at = (options.from ?? performance.now()) + budgetMs;
-    this.undone = options.undone ?? false;
+    this.end = options.total ? options.total.from + budgetMs : undefined;
   }
 
   late(database: string): MoveTimeoutError {
-    return new MoveTimeoutError(this.shard, `${this.what} (waiting for ${database})`, this.budgetMs, {
-      undone: this.undone,
-    });
+    return new MoveTimeoutError(this.shard, `${this.what} (waiting for ${database})`, this.budgetMs);
   }
 }
 
@@ -358,7 +363,7 @@ async function moveWithin<Client extends ShardClient>(
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
 
   step("precheck");
-  clock.phase("the move's checks", copyTimeoutMs, { undone: true });
+  clock.phase("the move's checks", copyTimeoutMs);
   const problems = await precheck(map.tables, shard, from, to, mode);
   if (problems.length > 0) throw new MovePrecheckError(shard, problems);
   // A shardkit table whose shard column is not in its replica identity (UniqueClaim: its key is the
@@ -402,8 +407,9 @@ async function moveWithin<Client extends ShardClient>(
     await held.receive();
     await done("receive");
 
-    const within = performance.now() + copyTimeoutMs;
-    clock.phase("the copy", copyTimeoutMs);
+    const copyFrom = performance.now();
+    const within = copyFrom + copyTimeoutMs;
+    clock.phase("the copy", copyTimeoutMs, { total: { from: copyFrom } });
     const copyTimeout = (what: string) => {
       if (performance.now() > within) throw new MoveTimeoutError(shard, what, copyTimeoutMs);
     };
@@ -426,7 +432,7 @@ async function moveWithin<Client extends ShardClient>(
     const fence = async () => {
       step("fence");
       const at = performance.now();
-      clock.phase("the freeze", held.freezeBudget, { from: at });
+      clock.phase("the freeze", held.freezeBudget, { total: { from: at } });
       await held.fence();
       await done("fence");
       return at;
@@ -504,7 +510,7 @@ async function moveWithin<Client extends ShardClient>(
     await held.verified();
 
     step("switch");
-    clock.phase("the switch and teardown", copyTimeoutMs);
+    clock.phase("the switch, teardown and cleanup", copyTimeoutMs);
     decided = true; // from here a failure may have switched: it is finished, never undone
     const switched = await held.switch();
     epoch = switched.epoch;
@@ -690,7 +696,7 @@ async function failed<Client extends ShardClient>(
         // A mismatched copy or a copy that took too long says so itself ("the move was undone").
         if (error instanceof MoveVerifyError) return error;
         if (error instanceof MoveTimeoutError)
-          return new MoveTimeoutError(shard, error.what, error.timeoutMs, { undone: true });
+          return new MoveTimeoutError(shard, error.what, error.timeoutMs, { undone: true, cause: error });
         return new MoveFailedError(
           shard,
           {

@@ -19,18 +19,23 @@ export interface Deadline {
   late(database: string): Error;
 }
 
-const deadlines = new AsyncLocalStorage<Deadline>();
+/** The deadline of the work under way, and whether a transaction it runs in was given up. */
+interface Bound {
+  deadline: Deadline;
+  givenUp(): boolean;
+}
+
+const deadlines = new AsyncLocalStorage<Bound>();
 
 /**
  * `work()`, with every statement it sends through `raw` (and every transaction, as a whole) bounded
  * by `deadline`: a database that hangs (its server frozen, a lock that is never given) fails the
- * work in bounded time with `deadline.late(database)`. The statement itself cannot be taken back
- * and may still finish (with the rest of its transaction's callback): what the work does next must
- * be safe either way (a move's steps hold its lease's row until they commit, so its undo waits for
- * a late one and undoes it).
+ * work in bounded time with `deadline.late(database)`. A transaction given up that way is never
+ * committed by its callback: the callback's next statement, and its end, fail instead (a statement
+ * the server is running cannot be taken back, so neither can a COMMIT already sent).
  */
 export function bounded<T>(deadline: Deadline, work: () => Promise<T>): Promise<T> {
-  return deadlines.run(deadline, work);
+  return deadlines.run({ deadline, givenUp: () => false }, work);
 }
 
 /** `work()` outside any deadline of the work that runs it (a lease's renewals outlive a move's phase). */
@@ -41,17 +46,57 @@ export function unbounded<T>(work: () => T): T {
 /** A database's client, as `Raw`: bounded by the deadline of the work that asks for it, if any (`bounded`). */
 export function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
   const client = physical.client as unknown as Raw;
-  const deadline = deadlines.getStore();
-  if (!deadline) return client;
-  const within = <T>(run: () => Promise<T>): Promise<T> => {
+  const bound = deadlines.getStore();
+  return bound ? within(client, physical.name, bound) : client;
+}
+
+/** `client` whose statements and transactions answer by `bound`'s deadline, or fail. */
+function within(client: Raw, database: string, bound: Bound): Raw {
+  const { deadline } = bound;
+  const timed = <T>(run: () => Promise<T>, gaveUp?: () => void): Promise<T> => {
     const left = deadline.at - performance.now();
-    if (!(left > 0)) return Promise.reject(deadline.late(physical.name));
-    return withDeadline(left, () => deadline.late(physical.name), run);
+    if (bound.givenUp() || !(left > 0)) return Promise.reject(deadline.late(database));
+    return withDeadline(
+      left,
+      () => {
+        gaveUp?.();
+        return deadline.late(database);
+      },
+      run,
+    );
   };
   return {
-    $queryRawUnsafe: (sql, ...values) => within(() => client.$queryRawUnsafe(sql, ...values)),
-    $executeRawUnsafe: (sql, ...values) => within(() => client.$executeRawUnsafe(sql, ...values)),
-    $transaction: (fn, options) => within(() => client.$transaction(fn, options)),
+    $queryRawUnsafe: (sql, ...values) => timed(() => client.$queryRawUnsafe(sql, ...values)),
+    $executeRawUnsafe: (sql, ...values) => timed(() => client.$executeRawUnsafe(sql, ...values)),
+    $transaction: (fn, options) => {
+      let late = false;
+      const inner: Bound = { deadline, givenUp: () => late || bound.givenUp() };
+      const guard = (tx: Raw): Raw => {
+        const ongoing = <T>(run: () => Promise<T>): Promise<T> =>
+          inner.givenUp() ? Promise.reject(deadline.late(database)) : run();
+        return {
+          $queryRawUnsafe: (sql, ...values) => ongoing(() => tx.$queryRawUnsafe(sql, ...values)),
+          $executeRawUnsafe: (sql, ...values) => ongoing(() => tx.$executeRawUnsafe(sql, ...values)),
+          $transaction: (f, o) => ongoing(() => tx.$transaction(f, o)),
+        };
+      };
+      return timed(
+        () =>
+          client.$transaction(
+            (tx) =>
+              deadlines.run(inner, async () => {
+                const result = await fn(guard(tx));
+                // Given up meanwhile: rolled back, never committed behind the back of its caller.
+                if (inner.givenUp()) throw deadline.late(database);
+                return result;
+              }),
+            options,
+          ),
+        () => {
+          late = true;
+        },
+      );
+    },
   };
 }
 
