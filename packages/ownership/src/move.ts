@@ -107,9 +107,10 @@ export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   cleanup?: boolean;
   /**
    * How long a live move's copy, catch-up and check may take before the move gives up and is undone
-   * (`MoveTimeoutError`). Default 120 s. It is also the budget of the move's other phases outside
-   * its freeze (its checks and preparation, the switch and teardown, an undo): a database that does
-   * not answer within its phase's budget fails the phase with `MoveTimeoutError` naming it.
+   * (`MoveTimeoutError`). Default 120 s. It is also how long each other statement of the move
+   * outside its freeze may wait (its checks and preparation, the switch, teardown and cleanup, an
+   * undo, a resume): a database that does not answer in time fails the move with
+   * `MoveTimeoutError` naming it.
    */
   copyTimeoutMs?: number;
   /**
@@ -379,7 +380,7 @@ async function moveWithin<Client extends ShardClient>(
   await done("precheck");
 
   step("lease");
-  // From the lease on, a failure is undone by `failed` (or says what it left): not undone by itself.
+  // From the lease on, a failure goes through `failed`: undone, or it says what it left.
   clock.phase("the move's preparation", copyTimeoutMs);
   const held = await ShardLease.acquire(map, shard, to, lease);
   // A live move's freeze is row updates and a check of the rows written during the move: it stops
