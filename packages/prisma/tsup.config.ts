@@ -1,4 +1,4 @@
 import { library } from "@shardkit/tsup-config";
 
-// Two entries sharing one set of classes: common code goes to chunks both import.
-export default library({ entry: ["src/index.ts", "src/rollout.ts"], splitting: true });
+// Three entries sharing one set of classes: common code goes to chunks they import.
+export default library({ entry: ["src/index.ts", "src/rollout.ts", "src/internal.ts"], splitting: true });

@@ -23,6 +23,10 @@ describe("published package", () => {
       "ShardkitError",
       "asId",
       "isShardkitError",
+      "murmur3",
+      "prepareCandidates",
+      "rendezvous",
+      "shardHash",
     ].sort();
     expect(report.esm).toEqual(api);
     expect(report.cjs).toEqual(api);

@@ -1,5 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import { LOCKS } from "@shardkit/prisma/internal";
 import { EpochConflictError } from "./errors.js";
 import { type Raw, raw } from "./raw.js";
 import {
@@ -10,9 +11,6 @@ import {
   fenceStatements,
   PRIMARY_KEYS_SQL,
 } from "./sql.js";
-
-/** The advisory lock (one key) that serialises changes of ownership records within one database. */
-export const CHANGE_LOCK = 7301;
 
 /**
  * How records of ownership change in one database, and how its fence follows them: every change runs
@@ -91,7 +89,9 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
             await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`);
             // A changer frozen mid-change (a stalled host) never holds these locks for long.
             await tx.$executeRawUnsafe("SET LOCAL idle_in_transaction_session_timeout = '60s'");
-            await tx.$queryRawUnsafe(`SELECT pg_advisory_xact_lock(${CHANGE_LOCK})::text AS locked`);
+            await tx.$queryRawUnsafe(
+              `SELECT pg_advisory_xact_lock(${LOCKS.ownershipChanges})::text AS locked`,
+            );
             return fn(tx);
           },
           { timeout: 60_000, maxWait: 30_000 },

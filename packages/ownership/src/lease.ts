@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { LOCKS } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { gaveWay, type OwnershipChanges } from "./changes.js";
 import {
@@ -12,7 +13,7 @@ import {
   OwnershipOptionsError,
 } from "./errors.js";
 import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
-import { type FencedTable, SHARD_LOCK, shardOfRowSql } from "./sql.js";
+import { type FencedTable, shardOfRowSql } from "./sql.js";
 
 /** How long a move's lease lasts unless renewed, by default: a mover that dies holds its shard at most this long. */
 export const DEFAULT_LEASE_MS = 10_000;
@@ -524,7 +525,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     const epoch = await this.source(
       async (tx) => {
         await tx.$queryRawUnsafe(
-          `SELECT pg_advisory_xact_lock(${SHARD_LOCK}, $1)::text AS locked`,
+          `SELECT pg_advisory_xact_lock(${LOCKS.shardWriters}, $1)::text AS locked`,
           this.shard.bits,
         );
         const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(

@@ -1,12 +1,7 @@
 import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
-import {
-  databaseIdentities,
-  type OwnershipHook,
-  type PhysicalShard,
-  type ShardClient,
-  type ShardRegistry,
-} from "@shardkit/prisma";
+import type { OwnershipHook, PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { databaseIdentities, LOCKS } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipChanges } from "./changes.js";
 import {
@@ -26,7 +21,6 @@ import {
   FUNCTION_BODIES_SQL,
   FUNCTIONS,
   functionBody,
-  INSTALL_LOCK,
   ownershipSchemaIssues,
 } from "./sql.js";
 import { listedTableIssues, resolveTables } from "./tables.js";
@@ -140,8 +134,12 @@ const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
          FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed
   FROM "ShardOwnership" o`;
 
-/** Serialises installing shardkit's functions and recording unrecorded shards within one database. */
-const INSTALL = `SELECT pg_advisory_xact_lock(${INSTALL_LOCK})::text AS locked`;
+/**
+ * Serialises installing shardkit's functions and recording unrecorded shards within one database:
+ * service instances opening their maps at the same moment would otherwise replace the same
+ * function at once, which PostgreSQL refuses ("tuple concurrently updated").
+ */
+const INSTALL = `SELECT pg_advisory_xact_lock(${LOCKS.install})::text AS locked`;
 
 /** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
 type Problem =

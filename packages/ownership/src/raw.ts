@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { type PhysicalShard, type ShardClient, withDeadline } from "@shardkit/prisma";
+import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import { withDeadline } from "@shardkit/prisma/internal";
 
 /** What the package asks of a database's Prisma client: raw statements and interactive transactions. */
 export type Raw = {

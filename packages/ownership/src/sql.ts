@@ -1,4 +1,4 @@
-import { shardBitsSql } from "@shardkit/prisma";
+import { LOCKS, shardBitsSql } from "@shardkit/prisma/internal";
 
 /** The SQLSTATE a fenced database raises for a write to a shard it does not own. */
 export const STALE_OWNER_SQLSTATE = "SK001";
@@ -31,9 +31,6 @@ export function tableIssues(tables: readonly FencedTable[] | undefined): string[
 }
 
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
-
-/** The advisory lock (with a shard's bits as its second key) that orders writers of an armed shard behind a change of owner. */
-export const SHARD_LOCK = 7302;
 
 /**
  * What a refusal says about the move holding a fenced shard, read from the refusing database's
@@ -98,7 +95,7 @@ BEGIN
       bits := ((get_byte(uuid_send(v::uuid), 8) & 63) << 8) | get_byte(uuid_send(v::uuid), 9);
     END IF;
     CONTINUE WHEN NOT (bits = ANY(listed));
-    PERFORM pg_advisory_xact_lock_shared(${SHARD_LOCK}, bits);
+    PERFORM pg_advisory_xact_lock_shared(${LOCKS.shardWriters}, bits);
     IF current_setting('transaction_isolation') = 'read committed' THEN
       SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits FOR SHARE;
       seen := o.state;
@@ -267,15 +264,6 @@ export function shardOfRowSql(table: FencedTable, row?: string): string {
 export function literal(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
-
-/**
- * The advisory lock (one key, of its own) that serialises installing shardkit's functions and
- * recording unrecorded shards in a database: service instances opening their maps at the same
- * moment would otherwise replace the same function at once, which PostgreSQL refuses ("tuple
- * concurrently updated"). Other keys in use: 7301 (changes of ownership), 7302 (a shard's writers,
- * two keys), 7303 (@shardkit/prisma's claims, two keys).
- */
-export const INSTALL_LOCK = 7304;
 
 /** shardkit's functions, each with the statement that installs it. */
 export const FUNCTIONS = [

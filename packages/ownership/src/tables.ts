@@ -1,21 +1,14 @@
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import { SHARDKIT_TABLES as OWN_TABLES } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { raw } from "./raw.js";
 import { type FencedTable, tableIssues } from "./sql.js";
 
 /**
- * The tables of `@shardkit/prisma`'s schema (`schema/shardkit.prisma`) that hold shard rows, and how
- * each row names its shard. A partition map and a move include those a database has without being
- * told: a shard that moved without its claims, processed events or idempotency keys would lose what
- * they guarantee (uniqueness across shards, events applied once, commands decided once).
+ * The tables of `@shardkit/prisma`'s schema that hold shard rows, declared there: a partition map
+ * and a move include those a database has without being told.
  */
-export const SHARDKIT_TABLES: readonly FencedTable[] = Object.freeze([
-  { table: "OutboxEvent", column: "id" },
-  { table: "IdempotencyKey", column: "shard", kind: "bits" },
-  { table: "ProcessedEvent", column: "shard", kind: "bits" },
-  { table: "UniqueClaim", column: "shard", kind: "bits" },
-  { table: "UniqueClaimToken", column: "shard", kind: "bits" },
-] as const satisfies readonly FencedTable[]);
+export const SHARDKIT_TABLES: readonly FencedTable[] = OWN_TABLES;
 
 const kindOf = (t: FencedTable) => t.kind ?? "uuid";
 const describe = (t: FencedTable) => `${t.column}${kindOf(t) === "bits" ? " (bits)" : ""}`;

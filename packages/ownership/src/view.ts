@@ -1,10 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
-import {
-  databaseIdentities,
-  type PhysicalShard,
-  type ShardClient,
-  type ShardRegistry,
-} from "@shardkit/prisma";
+import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { databaseIdentities } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
 import { isLive, type MoveRow as LeaseMoveRow, moveNames } from "./lease.js";

@@ -7,10 +7,11 @@ import {
   ShardKeyRequiredError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-import type { Executor, View } from "./executor.js";
+import type { Executor } from "./executor.js";
 import { type OutboxEventInput, outboxRecord } from "./outbox.js";
 import type { Obj, PlanTarget } from "./plan.js";
 import { type ShardClient, type ShardOrId, toShard } from "./registry.js";
+import type { View } from "./scope.js";
 import { ATTR, endWithError } from "./telemetry.js";
 import {
   inDatabaseTransaction,

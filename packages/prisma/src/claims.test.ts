@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedUUID } from "@shardkit/id";
+import { murmur3, ShardedUUID, type ShardIdentifier, shardHash } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
@@ -10,7 +10,9 @@ import { UniqueViolationError } from "./errors.js";
 import { shardRouting } from "./extension.js";
 import { createShardRegistry } from "./registry.js";
 import { rolloutSchema } from "./rollout.js";
-import { hashString, rendezvous } from "./strategies.js";
+
+/** The shard the frozen hash places `value` on among `shards`. */
+const hashedTo = (value: string, shards: readonly ShardIdentifier[]) => shardHash(shards)(value);
 
 // Fields unique across shards, on real PostgreSQL: three databases, six logical shards (a: 0/0 0/1,
 // b: 0/2 1/0, c: 1/1 1/2). Customer.email is @unique in the schema, which holds per database only;
@@ -27,7 +29,7 @@ const db = clients.a.$extends(
   }),
 );
 const SHARDS = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g1m1, S.g1m2];
-const claimShardOf = (value: string) => rendezvous(`Customer.email\u0000${value}`, SHARDS);
+const claimShardOf = (value: string) => hashedTo(`Customer.email\u0000${value}`, SHARDS);
 /** A shard on the database after the one that holds `email`'s claim: its row and its claim cross. */
 const rowShardOf = (email: string) => {
   const claimDb = registry.physicalOf(claimShardOf(email.toLowerCase())).index;
@@ -459,7 +461,7 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
   it("killed after its claim, before its row: the claim is void, repaired away, and the email free", async () => {
     const email = "crash1@x.com";
     const owner = S.g0m2;
-    const key = hashString(`Customer.email\u0000${email}`);
+    const key = murmur3(`Customer.email\u0000${email}`);
     // Hold the value's advisory lock on the row's database: the child stops at the row step.
     const blocker = new pg.Client({ connectionString: urlOf(owner) });
     await blocker.connect();
@@ -491,7 +493,7 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
   it("killed after its row committed, before the claim was marked held: repair holds it", async () => {
     const email = "crash2@x.com";
     const owner = S.g1m1;
-    const key = hashString(`Customer.email\u0000${email}`);
+    const key = murmur3(`Customer.email\u0000${email}`);
     const claimDb = urlOf(claimShardOf(email));
     const advisory = new pg.Client({ connectionString: urlOf(owner) });
     const rowLock = new pg.Client({ connectionString: claimDb });
@@ -554,7 +556,7 @@ function onOneDatabase(client: PrismaClient, place: () => typeof S.g0m0) {
 function pendingClaim(client: PrismaClient, value: string, row: { id: string; shard: typeof S.g0m0 }) {
   return client.$executeRawUnsafe(
     `INSERT INTO "UniqueClaim" ("shard", "scope", "value", "stored", "ownerShard", "ownerId", "state") VALUES ($1, 'Customer.email', $2, $2, $3, $4, 'pending')`,
-    rendezvous(`Customer.email\u0000${value}`, TWO).bits,
+    hashedTo(`Customer.email\u0000${value}`, TWO).bits,
     value,
     row.shard.bits,
     row.id,
@@ -624,7 +626,7 @@ describe("on a database whose default isolation is REPEATABLE READ", () => {
     await lock.connect();
     await lock.query("BEGIN");
     await lock.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [
-      hashString(`Customer.email\u0000${value}`) | 0,
+      murmur3(`Customer.email\u0000${value}`) | 0,
     ]);
     const second = small.customer
       .create({ data: fresh({ name: "second", region: "eu", email: value }) })

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { ShardIdentifier } from "@shardkit/id";
+import { murmur3, ShardIdentifier } from "@shardkit/id";
 import { withShardDeadline } from "./deadline.js";
 import { UniqueViolationError } from "./errors.js";
-import type { Call } from "./executor.js";
 import type { Placement } from "./planner.js";
-import { hashString } from "./strategies.js";
+import type { Call } from "./scope.js";
+import { LOCKS } from "./shared.js";
 import { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
 import type { Claim, ClaimRecord, UniqueSpec } from "./unique.js";
 
@@ -28,8 +28,6 @@ import type { Claim, ClaimRecord, UniqueSpec } from "./unique.js";
  * small pools would otherwise starve each other).
  */
 
-/** The advisory lock class of claims (the second key is the value's hash). */
-const CLAIM_LOCK = 7303;
 const TABLE = '"UniqueClaim"';
 const TOKENS = '"UniqueClaimToken"';
 
@@ -130,8 +128,9 @@ async function raced(run: () => Promise<number>): Promise<number> {
   }
 }
 
+/** The advisory lock of a claim: the frozen hash of `scope NUL value`, as a signed 32-bit key. */
 function lockKey(scope: string, value: string): number {
-  return hashString(`${scope}\u0000${value}`) | 0;
+  return murmur3(`${scope}\u0000${value}`) | 0;
 }
 
 /** The claim of a value, or null. */
@@ -223,7 +222,7 @@ export async function checkClaims(tx: object, claims: readonly TakenClaim[]): Pr
   for (const claim of ordered) {
     await (tx as Raw).$queryRawUnsafe(
       "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
-      CLAIM_LOCK,
+      LOCKS.claims,
       lockKey(claim.scope, claim.value),
     );
   }
@@ -330,7 +329,7 @@ async function voidToken(
   return clientOf(context, ShardIdentifier.fromBits(claim.ownerShard)).$transaction(async (tx) => {
     await (tx as Raw).$queryRawUnsafe(
       "SELECT pg_advisory_xact_lock($1::int, $2::int)::text",
-      CLAIM_LOCK,
+      LOCKS.claims,
       lockKey(claim.scope, claim.value),
     );
     if (await live(tx)) return true;

@@ -1,4 +1,4 @@
-import { ShardedId } from "@shardkit/id";
+import { ShardedId, type ShardIdentifier, shardHash } from "@shardkit/id";
 import { withClusterFrozen } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
@@ -6,8 +6,10 @@ import { makeWorld, S } from "../test/world.js";
 import { withShardDeadline } from "./deadline.js";
 import { RoutingOptionsError, ShardTimeoutError } from "./errors.js";
 import { shardRouting } from "./extension.js";
-import { rendezvous } from "./strategies.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** The shard the frozen hash places `value` on among `shards`. */
+const hashedTo = (value: string, shards: readonly ShardIdentifier[]) => shardHash(shards)(value);
 
 // A server that freezes (SIGSTOP: connections open, nothing answers) fails its own calls after the
 // routed client's `timeoutMs`; the other databases go on answering. Database c (the second server)
@@ -36,7 +38,7 @@ const customer = (shard = S.g1m1, email?: string) => ({
 const emailClaimedOnC = () => {
   for (let i = 0; ; i++) {
     const email = `frozen-${i}@example.com`;
-    const shard = rendezvous(`Customer.email\u0000${email}`, SHARDS);
+    const shard = hashedTo(`Customer.email\u0000${email}`, SHARDS);
     if (registry.physicalOf(shard).index === 2) return email;
   }
 };

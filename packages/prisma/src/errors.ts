@@ -1,5 +1,5 @@
 import { isShardkitError as isAnyShardkitError, type ShardIdentifier, ShardkitError } from "@shardkit/id";
-import type { RolloutReport } from "./schema-rollout.js";
+import type { RolloutReport } from "./rollout-report.js";
 
 /** Error codes raised by @shardkit/prisma; each is thrown by exactly one class. */
 export type PrismaShardErrorCode = keyof PrismaErrorByCode;

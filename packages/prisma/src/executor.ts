@@ -17,7 +17,8 @@ import { delegateKey } from "./keys.js";
 import { type OwnershipHook, withCurrentOwner } from "./ownership.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { NO_CONTEXT, type Planner, targetKey, WRITES } from "./planner.js";
-import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
+import type { ScatterReport, ScatterTargetReport } from "./scatter/options.js";
+import type { Call, Scope, ShardScopes, View } from "./scope.js";
 import type { Lookup, Resolved } from "./strategies.js";
 import { ATTR, endWithError, type Telemetry, tracedLazy } from "./telemetry.js";
 import { runInShardTransaction } from "./transaction.js";
@@ -25,28 +26,6 @@ import { isShardUnavailable } from "./unavailable.js";
 
 /** How long one statement may wait for its database by default (`shardRouting`'s `timeoutMs`). */
 export const DEFAULT_TIMEOUT_MS = 30_000;
-
-/** Runs one model operation on one Prisma client (a database's client, or a transaction's). */
-export type Call = (client: object, model: string, operation: string, args: unknown) => PromiseLike<unknown>;
-
-/**
- * One routed client's view of the databases: each database's fully configured client (with the
- * extensions added after routing), its read replicas' clients (likewise; absent when no database
- * has any, and in `db.$primary()`) and the per-call scatter options of `db.$scatter(options)`.
- */
-export interface View {
-  readonly clients: readonly object[];
-  readonly replicas?: readonly (readonly object[])[] | undefined;
-  readonly scatter?: ScatterReadOptions | undefined;
-}
-
-/**
- * What the current async context is inside: a shard transaction (opened by `$transactionOn`, or
- * by `$action` while it commits) or an action's staging function.
- */
-export type Scope =
-  | { kind: "tx"; shard: ShardIdentifier; tx: object; guarded: object; view?: View | undefined }
-  | { kind: "staging" };
 
 /** Calls `client[delegate][operation](args)`: Prisma's own pipeline, once. */
 export const callModel: Call = (client, model, operation, args) => {
@@ -67,7 +46,7 @@ export const callModel: Call = (client, model, operation, args) => {
  * injected `call` and owns the scope of one routed client: the shard transaction or action the
  * current async context is in. Two routed clients never share a scope.
  */
-export class Executor {
+export class Executor implements ShardScopes {
   readonly scope = new AsyncLocalStorage<Scope>();
   private readonly nullable = new Map<string, boolean>();
   /** Per database, the replica the next read goes to (round robin). */

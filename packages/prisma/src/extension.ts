@@ -10,7 +10,7 @@ import {
   repairClaims,
 } from "./claims.js";
 import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { callModel, DEFAULT_TIMEOUT_MS, Executor, lazyReject, type View } from "./executor.js";
+import { callModel, DEFAULT_TIMEOUT_MS, Executor, lazyReject } from "./executor.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
 import { OPERATIONS, Planner, routingConfig } from "./planner.js";
@@ -22,6 +22,7 @@ import {
   scatterOptionIssues,
 } from "./scatter/options.js";
 import type { ScatterPageArgs } from "./scatter/page.js";
+import type { View } from "./scope.js";
 import type { LegacyIds } from "./strategies.js";
 import { type TelemetryOption, telemetryOf } from "./telemetry.js";
 import { runInShardTransaction, type TransactionClient, type TransactionOptions } from "./transaction.js";

@@ -5,8 +5,6 @@ export {
   type ConnectionBudgetReport,
   checkConnectionBudget,
   checkDistinctDatabases,
-  DEFAULT_POOL_SIZE,
-  databaseIdentities,
 } from "./budget.js";
 export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claims.js";
 export { decodeJson, encodeJson } from "./codec.js";
@@ -16,7 +14,7 @@ export {
   shardRegistryFromConfig,
   shardRegistryFromEnv,
 } from "./config.js";
-export { withDeadline, withShardDeadline } from "./deadline.js";
+export { withShardDeadline } from "./deadline.js";
 export {
   ConnectionBudgetError,
   CrossShardError,
@@ -64,7 +62,6 @@ export {
 export type { ModelRouting } from "./keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
 export type { OwnershipHook } from "./ownership.js";
-export type { Plan, PlanContext, PlanTarget } from "./plan.js";
 export {
   createShardRegistry,
   type PhysicalShard,
@@ -93,7 +90,6 @@ export type {
   ScatterTargetReport,
 } from "./scatter/options.js";
 export type { ScatterPageArgs } from "./scatter/page.js";
-export { shardBitsSql } from "./sql.js";
 export {
   byColumn,
   byDirectory,

@@ -20,9 +20,17 @@ describe("published package", () => {
           const same = require("@shardkit/prisma").SchemaRolloutError === require("@shardkit/prisma/rollout").SchemaRolloutError;
           const thrown = await openShards({ schema: "x", createClient: () => ({}) }).catch((e) => e);
           console.log(Main === Sub, same, thrown instanceof RegistryConfigError);`,
+        // The entry shardkit's own packages use, from import and from require.
+        internal: `
+          import { createRequire } from "node:module";
+          import * as internal from "@shardkit/prisma/internal";
+          const require = createRequire(process.cwd() + "/");
+          console.log(Object.keys(internal).sort().join(","), Object.keys(require("@shardkit/prisma/internal")).sort().join(","));`,
       },
     });
     expect(report.scripts.sharedClasses).toBe("true true true");
+    const internal = "LOCKS,SHARDKIT_TABLES,databaseIdentities,shardBitsSql,withDeadline";
+    expect(report.scripts.internal).toBe(`${internal} ${internal}`);
     expect(report.name).toBe("@shardkit/prisma");
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
     expect(report.attw.ok, report.attw.output).toBe(true);
@@ -31,7 +39,6 @@ describe("published package", () => {
       "ConnectionBudgetError",
       "CrossShardError",
       "DatabaseTimeoutError",
-      "DEFAULT_POOL_SIZE",
       "InvalidEventError",
       "MissingModelError",
       "NotCommittedError",
@@ -64,11 +71,8 @@ describe("published package", () => {
       "shardRegistryFromEnv",
       "shardRouting",
       "shardHealth",
-      "shardBitsSql",
-      "databaseIdentities",
       "decodeJson",
       "encodeJson",
-      "withDeadline",
       "withShardDeadline",
       "byColumn",
       "byDirectory",

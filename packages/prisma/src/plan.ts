@@ -1,6 +1,5 @@
 import type { ShardIdentifier, ShardkitError } from "@shardkit/id";
 import type { ScatterReadOptions } from "./scatter/options.js";
-import type { ScatterRead } from "./scatter/read.js";
 import type { Lookup, Resolved } from "./strategies.js";
 import type { Claim } from "./unique.js";
 
@@ -43,6 +42,37 @@ export type Plan =
   | { kind: "split"; targets: PlanTarget[] }
   /** Refused before anything runs, with the error to throw. */
   | { kind: "refuse"; error: ShardkitError };
+
+/**
+ * A read over several databases, planned before anything runs: what each database is asked and
+ * how their answers merge into the answer one database holding every row would give.
+ */
+export interface ScatterRead {
+  /** The operation each database runs. */
+  operation: string;
+  /** The args one database gets, from the target's own (its `in` list already cut). */
+  argsFor(target: PlanTarget): Obj;
+  /** Merges the answers of the databases that answered. */
+  merge(values: unknown[]): unknown;
+  /** `findFirstOrThrow`: a merge that finds nothing raises Prisma's own not-found error. */
+  orThrow?: boolean;
+  /**
+   * What must be known before the databases are asked: a cursor's row (a Prisma `cursor: { id }`,
+   * read on the shard its ID names) and whether the sort fields may hold null (the keyset filter
+   * depends on it, and Prisma's runtime data model does not say).
+   */
+  prepare?: PrepareStep;
+}
+
+/** The first step of a keyset read. */
+export interface PrepareStep {
+  /** A row to read first, on the shard its ID names (`findUnique` args). */
+  row?: { shard: ShardIdentifier; lookup: Obj };
+  /** Sort fields (the tiebreaker aside) whose nullability the keyset filter depends on. */
+  fields: string[];
+  /** The read, once the row (null: it does not exist) and the nullable fields are known; null for an empty result. */
+  resume(row: Obj | null, nullable: ReadonlySet<string>): ScatterRead | null;
+}
 
 /** What a plan is made in: a shard transaction, an action's commit, a per-call scatter setting. */
 export interface PlanContext {

@@ -9,7 +9,7 @@ import {
 import type { DataModel } from "./internals.js";
 import { delegateKey, KeyRouting, type ModelRouting, type Named } from "./keys.js";
 import type { OwnershipHook } from "./ownership.js";
-import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
+import type { Obj, Plan, PlanContext, PlanTarget, ScatterRead } from "./plan.js";
 import { planAggregateRead } from "./scatter/aggregate.js";
 import { planCount } from "./scatter/count.js";
 import { planFind } from "./scatter/find.js";
@@ -21,7 +21,7 @@ import {
   type ScatterReadOptions,
 } from "./scatter/options.js";
 import { planPageRead, type ScatterPageArgs } from "./scatter/page.js";
-import type { ModelInfo, ScatterRead } from "./scatter/read.js";
+import type { ModelInfo } from "./scatter/read.js";
 import { type LegacyIds, NeedsLookup } from "./strategies.js";
 
 /** Where logical shards live: the registry today, a partition map with epochs later. */

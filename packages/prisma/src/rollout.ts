@@ -3,13 +3,11 @@
 export { SchemaRolloutError } from "./errors.js";
 export type { DatabaseState, DatabaseStatus, HealthReport, ShardHealth } from "./health.js";
 export { type OpenShards, type OpenShardsOptions, openShards } from "./open.js";
+export type { RolloutReport, RolloutStatus, RolloutTargetReport } from "./rollout-report.js";
 export {
   type RolloutEvent,
   type RolloutOptions,
-  type RolloutReport,
-  type RolloutStatus,
   type RolloutTarget,
-  type RolloutTargetReport,
   rolloutSchema,
 } from "./schema-rollout.js";
 export { prismaVersions, prismaVersionWarning } from "./versions.js";

@@ -7,6 +7,7 @@ import {
 } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
 import { RolloutOptionsError, SchemaRolloutError } from "./errors.js";
+import type { RolloutReport, RolloutTargetReport } from "./rollout-report.js";
 
 /** One physical database to roll the schema out to. */
 export interface RolloutTarget {
@@ -33,26 +34,6 @@ export interface RolloutOptions {
   acceptDataLoss?: boolean;
   /** Called as each target starts and ends. Default: one line per event on stderr. */
   onProgress?: (event: RolloutEvent) => void;
-}
-
-export type RolloutStatus = "applied" | "unchanged" | "failed" | "skipped";
-
-export interface RolloutTargetReport {
-  name: string;
-  shards: string[];
-  status: RolloutStatus;
-  /** push: statements executed; migrate: migrations applied. */
-  changes: number;
-  appliedMigrations: string[];
-  warnings: string[];
-  durationMs: number;
-  error?: string;
-}
-
-export interface RolloutReport {
-  mode: "push" | "migrate";
-  ok: boolean;
-  targets: RolloutTargetReport[];
 }
 
 export type RolloutEvent =

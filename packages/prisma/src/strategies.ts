@@ -1,4 +1,4 @@
-import { InvalidShardedIdError, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import { InvalidShardedIdError, ShardedUUID, type ShardIdentifier, shardHash } from "@shardkit/id";
 import { DirectoryUnavailableError, NotInDirectoryError, UnsupportedShardOperationError } from "./errors.js";
 import type { ShardRef } from "./registry.js";
 
@@ -7,8 +7,9 @@ import type { ShardRef } from "./registry.js";
  * ShardedUUID field; these route other columns:
  * - `byColumn(field, shardOf)`: a function of the value, such as a selector's
  *   `(tenantId) => selector.select({ tenantId })`. Synchronous, no lookup.
- * - `byHash(field, shards)`: a frozen rendezvous hash of the value over a list of shards. Adding a
- *   shard to the list moves about 1/(n+1) of the values (to the new shard only).
+ * - `byHash(field, shards)`: the frozen rendezvous hash of the value over a list of shards
+ *   (`shardHash` of @shardkit/id). Adding a shard to the list moves about 1/(n+1) of the values
+ *   (to the new shard only).
  * - `byDirectory(field, directory)`: an asynchronous lookup (a table, a service), cached.
  */
 export type RoutedKey = ColumnKey | HashKey | DirectoryKey;
@@ -97,40 +98,6 @@ export type Resolved = ReadonlyMap<string, unknown>;
 /** Thrown by a key's `shardOf` when its answer needs a lookup; the planner turns it into a `lookup` plan. */
 export class NeedsLookup {
   constructor(readonly lookups: Lookup[]) {}
-}
-
-/** The frozen 32-bit hash of a string: FNV-1a over UTF-16 code units, then murmur3's finalizer. */
-export function hashString(value: string, seed = 0): number {
-  let h = (0x811c9dc5 ^ seed) >>> 0;
-  for (let i = 0; i < value.length; i++) {
-    h ^= value.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return mix(h);
-}
-
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
-/** Rendezvous (highest random weight): the shard of `shards` whose weight for `value` is highest. */
-export function rendezvous(value: string, shards: readonly ShardIdentifier[]): ShardIdentifier {
-  const base = hashString(value);
-  let best = -1;
-  let chosen = shards[0]!;
-  for (const shard of shards) {
-    const weight = mix(base ^ Math.imul(shard.bits + 1, 0x9e3779b1));
-    if (weight > best || (weight === best && shard.bits < chosen.bits)) {
-      best = weight;
-      chosen = shard;
-    }
-  }
-  return chosen;
 }
 
 /** A cached directory: fresh answers are read synchronously; the rest are looked up. */
@@ -289,7 +256,8 @@ export function routedShardOf(
         return undefined;
       }
       if (new Set(shards).size !== shards.length) issues.push(`${at}.shards: a shard is listed twice`);
-      return (value) => rendezvous(text(value), shards);
+      const shardOf = shardHash(shards);
+      return (value) => shardOf(text(value));
     }
     case "directory": {
       if (typeof key.directory?.lookup !== "function") {

@@ -1,7 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, UnsupportedShardOperationError } from "./errors.js";
-import type { Executor, View } from "./executor.js";
 import { withCurrentOwner } from "./ownership.js";
+import type { ShardScopes, View } from "./scope.js";
 import { isTransientTransactionError } from "./unavailable.js";
 
 /** The client an interactive `$transaction(fn)` of `Client` hands to `fn`. */
@@ -33,7 +33,7 @@ type Interactive = { $transaction(fn: (tx: object) => Promise<unknown>, options?
  * `shard` or no shard, and runs in the transaction; a key for another shard throws `CrossShardError`.
  */
 export async function runInShardTransaction<R>(
-  executor: Executor,
+  executor: ShardScopes,
   view: View,
   shard: ShardIdentifier,
   options: TransactionOptions,
@@ -96,7 +96,7 @@ export async function inDatabaseTransaction<R>(
 
 /** Runs `fn` with `tx` as the scope of `shard`: routed calls join it, calls for other shards are refused. */
 export function inShard<R>(
-  executor: Executor,
+  executor: ShardScopes,
   tx: object,
   shard: ShardIdentifier,
   fn: (tx: object) => Promise<R>,
@@ -121,7 +121,7 @@ function cleanOptions(options: TransactionOptions): object | undefined {
  * before it runs; everything else (raw queries, ...) passes through.
  */
 function guardTransaction(
-  executor: Executor,
+  executor: ShardScopes,
   tx: object,
   shard: ShardIdentifier,
   view: View | undefined,

@@ -1,5 +1,5 @@
-import type { ShardIdentifier } from "@shardkit/id";
-import { type ClaimKey, rendezvous } from "./strategies.js";
+import { type ShardIdentifier, shardHash } from "@shardkit/id";
+import type { ClaimKey } from "./strategies.js";
 
 /**
  * A field unique across shards (`models.User.unique: { email: true }`): each value is claimed by a
@@ -47,9 +47,20 @@ export function canonicalOf(options: UniqueField | true): (value: string) => str
   };
 }
 
-/** Where the claim of `value` (already canonical) lives: a frozen hash over every logical shard. */
+/** Each list of shards' frozen hash, prepared once. */
+const hashes = new WeakMap<readonly ShardIdentifier[], (value: string) => ShardIdentifier>();
+
+/**
+ * Where the claim of `value` (already canonical) lives: the frozen hash (`shardHash` of
+ * @shardkit/id) of `scope NUL value` over every logical shard.
+ */
 export function claimKey(spec: UniqueSpec, value: string, shards: readonly ShardIdentifier[]): ClaimKey {
-  return { scope: spec.scope, value, shard: rendezvous(`${spec.scope}\u0000${value}`, shards) };
+  let shardOf = hashes.get(shards);
+  if (!shardOf) {
+    shardOf = shardHash(shards);
+    hashes.set(shards, shardOf);
+  }
+  return { scope: spec.scope, value, shard: shardOf(`${spec.scope}\u0000${value}`) };
 }
 
 /** A value to claim for a row: its claim's place, the value as the row stores it, and the row. */

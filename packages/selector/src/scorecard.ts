@@ -1,5 +1,5 @@
+import { type Candidates, murmur3, prepareCandidates, rendezvous } from "@shardkit/id";
 import { InvalidScorecardInputError } from "./errors.js";
-import { type Candidates, murmur3, prepareCandidates, rendezvous } from "./hash.js";
 
 /** One sampled operation, as seen by a candidate shard key. */
 export interface ShardKeySample {

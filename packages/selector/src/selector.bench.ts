@@ -1,5 +1,5 @@
+import { murmur3 } from "@shardkit/id";
 import { bench, describe } from "vitest";
-import { murmur3 } from "./hash.js";
 import { createShardSelector } from "./selector.js";
 
 // Each benchmark iteration makes BATCH calls, so the harness's own per-iteration cost does not

@@ -1,4 +1,4 @@
-import { ShardIdentifier } from "@shardkit/id";
+import { type Candidates, murmur3, prepareCandidates, rendezvous, ShardIdentifier } from "@shardkit/id";
 import {
   type NormalizedCondition,
   type NormalizedConfig,
@@ -13,7 +13,6 @@ import {
   MissingRoutingKeyError,
   NoGroupMatchError,
 } from "./errors.js";
-import { type Candidates, murmur3, prepareCandidates, rendezvous } from "./hash.js";
 
 /** How the group was chosen. */
 export type GroupChoice =

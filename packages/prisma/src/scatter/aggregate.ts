@@ -5,13 +5,12 @@ import {
   planAggregate,
 } from "@shardkit/scatter";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { Obj } from "../plan.js";
+import type { Obj, ScatterRead } from "../plan.js";
 import {
   AGGREGATES,
   type AggregateKind,
   isObj,
   type ModelInfo,
-  type ScatterRead,
   SORTABLE,
   SUMMABLE,
   whereOf,

@@ -1,7 +1,7 @@
 import { type AggregateRequest, mergeAggregates } from "@shardkit/scatter";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { Obj } from "../plan.js";
-import { isObj, type ModelInfo, readWindow, type ScatterRead, whereOf } from "./read.js";
+import type { Obj, ScatterRead } from "../plan.js";
+import { isObj, type ModelInfo, readWindow, whereOf } from "./read.js";
 
 /** `count` over several databases: counts add; a `skip` / `take` window applies to the total. */
 export function planCount(model: ModelInfo, args: Obj): ScatterRead {

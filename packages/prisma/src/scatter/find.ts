@@ -7,8 +7,8 @@ import {
   positionOf,
 } from "@shardkit/scatter";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { Obj, PlanTarget } from "../plan.js";
-import { isObj, type ModelInfo, readWindow, type ScatterRead, SORTABLE } from "./read.js";
+import type { Obj, PlanTarget, ScatterRead } from "../plan.js";
+import { isObj, type ModelInfo, readWindow, SORTABLE } from "./read.js";
 
 /**
  * `findMany` / `findFirst(OrThrow)` over several databases. Every database gets the `orderBy`

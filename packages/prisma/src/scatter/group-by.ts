@@ -8,7 +8,7 @@ import {
   planAggregate,
 } from "@shardkit/scatter";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { Obj } from "../plan.js";
+import type { Obj, ScatterRead } from "../plan.js";
 import { aggregateRequest, checkAggregateField } from "./aggregate.js";
 import {
   AGGREGATES,
@@ -16,7 +16,6 @@ import {
   isObj,
   type ModelInfo,
   readWindow,
-  type ScatterRead,
   SORTABLE,
   whereOf,
 } from "./read.js";

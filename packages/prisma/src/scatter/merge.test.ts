@@ -2,12 +2,12 @@ import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { Obj, PlanTarget } from "../plan.js";
+import type { Obj, PlanTarget, ScatterRead } from "../plan.js";
 import { planAggregateRead } from "./aggregate.js";
 import { planCount } from "./count.js";
 import { planFind } from "./find.js";
 import { planGroupBy } from "./group-by.js";
-import type { ModelInfo, ScatterRead } from "./read.js";
+import type { ModelInfo } from "./read.js";
 
 // The merges of scatter reads without a database: each database's answer is written by hand (or
 // computed from its own rows the way `argsFor` asks), and the merge must equal what one database

@@ -1,9 +1,9 @@
 import { ShardedUUID } from "@shardkit/id";
 import { InvalidCursorError, keysetWhere, mergePage, type Page, planPage } from "@shardkit/scatter";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { Obj } from "../plan.js";
+import type { Obj, ScatterRead } from "../plan.js";
 import { and, dropNullTerms, sortKeys, tiebreakerOf } from "./find.js";
-import { isObj, type ModelInfo, type ScatterRead } from "./read.js";
+import { isObj, type ModelInfo } from "./read.js";
 
 /** One page of a list over every database, continued by an opaque cursor. */
 export interface ScatterPageArgs<Where = Obj, OrderBy = Obj> {

@@ -1,15 +1,20 @@
+import { InvalidShardError } from "./errors.js";
+import type { ShardIdentifier } from "./shard-identifier.js";
+
 /**
- * The two hash functions the selector is built on. Both are frozen: `hash.test.ts` holds test
- * vectors, and any change to them moves existing tenants to other members.
+ * The one frozen hash shardkit places values with: the selector's members, `byHash` keys, the
+ * claims of fields unique across shards, advisory lock keys. Frozen: `hash.test.ts` holds test
+ * vectors, and any change to them moves existing values to other shards.
  *
  * - `murmur3`: MurmurHash3 x86 32-bit, seed 0, over the UTF-8 bytes of the key (lone surrogates
  *   encode as U+FFFD, as `TextEncoder` does). Computed straight from the UTF-16 string, no buffer.
- * - Member choice: weighted rendezvous (highest random weight) hashing. Each candidate member m
- *   draws `x = fmix32(keyHash ^ salt(m))`, a 32-bit value that depends only on the key and the
- *   member number, never on the other members. With equal weights the member with the largest x
- *   wins; with weights, the member with the smallest `-ln(u) / weight` (u = (x + 0.5) / 2^32) wins,
- *   which gives each member a share proportional to its weight. Ties go to the lower member number.
- *   Adding a member only takes keys for which the new member wins: about 1/(n+1) of them.
+ * - Choice among candidates: weighted rendezvous (highest random weight) hashing. Each candidate
+ *   m (a member number, or a shard's 14 bits) draws `x = fmix32(keyHash ^ salt(m))`, a 32-bit value
+ *   that depends only on the key and the candidate's number, never on the other candidates. With
+ *   equal weights the candidate with the largest x wins; with weights, the one with the smallest
+ *   `-ln(u) / weight` (u = (x + 0.5) / 2^32) wins, which gives each a share proportional to its
+ *   weight. Ties go to the lower number. Adding a candidate only takes keys for which the new one
+ *   wins: about 1/(n+1) of them.
  *
  * Everything is 32-bit integer arithmetic plus, for weights, a logarithm evaluated with IEEE-754
  * additions, multiplications and divisions only (not `Math.log`, whose last bit may differ between
@@ -117,12 +122,12 @@ export function murmur3(text: string): number {
   return fmix32(h ^ length);
 }
 
-/** The per-member constant of rendezvous hashing: depends on the member number only. */
+/** The per-candidate constant of rendezvous hashing: depends on the candidate's number only. */
 export function memberSalt(member: number): number {
   return Math.imul(member + 1, GOLDEN) | 0;
 }
 
-/** Member `member`'s 32-bit draw for a key hash. */
+/** Candidate `member`'s 32-bit draw for a key hash. */
 export function memberDraw(keyHash: number, member: number): number {
   return fmix32(keyHash ^ memberSalt(member));
 }
@@ -221,4 +226,17 @@ export function rendezvous(candidates: Candidates, keyHash: number): number {
     }
   }
   return best;
+}
+
+/**
+ * The shard a value hashes to among `shards`: rendezvous over the shards' 14-bit numbers
+ * (`ShardIdentifier.bits`, equal weights) with the value's murmur3, prepared once. Adding a shard
+ * to the list moves about 1/(n+1) of the values, to the new shard only.
+ */
+export function shardHash(shards: readonly ShardIdentifier[]): (value: string) => ShardIdentifier {
+  const byBits = new Map(shards.map((shard) => [shard.bits, shard]));
+  if (byBits.size === 0) throw new InvalidShardError("shardHash: expected at least one shard");
+  const candidates = prepareCandidates([...byBits.keys()].map((member) => ({ member, weight: 1 })));
+  const ordered = Array.from(candidates.members, (bits) => byBits.get(bits)!);
+  return (value) => ordered[rendezvous(candidates, murmur3(value))]!;
 }

@@ -1,6 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { exponentialOf, fmix32, memberDraw, murmur3, prepareCandidates, rendezvous } from "./hash.js";
+import { InvalidShardError } from "./errors.js";
+import {
+  exponentialOf,
+  fmix32,
+  memberDraw,
+  murmur3,
+  prepareCandidates,
+  rendezvous,
+  shardHash,
+} from "./hash.js";
+import { ShardIdentifier } from "./shard-identifier.js";
 
 /** A plain MurmurHash3 x86_32 over bytes, written from the algorithm's description, as a reference. */
 function murmur3Bytes(bytes: Uint8Array, seed = 0): number {
@@ -141,5 +151,61 @@ describe("rendezvous", () => {
     expect(eight.members[rendezvous(eight, hash)]).toBe(of8);
     expect(sixtyFour.members[rendezvous(sixtyFour, hash)]).toBe(of64);
     expect(weighted.members[rendezvous(weighted, hash)]).toBe(ofWeighted);
+  });
+});
+
+describe("shardHash (a value's shard among a list of shards)", () => {
+  const S = [
+    ShardIdentifier.of(0, 0),
+    ShardIdentifier.of(0, 1),
+    ShardIdentifier.of(1, 0),
+    ShardIdentifier.of(1, 1),
+  ];
+  const shard = fc.integer({ min: 0, max: 16383 }).map(ShardIdentifier.fromBits);
+
+  // Frozen: byHash keys, claims of unique fields and anything else placed with it would move.
+  it("frozen vectors", () => {
+    const of = shardHash([...S, ShardIdentifier.of(7, 63)]);
+    const values = [
+      "alpha",
+      "beta",
+      "gamma",
+      "delta",
+      "epsilon",
+      "User.email\u0000ana@example.com",
+      "ñandú",
+      "🦊",
+    ];
+    expect(values.map((v) => of(v).key)).toEqual(["0/0", "0/0", "0/1", "1/1", "0/0", "1/0", "0/0", "0/1"]);
+  });
+
+  it("picks the shard with the largest draw for the value's murmur3, whatever the list's order or repeats", () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(shard, { minLength: 1, maxLength: 40 }), fc.string(), (shards, value) => {
+        const chosen = shardHash(shards)(value);
+        const draw = (s: ShardIdentifier) => memberDraw(murmur3(value), s.bits);
+        expect(Math.max(...shards.map(draw))).toBe(draw(chosen));
+        expect(shardHash([...shards].reverse().concat(shards))(value)).toBe(chosen);
+      }),
+      { numRuns: 500, seed: 21 },
+    );
+  });
+
+  it("adding a shard moves values to the new shard only, about 1/(n+1) of them", () => {
+    const before = shardHash(S.slice(0, 3));
+    const after = shardHash(S);
+    let moved = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const [from, to] = [before(`user-${i}`), after(`user-${i}`)];
+      if (from !== to) {
+        expect(to).toBe(S[3]);
+        moved++;
+      }
+    }
+    expect(Math.abs(moved / 20_000 - 0.25)).toBeLessThan(0.02);
+  });
+
+  it("refuses an empty list", () => {
+    expect(() => shardHash([])).toThrow(InvalidShardError);
   });
 });

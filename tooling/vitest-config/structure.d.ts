@@ -1,0 +1,12 @@
+export interface StructureRules {
+  /** The package's `src` folder (its non-test sources are read). */
+  sourceDir: string;
+  /** The package's name, e.g. `@shardkit/prisma`: no source may import it (or a subpath of it). */
+  packageName: string;
+  /**
+   * Subpath entries, bundled on their own, that import the main entry by the package's name so that
+   * both share one copy of its classes (e.g. `zod.ts`). Default none.
+   */
+  entriesOnMain?: string[];
+}
+export declare function describeModuleStructure(rules: StructureRules): void;
