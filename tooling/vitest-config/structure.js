@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -11,19 +11,31 @@ function sources(dir) {
   });
 }
 
-/** A file's imports: relative ones (static, type-only and `import()` alike) as paths, and whether it names `self`. */
+/**
+ * A file's imports: relative ones (static, type-only, side-effect only, `import x = require()` and
+ * `import()` alike) as the source files they resolve to (null: none does), and whether one names `self`.
+ */
 function importsOf(file, self) {
   const text = readFileSync(file, "utf8");
   const specifiers = [
     ...[...text.matchAll(/^(?:import|export)\s[^;]*?from\s+"([^"]+)"/gms)].map((m) => m[1]),
-    ...[...text.matchAll(/\bimport\(\s*"([^"]+)"\s*\)/g)].map((m) => m[1]),
+    ...[...text.matchAll(/^import\s+"([^"]+)"/gm)].map((m) => m[1]),
+    ...[...text.matchAll(/\b(?:import|require)\(\s*"([^"]+)"\s*\)/g)].map((m) => m[1]),
   ];
   return {
-    relative: specifiers
-      .filter((s) => s.startsWith("."))
-      .map((s) => resolve(dirname(file), s.replace(/\.js$/, ".ts"))),
+    relative: specifiers.filter((s) => s.startsWith(".")).map((s) => sourceOf(resolve(dirname(file), s))),
+    unresolved: specifiers.filter((s) => s.startsWith(".") && !sourceOf(resolve(dirname(file), s))),
     self: specifiers.some((s) => s === self || s.startsWith(`${self}/`)),
   };
+}
+
+/** The source file a relative import names (`./x.js` is `./x.ts`, a folder its `index.ts`), or null. */
+function sourceOf(path) {
+  const base = path.replace(/\.(?:js|ts)$/, "");
+  for (const candidate of [`${base}.ts`, `${base}/index.ts`, path]) {
+    if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
+  }
+  return null;
 }
 
 /**
@@ -49,12 +61,20 @@ export function describeModuleStructure({ sourceDir, packageName, entriesOnMain 
           return;
         }
         state.set(file, "open");
-        for (const next of graph.get(file)?.relative ?? []) if (graph.has(next)) visit(next, [...path, file]);
+        for (const next of graph.get(file)?.relative ?? [])
+          if (next && graph.has(next)) visit(next, [...path, file]);
         state.set(file, "done");
       };
       for (const file of files) visit(file, []);
       expect(cycles).toEqual([]);
       expect(files.length).toBeGreaterThan(0);
+    });
+
+    it("imports only source files that exist", () => {
+      const unresolved = files.flatMap((f) =>
+        graph.get(f).unresolved.map((s) => `${relative(sourceDir, f)}: ${s}`),
+      );
+      expect(unresolved).toEqual([]);
     });
 
     it("never imports the package by its own name", () => {

@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually } from "@shardkit/vitest-config/eventually";
 
 export const MACHINE_NATS = { host: "127.0.0.1", port: 4222 };
 const BINARY = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) =>
@@ -24,14 +25,6 @@ export function listening(host: string, port: number): Promise<boolean> {
     socket.once("error", () => done(false));
     socket.connect(port, host);
   });
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** The machine's NATS server with JetStream: started (as the machine starts it) when it is down. */
@@ -56,10 +49,8 @@ export async function ensureMachineNats(): Promise<string> {
     "-l",
     "/var/log/nats-server.log",
   ]);
-  await until(
-    "the NATS server on 127.0.0.1:4222",
-    () => listening(MACHINE_NATS.host, MACHINE_NATS.port),
-    15_000,
+  await eventually("the NATS server listens on 127.0.0.1:4222", () =>
+    listening(MACHINE_NATS.host, MACHINE_NATS.port),
   );
   return url;
 }

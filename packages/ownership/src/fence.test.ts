@@ -1,4 +1,6 @@
 import { ShardedId } from "@shardkit/id";
+import { LOCKS } from "@shardkit/prisma/internal";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, router, S } from "../test/world.js";
@@ -17,16 +19,14 @@ async function fenceWaitingForLock() {
   const admin = new pg.Client({ connectionString: inject("ownershipUrls").a });
   await admin.connect();
   try {
-    for (let i = 0; i < 500; i++) {
+    await eventually("the fence waits for the writer's lock", async () => {
       const { rows } = await admin.query(
         `SELECT count(*)::int AS n FROM pg_stat_activity
          WHERE datname = current_database() AND wait_event_type = 'Lock'
-           AND (query LIKE 'CREATE OR REPLACE TRIGGER%' OR query LIKE 'SELECT pg_advisory_xact_lock(7302%')`,
+           AND (query LIKE 'CREATE OR REPLACE TRIGGER%' OR query LIKE 'SELECT pg_advisory_xact_lock(${LOCKS.shardWriters}%')`,
       );
-      if (rows[0].n > 0) return;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    throw new Error("the fence never waited for the writer's lock");
+      return rows[0].n > 0;
+    });
   } finally {
     await admin.end();
   }

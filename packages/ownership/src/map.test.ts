@@ -1,6 +1,7 @@
 import { ShardedId } from "@shardkit/id";
 import { createOutboxRelay, emitEvent, isShardUnavailable } from "@shardkit/prisma";
 import { withClusterStopped } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { copyShard, reset, type router, routers, S, transfer } from "../test/world.js";
@@ -187,14 +188,13 @@ describe("the partition map", () => {
     watching.start();
     await bucket(mover);
     await transfer(map, S.g0m1, mover.physical.e);
-    const until = Date.now() + 10_000;
-    while (watcher.registry.physicalOf(S.g0m1).name !== "e") {
-      if (Date.now() > until) throw new Error("the polling router never saw the switch");
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await eventually(
+      "the polling router sees the switch",
+      () => watcher.registry.physicalOf(S.g0m1).name === "e",
+    );
     expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
     expect(signals.some((s) => s.type === "refresh" && s.changed.includes(S.g0m1))).toBe(true);
-    watching.stop();
+    await watching.stop();
 
     // e's server is down: a refresh keeps e's last record (0/1 still routes there) and says it is missing.
     await withClusterStopped(SECOND.cluster, SECOND.port, async () => {

@@ -219,6 +219,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   /** The read after the one under way, shared by the callers of `refresh` meanwhile. */
   private nextReading: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** The refresh the timer started, until it has ended. */
+  private ticking: Promise<void> | undefined;
   private running = false;
 
   private constructor(options: PartitionMapOptions<Client>) {
@@ -524,9 +526,10 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.running = true;
     const tick = () => {
       this.timer = setTimeout(() => {
-        this.refresh()
+        this.ticking = this.refresh()
           .catch(() => {})
           .finally(() => {
+            this.ticking = undefined;
             if (this.running) tick();
           });
       }, this.refreshIntervalMs);
@@ -535,9 +538,14 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     tick();
   }
 
-  stop(): void {
+  /**
+   * Stops refreshing. Resolves once a refresh the timer had started has ended, so no signal of it
+   * comes after (at once when none was running).
+   */
+  stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.timer);
+    return this.ticking ?? Promise.resolve();
   }
 
   /**
@@ -560,7 +568,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
   /** Stops refreshing and detaches the map from routing. */
   close(): void {
-    this.stop();
+    void this.stop();
     this.registry.attachOwnership(undefined);
   }
 

@@ -7,6 +7,7 @@ import {
 import { ShardedId } from "@shardkit/id";
 import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
 import { withClusterFrozen } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import { LOGICAL } from "../test/global-setup.js";
 import { startMover } from "../test/movers.js";
@@ -105,16 +106,14 @@ async function listed(client: Router["clients"]["a"]): Promise<number> {
   return row!.n;
 }
 
-/** Polls (every 50 ms, at most 60 s) until the move record of 0/1 on a has lapsed by a's clock. */
-async function untilLapsed(r: Router): Promise<void> {
-  for (let i = 0; i < 1200; i++) {
+/** Until the move record of 0/1 on a has lapsed by a's clock. */
+function untilLapsed(r: Router): Promise<void> {
+  return eventually("the lease of 0/1's move lapses by a's clock", async () => {
     const [row] = await r.clients.a.$queryRawUnsafe<{ lapsed: boolean }[]>(
       `SELECT "expiresAt" < clock_timestamp() AS lapsed FROM "ShardMove" WHERE shard = ${S.g0m1.bits}`,
     );
-    if (!row || row.lapsed) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error("the lease never lapsed");
+    return !row || row.lapsed;
+  });
 }
 
 /**
@@ -618,10 +617,10 @@ describe("the checks of a live move", () => {
         if (step !== "verify") return;
         // Written at the source after the first check, replicated, then spoiled at the target.
         await r.db.bucket.update({ where: { id: buckets[1]! }, data: { remaining: 55 } });
-        for (let i = 0; i < 600; i++) {
-          if ((await r.clients.e.bucket.findUnique({ where: { id: buckets[1]! } }))?.remaining === 55) break;
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
+        await eventually(
+          "the update replicates to e",
+          async () => (await r.clients.e.bucket.findUnique({ where: { id: buckets[1]! } }))?.remaining === 55,
+        );
         await spoil(buckets[1]!);
       },
     }).catch((e: unknown) => e);

@@ -1,4 +1,5 @@
 import { ShardIdentifier } from "@shardkit/id";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, routers } from "../test/world.js";
@@ -21,15 +22,6 @@ async function connect(url: string): Promise<pg.Client> {
   await client.connect();
   opened.push(client);
   return client;
-}
-
-/** Polls `check` until it holds; fails the test with `what` after many tries. */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`never happened: ${what}`);
 }
 
 const names = async (client: pg.Client, sql: string) =>
@@ -63,10 +55,10 @@ describe("teardown of a move's replication", () => {
         `SELECT substring(query from 'shardkit_move_[0-9a-z_]+') AS name FROM pg_stat_activity
          WHERE query LIKE 'CREATE SUBSCRIPTION%' AND state <> 'idle'`,
       );
-    await until("both CREATE SUBSCRIPTIONs run at e", async () => (await running()).length === 2);
+    await eventually("both CREATE SUBSCRIPTIONs run at e", async () => (await running()).length === 2);
     // ...and each has reached the source: its slot exists there, its sender waiting for the blocker
     // (before that, a cancel at e would leave nothing at a for the teardown to find).
-    await until("both slots are being created at a", async () => {
+    await eventually("both slots are being created at a", async () => {
       const slots = await names(a, "SELECT slot_name AS name FROM pg_replication_slots");
       return slots.includes(mine) && slots.includes(other);
     });
@@ -88,7 +80,7 @@ describe("teardown of a move's replication", () => {
     await blocker.query("COMMIT");
     expect(await creating[1]).toBe("created");
     // Once the source's sender is done, a second teardown removes what the first could not.
-    await until("shard 1's teardown finishes", () =>
+    await eventually("shard 1's teardown finishes", () =>
       teardown(r.physical.a, r.physical.e, one).then(
         () => true,
         () => false,

@@ -5,6 +5,9 @@ import { OwnershipOptionsError } from "./errors.js";
 import { type Raw, raw } from "./raw.js";
 import { type FencedTable, shardOfRowSql } from "./sql.js";
 
+/** The seed of the rows' checksums (`hashtextextended`): any constant; both sides of a check use it. */
+const CHECKSUM_SEED = 7301;
+
 // How a move checks its copy: per table, the shard's row count and an order-free checksum (the sum
 // of a 64-bit hash of each row's JSON: no sort, one pass), source against target.
 //
@@ -78,7 +81,7 @@ export async function digest(
       filter = ` AND ${tuple} ${part.kind === "except" ? "NOT IN" : "IN"} (SELECT ${typed} FROM jsonb_array_elements($${values.length}::jsonb) k)`;
     }
     parts.push(
-      `SELECT ${i} AS i, count(*)::int AS rows, ${sums ? "sum(hashtextextended(row_to_json(t)::text, 7301))::text" : "NULL::text"} AS sum
+      `SELECT ${i} AS i, count(*)::int AS rows, ${sums ? `sum(hashtextextended(row_to_json(t)::text, ${CHECKSUM_SEED}))::text` : "NULL::text"} AS sum
        FROM "${table.table}" t WHERE ${shardOfRowSql(table, "t")} = $1${filter}`,
     );
   });

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { murmur3, ShardedUUID, type ShardIdentifier, shardHash } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
@@ -10,6 +11,7 @@ import { UniqueViolationError } from "./errors.js";
 import { shardRouting } from "./extension.js";
 import { createShardRegistry } from "./registry.js";
 import { rolloutSchema } from "./rollout.js";
+import { LOCKS } from "./shared.js";
 
 /** The shard the frozen hash places `value` on among `shards`. */
 const hashedTo = (value: string, shards: readonly ShardIdentifier[]) => shardHash(shards)(value);
@@ -62,15 +64,6 @@ async function expectConsistent() {
   }
   for (const claim of cs) {
     expect(rows.find((r) => r.id === claim.ownerId && r.email!.toLowerCase() === claim.value)).toBeDefined();
-  }
-}
-
-/** Polls `check` until it is true (bounded). */
-async function until(check: () => Promise<boolean>, what: string) {
-  const deadline = Date.now() + 20_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
@@ -311,6 +304,47 @@ describe("fields unique across shards (real PostgreSQL)", () => {
     expect(found?.id).toBe(legacy[0]); // the row holding the claim
     expect((await db.customer.findUnique({ where: { email: "c@x.com" } }))?.name).toBe("c");
   });
+
+  it("backfill after a release that placed claims elsewhere: each claim ends where its value's hash puts it, under that shard, and uniqueness holds", async () => {
+    // Two rows with claims where this release puts them; then each claim is put back where another
+    // hash could have: one on another database, one on the same database under its other shard.
+    const emails = Array.from({ length: 40 }, (_, i) => `moved-${i}@x.com`);
+    const elsewhere = emails.find((e) => registry.physicalOf(claimShardOf(e)).index !== 2)!;
+    const relabelled = emails.find((e) => e !== elsewhere)!;
+    const rows = [];
+    for (const email of [elsewhere, relabelled])
+      rows.push(await db.customer.create({ data: fresh({ name: email, region: "eu", email }) }));
+    const databaseOf = (email: string) => clientOf(claimShardOf(email));
+    const [claim] = await databaseOf(elsewhere).uniqueClaim.findMany({ where: { value: elsewhere } });
+    await databaseOf(elsewhere).uniqueClaim.deleteMany({ where: { value: elsewhere } });
+    await clients.c.uniqueClaim.create({ data: { ...claim!, shard: S.g1m1.bits } });
+    const sameDatabase = (shard: typeof S.g0m0) =>
+      SHARDS.find((s) => s !== shard && registry.physicalOf(s) === registry.physicalOf(shard))!;
+    await databaseOf(relabelled).uniqueClaim.updateMany({
+      where: { value: relabelled },
+      data: { shard: sameDatabase(claimShardOf(relabelled)).bits },
+    });
+
+    const report = await db.$backfillClaims("customer");
+    expect(report).toMatchObject({ rows: 2, claimed: 2, conflicts: [], misplaced: 1 });
+    for (const email of [elsewhere, relabelled]) {
+      const found = (await claims()).filter((c) => c.value === email);
+      expect(
+        found.map((c) => c.shard),
+        email,
+      ).toEqual([claimShardOf(email).bits]);
+      expect(await databaseOf(email).uniqueClaim.count({ where: { value: email } })).toBe(1);
+      expect((await db.customer.findUnique({ where: { email } }))?.id).toBe(
+        rows.find((r) => r.email === email)!.id,
+      );
+    }
+    await expectConsistent();
+    await expect(
+      db.customer.create({ data: fresh({ name: "dup", region: "eu", email: elsewhere }) }),
+    ).rejects.toBeInstanceOf(UniqueViolationError);
+    // A second run finds nothing misplaced.
+    expect((await db.$backfillClaims("customer")).misplaced).toBe(0);
+  });
 });
 
 describe("claims and rows on crossing databases, pools of two connections", () => {
@@ -466,16 +500,14 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
     const blocker = new pg.Client({ connectionString: urlOf(owner) });
     await blocker.connect();
     await blocker.query("BEGIN");
-    await blocker.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [key | 0]);
+    await blocker.query(`SELECT pg_advisory_xact_lock(${LOCKS.claims}, $1::int)`, [key | 0]);
     const { child, exited } = startChild(email, owner.key);
-    await until(
-      () =>
-        waiting(
-          urlOf(owner),
-          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 7303 AND objid = $1::bigint::oid",
-          [key],
-        ),
-      "the child to wait at the row step",
+    await eventually("the child to wait at the row step", () =>
+      waiting(
+        urlOf(owner),
+        `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = ${LOCKS.claims} AND objid = $1::bigint::oid`,
+        [key],
+      ),
     );
     process.kill(-child.pid!, "SIGKILL");
     await exited;
@@ -500,28 +532,24 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
     await advisory.connect();
     await rowLock.connect();
     await advisory.query("BEGIN");
-    await advisory.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [key | 0]);
+    await advisory.query(`SELECT pg_advisory_xact_lock(${LOCKS.claims}, $1::int)`, [key | 0]);
     const { child, exited } = startChild(email, owner.key);
-    await until(
-      () => waiting(claimDb, `SELECT count(*) AS n FROM "UniqueClaim" WHERE "value" = $1`, [email]),
-      "the claim",
+    await eventually("the claim", () =>
+      waiting(claimDb, `SELECT count(*) AS n FROM "UniqueClaim" WHERE "value" = $1`, [email]),
     );
     // Lock the claim row (the child's final "held" update waits on it), then let the row step go.
     await rowLock.query("BEGIN");
     await rowLock.query(`SELECT 1 FROM "UniqueClaim" WHERE "value" = $1 FOR UPDATE`, [email]);
     await advisory.query("COMMIT");
-    await until(
-      () => waiting(urlOf(owner), `SELECT count(*) AS n FROM "Customer" WHERE "email" = $1`, [email]),
-      "the child's row",
+    await eventually("the child's row", () =>
+      waiting(urlOf(owner), `SELECT count(*) AS n FROM "Customer" WHERE "email" = $1`, [email]),
     );
-    await until(
-      () =>
-        waiting(
-          claimDb,
-          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
-          [],
-        ),
-      "the child to wait at the held update",
+    await eventually("the child to wait at the held update", () =>
+      waiting(
+        claimDb,
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
+        [],
+      ),
     );
     process.kill(-child.pid!, "SIGKILL");
     await exited;
@@ -625,7 +653,7 @@ describe("on a database whose default isolation is REPEATABLE READ", () => {
     const lock = new pg.Client({ connectionString: url });
     await lock.connect();
     await lock.query("BEGIN");
-    await lock.query("SELECT pg_advisory_xact_lock(7303, $1::int)", [
+    await lock.query(`SELECT pg_advisory_xact_lock(${LOCKS.claims}, $1::int)`, [
       murmur3(`Customer.email\u0000${value}`) | 0,
     ]);
     const second = small.customer
@@ -634,14 +662,12 @@ describe("on a database whose default isolation is REPEATABLE READ", () => {
         () => "created",
         (error: unknown) => error,
       );
-    await until(
-      () =>
-        waiting(
-          url,
-          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 7303",
-          [],
-        ),
-      "the second claimant to wait for the writer's lock",
+    await eventually("the second claimant to wait for the writer's lock", () =>
+      waiting(
+        url,
+        `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = ${LOCKS.claims}`,
+        [],
+      ),
     );
     await lock.query(
       `INSERT INTO "Customer" ("id", "name", "region", "email") VALUES ($1, 'writer', 'eu', $2)`,

@@ -178,8 +178,10 @@ async function take(context: ClaimContext, claim: TakenClaim): Promise<TakenClai
     if (!existing) continue;
     if (existing.ownerId === claim.ownerId && existing.ownerShard === claim.ownerShard.bits) {
       // Already this row's (a retry, or the row set to its own value again): the claim passes to
-      // this write's token, pending again. The token it had is voided first (a write of this row
-      // still holding it may not have reached its row yet; it is refused there, as if taken over).
+      // this write's token, pending again, under its shard (a claim an earlier release placed on
+      // another shard of this database is labelled anew, so it moves with the right shard). The
+      // token it had is voided first (a write of this row still holding it may not have reached its
+      // row yet; it is refused there, as if taken over).
       await voidToken(context, {
         ...existing,
         shard: claim.shard.bits,
@@ -188,12 +190,13 @@ async function take(context: ClaimContext, claim: TakenClaim): Promise<TakenClai
       });
       const n = await raced(() =>
         client.$executeRawUnsafe(
-          `UPDATE ${TABLE} SET "stored" = $4, "token" = $5, "state" = 'pending', "createdAt" = now() WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
+          `UPDATE ${TABLE} SET "stored" = $4, "token" = $5, "state" = 'pending', "createdAt" = now(), "shard" = $6 WHERE "scope" = $1 AND "value" = $2 AND "token" = $3`,
           claim.scope,
           claim.value,
           existing.token,
           claim.stored,
           claim.token,
+          claim.shard.bits,
         ),
       );
       if (n === 1) return claim;
@@ -414,6 +417,13 @@ export interface ClaimBackfillReport {
    * (`others`: change their value, then run the backfill again).
    */
   conflicts: ClaimConflict[];
+  /**
+   * Claims found where their value's placement does not put them (left by a release that placed
+   * claims with another hash), once every row's value was claimed where it belongs: removed, or
+   * labelled with the right shard when that shard is on the same database. A misplaced claim is
+   * never read, but it would move with the shard it names and meet the real one.
+   */
+  misplaced: number;
 }
 
 /** A value existing rows share (see `ClaimBackfillReport.conflicts`). */
@@ -446,10 +456,11 @@ export async function backfillClaims(
   specs: readonly UniqueSpec[],
   idField: string,
   claimFor: (unique: UniqueSpec, stored: string, ownerId: string) => Claim,
+  placeOf: (unique: UniqueSpec, value: string) => ShardIdentifier,
   options: { batchSize?: number; onProgress?: (progress: ClaimBackfillProgress) => void } = {},
 ): Promise<ClaimBackfillReport> {
   const batchSize = options.batchSize ?? 500;
-  const report: ClaimBackfillReport = { rows: 0, claimed: 0, conflicts: [] };
+  const report: ClaimBackfillReport = { rows: 0, claimed: 0, conflicts: [], misplaced: 0 };
   const conflicts = new Map<string, ClaimConflict>();
   const select = Object.fromEntries([idField, ...specs.map((s) => s.field)].map((f) => [f, true]));
   for (const physical of context.placement.physical) {
@@ -498,5 +509,50 @@ export async function backfillClaims(
       cursor = rows[rows.length - 1]![idField];
     }
   }
+  report.misplaced = await sweepMisplaced(context, specs, placeOf, batchSize);
   return report;
+}
+
+/**
+ * Removes the claims of `specs` that their value's placement does not put where they are, or labels
+ * them with the right shard when it is on the same database (see `ClaimBackfillReport.misplaced`).
+ * Each statement names the label it read, so a claim taken meanwhile where it belongs is untouched.
+ */
+async function sweepMisplaced(
+  context: ClaimContext,
+  specs: readonly UniqueSpec[],
+  placeOf: (unique: UniqueSpec, value: string) => ShardIdentifier,
+  batchSize: number,
+): Promise<number> {
+  const byScope = new Map(specs.map((s) => [s.scope, s]));
+  let misplaced = 0;
+  for (const physical of context.placement.physical) {
+    if (physical.shards.length === 0) continue;
+    const client = context.clients[physical.index] as Raw;
+    let after: [string, string] = ["", ""];
+    for (;;) {
+      const rows = await context.bounded(physical.index, () =>
+        client.$queryRawUnsafe<{ shard: number; scope: string; value: string }[]>(
+          `SELECT "shard", "scope", "value" FROM ${TABLE} WHERE "scope" = ANY($1::text[]) AND ("scope", "value") > ($2, $3) ORDER BY "scope", "value" LIMIT ${batchSize}`,
+          [...byScope.keys()],
+          after[0],
+          after[1],
+        ),
+      );
+      for (const row of rows) {
+        const placed = placeOf(byScope.get(row.scope)!, row.value);
+        if (placed.bits === row.shard && context.placement.physicalOf(placed) === physical) continue;
+        const sql =
+          context.placement.physicalOf(placed) === physical
+            ? `UPDATE ${TABLE} SET "shard" = $4 WHERE "scope" = $1 AND "value" = $2 AND "shard" = $3`
+            : `DELETE FROM ${TABLE} WHERE "scope" = $1 AND "value" = $2 AND "shard" = $3`;
+        const params = [row.scope, row.value, row.shard, ...(sql.startsWith("UPDATE") ? [placed.bits] : [])];
+        misplaced += await context.bounded(physical.index, () => client.$executeRawUnsafe(sql, ...params));
+      }
+      if (rows.length < batchSize) break;
+      const last = rows[rows.length - 1]!;
+      after = [last.scope, last.value];
+    }
+  }
+  return misplaced;
 }

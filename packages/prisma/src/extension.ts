@@ -234,6 +234,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
             idField,
             (unique, stored, ownerId) =>
               keys.claimFor(unique, stored, keys.shardOfKey(name, idField, ownerId), ownerId),
+            (unique, value) => keys.claimShard(unique, value),
             backfillOptions,
           );
         },

@@ -1,4 +1,4 @@
-import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
 import { CrossShardError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
 import type { DataModel } from "./internals.js";
 import type { Obj } from "./plan.js";
@@ -150,6 +150,7 @@ export class KeyRouting {
   private readonly relations = new Map<string, Map<string, string>>();
   private readonly generate: (shard: ShardIdentifier) => string;
   private readonly shards: readonly ShardIdentifier[];
+  private hashOfShards: ((value: string) => ShardIdentifier) | undefined;
   /** The context of the call being read (set for the duration of one synchronous `named`). */
   private context: KeyContext = {};
 
@@ -268,10 +269,21 @@ export class KeyRouting {
     return [...(this.models.get(model)?.unique.values() ?? [])];
   }
 
+  /** The frozen hash claims are placed with, over every logical shard (made on first use). */
+  private get claimHash(): (value: string) => ShardIdentifier {
+    this.hashOfShards ??= shardHash(this.shards);
+    return this.hashOfShards;
+  }
+
+  /** The shard the claim of a canonical `value` of a unique field lives on. */
+  claimShard(unique: UniqueSpec, value: string): ShardIdentifier {
+    return claimKey(unique, value, this.claimHash).shard;
+  }
+
   /** The claim a row `ownerId` on `ownerShard` takes for the value `stored` of a unique field. */
   claimFor(unique: UniqueSpec, stored: string, ownerShard: ShardIdentifier, ownerId: string): Claim {
     return {
-      ...claimKey(unique, unique.canonical(stored), this.shards),
+      ...claimKey(unique, unique.canonical(stored), this.claimHash),
       model: unique.model,
       field: unique.field,
       stored,
@@ -626,7 +638,7 @@ export class KeyRouting {
             ? (condition as Obj).equals
             : undefined;
       if (typeof raw !== "string") continue;
-      const key = claimKey(unique, unique.canonical(raw), this.shards);
+      const key = claimKey(unique, unique.canonical(raw), this.claimHash);
       const id = `claim:${key.scope}\u0000${key.value}`;
       const resolved = this.context.resolved;
       if (!resolved?.has(id)) throw new NeedsLookup([{ id, claim: key }]);

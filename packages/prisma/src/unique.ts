@@ -1,4 +1,4 @@
-import { type ShardIdentifier, shardHash } from "@shardkit/id";
+import type { ShardIdentifier } from "@shardkit/id";
 import type { ClaimKey } from "./strategies.js";
 
 /**
@@ -47,20 +47,16 @@ export function canonicalOf(options: UniqueField | true): (value: string) => str
   };
 }
 
-/** Each list of shards' frozen hash, prepared once. */
-const hashes = new WeakMap<readonly ShardIdentifier[], (value: string) => ShardIdentifier>();
-
 /**
- * Where the claim of `value` (already canonical) lives: the frozen hash (`shardHash` of
- * @shardkit/id) of `scope NUL value` over every logical shard.
+ * Where the claim of `value` (already canonical) lives: `hash` (the frozen hash over every logical
+ * shard, `shardHash` of @shardkit/id) of `scope NUL value`.
  */
-export function claimKey(spec: UniqueSpec, value: string, shards: readonly ShardIdentifier[]): ClaimKey {
-  let shardOf = hashes.get(shards);
-  if (!shardOf) {
-    shardOf = shardHash(shards);
-    hashes.set(shards, shardOf);
-  }
-  return { scope: spec.scope, value, shard: shardOf(`${spec.scope}\u0000${value}`) };
+export function claimKey(
+  spec: UniqueSpec,
+  value: string,
+  hash: (value: string) => ShardIdentifier,
+): ClaimKey {
+  return { scope: spec.scope, value, shard: hash(`${spec.scope}\u0000${value}`) };
 }
 
 /** A value to claim for a row: its claim's place, the value as the row stores it, and the row. */

@@ -2,6 +2,7 @@
 // (cluster "shardb", 127.0.0.1:5433) that one test stops. A reference database holds every row,
 // so merged results are checked against what PostgreSQL itself answers over the union.
 import { randomBytes } from "node:crypto";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mergeAggregates, mergeGroupBy, planAggregate } from "./aggregate.js";
@@ -142,16 +143,6 @@ function fetchPage(shard: Shard, plan: PagePlan, signal: AbortSignal): Promise<I
     where.values,
     signal,
   );
-}
-
-async function eventually<T>(probe: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  const until = Date.now() + 10_000;
-  for (;;) {
-    const v = await probe();
-    if (ok(v)) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const activeWith = async (tag: string) =>
@@ -356,18 +347,16 @@ describe("scatter over real PostgreSQL shards", () => {
       { key, signal: controller.signal },
     );
     run.catch(() => {});
-    await eventually(
-      () => activeWith(tag),
-      (rows) => rows.length === 2,
-      "both pg_sleep queries to run",
-    );
+    await eventually("both pg_sleep queries to run", async () => {
+      const rows = await activeWith(tag);
+      return rows.length === 2;
+    });
     controller.abort();
     await expect(run).rejects.toMatchObject({ code: "ABORTED" });
-    await eventually(
-      () => activeWith(tag),
-      (rows) => rows.length === 0,
-      "the pg_sleep queries to be cancelled",
-    );
+    await eventually("the pg_sleep queries to be cancelled", async () => {
+      const rows = await activeWith(tag);
+      return rows.length === 0;
+    });
     for (const call of calls) await expect(call).rejects.toMatchObject({ code: "57014" }); // query_canceled
   });
 
@@ -386,11 +375,10 @@ describe("scatter over real PostgreSQL shards", () => {
     );
     expect(result.values).toEqual([[{ one: 1 }], [{ one: 1 }]]);
     expect(result.missing.map((m) => [m.key, m.reason])).toEqual([["pg5432-1", "deadline"]]);
-    await eventually(
-      () => activeWith(tag),
-      (rows) => rows.length === 0,
-      "the pg_sleep query to be cancelled",
-    );
+    await eventually("the pg_sleep query to be cancelled", async () => {
+      const rows = await activeWith(tag);
+      return rows.length === 0;
+    });
     await expect(calls[1]).rejects.toMatchObject({ code: "57014" });
   });
 });
