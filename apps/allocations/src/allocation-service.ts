@@ -1,5 +1,5 @@
 import { isShardkitError, ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { IdempotencyConflictError, idempotent, isShardUnavailable } from "@shardkit/prisma";
+import { CommandUnavailableError, IdempotencyConflictError } from "@shardkit/prisma";
 import { AllocationsError, type AllocationsErrorCode } from "./errors.js";
 import type { Bucket, Confirmation, Hold } from "./generated/prisma/client.js";
 import type { Router } from "./shards.js";
@@ -43,7 +43,11 @@ export class AllocationService {
     }
   }
 
-  /** One command on `shard`, once per key: its result, or its recorded refusal, every time. */
+  /**
+   * One command on `shard`, once per key (`$command`): its result, or its recorded refusal, every
+   * time. A shard that does not answer, or is moving, is SHARD_UNAVAILABLE, saying when the command
+   * may have been applied all the same.
+   */
   private async command<R>(
     shard: ShardIdentifier,
     kind: string,
@@ -51,44 +55,27 @@ export class AllocationService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    let outcome: Awaited<ReturnType<typeof idempotent<R>>>;
-    try {
-      outcome = await this.db.$transactionOn(
-        shard,
-        (tx) =>
-          idempotent(tx, { shard, kind, key }, request, () => run(tx), {
-            refusal: (error) =>
-              error instanceof AllocationsError && error.status < 500
-                ? { code: error.code, message: error.message, body: error.body }
-                : undefined,
-          }).catch((error: unknown) => {
-            if (error instanceof IdempotencyConflictError) {
-              throw new AllocationsError(
-                "IDEMPOTENCY_CONFLICT",
-                "this Idempotency-Key was used with a different request or command",
-              );
-            }
-            throw error;
-          }),
-        { retries: 4, maxWait: 5000 },
-      );
-    } catch (error) {
-      if (isShardkitError(error, "STALE_OWNER")) {
-        // Refused by a former owner: nothing was applied.
-        throw new AllocationsError("SHARD_UNAVAILABLE", `shard ${shard.key} is moving; retry later`, {
-          shard: shard.key,
-        });
-      }
-      if (isShardUnavailable(error)) {
-        // The command may have committed all the same (a connection lost at COMMIT).
+    const refusal = (error: unknown) =>
+      error instanceof AllocationsError && error.status < 500
+        ? { code: error.code, message: error.message, body: error.body }
+        : undefined;
+    const options = { kind, key, request, refusal, retries: 4, maxWait: 5000 };
+    const outcome = await this.db.$command(shard, options, run).catch((error: unknown) => {
+      if (error instanceof IdempotencyConflictError) {
         throw new AllocationsError(
-          "SHARD_UNAVAILABLE",
-          `shard ${shard.key} is unavailable: ${UNKNOWN_OUTCOME}`,
-          { shard: shard.key, outcome: "unknown" },
+          "IDEMPOTENCY_CONFLICT",
+          "this Idempotency-Key was used with a different request or command",
         );
       }
-      throw error;
-    }
+      if (!(error instanceof CommandUnavailableError)) throw error;
+      if (error.outcome === "unknown") {
+        throw new AllocationsError("SHARD_UNAVAILABLE", `${error.reason}: ${UNKNOWN_OUTCOME}`, {
+          shard: shard.key,
+          outcome: "unknown",
+        });
+      }
+      throw new AllocationsError("SHARD_UNAVAILABLE", `${error.reason}; retry later`, { shard: shard.key });
+    });
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
       throw new AllocationsError(code, message, body);

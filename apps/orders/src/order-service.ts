@@ -1,9 +1,9 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import {
+  CommandUnavailableError,
   emitEvent,
   type HealthReport,
   IdempotencyConflictError,
-  idempotent,
   isShardUnavailable,
   isTransientTransactionError,
   type ScatterReport,
@@ -130,10 +130,11 @@ export class OrderService {
   }
 
   /**
-   * A command, once per Idempotency-Key: one transaction on `shard` that records its outcome with
-   * the state it changed. A refusal (credit limit exceeded, an order no longer open, ...) is
-   * recorded too and answered again to every retry with the key; the same key for another kind of
-   * command or another request is IDEMPOTENCY_CONFLICT.
+   * A command, once per Idempotency-Key (`$command`): one transaction on `shard` that records its
+   * outcome with the state it changed. A refusal (credit limit exceeded, an order no longer open,
+   * ...) is recorded too and answered again to every retry with the key; the same key for another
+   * kind of command or another request is IDEMPOTENCY_CONFLICT. A shard that does not answer within
+   * the deadline is SHARDS_UNAVAILABLE, saying when the command may have been applied all the same.
    */
   private async command<R>(
     shard: ShardIdentifier,
@@ -142,27 +143,25 @@ export class OrderService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const outcome = await this.onShard(
-      shard,
-      () =>
-        this.db.$transactionOn(
-          shard,
-          (tx) =>
-            idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
-              (error: unknown) => {
-                if (error instanceof IdempotencyConflictError) {
-                  throw new OrdersError(
-                    "IDEMPOTENCY_CONFLICT",
-                    "this Idempotency-Key was used with a different request or command",
-                  );
-                }
-                throw error;
-              },
-            ),
-          TRANSACTION,
-        ),
-      "command",
-    );
+    const options = { kind, key, request, refusal: refusalOf, timeoutMs: this.deadlineMs, ...TRANSACTION };
+    const outcome = await this.db.$command(shard, options, run).catch((error: unknown) => {
+      if (error instanceof IdempotencyConflictError) {
+        throw new OrdersError(
+          "IDEMPOTENCY_CONFLICT",
+          "this Idempotency-Key was used with a different request or command",
+        );
+      }
+      if (!(error instanceof CommandUnavailableError)) throw error;
+      if (error.outcome === "unknown") {
+        throw new OrdersError("SHARDS_UNAVAILABLE", `${error.reason}: ${UNKNOWN_OUTCOME}`, {
+          missing: [error.shard.key],
+          outcome: "unknown",
+        });
+      }
+      throw new OrdersError("SHARDS_UNAVAILABLE", `${error.reason}; retry later`, {
+        missing: [error.shard.key],
+      });
+    });
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
       throw new OrdersError(code, message, body);
@@ -171,16 +170,11 @@ export class OrderService {
   }
 
   /**
-   * Runs `run` against one shard; a database that cannot be reached, or does not answer within the
-   * deadline (its server frozen), becomes 503 SHARDS_UNAVAILABLE naming the shard. The query cannot
-   * be cancelled; a command that still commits later is found by its Idempotency-Key when the
-   * client retries, which returns the recorded result.
+   * Runs `run` (a read) against one shard; a database that cannot be reached, or does not answer
+   * within the deadline (its server frozen), becomes 503 SHARDS_UNAVAILABLE naming the shard.
+   * Commands go through `command`, which says more.
    */
-  private async onShard<R>(
-    shard: ShardIdentifier,
-    run: () => Promise<R>,
-    what: "read" | "command" = "read",
-  ): Promise<R> {
+  private async onShard<R>(shard: ShardIdentifier, run: () => Promise<R>): Promise<R> {
     try {
       return await withShardDeadline(shard, this.deadlineMs, run);
     } catch (error) {
@@ -188,14 +182,6 @@ export class OrderService {
       const message = isShardkitError(error, "SHARD_TIMEOUT")
         ? error.message
         : `shard ${shard.key} is unavailable or busy`;
-      // A command may have committed all the same (a late commit, a connection lost at COMMIT);
-      // one that lost a race (a deadlock, no transaction slot in time) was rolled back.
-      if (what === "command" && !isTransientTransactionError(error)) {
-        throw new OrdersError("SHARDS_UNAVAILABLE", `${message}: ${UNKNOWN_OUTCOME}`, {
-          missing: [shard.key],
-          outcome: "unknown",
-        });
-      }
       throw new OrdersError("SHARDS_UNAVAILABLE", `${message}; retry later`, { missing: [shard.key] });
     }
   }

@@ -1,10 +1,10 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import {
+  CommandUnavailableError,
   consumeOnce,
   emitEvent,
   type HealthReport,
   IdempotencyConflictError,
-  idempotent,
   isShardUnavailable,
   isTransientTransactionError,
   type OutboxMessage,
@@ -70,25 +70,16 @@ export class WalletService {
    * SHARD_UNAVAILABLE (503, with a retry hint) naming the shard, with the database's error as its
    * cause (so the relay retries a saga step until the shard is back).
    */
-  private inShard<R>(
-    shardOrId: ShardIdentifier | string,
-    fn: (tx: Tx) => Promise<R>,
-    what: "read" | "command" = "read",
-  ): Promise<R> {
-    return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION), what);
+  private inShard<R>(shardOrId: ShardIdentifier | string, fn: (tx: Tx) => Promise<R>): Promise<R> {
+    return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
   }
 
   /**
-   * Runs `run` against one shard, turning its database's unavailability into SHARD_UNAVAILABLE. A
-   * database that hangs (its server frozen) answers 503 after the deadline instead of never; the
-   * query cannot be cancelled, and a command that still commits later is found by its
-   * Idempotency-Key when the client retries.
+   * Runs `run` (a read, or a step of a transfer's saga) against one shard, turning its database's
+   * unavailability into SHARD_UNAVAILABLE. A database that hangs (its server frozen) answers 503
+   * after the deadline instead of never. Commands go through `command`, which says more.
    */
-  private async onShard<R>(
-    shardOrId: ShardIdentifier | string,
-    run: () => Promise<R>,
-    what: "read" | "command" = "read",
-  ): Promise<R> {
+  private async onShard<R>(shardOrId: ShardIdentifier | string, run: () => Promise<R>): Promise<R> {
     const shard = this.shards.registry.resolve(shardOrId);
     try {
       return await withShardDeadline(shard, this.deadlineMs, run);
@@ -97,14 +88,6 @@ export class WalletService {
       const message = isShardkitError(error, "SHARD_TIMEOUT")
         ? error.message
         : `shard ${shard.key} is unavailable or busy`;
-      // A command may have committed all the same (a late commit, a connection lost at COMMIT);
-      // one that lost a race (a deadlock, no transaction slot in time) was rolled back.
-      if (what === "command" && !isTransientTransactionError(error)) {
-        throw new WalletError("SHARD_UNAVAILABLE", `${message}: ${UNKNOWN_OUTCOME}`, {
-          cause: error,
-          body: { shard: shard.key, outcome: "unknown" },
-        });
-      }
       throw new WalletError("SHARD_UNAVAILABLE", `${message}; retry later`, {
         cause: error,
         body: { shard: shard.key },
@@ -131,10 +114,11 @@ export class WalletService {
   }
 
   /**
-   * A command, once per Idempotency-Key: one transaction on `shard` that records its outcome with
-   * the state it changed. A refusal (insufficient funds, a currency mismatch, ...) is recorded too
-   * and answered again to every retry with the key; the same key for another kind of command or
-   * another request is IDEMPOTENCY_CONFLICT.
+   * A command, once per Idempotency-Key (`$command`): one transaction on `shard` that records its
+   * outcome with the state it changed. A refusal (insufficient funds, a currency mismatch, ...) is
+   * recorded too and answered again to every retry with the key; the same key for another kind of
+   * command or another request is IDEMPOTENCY_CONFLICT. A shard that does not answer within the
+   * deadline is SHARD_UNAVAILABLE, saying when the command may have been applied all the same.
    */
   private async command<R>(
     shard: ShardIdentifier | string,
@@ -143,22 +127,25 @@ export class WalletService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const outcome = await this.inShard(
-      shard,
-      (tx) =>
-        idempotent(tx, { shard, kind, key }, request, () => run(tx), { refusal: refusalOf }).catch(
-          (error: unknown) => {
-            if (error instanceof IdempotencyConflictError) {
-              throw new WalletError(
-                "IDEMPOTENCY_CONFLICT",
-                "this Idempotency-Key was used with a different request or command",
-              );
-            }
-            throw error;
-          },
-        ),
-      "command",
-    );
+    const options = { kind, key, request, refusal: refusalOf, timeoutMs: this.deadlineMs, ...TRANSACTION };
+    const outcome = await this.db.$command(shard, options, run).catch((error: unknown) => {
+      if (error instanceof IdempotencyConflictError) {
+        throw new WalletError(
+          "IDEMPOTENCY_CONFLICT",
+          "this Idempotency-Key was used with a different request or command",
+        );
+      }
+      if (!(error instanceof CommandUnavailableError)) throw error;
+      const unknown = error.outcome === "unknown";
+      throw new WalletError(
+        "SHARD_UNAVAILABLE",
+        unknown ? `${error.reason}: ${UNKNOWN_OUTCOME}` : `${error.reason}; retry later`,
+        {
+          cause: error,
+          body: unknown ? { shard: error.shard.key, outcome: "unknown" } : { shard: error.shard.key },
+        },
+      );
+    });
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
       throw new WalletError(code, message, { body });

@@ -1,4 +1,4 @@
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError, type ShardkitGuard } from "@shardkit/id";
 
 /** Error codes raised by @shardkit/cli; each is thrown by exactly one class ({@link CliErrorByCode}). */
 export type CliErrorCode = keyof CliErrorByCode;
@@ -63,14 +63,7 @@ export interface CliErrorByCode {
  * mark and the code, not the class: it is `isShardkitError` of `@shardkit/id`). With a code of
  * this package it narrows to that code's class; with any other code, or none, to `ShardkitError`.
  */
-export function isShardkitError<C extends CliErrorCode>(value: unknown, code: C): value is CliErrorByCode[C];
-export function isShardkitError<C extends string = string>(
-  value: unknown,
-  code?: C,
-): value is ShardkitError<C>;
-export function isShardkitError(value: unknown, code?: string): boolean {
-  return isAnyShardkitError(value, code);
-}
+export const isShardkitError: ShardkitGuard<CliErrorByCode> = isAnyShardkitError;
 
 function list(items: readonly string[]): string {
   return items.map((item) => `  - ${item}`).join("\n");

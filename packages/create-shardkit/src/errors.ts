@@ -1,4 +1,4 @@
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError, type ShardkitGuard } from "@shardkit/id";
 
 /** Error codes raised by create-shardkit; each is thrown by exactly one class ({@link CreateErrorByCode}). */
 export type CreateErrorCode = keyof CreateErrorByCode;
@@ -80,14 +80,4 @@ export interface CreateErrorByCode {
  * of `@shardkit/id`: a global mark and the code, not the class). With a code of this package it
  * narrows to that code's class.
  */
-export function isShardkitError<C extends CreateErrorCode>(
-  value: unknown,
-  code: C,
-): value is CreateErrorByCode[C];
-export function isShardkitError<C extends string = string>(
-  value: unknown,
-  code?: C,
-): value is ShardkitError<C>;
-export function isShardkitError(value: unknown, code?: string): boolean {
-  return isAnyShardkitError(value, code);
-}
+export const isShardkitError: ShardkitGuard<CreateErrorByCode> = isAnyShardkitError;

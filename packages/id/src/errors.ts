@@ -39,6 +39,17 @@ export function isShardkitError<C extends string = string>(
   return code === undefined || (value as { code?: unknown }).code === code;
 }
 
+/**
+ * The type of each package's `isShardkitError`, the one way a package declares it:
+ * `export const isShardkitError: ShardkitGuard<MyErrorByCode> = isShardkitError` (this package's).
+ * With a code of the package (a key of `ByCode`) it narrows to that code's class; with any other
+ * code, or none, to `ShardkitError`.
+ */
+export interface ShardkitGuard<ByCode> {
+  <C extends keyof ByCode & string>(value: unknown, code: C): value is ByCode[C];
+  <C extends string = string>(value: unknown, code?: C): value is ShardkitError<C>;
+}
+
 /** A group or member outside its range, a non-integer, or a malformed shard key. */
 export class InvalidShardError extends ShardkitError<"INVALID_SHARD"> {
   constructor(message: string) {

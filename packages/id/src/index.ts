@@ -5,6 +5,7 @@ export {
   InvalidShardedIdError,
   isShardkitError,
   ShardkitError,
+  type ShardkitGuard,
 } from "./errors.js";
 export { type Candidates, murmur3, prepareCandidates, rendezvous, shardHash } from "./hash.js";
 export { MAX_GROUP, MAX_MEMBER, ShardIdentifier } from "./shard-identifier.js";

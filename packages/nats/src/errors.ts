@@ -1,4 +1,4 @@
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError, type ShardkitGuard } from "@shardkit/id";
 
 /** Error codes raised by @shardkit/nats; each is thrown by exactly one class. */
 export type NatsErrorCode = keyof NatsErrorByCode;
@@ -135,17 +135,7 @@ export interface NatsErrorByCode {
  * this package it narrows to that code's class, e.g. `if (isShardkitError(err, "PUBLISH_REJECTED"))
  * err.apiCode`; with any other code, or none, to `ShardkitError`.
  */
-export function isShardkitError<C extends NatsErrorCode>(
-  value: unknown,
-  code: C,
-): value is NatsErrorByCode[C];
-export function isShardkitError<C extends string = string>(
-  value: unknown,
-  code?: C,
-): value is ShardkitError<C>;
-export function isShardkitError(value: unknown, code?: string): boolean {
-  return isAnyShardkitError(value, code);
-}
+export const isShardkitError: ShardkitGuard<NatsErrorByCode> = isAnyShardkitError;
 
 /** A short description of a thrown value for messages. */
 export function describeError(error: unknown): string {

@@ -1,4 +1,9 @@
-import { isShardkitError as isAnyShardkitError, type ShardIdentifier, ShardkitError } from "@shardkit/id";
+import {
+  isShardkitError as isAnyShardkitError,
+  type ShardIdentifier,
+  ShardkitError,
+  type ShardkitGuard,
+} from "@shardkit/id";
 
 /** Error codes raised by @shardkit/ownership; each is thrown by exactly one class. */
 export type OwnershipErrorCode = keyof OwnershipErrorByCode;
@@ -245,10 +250,7 @@ export interface OwnershipErrorByCode {
  * True for any shardkit error (from this copy of the package or another). With a code of this
  * package it narrows to that code's class: `if (isShardkitError(err, "STALE_OWNER")) err.refusal`.
  */
-export const isShardkitError: {
-  <C extends OwnershipErrorCode>(value: unknown, code: C): value is OwnershipErrorByCode[C];
-  <C extends string = string>(value: unknown, code?: C): value is ShardkitError<C>;
-} = isAnyShardkitError;
+export const isShardkitError: ShardkitGuard<OwnershipErrorByCode> = isAnyShardkitError;
 
 function list(issues: readonly string[]): string {
   return issues.map((i) => `  - ${i}`).join("\n");

@@ -14,6 +14,7 @@ import { checkConnectionBudget } from "./budget.js";
 import { shardRegistryFromConfig } from "./config.js";
 import { withShardDeadline } from "./deadline.js";
 import {
+  CommandUnavailableError,
   ConnectionBudgetError,
   CrossShardError,
   DatabaseTimeoutError,
@@ -109,6 +110,15 @@ const byCode: Record<
   ],
   UNSUPPORTED: [UnsupportedShardOperationError, () => db.$transaction(async () => {})],
   SCATTER_REFUSED: [ScatterRefusedError, () => db.$scatter({ maxShards: 1 }).customer.findMany()],
+  COMMAND_UNAVAILABLE: [
+    CommandUnavailableError,
+    () =>
+      db.$command(
+        S.g0m1,
+        { kind: "k", key: `k-${ShardedId.generate("Customer", S.g0m1)}`, request: {}, timeoutMs: 20 },
+        (tx) => tx.$executeRawUnsafe("SELECT pg_sleep(0.5)"),
+      ),
+  ],
   IDEMPOTENCY_CONFLICT: [
     IdempotencyConflictError,
     () =>

@@ -1,4 +1,9 @@
-import { isShardkitError as isAnyShardkitError, type ShardIdentifier, ShardkitError } from "@shardkit/id";
+import {
+  isShardkitError as isAnyShardkitError,
+  type ShardIdentifier,
+  ShardkitError,
+  type ShardkitGuard,
+} from "@shardkit/id";
 import type { RolloutReport } from "./rollout-report.js";
 
 /** Error codes raised by @shardkit/prisma; each is thrown by exactly one class. */
@@ -114,6 +119,39 @@ export class ScatterRefusedError extends ShardRoutingError<"SCATTER_REFUSED"> {
     super("SCATTER_REFUSED", `${model}.${operation}: ${message}`);
     this.model = model;
     this.operation = operation;
+    this.reason = reason;
+  }
+}
+
+/**
+ * A command (`db.$command`) whose shard did not answer: its database is down, unreachable or out of
+ * connections, or the command did not finish within its `timeoutMs`. `outcome` says what is known:
+ * `"unknown"`, it may have been applied all the same (a late commit, a connection lost at COMMIT),
+ * and a retry with the same idempotency key answers what it recorded if it was; `"not-applied"`, it
+ * was rolled back: it lost a race, found no transaction slot in time, or was refused by a former
+ * owner of a shard that is moving (`@shardkit/ownership`). Counted as unavailable
+ * (`isShardUnavailable`): an API answers 503 naming `shard`, with a retry hint.
+ */
+export class CommandUnavailableError extends ShardRoutingError<"COMMAND_UNAVAILABLE"> {
+  readonly shard: ShardIdentifier;
+  readonly outcome: "unknown" | "not-applied";
+  /** What happened, without the outcome: "shard 0/1 did not answer within 5000 ms", "shard 0/1 is unavailable or busy". */
+  readonly reason: string;
+  constructor(shard: ShardIdentifier, outcome: "unknown" | "not-applied", cause: unknown) {
+    const reason = isAnyShardkitError(cause, "SHARD_TIMEOUT")
+      ? cause.message
+      : isAnyShardkitError(cause, "STALE_OWNER")
+        ? `shard ${shard.key} is moving to another database`
+        : `shard ${shard.key} is unavailable or busy`;
+    super(
+      "COMMAND_UNAVAILABLE",
+      outcome === "unknown"
+        ? `${reason}: the command may have been applied; send it again with the same idempotency key to learn its outcome`
+        : `${reason}: the command was not applied; retry later`,
+      { cause },
+    );
+    this.shard = shard;
+    this.outcome = outcome;
     this.reason = reason;
   }
 }
@@ -283,6 +321,7 @@ export class UniqueViolationError extends ShardRoutingError<"UNIQUE_VIOLATION"> 
 
 /** Which class throws which code. */
 export interface PrismaErrorByCode {
+  COMMAND_UNAVAILABLE: CommandUnavailableError;
   INVALID_CONFIG: RegistryConfigError;
   INVALID_ROUTING_OPTIONS: RoutingOptionsError;
   UNKNOWN_SHARD: UnknownShardError;
@@ -310,10 +349,7 @@ export interface PrismaErrorByCode {
  * and the code, not the class). With a code of this package it narrows to that code's class:
  * `if (isShardkitError(err, "CROSS_SHARD")) err.shards`.
  */
-export const isShardkitError: {
-  <C extends PrismaShardErrorCode>(value: unknown, code: C): value is PrismaErrorByCode[C];
-  <C extends string = string>(value: unknown, code?: C): value is ShardkitError<C>;
-} = isAnyShardkitError;
+export const isShardkitError: ShardkitGuard<PrismaErrorByCode> = isAnyShardkitError;
 
 function list(issues: readonly string[]): string {
   return issues.map((i) => `  - ${i}`).join("\n");

@@ -9,8 +9,10 @@ import {
   type ClaimRepairReport,
   repairClaims,
 } from "./claims.js";
+import { type CommandOptions, runCommand } from "./command.js";
 import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
 import { callModel, DEFAULT_TIMEOUT_MS, Executor, lazyReject } from "./executor.js";
+import type { IdempotentOutcome } from "./idempotency.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
 import { OPERATIONS, Planner, routingConfig } from "./planner.js";
@@ -262,6 +264,30 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
           );
         },
         /**
+         * A command, once per idempotency key, in one transaction on the shard (see `CommandOptions`):
+         * `fn`'s result, or the refusal `refusal` records, answered again to every retry with the key.
+         * A shard that does not answer throws `CommandUnavailableError`, saying whether the command
+         * may have been applied.
+         */
+        $command<R>(
+          shardOrId: ShardOrId,
+          commandOptions: CommandOptions,
+          fn: (tx: TransactionClient<Client>) => Promise<R>,
+        ): Promise<IdempotentOutcome<R>> {
+          const routed = own(this);
+          const shard = routed.registry.resolve(shardOrId);
+          const { maxWait, timeout, isolationLevel, retries } = commandOptions;
+          const txOptions = Object.fromEntries(
+            Object.entries({ maxWait, timeout, isolationLevel, retries }).filter(([, v]) => v !== undefined),
+          ) as TransactionOptions;
+          return runCommand(
+            shard,
+            commandOptions,
+            (body) => runInShardTransaction(routed.executor, routed.view, shard, txOptions, body),
+            (tx) => fn(tx as TransactionClient<Client>),
+          );
+        },
+        /**
          * A unit of work: `fn` stages writes on `unit`; then they run grouped by database, one
          * transaction per database. Several shards throw `CrossShardError` before anything is
          * written unless `allowCrossShard` is set (then: database order, `PartialCommitError` on failure).
@@ -363,6 +389,7 @@ const OWN = new Set([
   "$backfillClaims",
   "$shard",
   "$transactionOn",
+  "$command",
   "$action",
 ]);
 

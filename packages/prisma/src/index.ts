@@ -8,6 +8,7 @@ export {
 } from "./budget.js";
 export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claims.js";
 export { decodeJson, encodeJson } from "./codec.js";
+export type { CommandOptions } from "./command.js";
 export {
   type FromConfigOptions,
   type ShardRegistryConfig,
@@ -16,6 +17,7 @@ export {
 } from "./config.js";
 export { withShardDeadline } from "./deadline.js";
 export {
+  CommandUnavailableError,
   ConnectionBudgetError,
   CrossShardError,
   DatabaseTimeoutError,

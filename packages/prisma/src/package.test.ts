@@ -36,6 +36,7 @@ describe("published package", () => {
     expect(report.attw.ok, report.attw.output).toBe(true);
     const api = [
       "ActionUnit",
+      "CommandUnavailableError",
       "ConnectionBudgetError",
       "CrossShardError",
       "DatabaseTimeoutError",

@@ -36,6 +36,7 @@ export function isShardUnavailable(error: unknown): boolean {
       isShardkitError(e, "TARGETS_FAILED") ||
       isShardkitError(e, "DEADLINE_EXCEEDED") ||
       isShardkitError(e, "SHARD_TIMEOUT") ||
+      isShardkitError(e, "COMMAND_UNAVAILABLE") ||
       isShardkitError(e, "DATABASE_TIMEOUT") ||
       // @shardkit/ownership's: a shard between owners for longer than the retries, a shard whose
       // ownership records cannot be right, a database that has not answered the map's read.

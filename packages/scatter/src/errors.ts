@@ -1,4 +1,4 @@
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError, type ShardkitGuard } from "@shardkit/id";
 
 /** Error codes raised by @shardkit/scatter. */
 export type ScatterErrorCode =
@@ -136,17 +136,7 @@ export interface ScatterErrorByCode {
  * `if (isShardkitError(err, "TARGETS_FAILED")) err.missing`; with any other code, or none, to
  * `ShardkitError`.
  */
-export function isShardkitError<C extends ScatterErrorCode>(
-  value: unknown,
-  code: C,
-): value is ScatterErrorByCode[C];
-export function isShardkitError<C extends string = string>(
-  value: unknown,
-  code?: C,
-): value is ShardkitError<C>;
-export function isShardkitError(value: unknown, code?: string): boolean {
-  return isAnyShardkitError(value, code);
-}
+export const isShardkitError: ShardkitGuard<ScatterErrorByCode> = isAnyShardkitError;
 
 /** A short description of a thrown value for messages. */
 export function describeError(error: unknown): string {

@@ -1,4 +1,4 @@
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import { isShardkitError as isAnyShardkitError, ShardkitError, type ShardkitGuard } from "@shardkit/id";
 
 /** Error codes raised by @shardkit/selector; each is thrown by exactly one class ({@link SelectorErrorByCode}). */
 export type SelectorErrorCode =
@@ -97,14 +97,4 @@ export interface SelectorErrorByCode {
  * `if (isShardkitError(err, "INVALID_SELECTOR_CONFIG")) err.issues`; with any other code, or
  * none, to `ShardkitError`.
  */
-export function isShardkitError<C extends SelectorErrorCode>(
-  value: unknown,
-  code: C,
-): value is SelectorErrorByCode[C];
-export function isShardkitError<C extends string = string>(
-  value: unknown,
-  code?: C,
-): value is ShardkitError<C>;
-export function isShardkitError(value: unknown, code?: string): boolean {
-  return isAnyShardkitError(value, code);
-}
+export const isShardkitError: ShardkitGuard<SelectorErrorByCode> = isAnyShardkitError;
