@@ -1,10 +1,14 @@
+import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
 import { CommandUnavailableError, IdempotencyConflictError } from "./errors.js";
+import { shardRouting } from "./extension.js";
+import { createShardRegistry } from "./registry.js";
 import { isShardUnavailable } from "./unavailable.js";
 
 // db.$command on real PostgreSQL: a command decided once per idempotency key, its refusals
@@ -78,13 +82,56 @@ describe("$command", () => {
     // retry waits on the key's row until the first commits, then answers what it recorded.
     await eventually("the first command sleeps in its transaction, or has committed", async () => {
       const [row] = await world.clients.a.$queryRawUnsafe<{ n: number }[]>(
-        `SELECT (SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(1)' AND state = 'active')
+        `SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_sleep(1)' AND state = 'active')
               + (SELECT count(*) FROM "IdempotencyKey" WHERE key = 'slow') AS n`,
       );
       return Number(row!.n) > 0;
     });
     expect(await slowRename()).toEqual({ result: "late", replayed: true });
     expect(runs).toBe(1);
+  });
+
+  it("an attempt that had not begun when the deadline passed never runs: a retry with the key runs the command", async () => {
+    // A client with one connection, held by another transaction: the command waits for it.
+    const single = new PrismaClient({
+      adapter: new PrismaPg({ connectionString: inject("shardUrls").a, max: 1 }),
+    });
+    const registry = createShardRegistry({ shards: [{ shard: S.g0m1, client: single }] });
+    const routed = single.$extends(shardRouting({ registry, models: {} }));
+    const c = customer();
+    await db.customer.create({ data: c });
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = false;
+    const holder = single.$transaction(
+      async (tx) => {
+        await tx.$executeRawUnsafe("SELECT 1");
+        holding = true;
+        await released;
+      },
+      { timeout: 120_000 },
+    );
+    await eventually("the other transaction holds the only connection", () => holding);
+    let runs = 0;
+    const rename = (timeoutMs?: number) =>
+      routed.$command(
+        c.id,
+        { kind: "rename", key: "queued", request: { id: c.id }, timeoutMs, maxWait: 120_000 },
+        async (tx) => {
+          runs++;
+          return (await tx.customer.update({ where: { id: c.id }, data: { name: "renamed" } })).name;
+        },
+      );
+    const late = await rename(100).catch((error: unknown) => error);
+    expect(late).toMatchObject({ code: "COMMAND_UNAVAILABLE", outcome: "unknown" });
+    release();
+    await holder;
+    // The abandoned attempt gets the connection first and rolls back before running; the retry runs.
+    expect(await rename()).toEqual({ result: "renamed", replayed: false });
+    expect(runs).toBe(1);
+    await single.$disconnect();
   });
 
   it("a command that lost a race and was rolled back says it was not applied", async () => {

@@ -37,17 +37,25 @@ export async function runCommand<R>(
   fn: (tx: object) => Promise<R>,
 ): Promise<IdempotentOutcome<R>> {
   const { kind, key, request, refusal, timeoutMs } = options;
+  // Once its caller has been answered (the deadline passed), no new attempt of the command starts:
+  // one that has not begun when the deadline fires, or a retry after a lost race, rolls back at
+  // once. Only an attempt already running may still commit.
+  let abandoned = false;
   const run = () =>
-    transaction((tx) =>
-      idempotent(tx, { shard, kind, key }, request, () => fn(tx), refusal ? { refusal } : {}),
-    );
+    transaction((tx) => {
+      if (abandoned) return Promise.reject(new Error("the command's caller was answered: not started"));
+      return idempotent(tx, { shard, kind, key }, request, () => fn(tx), refusal ? { refusal } : {});
+    });
   try {
     return await (timeoutMs === undefined ? run() : withShardDeadline(shard, timeoutMs, run));
   } catch (error) {
-    // Refused by a former owner (@shardkit/ownership's fence, inside the transaction, or its router
-    // before it) or lost a race (a deadlock, no slot in time): rolled back. Any other failure to
-    // answer may have come after the commit (a late commit, a connection lost at COMMIT).
-    const rolledBack = isTransientTransactionError(error) || isShardkitError(error, "STALE_OWNER");
+    // Past the deadline: may still commit. Refused by a former owner (@shardkit/ownership's fence,
+    // inside the transaction, or its router before it) or lost a race (a deadlock, no slot in time):
+    // rolled back. Any other failure to answer may have come after the commit (a late commit, a
+    // connection lost at COMMIT).
+    const late = isShardkitError(error, "SHARD_TIMEOUT");
+    if (late) abandoned = true;
+    const rolledBack = !late && (isTransientTransactionError(error) || isShardkitError(error, "STALE_OWNER"));
     if (!rolledBack && !isShardUnavailable(error)) throw error;
     throw new CommandUnavailableError(shard, rolledBack ? "not-applied" : "unknown", error);
   }

@@ -275,7 +275,12 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
           fn: (tx: TransactionClient<Client>) => Promise<R>,
         ): Promise<IdempotentOutcome<R>> {
           const routed = own(this);
-          const shard = routed.registry.resolve(shardOrId);
+          let shard: ShardIdentifier;
+          try {
+            shard = routed.registry.resolve(shardOrId);
+          } catch (error) {
+            return Promise.reject(error);
+          }
           const { maxWait, timeout, isolationLevel, retries } = commandOptions;
           const txOptions = Object.fromEntries(
             Object.entries({ maxWait, timeout, isolationLevel, retries }).filter(([, v]) => v !== undefined),
