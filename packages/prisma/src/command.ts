@@ -43,7 +43,8 @@ export async function runCommand<R>(
   let abandoned = false;
   const run = () =>
     transaction((tx) => {
-      if (abandoned) return Promise.reject(new Error("the command's caller was answered: not started"));
+      // Rejected (so rolled back) before anything runs; nobody waits for this answer any more.
+      if (abandoned) return Promise.reject(new CommandUnavailableError(shard, "not-applied", undefined));
       return idempotent(tx, { shard, kind, key }, request, () => fn(tx), refusal ? { refusal } : {});
     });
   try {
