@@ -1,6 +1,6 @@
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { packageSources } from "./sources.js";
 
 async function thrown(trigger) {
   try {
@@ -9,14 +9,6 @@ async function thrown(trigger) {
     return err;
   }
   throw new Error("expected the trigger to throw");
-}
-
-function sources(dir) {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return sources(path);
-    return name.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(name) ? [path] : [];
-  });
 }
 
 /**
@@ -51,7 +43,7 @@ export function describeErrorRules({ byCode, base, shardkitError, guard, anyGuar
     });
 
     it("the source throws no plain Error and never constructs the base class", () => {
-      const files = sources(sourceDir);
+      const files = packageSources(sourceDir);
       expect(files.length).toBeGreaterThan(0);
       for (const file of files) expect(readFileSync(file, "utf8"), file).not.toMatch(forbidden);
     });

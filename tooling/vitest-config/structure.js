@@ -1,19 +1,12 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { dirname, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-
-/** The package's sources: every .ts file but tests, benchmarks and generated clients. */
-function sources(dir) {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return name === "generated" ? [] : sources(path);
-    return name.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(name) ? [path] : [];
-  });
-}
+import { packageSources } from "./sources.js";
 
 /**
  * A file's imports: relative ones (static, type-only, side-effect only, `import x = require()` and
- * `import()` alike) as the source files they resolve to (null: none does), and whether one names `self`.
+ * `import()` alike): the source files they resolve to, those that resolve to none, and whether one
+ * names `self`.
  */
 function importsOf(file, self) {
   const text = readFileSync(file, "utf8");
@@ -22,9 +15,12 @@ function importsOf(file, self) {
     ...[...text.matchAll(/^import\s+"([^"]+)"/gm)].map((m) => m[1]),
     ...[...text.matchAll(/\b(?:import|require)\(\s*"([^"]+)"\s*\)/g)].map((m) => m[1]),
   ];
+  const local = specifiers
+    .filter((s) => s.startsWith("."))
+    .map((s) => ({ specifier: s, path: sourceOf(resolve(dirname(file), s)) }));
   return {
-    relative: specifiers.filter((s) => s.startsWith(".")).map((s) => sourceOf(resolve(dirname(file), s))),
-    unresolved: specifiers.filter((s) => s.startsWith(".") && !sourceOf(resolve(dirname(file), s))),
+    relative: local.flatMap((l) => (l.path ? [l.path] : [])),
+    unresolved: local.filter((l) => !l.path).map((l) => l.specifier),
     self: specifiers.some((s) => s === self || s.startsWith(`${self}/`)),
   };
 }
@@ -46,7 +42,10 @@ function sourceOf(path) {
  */
 export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [] }) {
   describe("module structure", () => {
-    const files = sources(sourceDir);
+    // Generated clients (`src/generated`) are Prisma's, not the package's.
+    const files = packageSources(sourceDir).filter(
+      (f) => !relative(sourceDir, f).split("/").includes("generated"),
+    );
     const graph = new Map(files.map((f) => [f, importsOf(f, packageName)]));
 
     it("has no import cycle, type-only imports included", () => {
@@ -61,8 +60,7 @@ export function describeModuleStructure({ sourceDir, packageName, entriesOnMain 
           return;
         }
         state.set(file, "open");
-        for (const next of graph.get(file)?.relative ?? [])
-          if (next && graph.has(next)) visit(next, [...path, file]);
+        for (const next of graph.get(file)?.relative ?? []) if (graph.has(next)) visit(next, [...path, file]);
         state.set(file, "done");
       };
       for (const file of files) visit(file, []);

@@ -541,13 +541,16 @@ async function sweepMisplaced(
       );
       for (const row of rows) {
         const placed = placeOf(byScope.get(row.scope)!, row.value);
-        if (placed.bits === row.shard && context.placement.physicalOf(placed) === physical) continue;
-        const sql =
-          context.placement.physicalOf(placed) === physical
-            ? `UPDATE ${TABLE} SET "shard" = $4 WHERE "scope" = $1 AND "value" = $2 AND "shard" = $3`
-            : `DELETE FROM ${TABLE} WHERE "scope" = $1 AND "value" = $2 AND "shard" = $3`;
-        const params = [row.scope, row.value, row.shard, ...(sql.startsWith("UPDATE") ? [placed.bits] : [])];
-        misplaced += await context.bounded(physical.index, () => client.$executeRawUnsafe(sql, ...params));
+        const here = context.placement.physicalOf(placed) === physical;
+        if (here && placed.bits === row.shard) continue;
+        // Relabelled where it is when its shard lives here, else removed; only under the label read.
+        const where = `"scope" = $1 AND "value" = $2 AND "shard" = $3`;
+        const [sql, ...label] = here
+          ? [`UPDATE ${TABLE} SET "shard" = $4 WHERE ${where}`, placed.bits]
+          : [`DELETE FROM ${TABLE} WHERE ${where}`];
+        misplaced += await context.bounded(physical.index, () =>
+          client.$executeRawUnsafe(sql, row.scope, row.value, row.shard, ...label),
+        );
       }
       if (rows.length < batchSize) break;
       const last = rows[rows.length - 1]!;

@@ -281,14 +281,11 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
           } catch (error) {
             return Promise.reject(error);
           }
-          const { maxWait, timeout, isolationLevel, retries } = commandOptions;
-          const txOptions = Object.fromEntries(
-            Object.entries({ maxWait, timeout, isolationLevel, retries }).filter(([, v]) => v !== undefined),
-          ) as TransactionOptions;
+          // The command's options are its transaction's too (`maxWait`, `timeout`, ..., `retries`).
           return runCommand(
             shard,
             commandOptions,
-            (body) => runInShardTransaction(routed.executor, routed.view, shard, txOptions, body),
+            (body) => runInShardTransaction(routed.executor, routed.view, shard, commandOptions, body),
             (tx) => fn(tx as TransactionClient<Client>),
           );
         },
