@@ -1,5 +1,4 @@
 import { isShardkitError, ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { CommandUnavailableError, IdempotencyConflictError } from "@shardkit/prisma";
 import { AllocationsError, type AllocationsErrorCode } from "./errors.js";
 import type { Bucket, Confirmation, Hold } from "./generated/prisma/client.js";
 import type { Router } from "./shards.js";
@@ -12,10 +11,6 @@ export interface Outcome<T> {
 
 type RecordedRefusal = { code: AllocationsErrorCode; message: string; body: Record<string, unknown> };
 type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
-
-/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
-const UNKNOWN_OUTCOME =
-  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
 
 /**
  * The allocations service. A bucket's holds and confirmations live on the bucket's shard, so each
@@ -45,8 +40,9 @@ export class AllocationService {
 
   /**
    * One command on `shard`, once per key (`$command`): its result, or its recorded refusal, every
-   * time. A shard that does not answer, or is moving, is SHARD_UNAVAILABLE, saying when the command
-   * may have been applied all the same.
+   * time. A shard that does not answer, or is moving, throws CommandUnavailableError, which the HTTP
+   * API answers 503 SHARD_UNAVAILABLE saying when the command may have been applied all the same
+   * (`shardkitHttp`); a reused key, IdempotencyConflictError (409).
    */
   private async command<R>(
     shard: ShardIdentifier,
@@ -60,22 +56,7 @@ export class AllocationService {
         ? { code: error.code, message: error.message, body: error.body }
         : undefined;
     const options = { kind, key, request, refusal, retries: 4, maxWait: 5000 };
-    const outcome = await this.db.$command(shard, options, run).catch((error: unknown) => {
-      if (error instanceof IdempotencyConflictError) {
-        throw new AllocationsError(
-          "IDEMPOTENCY_CONFLICT",
-          "this Idempotency-Key was used with a different request or command",
-        );
-      }
-      if (!(error instanceof CommandUnavailableError)) throw error;
-      if (error.outcome === "unknown") {
-        throw new AllocationsError("SHARD_UNAVAILABLE", `${error.reason}: ${UNKNOWN_OUTCOME}`, {
-          shard: shard.key,
-          outcome: "unknown",
-        });
-      }
-      throw new AllocationsError("SHARD_UNAVAILABLE", `${error.reason}; retry later`, { shard: shard.key });
-    });
+    const outcome = await this.db.$command(shard, options, run);
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
       throw new AllocationsError(code, message, body);

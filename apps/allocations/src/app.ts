@@ -1,24 +1,14 @@
-import { isShardkitError } from "@shardkit/id";
-import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import { idempotencyKeyOf, parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
+import Fastify, { type FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { AllocationService, Outcome } from "./allocation-service.js";
+import type { AllocationService } from "./allocation-service.js";
 import type { Auth, Principal } from "./auth.js";
 import { AllocationsError } from "./errors.js";
-import { refuseDuplicateKeys } from "./json-body.js";
 
 const UNITS = "must be a whole number from 1 to 1000000";
 const units = z.int({ error: UNITS }).min(1, { error: UNITS }).max(1_000_000, { error: UNITS });
-/** A lone UTF-16 surrogate (text PostgreSQL would store altered); pairs are fine. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const text = (max: number) =>
-  z
-    .string()
-    .trim()
-    .min(1)
-    .max(max)
-    .refine((v) => !v.includes("\0") && !LONE_SURROGATE.test(v), {
-      error: "must not contain NUL characters or lone surrogates",
-    });
+/** Text of at most `max` characters (NUL characters and lone surrogates are refused before: shardkitHttp). */
+const text = (max: number) => z.string().trim().min(1).max(max);
 const id = z.string({ error: "must be an ID" }).min(1, { error: "must be an ID" });
 const schemas = {
   bucket: z.strictObject({
@@ -38,37 +28,14 @@ const schemas = {
   }),
 };
 
-function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
-  const result = schema.safeParse(value ?? {});
-  if (!result.success) {
-    const issues = result.error.issues
-      .slice(0, 10)
-      .map((i) => `${i.path.map(String).join(".") || "body"}: ${i.message}`.slice(0, 200));
-    throw new AllocationsError("VALIDATION", issues.join("; "));
-  }
-  return result.data;
-}
-
-/**
- * The request's Idempotency-Key, in its caller's own namespace: a key one caller sent never meets
- * another's (no 409 that says another customer used it, no key taken ahead of its owner).
- */
+/** The request's Idempotency-Key, in its caller's own namespace (`idempotencyKeyOf`). */
 function idempotencyKey(request: FastifyRequest): string {
-  const key = request.headers["idempotency-key"];
-  if (typeof key !== "string" || !/^[\w.:-]{8,128}$/.test(key)) {
-    throw new AllocationsError(
-      "IDEMPOTENCY_KEY_REQUIRED",
-      "every change needs an Idempotency-Key header (8 to 128 letters, digits, '.', ':', '_' or '-')",
-    );
-  }
   const principal = request.principal;
   if (!principal) throw new AllocationsError("UNAUTHENTICATED", "this route needs a credential");
-  return `${principal.role === "admin" ? `admin:${principal.subject}` : `desk:${principal.desk}`}/${key}`;
-}
-
-function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
-  if (outcome.replayed) reply.header("idempotent-replayed", "true");
-  return reply.code(status).send(outcome.result);
+  return idempotencyKeyOf(
+    request,
+    principal.role === "admin" ? `admin:${principal.subject}` : `desk:${principal.desk}`,
+  );
 }
 
 declare module "fastify" {
@@ -106,36 +73,19 @@ export function buildApp(service: AllocationService, options: { auth: Auth; logg
       );
     }
   };
-  // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
-  refuseDuplicateKeys(app, (message) => new AllocationsError("VALIDATION", message));
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof AllocationsError) {
-      if (error.status === 503) reply.header("retry-after", "1");
-      if (error.status === 401) reply.header("www-authenticate", 'Bearer realm="allocations"');
-      return reply.code(error.status).send({ ...error.body, error: error.code, message: error.message });
-    }
-    if (isShardkitError(error, "INVALID_SHARDED_ID")) {
-      return reply.code(400).send({ error: "VALIDATION", message: error.message });
-    }
-    const status = (error as { statusCode?: number }).statusCode;
-    if (typeof status === "number" && status >= 400 && status < 500) {
-      return reply
-        .code(status)
-        .send({ error: "VALIDATION", message: (error as Error).message.slice(0, 500) });
-    }
-    request.log.error(error);
-    return reply.code(500).send({ error: "INTERNAL", message: "internal error" });
-  });
+  // Errors answer as JSON with their status; bodies giving a key twice and text PostgreSQL would
+  // refuse or alter are 400s, before any handler.
+  shardkitHttp(app, { realm: "allocations" });
 
   app.post("/buckets", async (req, reply) => {
     operator(req);
-    const body = parse(schemas.bucket, req.body);
-    return send(reply, 201, await service.createBucket(body, idempotencyKey(req)));
+    const body = parseInput(schemas.bucket, req.body);
+    return replyOutcome(reply, 201, await service.createBucket(body, idempotencyKey(req)));
   });
   app.post<{ Params: { bucketId: string } }>("/buckets/:bucketId/holds", async (req, reply) => {
-    const body = parse(schemas.hold, req.body);
+    const body = parseInput(schemas.hold, req.body);
     asDesk(req, body.desk);
-    return send(
+    return replyOutcome(
       reply,
       201,
       await service.hold(req.params.bucketId, body.units, body.desk, idempotencyKey(req)),
@@ -143,13 +93,13 @@ export function buildApp(service: AllocationService, options: { auth: Auth; logg
   });
   // Routed by bucket_id: the decision runs on the bucket's shard, wherever that is now.
   app.post("/allocations/confirm", async (req, reply) => {
-    const body = parse(schemas.confirm, req.body);
+    const body = parseInput(schemas.confirm, req.body);
     asDesk(req, body.desk);
     const outcome = await service.confirm(
       { bucketId: body.bucket_id, desk: body.desk, holdId: body.hold_id, units: body.units },
       idempotencyKey(req),
     );
-    return send(reply, 201, outcome);
+    return replyOutcome(reply, 201, outcome);
   });
   app.get<{ Params: { bucketId: string } }>("/buckets/:bucketId", (req) =>
     service.getBucket(req.params.bucketId),

@@ -56,7 +56,11 @@ describe("allocations over HTTP", () => {
     });
     expect([res.statusCode, res.json()]).toEqual([
       400,
-      { error: "VALIDATION", message: "capacity: given twice in the body (each key once)" },
+      {
+        error: "VALIDATION",
+        message: "capacity: given twice in the body (each key once)",
+        issues: ["capacity: given twice in the body (each key once)"],
+      },
     ]);
   });
 

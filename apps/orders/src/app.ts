@@ -1,10 +1,9 @@
-import { isShardkitError } from "@shardkit/id";
-import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import { idempotencyKeyOf, parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
+import Fastify, { type FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { Auth, Principal } from "./auth.js";
 import { OrdersError } from "./errors.js";
-import { refuseDuplicateKeys } from "./json-body.js";
-import type { OrderService, Outcome } from "./order-service.js";
+import type { OrderService } from "./order-service.js";
 
 /** Largest amount (a unit price, a credit limit, an order's total), in minor units (10^12 cents = 10 billion). */
 export const MAX_AMOUNT = 10n ** 12n;
@@ -117,66 +116,14 @@ const schemas = {
   totals: z.strictObject(period).refine(laterThanFrom, { error: "must be later than from", path: ["to"] }),
 };
 
-/** At most this many problems, each at most 200 characters, reach an error response: it stays small whatever the input. */
-const MAX_ISSUES = 10;
-function describeIssues(issues: readonly { path: PropertyKey[]; message: string }[]): string[] {
-  const clip = (text: string) => (text.length > 200 ? `${text.slice(0, 197)}...` : text);
-  const list = issues
-    .slice(0, MAX_ISSUES)
-    .map((i) => clip(`${i.path.map(String).join(".") || "body"}: ${i.message}`));
-  if (issues.length > MAX_ISSUES) list.push(`and ${issues.length - MAX_ISSUES} more`);
-  return list;
-}
-
-/**
- * The first string in a request (body, query, params) that PostgreSQL would refuse (a NUL
- * character) or a client would get back altered (a lone UTF-16 surrogate), with its path.
- */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-function badText(value: unknown, path: string, depth = 0): string | undefined {
-  if (typeof value === "string") {
-    if (value.includes("\0")) return `${path}: must not contain NUL characters`;
-    if (LONE_SURROGATE.test(value)) return `${path}: must not contain lone surrogates (not valid Unicode)`;
-    return undefined;
-  }
-  if (value === null || typeof value !== "object" || depth > 20) return undefined;
-  for (const [key, inner] of Object.entries(value)) {
-    const found = badText(key, path, depth + 1) ?? badText(inner, `${path}.${key}`, depth + 1);
-    if (found) return found;
-  }
-  return undefined;
-}
-
-function parse<T>(schema: z.ZodType<T, unknown>, value: unknown): T {
-  const result = schema.safeParse(value ?? {});
-  if (!result.success) {
-    const issues = describeIssues(result.error.issues);
-    throw new OrdersError("VALIDATION", issues.join("; "), { issues });
-  }
-  return result.data;
-}
-
-/**
- * The request's Idempotency-Key, in its caller's own namespace: a key one caller sent never meets
- * another's (no 409 that says another customer used it, no key taken ahead of its owner).
- */
+/** The request's Idempotency-Key, in its caller's own namespace (`idempotencyKeyOf`). */
 function idempotencyKey(request: FastifyRequest): string {
-  const key = request.headers["idempotency-key"];
-  if (typeof key !== "string" || !/^[\w.:-]{8,128}$/.test(key)) {
-    throw new OrdersError(
-      "IDEMPOTENCY_KEY_REQUIRED",
-      "every change needs an Idempotency-Key header (8 to 128 letters, digits, '.', ':', '_' or '-')",
-    );
-  }
   const principal = request.principal;
   if (!principal) throw new OrdersError("UNAUTHENTICATED", "this route needs a credential");
-  return `${principal.role === "admin" ? `admin:${principal.subject}` : `customer:${principal.customerId}`}/${key}`;
-}
-
-function send<T>(reply: FastifyReply, status: number, outcome: Outcome<T>) {
-  if (outcome.replayed) reply.header("idempotent-replayed", "true");
-  return reply.code(status).send(outcome.result);
+  return idempotencyKeyOf(
+    request,
+    principal.role === "admin" ? `admin:${principal.subject}` : `customer:${principal.customerId}`,
+  );
 }
 
 declare module "fastify" {
@@ -227,32 +174,12 @@ export function buildApp(service: OrderService, options: { auth: Auth; logger?: 
       throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
     return found;
   };
-  // A body whose object gives a key twice is a 400 naming the key (JSON.parse would keep the last).
-  refuseDuplicateKeys(app, (message) => new OrdersError("VALIDATION", message));
-  // Text PostgreSQL would refuse or a client would get back altered is a 400, before any handler.
-  app.addHook("preValidation", async (req) => {
-    const found = badText(req.body, "body") ?? badText(req.query, "query") ?? badText(req.params, "params");
-    if (found) throw new OrdersError("VALIDATION", found);
-  });
+  // Errors answer as JSON with their status; bodies giving a key twice and text PostgreSQL would
+  // refuse or alter are 400s, before any handler.
+  shardkitHttp(app, { realm: "orders" });
   app.setReplySerializer((payload) =>
     JSON.stringify(payload, (_k, v) => (typeof v === "bigint" ? v.toString() : v)),
   );
-
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof OrdersError) {
-      if (error.status === 401) reply.header("www-authenticate", 'Bearer realm="orders"');
-      return reply.code(error.status).send({ error: error.code, message: error.message, ...error.body });
-    }
-    if (isShardkitError(error, "INVALID_SHARDED_ID")) {
-      return reply.code(400).send({ error: "VALIDATION", message: error.message });
-    }
-    const fastifyStatus = (error as { statusCode?: number }).statusCode;
-    if (typeof fastifyStatus === "number" && fastifyStatus >= 400 && fastifyStatus < 500) {
-      return reply.code(fastifyStatus).send({ error: "VALIDATION", message: (error as Error).message });
-    }
-    request.log.error(error);
-    return reply.code(500).send({ error: "INTERNAL", message: "internal error" });
-  });
 
   // Each shard's state, for load balancers and people: 200 while any shard is up (a shard that is
   // down fails only its own requests), 503 when none is.
@@ -262,8 +189,8 @@ export function buildApp(service: OrderService, options: { auth: Auth; logger?: 
   });
   app.post("/customers", async (req, reply) => {
     operator(req);
-    const body = parse(schemas.customer, req.body);
-    return send(reply, 201, await service.createCustomer(body, idempotencyKey(req)));
+    const body = parseInput(schemas.customer, req.body);
+    return replyOutcome(reply, 201, await service.createCustomer(body, idempotencyKey(req)));
   });
   app.get<{ Params: { customerId: string } }>("/customers/:customerId", (req) => {
     customer(req, req.params.customerId);
@@ -271,29 +198,33 @@ export function buildApp(service: OrderService, options: { auth: Auth; logger?: 
   });
   app.post<{ Params: { customerId: string } }>("/customers/:customerId/orders", async (req, reply) => {
     customer(req, req.params.customerId);
-    const body = parse(schemas.order, req.body);
-    return send(reply, 201, await service.placeOrder(req.params.customerId, body, idempotencyKey(req)));
+    const body = parseInput(schemas.order, req.body);
+    return replyOutcome(
+      reply,
+      201,
+      await service.placeOrder(req.params.customerId, body, idempotencyKey(req)),
+    );
   });
   app.get<{ Params: { customerId: string } }>("/customers/:customerId/orders", (req) => {
     customer(req, req.params.customerId);
-    const query = parse(schemas.page, req.query);
+    const query = parseInput(schemas.page, req.query);
     return service.listCustomerOrders(req.params.customerId, query.limit, query.cursor);
   });
   app.post<{ Params: { orderId: string } }>("/orders/:orderId/cancel", async (req, reply) => {
-    parse(z.strictObject({}), req.body);
+    parseInput(z.strictObject({}), req.body);
     // A customer cancels only its own orders (an operator's cancel is decided, and recorded, as is).
     if (actingAs(req) !== null) await order(req, req.params.orderId);
-    return send(reply, 200, await service.cancelOrder(req.params.orderId, idempotencyKey(req)));
+    return replyOutcome(reply, 200, await service.cancelOrder(req.params.orderId, idempotencyKey(req)));
   });
   app.get<{ Params: { orderId: string } }>("/orders/:orderId", (req) => order(req, req.params.orderId));
   app.get("/admin/orders", (req) => {
     operator(req);
-    const { limit, cursor, partial, ...filter } = parse(schemas.adminOrders, req.query);
+    const { limit, cursor, partial, ...filter } = parseInput(schemas.adminOrders, req.query);
     return service.listOrders(filter, limit, cursor, { partial: partial === "true" });
   });
   app.get("/admin/totals", (req) => {
     operator(req);
-    const { partial, ...period } = parse(schemas.totals, req.query);
+    const { partial, ...period } = parseInput(schemas.totals, req.query);
     return service.totals(period, { partial: partial === "true" });
   });
   return app;

@@ -198,7 +198,7 @@ describe("a shard's server down", () => {
     await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
       const failed = await world.http("GET", "/admin/orders?limit=10");
       expect(failed.status).toBe(503);
-      expect(failed.body).toMatchObject({ error: "SHARDS_UNAVAILABLE", missing: ["1/1"] });
+      expect(failed.body).toMatchObject({ error: "SHARD_UNAVAILABLE", missing: ["1/1"] });
       expect(failed.body.message).toMatch(/shards 1\/1 did not answer/);
       const failedTotals = await world.http("GET", "/admin/totals");
       expect([failedTotals.status, failedTotals.body.missing]).toEqual([503, ["1/1"]]);
@@ -223,13 +223,13 @@ describe("a shard's server down", () => {
       newest = placedMeanwhile.body.id;
       const down = customers.find((c) => ShardedUUID.shardOf(c.id).key === "1/1")!;
       const refused = await world.order(down, 100);
-      expect([refused.status, refused.body.error, refused.body.missing]).toEqual([
+      expect([refused.status, refused.body.error, refused.body.shard]).toEqual([
         503,
-        "SHARDS_UNAVAILABLE",
-        ["1/1"],
+        "SHARD_UNAVAILABLE",
+        "1/1",
       ]);
       const read = await world.http("GET", `/customers/${down.id}/orders`);
-      expect([read.status, read.body.missing]).toEqual([503, ["1/1"]]);
+      expect([read.status, read.body.shard]).toEqual([503, "1/1"]);
     });
 
     // The server is back: complete answers again.

@@ -1,9 +1,7 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import {
-  CommandUnavailableError,
   emitEvent,
   type HealthReport,
-  IdempotencyConflictError,
   isShardUnavailable,
   isTransientTransactionError,
   type ScatterReport,
@@ -55,7 +53,7 @@ export interface NewOrder {
 
 /** How a read across shards treats a database that does not answer. */
 export interface AcrossShards {
-  /** false (default): fail with SHARDS_UNAVAILABLE naming the missing shards. true: answer without them. */
+  /** false (default): fail with SHARD_UNAVAILABLE naming the missing shards. true: answer without them. */
   partial?: boolean;
 }
 
@@ -87,10 +85,6 @@ export interface DayTotal {
 const NEWEST_FIRST = [{ createdAt: "desc" as const }, { id: "desc" as const }];
 /** A database that has not answered by then counts as missing. */
 const SCATTER_DEADLINE_MS = 10_000;
-
-/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
-const UNKNOWN_OUTCOME =
-  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
 
 /**
  * The orders service. A customer's orders and order items live on the customer's shard, so
@@ -133,8 +127,9 @@ export class OrderService {
    * A command, once per Idempotency-Key (`$command`): one transaction on `shard` that records its
    * outcome with the state it changed. A refusal (credit limit exceeded, an order no longer open,
    * ...) is recorded too and answered again to every retry with the key; the same key for another
-   * kind of command or another request is IDEMPOTENCY_CONFLICT. A shard that does not answer within
-   * the deadline is SHARDS_UNAVAILABLE, saying when the command may have been applied all the same.
+   * kind of command or another request is IdempotencyConflictError (409 IDEMPOTENCY_CONFLICT). A
+   * shard that does not answer within the deadline is CommandUnavailableError, which the HTTP API
+   * answers 503 SHARD_UNAVAILABLE saying when the command may have been applied (`shardkitHttp`).
    */
   private async command<R>(
     shard: ShardIdentifier,
@@ -144,24 +139,7 @@ export class OrderService {
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
     const options = { kind, key, request, refusal: refusalOf, timeoutMs: this.deadlineMs, ...TRANSACTION };
-    const outcome = await this.db.$command(shard, options, run).catch((error: unknown) => {
-      if (error instanceof IdempotencyConflictError) {
-        throw new OrdersError(
-          "IDEMPOTENCY_CONFLICT",
-          "this Idempotency-Key was used with a different request or command",
-        );
-      }
-      if (!(error instanceof CommandUnavailableError)) throw error;
-      if (error.outcome === "unknown") {
-        throw new OrdersError("SHARDS_UNAVAILABLE", `${error.reason}: ${UNKNOWN_OUTCOME}`, {
-          missing: [error.shard.key],
-          outcome: "unknown",
-        });
-      }
-      throw new OrdersError("SHARDS_UNAVAILABLE", `${error.reason}; retry later`, {
-        missing: [error.shard.key],
-      });
-    });
+    const outcome = await this.db.$command(shard, options, run);
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
       throw new OrdersError(code, message, body);
@@ -171,7 +149,7 @@ export class OrderService {
 
   /**
    * Runs `run` (a read) against one shard; a database that cannot be reached, or does not answer
-   * within the deadline (its server frozen), becomes 503 SHARDS_UNAVAILABLE naming the shard.
+   * within the deadline (its server frozen), becomes 503 SHARD_UNAVAILABLE naming the shard.
    * Commands go through `command`, which says more.
    */
   private async onShard<R>(shard: ShardIdentifier, run: () => Promise<R>): Promise<R> {
@@ -182,7 +160,12 @@ export class OrderService {
       const message = isShardkitError(error, "SHARD_TIMEOUT")
         ? error.message
         : `shard ${shard.key} is unavailable or busy`;
-      throw new OrdersError("SHARDS_UNAVAILABLE", `${message}; retry later`, { missing: [shard.key] });
+      throw new OrdersError(
+        "SHARD_UNAVAILABLE",
+        `${message}; retry later`,
+        { shard: shard.key },
+        { cause: error },
+      );
     }
   }
 
@@ -402,7 +385,7 @@ export class OrderService {
 /** Reads across shards wait at most this long for a database, and report the ones that did not answer. */
 const ACROSS_SHARDS = { policy: "partial", deadlineMs: SCATTER_DEADLINE_MS } as const;
 
-/** The coverage of an answer across shards, or 503 SHARDS_UNAVAILABLE naming the missing shards unless `partial`. */
+/** The coverage of an answer across shards, or 503 SHARD_UNAVAILABLE naming the missing shards unless `partial`. */
 function covered(
   answer: { complete: boolean; missingShards: readonly ShardIdentifier[] },
   options: AcrossShards,
@@ -410,7 +393,7 @@ function covered(
   const missing = answer.missingShards.map((s) => s.key);
   if (!answer.complete && !options.partial) {
     throw new OrdersError(
-      "SHARDS_UNAVAILABLE",
+      "SHARD_UNAVAILABLE",
       `shards ${missing.join(", ")} did not answer, so the answer would be incomplete; retry later, or ask for partial=true`,
       { missing },
     );

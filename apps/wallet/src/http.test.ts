@@ -120,7 +120,11 @@ describe("bad text and huge input", () => {
     const twice = await deposit('{"amount":1,"amount":1000000000000}');
     expect([twice.statusCode, twice.json()]).toEqual([
       400,
-      { error: "VALIDATION", message: "amount: given twice in the body (each key once)" },
+      {
+        error: "VALIDATION",
+        message: "amount: given twice in the body (each key once)",
+        issues: ["amount: given twice in the body (each key once)"],
+      },
     ]);
     const nested = await deposit('{"amount":5,"meta":{"a":1,"a":2}}');
     expect(nested.json().message).toBe("meta.a: given twice in the body (each key once)");

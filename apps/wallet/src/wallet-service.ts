@@ -1,10 +1,8 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import {
-  CommandUnavailableError,
   consumeOnce,
   emitEvent,
   type HealthReport,
-  IdempotencyConflictError,
   isShardUnavailable,
   isTransientTransactionError,
   type OutboxMessage,
@@ -88,10 +86,12 @@ export class WalletService {
       const message = isShardkitError(error, "SHARD_TIMEOUT")
         ? error.message
         : `shard ${shard.key} is unavailable or busy`;
-      throw new WalletError("SHARD_UNAVAILABLE", `${message}; retry later`, {
-        cause: error,
-        body: { shard: shard.key },
-      });
+      throw new WalletError(
+        "SHARD_UNAVAILABLE",
+        `${message}; retry later`,
+        { shard: shard.key },
+        { cause: error },
+      );
     }
   }
 
@@ -117,8 +117,9 @@ export class WalletService {
    * A command, once per Idempotency-Key (`$command`): one transaction on `shard` that records its
    * outcome with the state it changed. A refusal (insufficient funds, a currency mismatch, ...) is
    * recorded too and answered again to every retry with the key; the same key for another kind of
-   * command or another request is IDEMPOTENCY_CONFLICT. A shard that does not answer within the
-   * deadline is SHARD_UNAVAILABLE, saying when the command may have been applied all the same.
+   * command or another request is IdempotencyConflictError (409 IDEMPOTENCY_CONFLICT). A shard that
+   * does not answer within the deadline is CommandUnavailableError, which the HTTP API answers 503
+   * SHARD_UNAVAILABLE saying when the command may have been applied (`shardkitHttp`).
    */
   private async command<R>(
     shard: ShardIdentifier | string,
@@ -128,27 +129,10 @@ export class WalletService {
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
     const options = { kind, key, request, refusal: refusalOf, timeoutMs: this.deadlineMs, ...TRANSACTION };
-    const outcome = await this.db.$command(shard, options, run).catch((error: unknown) => {
-      if (error instanceof IdempotencyConflictError) {
-        throw new WalletError(
-          "IDEMPOTENCY_CONFLICT",
-          "this Idempotency-Key was used with a different request or command",
-        );
-      }
-      if (!(error instanceof CommandUnavailableError)) throw error;
-      const unknown = error.outcome === "unknown";
-      throw new WalletError(
-        "SHARD_UNAVAILABLE",
-        unknown ? `${error.reason}: ${UNKNOWN_OUTCOME}` : `${error.reason}; retry later`,
-        {
-          cause: error,
-          body: unknown ? { shard: error.shard.key, outcome: "unknown" } : { shard: error.shard.key },
-        },
-      );
-    });
+    const outcome = await this.db.$command(shard, options, run);
     if (outcome.refusal !== undefined) {
       const { code, message, body } = outcome.refusal as RecordedRefusal;
-      throw new WalletError(code, message, { body });
+      throw new WalletError(code, message, body);
     }
     return { result: outcome.result as R, replayed: outcome.replayed };
   }
@@ -404,7 +388,7 @@ export class WalletService {
           "SHARD_UNAVAILABLE",
           `shards ${missing.join(", ")} did not answer; retry later`,
           {
-            body: { missing },
+            missing,
           },
         );
       }
@@ -429,10 +413,6 @@ export class WalletService {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
-
-/** What a 503 for a command says: it may have been applied, and how to learn whether it was. */
-const UNKNOWN_OUTCOME =
-  "the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers";
 
 /** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
 type RecordedRefusal = { code: WalletErrorCode; message: string; body: Record<string, unknown> };

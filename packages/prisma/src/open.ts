@@ -62,13 +62,18 @@ export interface OpenShardsOptions<Client extends ShardClient> {
   connectTimeoutMs?: number;
   /** Backoff between the retries of a `starting` database (doubling, capped). Default 500 ms to 10 s. */
   retry?: { baseMs?: number; maxMs?: number };
-  /** Schema rollout progress. Default: one line per database on stderr. */
+  /**
+   * Where the lines for people go (`schema 2/4 shard 0/1: applied`, `shards 1/1 on b: starting, ...`,
+   * a version warning) when `onProgress`, `onState` or `onWarning` is not given. Default: stderr.
+   */
+  log?: (line: string) => void;
+  /** Schema rollout progress. Default: one line per database (`log`). */
   onProgress?: (event: RolloutEvent) => void;
-  /** A database changed state or, while starting, failed again with another error. Default: a line on stderr. */
+  /** A database changed state or, while starting, failed again with another error. Default: a line (`log`). */
   onState?: (status: DatabaseStatus) => void;
   /**
    * What is worth a warning at start-up: the app's `prisma`, `@prisma/client` and
-   * `@prisma/adapter-pg` not on one version (`prismaVersionWarning`). Default: a line on stderr.
+   * `@prisma/adapter-pg` not on one version (`prismaVersionWarning`). Default: a line (`log`).
    */
   onWarning?: (message: string) => void;
 }
@@ -107,7 +112,7 @@ export async function openShards<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
 ): Promise<OpenShards<Client>> {
   const warning = prismaVersionWarning();
-  if (warning) (options.onWarning ?? ((message) => process.stderr.write(`${message}\n`)))(warning);
+  if (warning) (options.onWarning ?? logOf(options))(warning);
   if (options.shardsJson !== undefined) return openPostgres(options, options.shardsJson);
   return openEmbedded(options);
 }
@@ -133,8 +138,8 @@ async function openPostgres<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
   shardsJson: string,
 ): Promise<OpenShards<Client>> {
-  const onProgress = options.onProgress ?? progressLine;
-  const onState = options.onState ?? stateLine;
+  const onProgress = options.onProgress ?? progressLine(logOf(options));
+  const onState = options.onState ?? stateLine(logOf(options));
   const timeoutMs = positive(options.connectTimeoutMs, 5000, "connectTimeoutMs");
   const baseMs = positive(options.retry?.baseMs, 500, "retry.baseMs");
   const maxMs = Math.max(baseMs, positive(options.retry?.maxMs, 10_000, "retry.maxMs"));
@@ -424,7 +429,7 @@ async function openEmbedded<Client extends ShardClient>(
   if (!options.embedded) {
     throw new RegistryConfigError(["openShards: no shardsJson and no embedded configuration"]);
   }
-  const onProgress = options.onProgress ?? progressLine;
+  const onProgress = options.onProgress ?? progressLine(logOf(options));
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([
     embeddedPackage(() => import("@electric-sql/pglite"), "@electric-sql/pglite"),
     embeddedPackage(() => import("pglite-prisma-adapter"), "pglite-prisma-adapter"),
@@ -524,27 +529,33 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-function stateLine(status: DatabaseStatus): void {
-  if (status.replicaOf !== undefined) {
-    const detail = status.error ? ` (${status.error})` : "";
-    const next =
-      status.state === "ready" ? "ready" : `${status.state}; its reads go to ${status.replicaOf} meanwhile`;
-    process.stderr.write(`replica ${status.name} of ${status.replicaOf}: ${next}${detail}\n`);
-    return;
-  }
-  const shards = `shards ${status.shards.join(", ")} on ${status.name}`;
-  const detail = status.error ? ` (${status.error})` : "";
-  const next =
-    status.state === "starting"
-      ? ": starting, not answering yet; its shards answer 503 until it does"
-      : `: ${status.state}`;
-  process.stderr.write(`${shards}${next}${detail}\n`);
+/** Where `openShards`' lines go: `options.log`, or stderr. */
+function logOf(options: { log?: ((line: string) => void) | undefined }): (line: string) => void {
+  return options.log ?? ((line) => process.stderr.write(`${line}\n`));
 }
 
-function progressLine(event: RolloutEvent): void {
-  if (event.type === "done") {
-    process.stderr.write(
-      `schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}\n`,
-    );
-  }
-}
+/** A database's state as a line for people. */
+const stateLine =
+  (log: (line: string) => void) =>
+  (status: DatabaseStatus): void => {
+    const detail = status.error ? ` (${status.error})` : "";
+    if (status.replicaOf !== undefined) {
+      const next =
+        status.state === "ready" ? "ready" : `${status.state}; its reads go to ${status.replicaOf} meanwhile`;
+      log(`replica ${status.name} of ${status.replicaOf}: ${next}${detail}`);
+    } else {
+      const next =
+        status.state === "starting"
+          ? ": starting, not answering yet; its shards answer 503 until it does"
+          : `: ${status.state}`;
+      log(`shards ${status.shards.join(", ")} on ${status.name}${next}${detail}`);
+    }
+  };
+
+/** A database's schema rollout, once done, as a line for people. */
+const progressLine =
+  (log: (line: string) => void) =>
+  (event: RolloutEvent): void => {
+    if (event.type === "done")
+      log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}`);
+  };

@@ -31,6 +31,21 @@ describe("published package", () => {
     expect(report.scripts.sharedClasses).toBe("true true true");
     const internal = "LOCKS,SHARDKIT_TABLES,databaseIdentities,shardBitsSql,withDeadline";
     expect(report.scripts.internal).toBe(`${internal} ${internal}`);
+    // The HTTP entry for Fastify services (fastify itself is an optional peer, for its types).
+    const http = [
+      "IdempotencyKeyRequiredError",
+      "InvalidInputError",
+      "ServiceError",
+      "badTextIn",
+      "duplicateKey",
+      "httpAnswerOf",
+      "idempotencyKeyOf",
+      "parseInput",
+      "replyOutcome",
+      "serviceErrors",
+      "shardkitHttp",
+    ];
+    expect(report.entries["@shardkit/prisma/fastify"]).toEqual({ esm: http, cjs: http });
     expect(report.name).toBe("@shardkit/prisma");
     expect(report.publint).not.toMatch(/warning|error|suggestion/i);
     expect(report.attw.ok, report.attw.output).toBe(true);
