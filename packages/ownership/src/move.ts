@@ -1,7 +1,7 @@
 import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
-import { countAt, moveOptionIssues, outsideIdentity, precheck } from "./check.js";
+import { moveOptionIssues, outsideIdentity, precheck } from "./check.js";
 import {
   DatabasesUnansweredError,
   EpochConflictError,
@@ -15,71 +15,14 @@ import {
 } from "./errors.js";
 import { completeSwitch, findMoves, inProgress, isLive, type LeaseOptions, ShardLease } from "./lease.js";
 import type { PartitionMap } from "./map.js";
-import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
-import { copied, lagBytes, publish, reached, subscribe, teardown, walPosition } from "./replication.js";
-import { shardOfRowSql } from "./sql.js";
-import { type Check, checkAll, checkChanged, checkUnchanged } from "./verify.js";
+import { bounded, lastLine, raw, unbounded } from "./raw.js";
+import { teardown } from "./replication.js";
+import { type MoveProgress, type MoveRun, type MoveStep, moveSteps, stepsOf } from "./steps.js";
 
-/** The steps of a move, in order, as progress reports them. */
-export type MoveStep =
-  | "resume"
-  | "precheck"
-  | "lease"
-  | "receive"
-  | "publish"
-  | "subscribe"
-  | "copy"
-  | "catch-up"
-  | "verify"
-  | "fence"
-  | "final-position"
-  | "verify-changes"
-  | "switch"
-  | "teardown"
-  | "cleanup"
-  | "done";
-
-/**
- * The steps a move of `mode` reports, in order (a stopped move's `resume` comes first when there is
- * one), without `cleanup` when `cleanup: false`. For a progress bar's total; a test checks that a
- * move reports exactly these.
- */
-export function moveSteps(
-  mode: "live" | "offline",
-  options: { cleanup?: boolean | undefined } = {},
-): MoveStep[] {
-  const steps: MoveStep[] =
-    mode === "live"
-      ? [
-          "precheck",
-          "lease",
-          "receive",
-          "publish",
-          "subscribe",
-          "copy",
-          "catch-up",
-          "verify",
-          "fence",
-          "final-position",
-          "verify-changes",
-        ]
-      : ["precheck", "lease", "receive", "fence", "copy", "verify"];
-  steps.push("switch", "teardown", "cleanup", "done");
-  return steps.filter((s) => !(s === "cleanup" && options.cleanup === false));
-}
+export { type MoveProgress, type MoveStep, moveSteps };
 
 /** How long a live move may hold the shard's writes, fence to switch, by default (ms). */
 const DEFAULT_FREEZE_BUDGET_MS = 10_000;
-
-export interface MoveProgress {
-  step: MoveStep;
-  /** Rows of the shard at the target so far (copy), per table summed; rows compared (verify, verify-changes). */
-  rows?: number;
-  /** Bytes of WAL the target is behind the source (catch-up, final-position). */
-  lagBytes?: number;
-  /** ms since the move started. */
-  elapsedMs: number;
-}
 
 export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   map: PartitionMap<Client>;
@@ -388,152 +331,59 @@ async function moveWithin<Client extends ShardClient>(
   held.freezeBudget = freezeBudgetMs;
   held.start();
 
-  const sums = options.verify ?? true;
-  let decided = false;
-  let epoch = 0;
-  let freezeStarted = 0;
-  let freezeMs = 0;
-  let changedRows = 0;
-  const rows: Record<string, number> = {};
-  const count = (check: Check) =>
-    map.tables.forEach((t, i) => {
-      rows[t.table] = (rows[t.table] ?? 0) + check.rows[i]!;
-    });
+  let copyStarted: number | undefined;
+  const move: MoveRun<Client> = {
+    map,
+    shard,
+    from,
+    to,
+    held,
+    sums: options.verify ?? true,
+    sourceConnection: options.sourceConnection,
+    maxLagBytes: options.maxLagBytes ?? 64 * 1024,
+    copyTimeoutMs,
+    phase: (what, budgetMs, options) => clock.phase(what, budgetMs, options),
+    progress: (extra) => step(current, extra),
+    startCopy() {
+      copyStarted = performance.now();
+      clock.phase("the copy", copyTimeoutMs, { total: { from: copyStarted } });
+    },
+    copyTimeout(what) {
+      if (copyStarted !== undefined && performance.now() > copyStarted + copyTimeoutMs)
+        throw new MoveTimeoutError(shard, what, copyTimeoutMs);
+    },
+    freezeTimeout(what) {
+      if (held.frozenFor() > held.freezeBudget) throw new MoveTimeoutError(shard, what, held.freezeBudget);
+    },
+    rows: {},
+    freezeStarted: 0,
+    changedRows: 0,
+    epoch: 0,
+    freezeMs: 0,
+    decided: false,
+  };
   try {
     await done("lease");
-    step("receive");
-    // Armed: the shard's writes at the source check its record (and note their rows' keys) from
-    // now on, so the fence is one row update, with no DDL waiting for the writers of every table.
-    await held.arm();
-    await held.receive();
-    await done("receive");
-
-    const copyFrom = performance.now();
-    const within = copyFrom + copyTimeoutMs;
-    clock.phase("the copy", copyTimeoutMs, { total: { from: copyFrom } });
-    const copyTimeout = (what: string) => {
-      if (performance.now() > within) throw new MoveTimeoutError(shard, what, copyTimeoutMs);
-    };
-    const freezeTimeout = (what: string) => {
-      if (held.frozenFor() > held.freezeBudget) throw new MoveTimeoutError(shard, what, held.freezeBudget);
-    };
-    /** Polls `check` every `everyMs` (growing to `maxMs`) until it holds; `late` throws once it is too late. */
-    const waitFor = async (
-      check: () => Promise<boolean>,
-      late: () => void,
-      everyMs: number,
-      maxMs: number,
-    ) => {
-      for (let wait = everyMs; !(await check()); wait = Math.min(maxMs, wait * 2)) {
-        held.ensure(); // a mover that lost its lease (found by its renewal) stops waiting at once
-        late();
-        await new Promise((r) => setTimeout(r, wait));
+    for (const next of stepsOf(mode, { cleanup: options.cleanup ?? true })) {
+      if (next.decides) {
+        // Writes have waited since the fence: a mover slower than its lease stops here (undone: the
+        // source takes them again) rather than switch; its lease is not renewed past that (`start`).
+        move.freezeTimeout("the freeze (fence to switch)");
+        await held.verified();
       }
-    };
-    const fence = async () => {
-      step("fence");
-      const at = performance.now();
-      clock.phase("the freeze", held.freezeBudget, { total: { from: at } });
-      await held.fence();
-      await done("fence");
-      return at;
-    };
-    const verified = async (check: Check, what: MoveStep) => {
-      if (check.mismatches.length > 0) throw new MoveVerifyError(shard, check.mismatches);
-      count(check);
-      await done(what);
-    };
-
-    if (mode === "live") {
-      step("publish");
-      const { publication, subscription } = held.names;
-      await held.atSource((tx) => publish(tx, map.tables, shard, publication));
-      await done("publish");
-      step("subscribe");
-      await subscribe(to, subscription, options.sourceConnection!, publication);
-      await held.renew(); // a mover that lost its lease meanwhile drops what it just made, in `failed`
-      await done("subscribe");
-      step("copy");
-      await waitFor(
-        () => copied(to, subscription),
-        () => copyTimeout("the initial copy"),
-        50,
-        50,
-      );
-      step("copy", { rows: await countAt(map.tables, to, shard) });
-      await done("copy");
-      step("catch-up");
-      const maxLag = options.maxLagBytes ?? 64 * 1024;
-      await waitFor(
-        async () => {
-          const lag = await lagBytes(from, subscription);
-          step("catch-up", { lagBytes: lag });
-          return lag <= maxLag;
-        },
-        () => copyTimeout("catching up"),
-        50,
-        50,
-      );
-      await done("catch-up");
-      step("verify");
-      const before = await checkUnchanged(map.tables, from, to, shard, sums, copyTimeoutMs);
-      step("verify", { rows: before.rows.reduce((a, b) => a + b, 0) });
-      await verified(before, "verify");
-      // Writes are held from the fence: never for a copy whose time is up already.
-      copyTimeout("the copy's check");
-      freezeStarted = await fence();
-      step("final-position");
-      const position = await walPosition(from);
-      await waitFor(
-        () => reached(from, subscription, position),
-        () => freezeTimeout("the final position (inside the fence)"),
-        2,
-        50,
-      );
-      await done("final-position");
-      step("verify-changes");
-      const changed = await checkChanged(map.tables, from, to, shard, sums, held.freezeBudget);
-      changedRows = changed.keys;
-      step("verify-changes", { rows: changed.keys });
-      await verified(changed, "verify-changes");
-    } else {
-      freezeStarted = await fence();
-      step("copy");
-      await copyRows(held, map.tables, shard, from);
-      step("copy", { rows: await countAt(map.tables, to, shard) });
-      await done("copy");
-      step("verify");
-      await verified(await checkAll(map.tables, from, to, shard, sums), "verify");
-    }
-    // Writes have waited since the fence: a mover slower than its lease stops here (undone: the
-    // source takes them again) rather than switch; its lease is not renewed past that (`start`).
-    freezeTimeout("the freeze (fence to switch)");
-    await held.verified();
-
-    step("switch");
-    clock.phase("the switch, teardown and cleanup", copyTimeoutMs);
-    decided = true; // from here a failure may have switched: it is finished, never undone
-    const switched = await held.switch();
-    epoch = switched.epoch;
-    freezeMs = Math.round(switched.ownedAt - freezeStarted);
-    await done("switch");
-    step("teardown");
-    await teardown(from, to, shard);
-    await held.tidy();
-    await done("teardown");
-    if (options.cleanup ?? true) {
-      step("cleanup");
-      await held.cleanup();
-      await done("cleanup");
+      step(next.name);
+      await next.run(move);
+      await done(next.name);
     }
     await held.release();
   } catch (error) {
-    clock.phase(decided ? "reading the switch" : "undoing the move", copyTimeoutMs);
-    throw await failed(held, shard, current, error, decided);
+    clock.phase(move.decided ? "reading the switch" : "undoing the move", copyTimeoutMs);
+    throw await failed(held, shard, current, error, move.decided);
   } finally {
     held.stop();
   }
   step("done");
+  const { epoch, rows, freezeMs, changedRows } = move;
   return {
     shard: shard.key,
     from: from.name,
@@ -814,30 +664,6 @@ async function undoStopped<Client extends ShardClient>(
     return halfDone(undoError);
   } finally {
     again.lease.stop();
-  }
-}
-
-/** The offline copy: every row of the shard, table by table, in batches, as the mover (each batch checked against the lease). */
-async function copyRows<Client extends ShardClient>(
-  held: ShardLease<Client>,
-  tables: PartitionMap<Client>["tables"],
-  shard: ShardIdentifier,
-  from: PhysicalShard<Client>,
-) {
-  for (const table of tables) {
-    const rows = await raw(from).$queryRawUnsafe<{ batch: string }[]>(
-      `SELECT json_agg(row_to_json(t))::text AS batch FROM (
-         SELECT *, (row_number() OVER ()) / 1000 AS part FROM "${table.table}" WHERE ${shardOfRowSql(table)} = $1) t GROUP BY part`,
-      shard.bits,
-    );
-    for (const { batch } of rows) {
-      await held.copyIn((tx: Raw) =>
-        tx.$executeRawUnsafe(
-          `INSERT INTO "${table.table}" SELECT * FROM json_populate_recordset(NULL::"${table.table}", $1::json)`,
-          batch,
-        ),
-      );
-    }
   }
 }
 
