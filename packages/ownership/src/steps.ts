@@ -171,7 +171,13 @@ const LIVE: readonly Step[] = [
   {
     name: "copy",
     async run(move) {
-      await waitFor(move, () => copied(move.to, move.held.names.subscription), "the initial copy", 50, 50);
+      await waitFor(
+        move,
+        () => copied(move.to, move.held.names.subscription),
+        () => move.copyTimeout("the initial copy"),
+        50,
+        50,
+      );
       move.progress({ rows: await countAt(move.map.tables, move.to, move.shard) });
     },
   },
@@ -185,7 +191,7 @@ const LIVE: readonly Step[] = [
           move.progress({ lagBytes: lag });
           return lag <= move.maxLagBytes;
         },
-        "catching up",
+        () => move.copyTimeout("catching up"),
         50,
         50,
       );
@@ -208,10 +214,9 @@ const LIVE: readonly Step[] = [
       await waitFor(
         move,
         () => reached(move.from, move.held.names.subscription, position),
-        "the final position (inside the fence)",
+        () => move.freezeTimeout("the final position (inside the fence)"),
         2,
         50,
-        "freeze",
       );
     },
   },
@@ -281,22 +286,17 @@ function verified<Client extends ShardClient>(move: MoveRun<Client>, check: Chec
   });
 }
 
-/**
- * Polls `check` every `everyMs` (growing to `maxMs`) until it holds; once the copy's time (or, for
- * `"freeze"`, the freeze budget) is up, `MoveTimeoutError` saying `what` did not finish.
- */
+/** Polls `check` every `everyMs` (growing to `maxMs`) until it holds; `late` throws once it is too late. */
 async function waitFor<Client extends ShardClient>(
   move: MoveRun<Client>,
   check: () => Promise<boolean>,
-  what: string,
+  late: () => void,
   everyMs: number,
   maxMs: number,
-  budget: "copy" | "freeze" = "copy",
 ): Promise<void> {
   for (let wait = everyMs; !(await check()); wait = Math.min(maxMs, wait * 2)) {
     move.held.ensure(); // a mover that lost its lease (found by its renewal) stops waiting at once
-    if (budget === "copy") move.copyTimeout(what);
-    else move.freezeTimeout(what);
+    late();
     await new Promise((r) => setTimeout(r, wait));
   }
 }

@@ -5,6 +5,7 @@
 import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
 import { visit } from "jsonc-parser";
 import type { z } from "zod";
+import { isShardkitError } from "./errors.js";
 import { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
 
 /**
@@ -125,19 +126,15 @@ function refusalOf(error: unknown): Omit<HttpAnswer, "headers"> | undefined {
   if (isServiceError(error)) {
     return { status: error.status, body: { ...error.body, error: error.code, message: error.message } };
   }
-  if (isAnyShardkitError(error, "COMMAND_UNAVAILABLE")) {
-    const { shard, outcome, reason } = error as unknown as {
-      shard: { key: string };
-      outcome: string;
-      reason: string;
-    };
+  if (isShardkitError(error, "COMMAND_UNAVAILABLE")) {
+    const { shard, outcome, reason } = error;
     const unknown = outcome === "unknown";
     return unavailable(unknown ? `${reason}: ${UNKNOWN_OUTCOME}` : `${reason}; retry later`, {
       shard: shard.key,
       ...(unknown ? { outcome: "unknown" } : {}),
     });
   }
-  if (isAnyShardkitError(error, "IDEMPOTENCY_CONFLICT")) {
+  if (isShardkitError(error, "IDEMPOTENCY_CONFLICT")) {
     return refusal(
       409,
       "IDEMPOTENCY_CONFLICT",
@@ -146,7 +143,7 @@ function refusalOf(error: unknown): Omit<HttpAnswer, "headers"> | undefined {
   }
   if (isShardUnavailable(error) || isTransientTransactionError(error)) {
     const shard = (error as { shard?: { key?: unknown } }).shard?.key;
-    const timeout = isAnyShardkitError(error, "SHARD_TIMEOUT");
+    const timeout = isShardkitError(error, "SHARD_TIMEOUT");
     return typeof shard === "string"
       ? unavailable(
           `${timeout ? (error as Error).message : `shard ${shard} is unavailable or busy`}; retry later`,
@@ -155,7 +152,7 @@ function refusalOf(error: unknown): Omit<HttpAnswer, "headers"> | undefined {
       : unavailable("a shard is unavailable or busy; retry later", {});
   }
   if (isAnyShardkitError(error, "INVALID_SHARDED_ID")) return refusal(400, "VALIDATION", error.message);
-  if (isAnyShardkitError(error, "UNKNOWN_SHARD")) return refusal(404, "NOT_FOUND", error.message);
+  if (isShardkitError(error, "UNKNOWN_SHARD")) return refusal(404, "NOT_FOUND", error.message);
   const status = (error as { statusCode?: unknown } | null)?.statusCode;
   if (typeof status === "number" && status >= 400 && status < 500) {
     return refusal(status, "VALIDATION", String((error as Error).message).slice(0, 500));
