@@ -32,3 +32,5 @@ export declare function npmInstall(args: string[], cwd: string, options?: { time
 export declare function packWorkspacePackages(dirs: string[], dest: string): string[];
 /** The version pnpm-workspace.yaml's `catalog:` pins for a package, as written there (`7.10.0`, `^8.16.0`). */
 export declare function catalogVersion(name: string): string;
+/** The values a source entry exports (type-only exports left out), sorted; refuses `export *`. */
+export declare function valueExportsOf(file: string): string[];

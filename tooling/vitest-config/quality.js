@@ -319,3 +319,38 @@ export function checkPublishedPackage(pkgDir, options = {}) {
     if (!process.env.SHARDKIT_KEEP_PACK) rmSync(work, { recursive: true, force: true });
   }
 }
+
+/**
+ * The values a source entry exports (`src/index.ts`: named re-exports and exported declarations,
+ * type-only ones left out), sorted: what the packed entry must expose from `import()` and `require()`.
+ * An `export *` is refused: an entry names every export.
+ * @param {string} file
+ * @returns {string[]}
+ */
+export function valueExportsOf(file) {
+  const ts = requireFromRepo("typescript");
+  const source = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
+  const names = [];
+  const exported = (node) =>
+    ts.canHaveModifiers(node) &&
+    (ts.getModifiers(node) ?? []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+  for (const node of source.statements) {
+    if (ts.isExportDeclaration(node)) {
+      if (node.isTypeOnly) continue;
+      if (!node.exportClause || !ts.isNamedExports(node.exportClause))
+        throw new Error(`${file}: \`export *\` hides what the entry exports; name each export`);
+      for (const element of node.exportClause.elements)
+        if (!element.isTypeOnly) names.push(element.name.text);
+    } else if (exported(node)) {
+      if (
+        (ts.isFunctionDeclaration(node) || ts.isClassDeclaration(node) || ts.isEnumDeclaration(node)) &&
+        node.name
+      )
+        names.push(node.name.text);
+      else if (ts.isVariableStatement(node))
+        for (const declaration of node.declarationList.declarations)
+          names.push(declaration.name.getText(source));
+    }
+  }
+  return names.sort();
+}

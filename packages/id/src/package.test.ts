@@ -1,37 +1,14 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { checkPublishedPackage } from "@shardkit/vitest-config/quality";
+import { describePublishedPackage } from "@shardkit/vitest-config/published";
 import { describe, expect, it } from "vitest";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
 
-describe("published package", () => {
-  it("passes publint and are-the-types-wrong, and imports from ESM and CommonJS in a fresh project", () => {
-    const report = checkPublishedPackage(pkgDir);
-    expect(report.name).toBe("@shardkit/id");
-    expect(report.publint).not.toMatch(/warning|error|suggestion/i);
-    expect(report.attw.ok, report.attw.output).toBe(true);
-    const api = [
-      "InvalidShardError",
-      "InvalidShardedIdError",
-      "MAX_GROUP",
-      "MAX_MEMBER",
-      "ShardIdentifier",
-      "ShardedId",
-      "ShardedUUID",
-      "ShardkitError",
-      "asId",
-      "isShardkitError",
-      "murmur3",
-      "prepareCandidates",
-      "rendezvous",
-      "shardHash",
-    ].sort();
-    expect(report.esm).toEqual(api);
-    expect(report.cjs).toEqual(api);
-  }, 120_000);
+describePublishedPackage(pkgDir);
 
+describe("README", () => {
   it("the README example is examples/quickstart.mjs verbatim, and it runs against the built package", () => {
     const example = readFileSync(`${pkgDir}/examples/quickstart.mjs`, "utf8");
     expect(readFileSync(`${pkgDir}/README.md`, "utf8")).toContain(example);

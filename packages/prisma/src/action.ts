@@ -173,6 +173,11 @@ export class ActionUnit<Client extends ShardClient> {
     }
     const a = (args ?? {}) as Obj;
     // A staged write names its shard, also in single-database mode (where a keyless call would run).
+    if (planner.lookups(model, operation, a, { allowCrossShard: true }).length > 0) {
+      throw new UnsupportedShardOperationError(
+        `${model}.${operation} is routed by a directory or a claim that is not cached: stage it with a key that names its shard, or run it outside $action`,
+      );
+    }
     const named = planner.keys.named(model, operation, a);
     if (named.kind === "none") throw new ShardKeyRequiredError(model, operation, named.hint);
     const plan = planner.plan(model, operation, a, { allowCrossShard: true });
@@ -188,10 +193,6 @@ export class ActionUnit<Client extends ShardClient> {
         }
         targets = [{ database: plan.database, shards: [plan.shard], args: plan.args ?? a }];
         break;
-      case "lookup":
-        throw new UnsupportedShardOperationError(
-          `${model}.${operation} is routed by a directory or a claim that is not cached: stage it with a key that names its shard, or run it outside $action`,
-        );
       case "database":
         targets = [plan.target];
         break;

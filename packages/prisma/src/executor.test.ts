@@ -1,7 +1,8 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
-import { Executor, isEmptyAnswer } from "./executor.js";
+import { Executor } from "./executor.js";
 import type { DataModel } from "./internals.js";
+import { isEmptyAnswer } from "./owned.js";
 import { Planner } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
 

@@ -11,11 +11,13 @@ import {
 } from "./claims.js";
 import { type CommandOptions, runCommand } from "./command.js";
 import { RoutingOptionsError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
-import { callModel, DEFAULT_TIMEOUT_MS, Executor, lazyReject } from "./executor.js";
+import { callModel, DEFAULT_TIMEOUT_MS, Executor } from "./executor.js";
 import type { IdempotentOutcome } from "./idempotency.js";
 import { dataModelOf } from "./internals.js";
 import { delegateKey, type ModelRouting } from "./keys.js";
-import { OPERATIONS, Planner, routingConfig } from "./planner.js";
+import { lazyReject } from "./lazy.js";
+import { OPERATIONS } from "./operations.js";
+import { Planner, routingConfig } from "./planner.js";
 import type { ShardClient, ShardOrId, ShardRegistry } from "./registry.js";
 import {
   type KeylessPolicy,
@@ -163,19 +165,12 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
               pageOptions.onReport?.(r);
             },
           };
-          const { executor } = routed;
-          let plan = executor.planner.page(name, page as ScatterPageArgs, options);
-          if (plan.kind === "lookup") {
-            [plan] = await executor.resolve(
-              routed.view,
-              plan,
-              (c) => executor.planner.page(name, page as ScatterPageArgs, options, c.resolved),
-              {},
-            );
-          }
-          const merged = (await routed.executor.execute(plan, routed.view, name, "findMany", page)) as Page<
-            RowOf<This, M>
-          >;
+          const merged = (await routed.executor.page(
+            routed.view,
+            name,
+            page as ScatterPageArgs,
+            options,
+          )) as Page<RowOf<This, M>>;
           const complete = report?.complete ?? true;
           return {
             rows: merged.rows,

@@ -363,19 +363,74 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
         },
       },
     });
-    const plan = d.plan("Account", "findFirst", { where: { externalId: "x1" } });
-    expect(plan.kind).toBe("lookup");
-    const lookup = (plan as Extract<Plan, { kind: "lookup" }>).lookups[0]!;
-    const answer = await lookup.run!();
+    const where = { where: { externalId: "x1" } };
+    const [lookup, ...more] = d.lookups("Account", "findFirst", where);
+    expect(more).toEqual([]);
+    const answer = await lookup!.run!();
     expect(answer).toBe(S.d);
-    expect(shardPlan(d.plan("Account", "findFirst", { where: { externalId: "x1" } })).shard).toBe(S.d);
+    expect(d.lookups("Account", "findFirst", where)).toEqual([]);
+    expect(shardPlan(d.plan("Account", "findFirst", where)).shard).toBe(S.d);
     expect(asked).toBe(1);
     // Not in the directory: refused, nothing guessed.
-    const missing = d.plan("Account", "findFirst", { where: { externalId: "nope" } }) as Extract<
-      Plan,
-      { kind: "lookup" }
-    >;
-    await expect(missing.lookups[0]!.run!()).rejects.toBeInstanceOf(NotInDirectoryError);
+    const [missing] = d.lookups("Account", "findFirst", { where: { externalId: "nope" } });
+    await expect(missing!.run!()).rejects.toBeInstanceOf(NotInDirectoryError);
+    // Planned without its resolve step: refused as the defect it would be, never guessed.
+    const unresolved = d.plan("Account", "findFirst", { where: { externalId: "x2" } });
+    expect(unresolved.kind === "refuse" && unresolved.error.message).toMatch(/was not answered before/);
+  });
+
+  it("a call's resolve step finds every lookup it needs in one reading; planned with the answers, it needs no more", async () => {
+    const shards: Record<string, ShardIdentifier> = { o1: S.b, o3: S.d, o4: S.b, o5: S.b, o6: S.d, c1: S.b };
+    const asked: string[] = [];
+    const directory = (field: string) =>
+      byDirectory(field, {
+        lookup: (v) => {
+          asked.push(v);
+          return shards[v] ?? null;
+        },
+      });
+    const d = make({
+      models: {
+        User: { keys: ["id", directory("name")] },
+        Post: { keys: ["id", "authorId", directory("title")] },
+      },
+    });
+    const resolveAll = async (model: string, operation: string, args: Obj, context = {}) => {
+      const resolved = new Map<string, unknown>();
+      const lookups = d.lookups(model, operation, args, { ...context, resolved });
+      await Promise.all(lookups.map(async (l) => resolved.set(l.id, await l.run!())));
+      return { plan: d.plan(model, operation, args, { ...context, resolved }), lookups: lookups.length };
+    };
+    // createMany rows on two directory values: both in one batch (they were one round each).
+    const rows = await resolveAll(
+      "Post",
+      "createMany",
+      { data: [{ title: "o1" }, { title: "o3" }] },
+      { allowCrossShard: true },
+    );
+    expect(rows.lookups).toBe(2);
+    expect(rows.plan.kind).toBe("split");
+    // An upsert whose where and create both wait on the directory.
+    const upsert = await resolveAll("Post", "upsert", {
+      where: { title: "o4" },
+      create: { title: "o5" },
+      update: {},
+    });
+    expect(upsert.lookups).toBe(2);
+    expect(shardPlan(upsert.plan).shard).toBe(S.b);
+    // A nested write's key, read before the parent's shard is known.
+    const nested = await resolveAll("User", "update", {
+      where: { name: "c1" },
+      data: { posts: { connect: { title: "o6" } } },
+    });
+    expect(nested.lookups).toBe(2);
+    expect(nested.plan.kind === "refuse" && nested.plan.error).toBeInstanceOf(CrossShardError);
+    // Each value asked once: an answer is cached for the next call.
+    expect(asked.sort()).toEqual(["c1", "o1", "o3", "o4", "o5", "o6"]);
+    expect(d.lookups("Post", "findFirst", { where: { title: "o6" } })).toEqual([]);
+    // Bad input before any lookup: no lookup, and the plan refuses it.
+    expect(d.lookups("Post", "findFirst", { where: { id: "not-an-id", title: "o9" } })).toEqual([]);
+    expect(d.plan("Post", "findFirst", { where: { id: "not-an-id", title: "o9" } }).kind).toBe("refuse");
   });
 
   it("a directory that is down: stale answers are used up to staleMs, then its keys fail alone", async () => {
@@ -466,7 +521,8 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
 
 describe("fields unique across shards", () => {
   const p = make({ models: { User: { ...users, unique: { email: true } } } });
-  const emailClaim = (plan: Plan) => (plan as Extract<Plan, { kind: "lookup" }>).lookups[0]!;
+  const emailClaim = (model: string, operation: string, args: Record<string, unknown>, planner = p) =>
+    planner.lookups(model, operation, args)[0]!;
 
   it("a create takes a claim for the canonical value, placed by its hash", () => {
     const plan = shardPlan(p.plan("User", "create", { data: { name: "eu", email: "Ana@Example.COM" } }));
@@ -524,9 +580,7 @@ describe("fields unique across shards", () => {
   });
 
   it("where by the field routes through its claim, made exact", () => {
-    const first = p.plan("User", "findUnique", { where: { email: "ANA@example.com" } });
-    expect(first.kind).toBe("lookup");
-    const lookup = emailClaim(first);
+    const lookup = emailClaim("User", "findUnique", { where: { email: "ANA@example.com" } });
     expect(lookup.claim).toMatchObject({ scope: "User.email", value: "ana@example.com" });
     const owner = id(S.d);
     const record: ClaimRecord = {
@@ -564,7 +618,7 @@ describe("fields unique across shards", () => {
 
   it("no claim: the legacy shard (rows from before the claims), else the claim's own shard", () => {
     const withLegacy = make({ legacy: "0/0", models: { User: { ...users, unique: { email: true } } } });
-    const lookup = emailClaim(withLegacy.plan("User", "findUnique", { where: { email: "z@x" } }));
+    const lookup = emailClaim("User", "findUnique", { where: { email: "z@x" } }, withLegacy);
     const resolved = new Map([[lookup.id, null]]);
     expect(
       shardPlan(withLegacy.plan("User", "findUnique", { where: { email: "z@x" } }, { resolved })).shard,

@@ -1,6 +1,6 @@
 import type { ShardIdentifier, ShardkitError } from "@shardkit/id";
 import type { ScatterReadOptions } from "./scatter/options.js";
-import type { Lookup, Resolved } from "./strategies.js";
+import type { Resolved } from "./shard-key.js";
 import type { Claim } from "./unique.js";
 
 export type Obj = Record<string, unknown>;
@@ -25,8 +25,6 @@ export type Plan =
    * write takes first (a saga: claim, then the row; see `UniqueClaim`).
    */
   | { kind: "shard"; shard: ShardIdentifier; database: number; args?: Obj; claims?: Claim[] }
-  /** A key's shard is in a directory or a claim row: look these up, then plan again with the answers. */
-  | { kind: "lookup"; lookups: Lookup[] }
   /**
    * One statement on one database that covers several shards (an `in` list whose shards share a
    * database; a keyless call in single-database mode): the database's answer is the answer.
@@ -82,6 +80,6 @@ export interface PlanContext {
   allowCrossShard?: boolean;
   /** Per-call scatter options (`db.$scatter(options)`): keyless reads scatter with them. */
   scatter?: ScatterReadOptions | undefined;
-  /** The answers of the lookups a `lookup` plan asked for. */
+  /** The answers of the call's lookups (its resolve step's, see `Planner.lookups`). */
   resolved?: Resolved | undefined;
 }

@@ -7,7 +7,9 @@ import {
   UnsupportedShardOperationError,
 } from "./errors.js";
 import type { DataModel } from "./internals.js";
-import { delegateKey, KeyRouting, type ModelRouting, type Named } from "./keys.js";
+import type { Named } from "./key-schema.js";
+import { delegateKey, KeyRouting, type ModelRouting } from "./keys.js";
+import { READS, SCATTER_READS } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
 import type { Obj, Plan, PlanContext, PlanTarget, ScatterRead } from "./plan.js";
 import { planAggregateRead } from "./scatter/aggregate.js";
@@ -22,7 +24,8 @@ import {
 } from "./scatter/options.js";
 import { planPageRead, type ScatterPageArgs } from "./scatter/page.js";
 import type { ModelInfo } from "./scatter/read.js";
-import { type LegacyIds, NeedsLookup } from "./strategies.js";
+import type { Lookup } from "./shard-key.js";
+import type { LegacyIds } from "./strategies.js";
 
 /** Where logical shards live: the registry today, a partition map with epochs later. */
 export interface Placement {
@@ -69,30 +72,6 @@ export function routingConfig(options: PlannerOptions): RoutingConfig {
 /** The context of a call outside any transaction or action, with no per-call scatter options. */
 export const NO_CONTEXT: PlanContext = Object.freeze({});
 
-/** Reads that can run over several databases and merge exactly. */
-export const SCATTER_READS = new Set([
-  "findMany",
-  "findFirst",
-  "findFirstOrThrow",
-  "count",
-  "aggregate",
-  "groupBy",
-]);
-const READS = new Set([...SCATTER_READS, "findUnique", "findUniqueOrThrow"]);
-export const WRITES = new Set([
-  "create",
-  "createMany",
-  "createManyAndReturn",
-  "update",
-  "updateMany",
-  "updateManyAndReturn",
-  "upsert",
-  "delete",
-  "deleteMany",
-]);
-/** Every model operation of a Prisma 7 client for PostgreSQL. */
-export const OPERATIONS = new Set([...READS, ...WRITES]);
-
 /**
  * Turns (model, operation, args) into a plan: one shard, one database, a scatter with its merge, a
  * split of writes per database, or a refusal carrying its typed error. Pure: it knows the schema's
@@ -126,13 +105,34 @@ export class Planner {
     }
   }
 
-  /** Decides where `model.operation(args)` runs. Never throws for bad input: that is a `refuse` plan. */
+  /**
+   * The lookups `model.operation(args)` needs answered (into `context.resolved`) before it is
+   * planned: the call's resolve step. Pure; none for a call whose keys need no lookup.
+   */
+  lookups(
+    model: string,
+    operation: string,
+    args: Obj | undefined,
+    context: PlanContext = NO_CONTEXT,
+  ): Lookup[] {
+    return this.keys.lookups(model, operation, args ?? {}, context);
+  }
+
+  /** The lookups a `page` read needs answered first (see `lookups`). */
+  pageLookups(model: string, args: ScatterPageArgs, resolved: PlanContext["resolved"]): Lookup[] {
+    return this.keys.lookups(model, "findMany", { where: args.where }, { resolved });
+  }
+
+  /**
+   * Decides where `model.operation(args)` runs, once its lookups are answered. Never throws for bad
+   * input: that is a `refuse` plan.
+   */
   plan(model: string, operation: string, args: Obj | undefined, context: PlanContext = NO_CONTEXT): Plan {
     const a = args ?? {};
     try {
       const named = this.keys.named(model, operation, a, context);
       const run = named.args ?? a;
-      if (context.within) return this.within(context.within, named, model, operation, run);
+      if (context.within) return this.within(context.within, named, model, operation);
       switch (named.kind) {
         case "one": {
           const plan: Plan = {
@@ -151,7 +151,6 @@ export class Planner {
           return this.keylessPlan(model, operation, run, named.hint, context);
       }
     } catch (error) {
-      if (error instanceof NeedsLookup) return { kind: "lookup", lookups: error.lookups };
       if (isShardkitError(error)) return { kind: "refuse", error };
       throw error;
     }
@@ -205,14 +204,13 @@ export class Planner {
       }
       return { kind: "scatter", targets, read, options };
     } catch (error) {
-      if (error instanceof NeedsLookup) return { kind: "lookup", lookups: error.lookups };
       if (isShardkitError(error)) return { kind: "refuse", error };
       throw error;
     }
   }
 
   /** Inside a transaction on `shard`: the operation runs there, or is refused if it names another shard. */
-  private within(shard: ShardIdentifier, named: Named, model: string, operation: string, args: Obj): Plan {
+  private within(shard: ShardIdentifier, named: Named, model: string, operation: string): Plan {
     const shards =
       named.kind === "one" ? [named.shard] : named.kind === "none" ? [] : [...named.byShard.keys()];
     const other = shards.find((s) => s !== shard);
@@ -222,8 +220,6 @@ export class Planner {
         [shard, other],
       );
     }
-    // A write whose where names no shard runs on the transaction's shard: what it writes must stay there.
-    if (named.kind === "none") this.keys.checkWrite(model, operation, args, shard);
     const plan: Plan = { kind: "shard", shard, database: this.placement.physicalOf(shard).index };
     if (named.args) plan.args = named.args;
     if (named.kind === "one" && named.claims) plan.claims = named.claims;

@@ -1,5 +1,5 @@
-import { InvalidShardedIdError, ShardedUUID, type ShardIdentifier, shardHash } from "@shardkit/id";
-import { DirectoryUnavailableError, NotInDirectoryError, UnsupportedShardOperationError } from "./errors.js";
+import type { ShardIdentifier } from "@shardkit/id";
+import { DirectoryUnavailableError, NotInDirectoryError } from "./errors.js";
 import type { ShardRef } from "./registry.js";
 
 /**
@@ -73,31 +73,6 @@ export function byHash(field: string, shards: readonly ShardRef[]): HashKey {
 /** A key routed by a directory lookup, cached (see `ShardDirectory`). */
 export function byDirectory(field: string, directory: ShardDirectory): DirectoryKey {
   return { by: "directory", field, directory };
-}
-
-/** A value's shard is in a directory the planner cannot read synchronously: look it up, then plan again. */
-export type Lookup =
-  /** A directory's answer. */
-  | { id: string; run(): Promise<unknown>; claim?: undefined }
-  /** The claim row of a value of a field unique across shards (read by the executor). */
-  | { id: string; claim: ClaimKey; run?: undefined };
-
-/** Where the claim of one value of a field unique across shards lives. */
-export interface ClaimKey {
-  /** `Model.field` */
-  scope: string;
-  /** The canonical value. */
-  value: string;
-  /** The logical shard the claim is placed on (by the value's hash). */
-  shard: ShardIdentifier;
-}
-
-/** Answers of lookups made for one call, by `Lookup.id`. */
-export type Resolved = ReadonlyMap<string, unknown>;
-
-/** Thrown by a key's `shardOf` when its answer needs a lookup; the planner turns it into a `lookup` plan. */
-export class NeedsLookup {
-  constructor(readonly lookups: Lookup[]) {}
 }
 
 /** A cached directory: fresh answers are read synchronously; the rest are looked up. */
@@ -191,98 +166,3 @@ export interface Legacy {
  * time: IDs made before the cut-over are legacy).
  */
 export type LegacyIds = ShardRef | { shard: ShardRef; uuidv7Before?: Date };
-
-/** The shard a key value names: a function that throws a ShardkitError, or `NeedsLookup`. */
-export type ShardOfValue = (value: unknown, resolved: Resolved | undefined) => ShardIdentifier;
-
-/** A UUID (any case) whose version is not 7. */
-const UUID_OF_ANOTHER_VERSION = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-689a-f][0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** The routing function of a ShardedUUID key, with legacy IDs sent to their declared shard. */
-export function idShardOf(
-  resolve: (shard: ShardIdentifier) => ShardIdentifier,
-  legacy: Legacy | undefined,
-): ShardOfValue {
-  if (!legacy)
-    return (value) => {
-      try {
-        return resolve(ShardedUUID.shardOf(value as string));
-      } catch (error) {
-        // A UUID of another version (an ID made before sharding): the error says how to route it.
-        if (typeof value === "string" && UUID_OF_ANOTHER_VERSION.test(value))
-          throw new InvalidShardedIdError(
-            value,
-            `version is ${value[14]}, expected 7: an ID made before sharding is routed only to a shard you name for such IDs, with the extension's \`legacy\` option (every model) or \`models.<Model>.legacy\``,
-          );
-        throw error;
-      }
-    };
-  const { shard, before } = legacy;
-  return (value) => {
-    if (ShardedUUID.isValid(value) && (before === undefined || ShardedUUID.timestampOf(value) >= before)) {
-      return resolve(ShardedUUID.shardOf(value));
-    }
-    if (typeof value === "string" && value.length > 0) return shard;
-    return resolve(ShardedUUID.shardOf(value as string)); // throws InvalidShardedIdError
-  };
-}
-
-/** The routing function of a routed key; `issues` collects what is wrong with its options. */
-export function routedShardOf(
-  key: RoutedKey,
-  at: string,
-  resolve: (shard: ShardRef) => ShardIdentifier,
-  issues: string[],
-): ShardOfValue | undefined {
-  switch (key.by) {
-    case "column": {
-      if (typeof key.shardOf !== "function") {
-        issues.push(`${at}.shardOf: expected a function (value) => shard`);
-        return undefined;
-      }
-      return (value) => resolve(key.shardOf(value));
-    }
-    case "hash": {
-      const shards: ShardIdentifier[] = [];
-      for (const [i, ref] of (Array.isArray(key.shards) ? key.shards : []).entries()) {
-        try {
-          shards.push(resolve(ref));
-        } catch (error) {
-          issues.push(`${at}.shards[${i}]: ${(error as Error).message}`);
-        }
-      }
-      if (shards.length === 0) {
-        issues.push(`${at}.shards: expected at least one registered shard`);
-        return undefined;
-      }
-      if (new Set(shards).size !== shards.length) issues.push(`${at}.shards: a shard is listed twice`);
-      const shardOf = shardHash(shards);
-      return (value) => shardOf(text(value));
-    }
-    case "directory": {
-      if (typeof key.directory?.lookup !== "function") {
-        issues.push(`${at}.directory.lookup: expected a function (value) => shard`);
-        return undefined;
-      }
-      const cache = new DirectoryCache(key.directory, key.field, resolve);
-      const id = `directory:${at}:`;
-      return (value, resolved) => {
-        const v = text(value);
-        const known = resolved?.get(id + v) ?? cache.fresh(v);
-        if (known !== undefined) return known as ShardIdentifier;
-        throw new NeedsLookup([{ id: id + v, run: () => cache.lookup(v) }]);
-      };
-    }
-    default:
-      issues.push(`${at}: expected a field name or byColumn(...), byHash(...) or byDirectory(...)`);
-      return undefined;
-  }
-}
-
-function text(value: unknown): string {
-  if (typeof value === "string") return value;
-  if (typeof value === "number" || typeof value === "bigint") return String(value);
-  throw new UnsupportedShardOperationError(
-    `a routed key value must be a string or a number, got ${typeof value}`,
-  );
-}

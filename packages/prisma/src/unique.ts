@@ -1,5 +1,4 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import type { ClaimKey } from "./strategies.js";
 
 /**
  * A field unique across shards (`models.User.unique: { email: true }`): each value is claimed by a
@@ -45,6 +44,16 @@ export function canonicalOf(options: UniqueField | true): (value: string) => str
     // Folding can undo a normalization (a decomposed letter's case pair): normalized once more.
     return form ? foldCase(normal).normalize(form) : foldCase(normal);
   };
+}
+
+/** Where the claim of one value of a field unique across shards lives. */
+export interface ClaimKey {
+  /** `Model.field` */
+  scope: string;
+  /** The canonical value. */
+  value: string;
+  /** The logical shard the claim is placed on (by the value's hash). */
+  shard: ShardIdentifier;
 }
 
 /**

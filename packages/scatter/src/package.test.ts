@@ -1,48 +1,14 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { checkPublishedPackage } from "@shardkit/vitest-config/quality";
+import { describePublishedPackage } from "@shardkit/vitest-config/published";
 import { describe, expect, it } from "vitest";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
-const idDir = fileURLToPath(new URL("../../id", import.meta.url));
 
-describe("published package", () => {
-  it("passes publint and are-the-types-wrong, and imports from ESM and CommonJS in a fresh project", () => {
-    const report = checkPublishedPackage(pkgDir, { alsoPack: [idDir] });
-    expect(report.name).toBe("@shardkit/scatter");
-    expect(report.publint).not.toMatch(/warning|error|suggestion/i);
-    expect(report.attw.ok, report.attw.output).toBe(true);
-    const api = [
-      "InvalidCursorError",
-      "InvalidScatterOptionsError",
-      "ScatterAbortedError",
-      "ScatterDeadlineError",
-      "ScatterError",
-      "ScatterFailedError",
-      "UnsortableValueError",
-      "UnsortedInputError",
-      "compareBy",
-      "decodeCursor",
-      "encodeCursor",
-      "isAfter",
-      "isShardkitError",
-      "keysetSql",
-      "keysetWhere",
-      "mergeAggregates",
-      "mergeGroupBy",
-      "mergePage",
-      "mergeSorted",
-      "normalizeOrderBy",
-      "planAggregate",
-      "planPage",
-      "positionOf",
-      "scatter",
-    ].sort();
-    expect(report.esm).toEqual(api);
-    expect(report.cjs).toEqual(api);
-  }, 120_000);
+describePublishedPackage(pkgDir);
 
+describe("README", () => {
   it("the README example is examples/pages.mjs verbatim, and it runs against the built package", () => {
     const example = readFileSync(`${pkgDir}/examples/pages.mjs`, "utf8");
     expect(readFileSync(`${pkgDir}/README.md`, "utf8")).toContain(example);

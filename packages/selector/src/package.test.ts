@@ -1,36 +1,16 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { checkPublishedPackage } from "@shardkit/vitest-config/quality";
+import { describePublishedPackage } from "@shardkit/vitest-config/published";
 import { describe, expect, it } from "vitest";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
-const idDir = fileURLToPath(new URL("../../id", import.meta.url));
 const run = (file: string) =>
   execFileSync("node", [file], { cwd: pkgDir, encoding: "utf8" }).trim().split("\n");
 
-describe("published package", () => {
-  it("passes publint and are-the-types-wrong, and imports from ESM and CommonJS in a fresh project", () => {
-    const report = checkPublishedPackage(pkgDir, { alsoPack: [idDir] });
-    expect(report.name).toBe("@shardkit/selector");
-    expect(report.publint).not.toMatch(/warning|error|suggestion/i);
-    expect(report.attw.ok, report.attw.output).toBe(true);
-    const api = [
-      "InvalidRoutingKeyError",
-      "InvalidPropertiesError",
-      "InvalidScorecardInputError",
-      "InvalidSelectorConfigError",
-      "MissingRoutingKeyError",
-      "NoGroupMatchError",
-      "SelectorError",
-      "analyzeShardKey",
-      "createShardSelector",
-      "isShardkitError",
-    ].sort();
-    expect(report.esm).toEqual(api);
-    expect(report.cjs).toEqual(api);
-  }, 120_000);
+describePublishedPackage(pkgDir);
 
+describe("README", () => {
   it("the README examples are examples/*.mjs verbatim, and they run against the built package", () => {
     const readme = readFileSync(`${pkgDir}/README.md`, "utf8");
     for (const file of ["examples/placement.mjs", "examples/scorecard.mjs"]) {
