@@ -2,7 +2,6 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { afterAll, describe, expect, it } from "vitest";
 import {
@@ -82,11 +81,8 @@ const byCode: Record<
 describeErrorRules({
   byCode,
   base: CreateShardkitError,
-  shardkitError: ShardkitError,
   guard: isShardkitError,
-  anyGuard: isAnyShardkitError,
   sourceDir: fileURLToPath(new URL(".", import.meta.url)),
-  forbidden: /\bnew (?:CreateShardkit|Type|Range|Syntax)?Error\(/,
 });
 
 describe("the errors' messages say what to do", () => {

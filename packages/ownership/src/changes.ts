@@ -1,6 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
-import { LOCKS } from "@shardkit/prisma/internal";
+import { LOCKS, retry } from "@shardkit/prisma/internal";
 import { EpochConflictError } from "./errors.js";
 import { type Raw, raw } from "./raw.js";
 import {
@@ -82,9 +82,10 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
    * nested) thus never wait on each other forever.
    */
   async locked<R>(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await raw(database).$transaction(
+    // A lock given way (lock_timeout): its holder is at work; waits grow to 200 ms, 100 tries in all.
+    return retry(
+      () =>
+        raw(database).$transaction(
           async (tx) => {
             await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${this.lockTimeoutMs}ms'`);
             // A changer frozen mid-change (a stalled host) never holds these locks for long.
@@ -95,12 +96,9 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
             return fn(tx);
           },
           { timeout: 60_000, maxWait: 30_000 },
-        );
-      } catch (error) {
-        if (attempt >= 100 || !gaveWay(error)) throw error;
-        await new Promise((r) => setTimeout(r, Math.random() * 20 * Math.min(attempt, 10)));
-      }
-    }
+        ),
+      { retries: 99, retryable: gaveWay, maxMs: 200 },
+    );
   }
 
   /**

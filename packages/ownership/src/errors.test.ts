@@ -1,5 +1,5 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { isShardkitError as isAnyShardkitError, ShardedId, ShardkitError } from "@shardkit/id";
+import { ShardedId } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
@@ -201,9 +201,6 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
 describeErrorRules({
   byCode,
   base: OwnershipError,
-  shardkitError: ShardkitError,
   guard: isShardkitError,
-  anyGuard: isAnyShardkitError,
   sourceDir: new URL(".", import.meta.url).pathname,
-  forbidden: /\bnew (?:Ownership|Type|Range|Syntax)?Error\(/,
 });

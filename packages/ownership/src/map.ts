@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
 import type { OwnershipHook, PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
-import { databaseIdentities, LOCKS } from "@shardkit/prisma/internal";
+import { databaseIdentities } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipChanges } from "./changes.js";
 import {
@@ -12,38 +12,16 @@ import {
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
+import { installFunctions, installing, recordUnrecorded } from "./install.js";
 import { completeSwitch, type LeaseOptions, ShardLease } from "./lease.js";
 import { type OwnershipRow, type OwnershipState, placeShards } from "./placement.js";
 import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
 import { refusalOf } from "./refusal.js";
-import {
-  type FencedTable,
-  FUNCTION_BODIES_SQL,
-  FUNCTIONS,
-  functionBody,
-  ownershipSchemaIssues,
-} from "./sql.js";
+import { type FencedTable, ownershipSchemaIssues } from "./sql.js";
 import { listedTableIssues, resolveTables } from "./tables.js";
 
 export type { Raw };
 export { raw };
-
-/**
- * How long a map waits for its databases, once they have answered, to install its functions and
- * record the configured placement: a lock never given, or a server that froze since, fails it.
- */
-const INSTALL_TIMEOUT_MS = 30_000;
-
-/** The deadline of the install and recording (`INSTALL_TIMEOUT_MS` from now). */
-function installing() {
-  return {
-    at: performance.now() + INSTALL_TIMEOUT_MS,
-    late: (database: string) =>
-      new DatabasesUnansweredError("the partition map could not be installed", [
-        { database, error: `no answer in ${INSTALL_TIMEOUT_MS} ms` },
-      ]),
-  };
-}
 
 /** One shard in the map: where routing sends it, at which epoch, and in what state. */
 export interface MapEntry {
@@ -133,13 +111,6 @@ const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
       (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
          FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed
   FROM "ShardOwnership" o`;
-
-/**
- * Serialises installing shardkit's functions and recording unrecorded shards within one database:
- * service instances opening their maps at the same moment would otherwise replace the same
- * function at once, which PostgreSQL refuses ("tuple concurrently updated").
- */
-const INSTALL = `SELECT pg_advisory_xact_lock(${LOCKS.install})::text AS locked`;
 
 /** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
 type Problem =
@@ -311,54 +282,9 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.installed.add(physical);
   }
 
-  /**
-   * Records the configured placement of every shard no database has a record of, as owned at epoch
-   * 1. Several openers at once record it once: each holds every database's install lock (taken in
-   * the order of their identities, the same in every process, so two openers never wait on each
-   * other in a circle) from the read of the records to its commit. A later opener reads the records
-   * the first one wrote and records nothing. Nothing unrecorded (the usual start): no lock.
-   */
+  /** Records the placement of the shards no database has a record of (see `recordUnrecorded`). */
   private async recordUnrecorded(): Promise<void> {
-    const databases = [...this.registry.physical].sort((a, b) =>
-      this.identityOf(a) < this.identityOf(b) ? -1 : 1,
-    );
-    const unrecorded = async (dbs: { physical: PhysicalShard<Client>; db: Raw }[]) => {
-      const recorded = new Set<number>();
-      for (const { db } of dbs) {
-        for (const row of await db.$queryRawUnsafe<Row[]>(`SELECT shard FROM "ShardOwnership"`)) {
-          recorded.add(row.shard);
-        }
-      }
-      return dbs.flatMap(({ physical, db }) =>
-        physical.shards.filter((s) => !recorded.has(s.bits)).map((shard) => ({ shard, db })),
-      );
-    };
-    const plain = databases.map((physical) => ({ physical, db: raw(physical) }));
-    if ((await unrecorded(plain)).length > 0) {
-      const holding = async (
-        i: number,
-        held: { physical: PhysicalShard<Client>; db: Raw }[],
-      ): Promise<void> => {
-        if (i === databases.length) {
-          for (const { shard, db } of await unrecorded(held)) {
-            await db.$executeRawUnsafe(
-              `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
-              shard.bits,
-            );
-          }
-          return;
-        }
-        const physical = databases[i]!;
-        await raw(physical).$transaction(
-          async (tx) => {
-            await tx.$queryRawUnsafe(INSTALL);
-            await holding(i + 1, [...held, { physical, db: tx }]);
-          },
-          { timeout: 30_000, maxWait: 10_000 },
-        );
-      };
-      await holding(0, []);
-    }
+    await recordUnrecorded(this.registry.physical, (p) => this.identityOf(p));
     this.recorded = true;
   }
 
@@ -897,29 +823,4 @@ function describeRecords<Client extends ShardClient>(
     list.filter((r) => r.shard === shard.bits).map((r) => `${p.name} ${r.state} at epoch ${r.epoch}`),
   );
   return held.length > 0 ? held.join(", ") : "none";
-}
-
-/**
- * Installs shardkit's functions in one database, each only when the database does not hold it as
- * this version has it. Replacing a function is an update of its catalog row, which two sessions
- * cannot do at once (PostgreSQL raises "tuple concurrently updated"): installers queue on the
- * database's install lock, and each checks again once it holds it, so the ones after the first
- * find the functions in place and change nothing.
- */
-async function installFunctions(db: Raw): Promise<void> {
-  const stale = async (reader: Raw) => {
-    const rows = await reader.$queryRawUnsafe<{ name: string; body: string }[]>(
-      FUNCTION_BODIES_SQL,
-      FUNCTIONS.map((f) => f.name),
-    );
-    return FUNCTIONS.filter((f) => !rows.some((r) => r.name === f.name && r.body === functionBody(f.create)));
-  };
-  if ((await stale(db)).length === 0) return;
-  await db.$transaction(
-    async (tx) => {
-      await tx.$queryRawUnsafe(INSTALL);
-      for (const f of await stale(tx)) await tx.$executeRawUnsafe(f.create);
-    },
-    { timeout: 30_000, maxWait: 10_000 },
-  );
 }

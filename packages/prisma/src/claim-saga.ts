@@ -6,6 +6,7 @@ import { type ClaimContext, checkClaims, holdClaims, releaseClaims, takeClaims }
 import { isNotFound } from "./owned.js";
 import { withCurrentOwner } from "./ownership.js";
 import type { Obj, Plan } from "./plan.js";
+import { retry } from "./retry.js";
 import type { Scope, ShardScopes, View } from "./scope.js";
 import { runInShardTransaction } from "./transaction.js";
 
@@ -94,30 +95,31 @@ export async function upsertClaimed(r: SagaRunner, view: View, model: string, ar
   // In a transaction, a failed statement (Prisma's P2002) has aborted it: only a claim lost before
   // the row was written (UniqueViolationError, no statement failed) may be followed by another round.
   const inTransaction = r.scope.getStore()?.kind === "tx";
-  for (let round = 1; ; round++) {
-    try {
-      return await r.route(view, model, "update", { ...shape, where, data: update ?? {} });
-    } catch (error) {
-      // The update's own values are claimed before its row is looked for: a value held elsewhere
-      // refuses the update, which only counts if there is a row to update.
-      const absent =
-        isNotFound(error) ||
-        (isShardkitError(error, "UNIQUE_VIOLATION") &&
-          (await r.route(view, model, "findUnique", { where })) === null);
-      if (!absent) throw error;
-    }
-    try {
+  const lost = (error: unknown) =>
+    isShardkitError(error, "UNIQUE_VIOLATION") ||
+    (!inTransaction && (error as { code?: unknown })?.code === "P2002");
+  let creating = false;
+  // A create that lost its value to another write: its row is updated next round. Two upserts of
+  // one new value that keep taking it from each other step apart, at random.
+  return retry(
+    async () => {
+      creating = false;
+      try {
+        return await r.route(view, model, "update", { ...shape, where, data: update ?? {} });
+      } catch (error) {
+        // The update's own values are claimed before its row is looked for: a value held elsewhere
+        // refuses the update, which only counts if there is a row to update.
+        const absent =
+          isNotFound(error) ||
+          (isShardkitError(error, "UNIQUE_VIOLATION") &&
+            (await r.route(view, model, "findUnique", { where })) === null);
+        if (!absent) throw error;
+      }
+      creating = true;
       return await r.route(view, model, "create", { ...shape, data: create ?? {} });
-    } catch (error) {
-      const lost =
-        isShardkitError(error, "UNIQUE_VIOLATION") ||
-        (!inTransaction && (error as { code?: unknown })?.code === "P2002");
-      if (!lost || round === UPSERT_ROUNDS) throw error;
-      // Another write took the value meanwhile: its row is updated next round. Two upserts of
-      // one new value that keep taking it from each other step apart, at random.
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * round));
-    }
-  }
+    },
+    { retries: UPSERT_ROUNDS - 1, retryable: (error) => creating && lost(error) },
+  );
 }
 
 /**

@@ -1,11 +1,6 @@
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { PrismaPg } from "@prisma/adapter-pg";
-import {
-  isShardkitError as isAnyShardkitError,
-  ShardedId,
-  ShardIdentifier,
-  ShardkitError,
-} from "@shardkit/id";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { describeErrorRules } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
@@ -237,9 +232,6 @@ function routedBy(key: ReturnType<typeof byDirectory>) {
 describeErrorRules({
   byCode,
   base: ShardRoutingError,
-  shardkitError: ShardkitError,
   guard: isShardkitError,
-  anyGuard: isAnyShardkitError,
   sourceDir: new URL(".", import.meta.url).pathname,
-  forbidden: /\bnew (?:ShardRouting|Type|Range|Syntax)?Error\(/,
 });

@@ -168,6 +168,12 @@ export class Executor implements ScatterRunner, SagaRunner {
       : view?.scatter
         ? { scatter: view.scatter }
         : NO_CONTEXT;
+    if (!this.planner.keys.mayLookUp) {
+      // No key of this client can wait on a lookup (the usual case): planned at once.
+      const plan = this.planner.plan(model, operation, args, context);
+      const run = this.runPlan(plan, { view, tx, model, operation, args, context });
+      return this.traced(trace, run, plan, model, operation);
+    }
     const planned = this.resolve(
       view,
       context,

@@ -76,6 +76,9 @@ const delegateKeys = new Map<string, string>();
 
 type Resolve = (shard: ShardIdentifier) => ShardIdentifier;
 
+/** The answers of a call of a client none of whose keys can wait on a lookup: always empty. */
+const NO_ANSWERS: Resolved = new Map();
+
 /**
  * Every model's shard keys, compiled from the routing options (problems listed in `issues`), and
  * the two readings of a call: `lookups` (what must be fetched first) and `named` (its shards).
@@ -199,8 +202,13 @@ export class KeyRouting implements KeySchema {
    * and unknown shards. Every lookup it needs must be answered in `context.resolved` (see `lookups`).
    */
   named(model: string, operation: string, args: Obj, context: KeyContext = {}): Named {
-    const reading = { within: context.within, resolved: context.resolved ?? new Map(), pending: undefined };
-    return new KeyReader(this, reading).read(model, operation, args);
+    // Without a key that can wait on a lookup, nothing is ever written to the answers: one empty map serves.
+    const resolved = context.resolved ?? (this.mayLookUp ? new Map() : NO_ANSWERS);
+    return new KeyReader(this, { within: context.within, resolved, pending: undefined }).read(
+      model,
+      operation,
+      args,
+    );
   }
 
   /**

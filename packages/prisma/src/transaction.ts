@@ -1,6 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, UnsupportedShardOperationError } from "./errors.js";
 import { withCurrentOwner } from "./ownership.js";
+import { retry } from "./retry.js";
 import type { ShardScopes, View } from "./scope.js";
 import { isTransientTransactionError } from "./unavailable.js";
 
@@ -55,8 +56,6 @@ export async function runInShardTransaction<R>(
     );
   }
   const { placement } = executor.planner;
-  const retries = options.retries ?? 0;
-  let lost = 0;
   // A former owner refuses the transaction's writes (a partition map's fence): refresh and run it
   // again at the current owner, like a lost race but counted apart (the hook bounds it).
   return withCurrentOwner(
@@ -64,20 +63,18 @@ export async function runInShardTransaction<R>(
     async () => {
       const admitted = placement.ownership?.admit?.(shard, { write: true });
       if (admitted) await admitted;
-      for (;;) {
-        const database = placement.physicalOf(shard).index;
-        try {
+      // A lost race (deadlock, serialization failure, no slot in time): a new transaction, after a wait.
+      return retry(
+        () => {
+          const database = placement.physicalOf(shard).index;
           const begin = placement.ownership?.begin;
-          return await inDatabaseTransaction(view, database, options, async (tx) => {
+          return inDatabaseTransaction(view, database, options, async (tx) => {
             if (begin) await executor.bounded(database, () => begin(tx, shard));
             return inShard(executor, tx, shard, fn, view);
           });
-        } catch (error) {
-          if (lost >= retries || !isTransientTransactionError(error)) throw error;
-          const wait = Math.min(500, 10 * 2 ** lost++) * (0.5 + Math.random());
-          await new Promise((resolve) => setTimeout(resolve, wait));
-        }
-      }
+        },
+        { retries: options.retries ?? 0, retryable: isTransientTransactionError },
+      );
     },
     executor.telemetry,
   );
