@@ -173,14 +173,16 @@ export class ActionUnit<Client extends ShardClient> {
     }
     const a = (args ?? {}) as Obj;
     // A staged write names its shard, also in single-database mode (where a keyless call would run).
-    if (planner.lookups(model, operation, a, { allowCrossShard: true }).length > 0) {
+    // One map of answers for the three readings: a directory answer cached now is the one planned with.
+    const resolved = new Map<string, unknown>();
+    if (planner.lookups(model, operation, a, { allowCrossShard: true, resolved }).length > 0) {
       throw new UnsupportedShardOperationError(
         `${model}.${operation} is routed by a directory or a claim that is not cached: stage it with a key that names its shard, or run it outside $action`,
       );
     }
-    const named = planner.keys.named(model, operation, a);
+    const named = planner.keys.named(model, operation, a, { resolved });
     if (named.kind === "none") throw new ShardKeyRequiredError(model, operation, named.hint);
-    const plan = planner.plan(model, operation, a, { allowCrossShard: true });
+    const plan = planner.plan(model, operation, a, { allowCrossShard: true, resolved });
     let targets: PlanTarget[];
     switch (plan.kind) {
       case "refuse":

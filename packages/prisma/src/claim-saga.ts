@@ -87,7 +87,7 @@ export function claimsIn(r: ShardScopes, model: string, args: Obj): boolean {
  * each routed and claimed as on its own: the update of the row `where` finds (through its claim
  * when `where` names the field), else the create. A create that loses its value to a row written
  * meanwhile (the other half of two concurrent upserts) is an update of that row after all; a value
- * still lost after three rounds throws `UniqueViolationError`. Not one statement: the row is found,
+ * still lost after four rounds throws `UniqueViolationError`. Not one statement: the row is found,
  * then written, as two calls (a claim has to be taken before its row).
  */
 export async function upsertClaimed(r: SagaRunner, view: View, model: string, args: Obj): Promise<unknown> {

@@ -146,11 +146,12 @@ export class Executor implements ScatterRunner, SagaRunner {
     if (!tx) {
       const scope = this.scope.getStore();
       if (scope?.kind === "staging" && WRITES.has(operation)) {
-        return lazyReject(
+        const refused = lazyReject(
           new UnsupportedShardOperationError(
             `${model}.${operation} inside $action runs immediately and outside the action's transaction; stage it (unit.${operation}("${delegateKey(model)}", args)) instead`,
           ),
         );
+        return this.traced(trace, refused, undefined, model, operation);
       }
       if (operation === "upsert" && view && args && claimsIn(this, model, args)) {
         const routed = view;
@@ -187,7 +188,7 @@ export class Executor implements ScatterRunner, SagaRunner {
     const later = planned.plan;
     const run = lazy(async () => {
       const plan = await later();
-      if (trace) this.tracing?.noteLookup(plan);
+      this.tracing?.noteLookup(plan);
       return this.runPlan(plan, call);
     });
     return this.traced(trace, run, undefined, model, operation);

@@ -2,7 +2,12 @@
 // IDs filled in for new rows, the claims a write takes. One reader per reading of a call; it knows
 // nothing of databases or of Prisma's client.
 import { ShardIdentifier } from "@shardkit/id";
-import { CrossShardError, ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
+import {
+  CrossShardError,
+  isShardkitError,
+  ShardKeyRequiredError,
+  UnsupportedShardOperationError,
+} from "./errors.js";
 import {
   type KeySchema,
   type ModelKeys,
@@ -50,14 +55,19 @@ type Found = { field: string; shard: ShardIdentifier };
 /** One reading of one call (see `Reading`). */
 export class KeyReader implements NestedReader {
   readonly gathering: boolean;
-  /** Keys met whose lookup is not answered (gathering only). */
-  private misses = 0;
+  /**
+   * Lookups met and not answered, in order. Those a decision needs (no other key named the shard)
+   * are kept (`needed`); those another key made moot are forgotten (`unneeded`).
+   */
+  private readonly waiting: Lookup[] = [];
+  /** How many of `waiting` a decision has needed. */
+  private committed = 0;
 
   constructor(
     readonly schema: KeySchema,
     private readonly reading: Reading,
   ) {
-    this.gathering = reading.pending !== undefined;
+    this.gathering = reading.gathering;
   }
 
   /**
@@ -81,24 +91,56 @@ export class KeyReader implements NestedReader {
     return named;
   }
 
-  /** The shard a row's key value names; undefined while its lookup is pending (gathering only). */
-  shardOf(model: string, field: string, value: unknown): ShardIdentifier | undefined {
-    const key = this.schema.models.get(model)!.keys.find((k) => k.field === field)!;
-    const answer = key.shardOf(value, this.reading.resolved);
-    return answer instanceof ShardIdentifier ? answer : this.unanswered(answer);
+  /**
+   * Gathering: every lookup the call needs, each once. A reading stopped by bad input keeps those
+   * needed before it (planning stops at the same input, with those answered).
+   */
+  gather(model: string, operation: string, args: Obj): Lookup[] {
+    try {
+      this.read(model, operation, args);
+    } catch (error) {
+      if (!isShardkitError(error)) throw error;
+    }
+    const byId = new Map<string, Lookup>();
+    for (const lookup of this.waiting.slice(0, this.committed))
+      if (!byId.has(lookup.id)) byId.set(lookup.id, lookup);
+    return [...byId.values()];
   }
 
-  /** Gathering: lists `lookup`. Planning: a lookup the resolve step missed is a defect, said as such. */
-  private unanswered(lookup: Lookup): undefined {
-    const pending = this.reading.pending;
-    if (!pending) {
+  /** The shard a nested write's key names; undefined while its lookup is gathered (gathering only). */
+  shardOf(model: string, field: string, value: unknown): ShardIdentifier | undefined {
+    const mark = this.waiting.length;
+    const shard = this.keyShard(model, field, value);
+    if (shard === undefined) this.needed(mark);
+    return shard;
+  }
+
+  /** The shard a key value names, or undefined with its lookup listed (whether it is needed is decided by the caller). */
+  private keyShard(model: string, field: string, value: unknown): ShardIdentifier | undefined {
+    const key = this.schema.models.get(model)!.keys.find((k) => k.field === field)!;
+    const answer = key.shardOf(value, this.reading.resolved);
+    if (answer instanceof ShardIdentifier) return answer;
+    this.waiting.push(answer);
+    return undefined;
+  }
+
+  /**
+   * The lookups listed since `mark` decide the call. Gathering: kept. Planning: one the resolve step
+   * missed is a defect, said as such (never a guess).
+   */
+  private needed(mark: number): Named {
+    if (!this.gathering) {
       throw new UnsupportedShardOperationError(
-        `internal: the lookup ${lookup.id} was not answered before the call was planned`,
+        `internal: the lookup ${this.waiting[mark]!.id} was not answered before the call was planned`,
       );
     }
-    this.misses++;
-    if (!pending.some((p) => p.id === lookup.id)) pending.push(lookup);
-    return undefined;
+    this.committed = this.waiting.length;
+    return PENDING;
+  }
+
+  /** The lookups listed since `mark` decide nothing (another key named the shard): forgotten. */
+  private unneeded(mark: number): void {
+    this.waiting.length = Math.max(mark, this.committed);
   }
 
   private readTop(model: string, operation: string, args: Obj): Named {
@@ -188,7 +230,8 @@ export class KeyReader implements NestedReader {
   /** The claims a write of `data` to `model` on `shard` takes for its row `ownerId`. */
   private claimsOf(model: string, data: Obj, shard: ShardIdentifier, ownerId: unknown): Claim[] {
     const spec = this.schema.models.get(model);
-    if (!spec || spec.unique.size === 0) return [];
+    // A claim needs no lookup, and a new row's ID is filled in only when planning.
+    if (!spec || spec.unique.size === 0 || this.gathering) return [];
     const claims: Claim[] = [];
     for (const { unique } of spec.unique.values()) {
       const stored = scalarValue(data[unique.field]);
@@ -208,44 +251,48 @@ export class KeyReader implements NestedReader {
     if (keys.length === 0)
       return { kind: "none", hint: `${model} has no shard key fields; run it with $shard(...)` };
     const found: Found[] = [];
-    const misses = this.misses;
+    const mark = this.waiting.length;
     if (data && typeof data === "object") {
       for (const key of keys) {
         const value = scalarValue((data as Obj)[key]);
         if (value !== undefined) this.found(model, key, value, found);
       }
     }
-    if (found.length === 0 && this.misses > misses) return PENDING;
-    if (found.length === 0) {
-      return {
-        kind: "none",
-        hint: `data has none of its key fields (${keys.join(", ")}); generate the ID with ShardedId.generate or ShardedId.colocatedWith`,
-      };
+    if (found.length > 0) {
+      this.unneeded(mark);
+      return this.agree(model, operation, found);
     }
-    return this.agree(model, operation, found);
+    if (this.waiting.length > mark) return this.needed(mark);
+    return {
+      kind: "none",
+      hint: `data has none of its key fields (${keys.join(", ")}); generate the ID with ShardedId.generate or ShardedId.colocatedWith`,
+    };
   }
 
-  /** Reads one key value into `found` (unless its lookup is pending). */
+  /** Reads one key value into `found` (unless its lookup is not answered: then it is listed). */
   private found(model: string, field: string, value: unknown, found: Found[]): void {
-    const shard = this.shardOf(model, field, value);
+    const shard = this.keyShard(model, field, value);
     if (shard) found.push({ field, shard });
   }
 
   private fromWhere(model: string, where: unknown, operation: string): Named {
     const keys = this.schema.models.get(model)?.names ?? [];
     const eq: Found[] = [];
-    const misses = this.misses;
+    const mark = this.waiting.length;
     const inList = keys.length > 0 ? this.collect(model, keys, where, true, eq, undefined) : undefined;
-    if (eq.length > 0) return this.agree(model, operation, eq);
-    if (this.misses > misses) return PENDING;
+    if (eq.length > 0) {
+      this.unneeded(mark);
+      return this.agree(model, operation, eq);
+    }
+    if (this.waiting.length > mark) return this.needed(mark);
     if (inList) {
       const { field, values } = inList;
       const byShard = new Map<ShardIdentifier, unknown[]>();
       for (const value of values) {
-        const shard = this.shardOf(model, field, value);
+        const shard = this.keyShard(model, field, value);
         if (shard) push(byShard, shard, value);
       }
-      if (this.misses > misses) return PENDING;
+      if (this.waiting.length > mark) return this.needed(mark);
       if (byShard.size === 0) return { kind: "none", hint: `where.${field}.in is empty` };
       if (byShard.size === 1) return { kind: "one", shard: byShard.keys().next().value! };
       return { kind: "in", field, byShard };
@@ -276,7 +323,10 @@ export class KeyReader implements NestedReader {
             : undefined;
       if (typeof raw !== "string") continue;
       const answer = key.shardOf(raw, this.reading.resolved);
-      if (!(answer instanceof ShardIdentifier)) return this.unanswered(answer) ?? PENDING;
+      if (!(answer instanceof ShardIdentifier)) {
+        this.waiting.push(answer);
+        return this.needed(this.waiting.length - 1);
+      }
       const record = key.claimOf(raw, this.reading.resolved);
       if (!record) return { kind: "one", shard: answer };
       return {

@@ -3,7 +3,7 @@
 import { ShardIdentifier } from "@shardkit/id";
 import type { Obj } from "./plan.js";
 import type { ShardRef } from "./registry.js";
-import type { Lookup, Resolved, ShardKey, UniqueKey } from "./shard-key.js";
+import type { Resolved, ShardKey, UniqueKey } from "./shard-key.js";
 import type { Legacy } from "./strategies.js";
 import type { Claim, UniqueSpec } from "./unique.js";
 
@@ -35,17 +35,17 @@ export interface KeySchema {
 }
 
 /**
- * What one reading of a call's arguments is made in. Its resolve step reads with `pending` set: a
- * key whose lookup is not answered yet is listed there and the reading goes on, so every lookup
- * the call needs is found in one pass. Its plan reads with `pending` unset, once they are answered.
+ * What one reading of a call's arguments is made in. Its resolve step reads `gathering`: a key
+ * whose lookup is not answered yet is listed, the reading goes on, and the lookups a decision needs
+ * (no other key named the shard) are the call's. Its plan reads once they are answered.
  */
 export interface Reading {
   /** Inside a transaction on this shard. */
   within: ShardIdentifier | undefined;
   /** The answers of the call's lookups. */
   resolved: Resolved;
-  /** Set while gathering the call's lookups. */
-  pending: Lookup[] | undefined;
+  /** The resolve step's reading. */
+  gathering: boolean;
 }
 
 /**

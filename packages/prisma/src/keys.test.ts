@@ -1,6 +1,7 @@
 import { InvalidShardedIdError, ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { ActionUnit } from "./action.js";
 import {
   CrossShardError,
   DirectoryUnavailableError,
@@ -9,6 +10,7 @@ import {
   ShardKeyRequiredError,
   UnsupportedShardOperationError,
 } from "./errors.js";
+import { Executor } from "./executor.js";
 import type { DataModel } from "./internals.js";
 import type { Obj, Plan } from "./plan.js";
 import { Planner, type PlannerOptions } from "./planner.js";
@@ -428,9 +430,42 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
     // Each value asked once: an answer is cached for the next call.
     expect(asked.sort()).toEqual(["c1", "o1", "o3", "o4", "o5", "o6"]);
     expect(d.lookups("Post", "findFirst", { where: { title: "o6" } })).toEqual([]);
+    // A key another key made moot is not looked up: the row's id names the shard.
+    const byId = d.lookups("Post", "findFirst", { where: { id: id(S.b), title: "never-asked" } });
+    expect(byId).toEqual([]);
+    expect(
+      shardPlan(d.plan("Post", "findFirst", { where: { id: id(S.b), title: "never-asked" } })).shard,
+    ).toBe(S.b);
+    expect(asked).not.toContain("never-asked");
+    // $action stages synchronously: a write whose directory answer is not cached is refused, saying so.
+    const unit = new ActionUnit(new Executor(d));
+    expect(() => unit.create("post" as never, { data: { title: "o9" } } as never)).toThrow(
+      UnsupportedShardOperationError,
+    );
+    expect(() => unit.create("post" as never, { data: { title: "o9" } } as never)).toThrow(/not cached/);
+    expect(unit.create("post" as never, { data: { title: "o1" } } as never).shards).toEqual([S.b]);
     // Bad input before any lookup: no lookup, and the plan refuses it.
     expect(d.lookups("Post", "findFirst", { where: { id: "not-an-id", title: "o9" } })).toEqual([]);
     expect(d.plan("Post", "findFirst", { where: { id: "not-an-id", title: "o9" } }).kind).toBe("refuse");
+  });
+
+  it("a create that claims a unique value and nests a directory-routed row: its lookup is found before planning", async () => {
+    const d = make({
+      models: {
+        User: { ...users, unique: { email: true } },
+        Post: {
+          keys: ["id", "authorId", byDirectory("title", { lookup: (v) => (v === "o7" ? "1/0" : null) })],
+        },
+      },
+    });
+    const args = { data: { name: "eu", email: "ana@x", posts: { create: { title: "o7" } } } };
+    const resolved = new Map<string, unknown>();
+    const lookups = d.lookups("User", "create", args, { resolved });
+    expect(lookups).toHaveLength(1);
+    resolved.set(lookups[0]!.id, await lookups[0]!.run!());
+    const plan = shardPlan(d.plan("User", "create", args, { resolved }));
+    expect(plan.shard).toBe(S.c);
+    expect(plan.claims?.map((c) => c.value)).toEqual(["ana@x"]);
   });
 
   it("a directory that is down: stale answers are used up to staleMs, then its keys fail alone", async () => {

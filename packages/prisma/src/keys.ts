@@ -2,7 +2,7 @@
 // each), its placement and its fields unique across shards. A call's keys are read by a
 // `KeyReader`: first to gather the lookups the call needs (its resolve step), then to name its shards.
 import { ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
-import { isShardkitError, UnsupportedShardOperationError } from "./errors.js";
+import { UnsupportedShardOperationError } from "./errors.js";
 import type { DataModel } from "./internals.js";
 import { KeyReader } from "./key-reader.js";
 import { type KeySchema, type ModelKeys, type Named, shardOfRef } from "./key-schema.js";
@@ -204,7 +204,7 @@ export class KeyRouting implements KeySchema {
   named(model: string, operation: string, args: Obj, context: KeyContext = {}): Named {
     // Without a key that can wait on a lookup, nothing is ever written to the answers: one empty map serves.
     const resolved = context.resolved ?? (this.mayLookUp ? new Map() : NO_ANSWERS);
-    return new KeyReader(this, { within: context.within, resolved, pending: undefined }).read(
+    return new KeyReader(this, { within: context.within, resolved, gathering: false }).read(
       model,
       operation,
       args,
@@ -213,19 +213,14 @@ export class KeyRouting implements KeySchema {
 
   /**
    * What must be fetched before `model.operation(args)` can be named: every directory answer and
-   * claim row its keys wait on, found in one reading (none when no key can need one). A reading
-   * that meets bad input stops there: `named` refuses the call with the same error.
+   * claim row a decision waits on (a key another key made moot is not asked), found in one
+   * reading, each once; none when no key can need one. Cached directory answers are recorded in
+   * `context.resolved`, for the plan to use.
    */
   lookups(model: string, operation: string, args: Obj, context: KeyContext = {}): Lookup[] {
     if (!this.mayLookUp) return [];
-    const pending: Lookup[] = [];
-    const reading = { within: context.within, resolved: context.resolved ?? new Map(), pending };
-    try {
-      new KeyReader(this, reading).read(model, operation, args);
-    } catch (error) {
-      if (!isShardkitError(error)) throw error;
-    }
-    return pending;
+    const reading = { within: context.within, resolved: context.resolved ?? new Map(), gathering: true };
+    return new KeyReader(this, reading).gather(model, operation, args);
   }
 
   /** A field unique across shards by scope (`Model.field`), with its model's ShardedUUID id field. */

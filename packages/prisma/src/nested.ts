@@ -10,7 +10,7 @@ export interface NestedReader {
   readonly schema: KeySchema;
   /** The call's lookups are being gathered: nothing is filled in, nothing compared to a pending key. */
   readonly gathering: boolean;
-  /** The shard a key value names; undefined while its lookup is pending (gathering only). */
+  /** The shard a key value names; undefined while its lookup is gathered (gathering only). */
   shardOf(model: string, field: string, value: unknown): ShardIdentifier | undefined;
 }
 
