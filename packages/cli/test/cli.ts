@@ -4,7 +4,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll } from "vitest";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { createDatabase, dropDatabase } from "@shardkit/test-db";
+import { afterAll, beforeAll } from "vitest";
 
 export const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 export const SCHEMA = fileURLToPath(new URL("./schema.prisma", import.meta.url));
@@ -52,4 +55,36 @@ export function configFile(name: string, config: unknown): string {
   const path = join(scratch, `${name}.json`);
   writeFileSync(path, JSON.stringify(config, null, 2));
   return path;
+}
+
+/**
+ * This test file's databases, one per key on the server at its port, made with the test schema
+ * before the file's tests and dropped after them. Their names (`sk_cli_<file>_<key>_<pid>`) are the
+ * file's own, so runs beside this one never share one. The URLs are filled in before the tests run.
+ */
+export function testDatabases<K extends string>(
+  file: string,
+  ports: Record<K, number>,
+): { names: Record<K, string>; urls: Record<K, string> } {
+  const keys = Object.keys(ports) as K[];
+  const names = Object.fromEntries(keys.map((k) => [k, `sk_cli_${file}_${k}_${process.pid}`])) as Record<
+    K,
+    string
+  >;
+  const urls = {} as Record<K, string>;
+  beforeAll(async () => {
+    const made = await Promise.all(keys.map((k) => createDatabase(ports[k], names[k])));
+    keys.forEach((k, i) => {
+      urls[k] = made[i]!;
+    });
+    await rolloutSchema({
+      schema: SCHEMA,
+      targets: keys.map((k) => ({ name: k, adapter: new PrismaPg({ connectionString: urls[k] }) })),
+      onProgress: () => {},
+    });
+  });
+  afterAll(async () => {
+    await Promise.all(keys.map((k) => dropDatabase(ports[k], names[k])));
+  });
+  return { names, urls };
 }

@@ -1,31 +1,15 @@
-import { PrismaPg } from "@prisma/adapter-pg";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
+import { describe, expect, it } from "vitest";
+import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
 
 // Three databases with one schema; the machine's server runs with wal_level = replica.
-const names = ["a", "b", "c"].map((k) => `sk_cli_doctor_${k}_${process.pid}`);
-let urls: string[] = [];
-
-beforeAll(async () => {
-  urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
-  await rolloutSchema({
-    schema: SCHEMA,
-    targets: urls.map((url, i) => ({ name: names[i]!, adapter: new PrismaPg({ connectionString: url }) })),
-    onProgress: () => {},
-  });
-});
-
-afterAll(async () => {
-  for (const name of names) await dropDatabase(MAIN_PORT, name);
-});
+const { urls } = testDatabases("doctor", { a: MAIN_PORT, b: MAIN_PORT, c: MAIN_PORT });
 
 const three = () => [
-  { group: 0, member: 0, url: urls[0]!, pool: 5 },
-  { group: 0, member: 1, url: urls[1]!, pool: 5 },
-  { group: 0, member: 2, url: urls[2]!, pool: 5 },
+  { group: 0, member: 0, url: urls.a, pool: 5 },
+  { group: 0, member: 1, url: urls.b, pool: 5 },
+  { group: 0, member: 2, url: urls.c, pool: 5 },
 ];
 
 describe("shardkit doctor", () => {
@@ -41,23 +25,25 @@ describe("shardkit doctor", () => {
     expect(run.stdout).toMatch(/^budget\s+ok\s+15 of \d+ connections on server /m);
     expect(run.stdout).toMatch(/^wal_level\s+warning\s+3 of 3 databases not logical$/m);
     expect(run.stdout).toMatch(/^drift\s+ok\s+3 databases, one schema$/m);
-    expect(run.stdout).toContain(`warning: wal_level: wal_level is not logical on ${urls[0]} (replica)`);
+    expect(run.stdout).toContain(`warning: wal_level: wal_level is not logical on ${urls.a} (replica)`);
     expect(run.stdout).toMatch(/no problems found\n$/);
     expect(strict.code).toBe(1);
     const report = JSON.parse(strict.stdout);
     expect(report).toMatchObject({ ok: false, strict: true, drift: { differences: [] } });
-    expect(report.walLevels).toEqual(urls.map((database) => ({ database, walLevel: "replica" })));
+    expect(report.walLevels).toEqual(
+      Object.values(urls).map((database) => ({ database, walLevel: "replica" })),
+    );
   });
 
   it("finds a database listed twice, pools over the server's budget and schema drift; exit 1", async () => {
-    const client = new pg.Client({ connectionString: urls[2] });
+    const client = new pg.Client({ connectionString: urls.c });
     await client.connect();
     await client.query(`ALTER TABLE "Wallet" ADD COLUMN note text`);
     await client.query(`ALTER TABLE "Wallet" ALTER COLUMN balance TYPE bigint`);
     await client.query(`DROP TABLE "ShardMove"`);
     await client.end();
     // Shard 0/3 names database a again, spelled another way.
-    const twice = urls[0]!.replace("postgresql://", "postgres://").replace("127.0.0.1", "localhost");
+    const twice = urls.a.replace("postgresql://", "postgres://").replace("127.0.0.1", "localhost");
     const config = configFile("doctor-bad", [...three(), { group: 0, member: 3, url: twice, pool: 5 }]);
     const [run, json] = await Promise.all([
       shardkit(["doctor", "--config", config, "--instances", "10", ...SLOW]),
@@ -66,7 +52,7 @@ describe("shardkit doctor", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/^distinct\s+FAIL\s+1 database listed twice/m);
     expect(run.stdout).toContain(
-      `error: distinct: ${twice} (shards 0/3) is the same database as ${urls[0]} (shards 0/0)`,
+      `error: distinct: ${twice} (shards 0/3) is the same database as ${urls.a} (shards 0/0)`,
     );
     expect(run.stdout).toMatch(/^budget\s+FAIL\s+200 of \d+ connections/m);
     expect(run.stdout).toMatch(
@@ -74,16 +60,16 @@ describe("shardkit doctor", () => {
     );
     expect(run.stdout).toMatch(/^drift\s+FAIL\s+1 of 4 databases differ from the others$/m);
     expect(run.stdout).toContain(
-      `error: drift: ${urls[2]} differs from the schema of 3 databases (${urls[0]}, ...): missing table ShardMove; extra column Wallet.note; changed column Wallet.balance: bigint not null default 0 <> integer not null default 0`,
+      `error: drift: ${urls.c} differs from the schema of 3 databases (${urls.a}, ...): missing table ShardMove; extra column Wallet.note; changed column Wallet.balance: bigint not null default 0 <> integer not null default 0`,
     );
     expect(run.stdout).toMatch(/3 problems found\n$/);
     expect(json.code).toBe(1);
     const report = JSON.parse(json.stdout);
     expect(report.drift).toEqual({
-      reference: [urls[0], urls[1], twice],
+      reference: [urls.a, urls.b, twice],
       differences: [
         {
-          database: urls[2],
+          database: urls.c,
           missing: ["table ShardMove"],
           extra: ["column Wallet.note"],
           changed: ["column Wallet.balance: bigint not null default 0 <> integer not null default 0"],

@@ -1,31 +1,15 @@
-import { PrismaPg } from "@prisma/adapter-pg";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
 import { LIVE } from "./clusters.js";
 import { rowsPerShard, seed } from "./seed.js";
 
 // A live move needs logical replication: two clusters with wal_level = logical (test/clusters.ts).
 const { source: SOURCE, target: TARGET } = LIVE;
-const names = { a: `sk_cli_live_a_${process.pid}`, e: `sk_cli_live_e_${process.pid}` };
-const urls = { a: "", e: "" };
+const { urls } = testDatabases("live", { a: SOURCE.port, e: TARGET.port });
 let config = "";
 
 beforeAll(async () => {
-  [urls.a, urls.e] = await Promise.all([
-    createDatabase(SOURCE.port, names.a),
-    createDatabase(TARGET.port, names.e),
-  ]);
-  await rolloutSchema({
-    schema: SCHEMA,
-    targets: Object.entries(urls).map(([name, url]) => ({
-      name,
-      adapter: new PrismaPg({ connectionString: url }),
-    })),
-    onProgress: () => {},
-  });
   await seed(urls.a, { "0/0": 40, "0/1": 60 });
   config = configFile("move-live", {
     shards: [
@@ -34,10 +18,6 @@ beforeAll(async () => {
     ],
     databases: [{ url: urls.e }],
   });
-});
-
-afterAll(async () => {
-  await Promise.all([dropDatabase(SOURCE.port, names.a), dropDatabase(TARGET.port, names.e)]);
 });
 
 describe("shardkit move: live", () => {

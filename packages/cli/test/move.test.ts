@@ -1,17 +1,14 @@
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { PartitionMap } from "@shardkit/ownership";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { findDatabase, openConfig } from "../src/config.js";
-import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
+import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
 import { rowsPerShard, seed } from "./seed.js";
 
 // Offline moves on the machine's server (no logical replication needed): a holds 0/0 and 0/1, e is a spare.
-const names = { a: `sk_cli_move_a_${process.pid}`, e: `sk_cli_move_e_${process.pid}` };
-const urls = { a: "", e: "" };
+const { names, urls } = testDatabases("move", { a: MAIN_PORT, e: MAIN_PORT });
 let config = "";
 // Only the app's table: the outbox (shardkit's own) is added by the partition map, as the output shows.
 const TABLES = ["--table", "Wallet"];
@@ -20,16 +17,6 @@ const moveTo = (to: string, ...extra: string[]) =>
   shardkit(["move", "0/1", "--config", config, "--to", to, ...TABLES, ...extra]);
 
 beforeAll(async () => {
-  urls.a = await createDatabase(MAIN_PORT, names.a);
-  urls.e = await createDatabase(MAIN_PORT, names.e);
-  await rolloutSchema({
-    schema: SCHEMA,
-    targets: Object.entries(urls).map(([name, url]) => ({
-      name,
-      adapter: new PrismaPg({ connectionString: url }),
-    })),
-    onProgress: () => {},
-  });
   await seed(urls.a, { "0/0": 20, "0/1": 30 });
   config = configFile("move", {
     shards: [
@@ -38,10 +25,6 @@ beforeAll(async () => {
     ],
     databases: [{ url: urls.e }],
   });
-});
-
-afterAll(async () => {
-  for (const name of Object.values(names)) await dropDatabase(MAIN_PORT, name);
 });
 
 async function ownershipRows(url: string) {

@@ -1,27 +1,18 @@
 import { createServer } from "node:net";
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { configFile, SCHEMA, shardkit } from "./cli.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { configFile, shardkit, testDatabases } from "./cli.js";
 
-const names = ["a", "b"].map((k) => `sk_cli_redrive_${k}_${process.pid}`);
-let urls: string[] = [];
+const { urls } = testDatabases("redrive", { a: MAIN_PORT, b: MAIN_PORT });
 let config = "";
 const ids = { a: [] as string[], b: [] as string[] };
 
 beforeAll(async () => {
-  urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
-  await rolloutSchema({
-    schema: SCHEMA,
-    targets: urls.map((url, i) => ({ name: names[i]!, adapter: new PrismaPg({ connectionString: url }) })),
-    onProgress: () => {},
-  });
   config = configFile("redrive", [
-    { group: 0, member: 0, url: urls[0] },
-    { group: 1, member: 0, url: urls[1] },
+    { group: 0, member: 0, url: urls.a },
+    { group: 1, member: 0, url: urls.b },
   ]);
   // Dead letters: three on a (two of topic wallet.debited), two on b; a delivered event on a.
   const events = [
@@ -33,7 +24,7 @@ beforeAll(async () => {
     [1, "b", "wallet.credited", "dead"],
   ] as const;
   for (const [group, key, topic, status] of events) {
-    const client = new pg.Client({ connectionString: urls[group] });
+    const client = new pg.Client({ connectionString: urls[key] });
     await client.connect();
     const id = ShardedUUID.generate(ShardIdentifier.of(group, 0));
     if (status === "dead") ids[key].push(id);
@@ -44,10 +35,6 @@ beforeAll(async () => {
     );
     await client.end();
   }
-});
-
-afterAll(async () => {
-  for (const name of names) await dropDatabase(MAIN_PORT, name);
 });
 
 async function statuses(url: string) {
@@ -64,10 +51,10 @@ describe("shardkit redrive", () => {
   it("by topic: only that topic's dead letters go back to pending, attempts reset, on every database", async () => {
     const run = await shardkit(["redrive", "--config", config, "--topic", "wallet.debited"]);
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(new RegExp(`^${urls[0]}\\s+0/0\\s+2$`, "m"));
-    expect(run.stdout).toMatch(new RegExp(`^${urls[1]}\\s+1/0\\s+1$`, "m"));
+    expect(run.stdout).toMatch(new RegExp(`^${urls.a}\\s+0/0\\s+2$`, "m"));
+    expect(run.stdout).toMatch(new RegExp(`^${urls.b}\\s+1/0\\s+1$`, "m"));
     expect(run.stdout).toContain("3 dead letters back to pending");
-    const a = await statuses(urls[0]!);
+    const a = await statuses(urls.a);
     expect(a.filter((r) => r.topic === "wallet.debited" && r.status === "pending")).toHaveLength(2);
     expect(
       a.filter((r) => r.status === "pending").every((r) => r.attempts === 0 && r.lastError === null),
@@ -82,15 +69,15 @@ describe("shardkit redrive", () => {
     expect(JSON.parse(byId.stdout)).toEqual({
       ok: true,
       databases: [
-        { database: urls[0], shards: "0/0", redriven: 1 },
-        { database: urls[1], shards: "1/0", redriven: 0 },
+        { database: urls.a, shards: "0/0", redriven: 1 },
+        { database: urls.b, shards: "1/0", redriven: 0 },
       ],
       redriven: 1,
       filter: { topic: null, ids: [ids.a[2]] },
     });
     const rest = await shardkit(["redrive", "--config", config, "--json"]);
     expect(JSON.parse(rest.stdout).redriven).toBe(1); // b's wallet.credited; one (b's debited) went before
-    expect((await statuses(urls[1]!)).map((r) => r.status)).toEqual(["pending", "pending"]);
+    expect((await statuses(urls.b)).map((r) => r.status)).toEqual(["pending", "pending"]);
     const bad = await shardkit(["redrive", "--config", config, "--id", "not-a-uuid"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--id "not-a-uuid": not a ShardedUUID');
@@ -109,7 +96,7 @@ async function closedPort(): Promise<number> {
 describe("shardkit redrive with a database down", () => {
   it("redrives the databases that answer, names the one that did not, and exits 1", async () => {
     const id = ShardedUUID.generate(ShardIdentifier.of(0, 0));
-    const client = new pg.Client({ connectionString: urls[0] });
+    const client = new pg.Client({ connectionString: urls.a });
     await client.connect();
     await client.query(
       `INSERT INTO "OutboxEvent" (id, topic, "aggregateId", payload, status, attempts, "lastError")
@@ -119,18 +106,18 @@ describe("shardkit redrive with a database down", () => {
     await client.end();
     const down = `postgresql://127.0.0.1:${await closedPort()}/nothing`;
     const withDown = configFile("redrive-down", [
-      { group: 0, member: 0, url: urls[0] },
-      { group: 1, member: 0, url: urls[1] },
+      { group: 0, member: 0, url: urls.a },
+      { group: 1, member: 0, url: urls.b },
       { group: 2, member: 0, url: down },
     ]);
     const text = await shardkit(["redrive", "--config", withDown, "--topic", "wallet.closed"]);
     expect(text.code).toBe(1);
-    expect(text.stdout).toMatch(new RegExp(`^${urls[0]}\\s+0/0\\s+1$`, "m"));
+    expect(text.stdout).toMatch(new RegExp(`^${urls.a}\\s+0/0\\s+1$`, "m"));
     expect(text.stdout).toMatch(new RegExp(`^${down}\\s+2/0\\s+no answer: `, "m"));
     expect(text.stdout).toContain(
       `${down} did not answer: its dead letters were not redriven (run it again)`,
     );
-    expect((await statuses(urls[0]!)).find((r) => r.id === id)!.status).toBe("pending");
+    expect((await statuses(urls.a)).find((r) => r.id === id)!.status).toBe("pending");
 
     const json = await shardkit(["redrive", "--config", withDown, "--topic", "wallet.closed", "--json"]);
     expect(json.code).toBe(1);
@@ -139,8 +126,8 @@ describe("shardkit redrive with a database down", () => {
     expect(
       report.databases.map((d: { database: string; redriven: number | null }) => [d.database, d.redriven]),
     ).toEqual([
-      [urls[0], 0],
-      [urls[1], 0],
+      [urls.a, 0],
+      [urls.b, 0],
       [down, null],
     ]);
     expect(report.databases[2].error).toEqual(expect.any(String));

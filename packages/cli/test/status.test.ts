@@ -1,36 +1,16 @@
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
+import { MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { configFile, SCHEMA, SLOW, shardkit } from "./cli.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
 import { DOWN } from "./clusters.js";
 
 // Three databases: a and b on the machine's server, c on a cluster of the package's tests
 // (test/clusters.ts), which one test stops to see `status` name it.
-const names = {
-  a: `sk_cli_status_a_${process.pid}`,
-  b: `sk_cli_status_b_${process.pid}`,
-  c: `sk_cli_status_c_${process.pid}`,
-};
-const urls = { a: "", b: "", c: "" };
+const { urls } = testDatabases("status", { a: MAIN_PORT, b: MAIN_PORT, c: DOWN.port });
 let config = "";
 
 beforeAll(async () => {
-  [urls.a, urls.b, urls.c] = await Promise.all([
-    createDatabase(MAIN_PORT, names.a),
-    createDatabase(MAIN_PORT, names.b),
-    createDatabase(DOWN.port, names.c),
-  ]);
-  await rolloutSchema({
-    schema: SCHEMA,
-    targets: Object.entries(urls).map(([name, url]) => ({
-      name,
-      adapter: new PrismaPg({ connectionString: url }),
-    })),
-    onProgress: () => {},
-  });
   // Two dead letters and a pending event on shard 0/1 (database a).
   const client = new pg.Client({ connectionString: urls.a });
   await client.connect();
@@ -47,14 +27,6 @@ beforeAll(async () => {
     { group: 0, member: 1, url: urls.a },
     { group: 1, member: 0, url: urls.b },
     { group: 2, member: 0, url: urls.c },
-  ]);
-});
-
-afterAll(async () => {
-  await Promise.all([
-    dropDatabase(MAIN_PORT, names.a),
-    dropDatabase(MAIN_PORT, names.b),
-    dropDatabase(DOWN.port, names.c),
   ]);
 });
 

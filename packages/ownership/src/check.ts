@@ -2,9 +2,9 @@ import { ShardIdentifier } from "@shardkit/id";
 import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { primaryKeys } from "./changes.js";
 import { OwnershipOptionsError } from "./errors.js";
-import { findMoves, isLive } from "./lease.js";
 import type { ShardPlacement } from "./placement.js";
 import { raw } from "./raw.js";
+import { findMoves, isLive } from "./records.js";
 import { type FencedTable, ownershipSchemaIssues, shardOfRowSql } from "./sql.js";
 import {
   listedTableIssues,

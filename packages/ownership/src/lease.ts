@@ -1,18 +1,20 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
 import { LOCKS } from "@shardkit/prisma/internal";
-import { scatter } from "@shardkit/scatter";
-import { gaveWay, type OwnershipChanges } from "./changes.js";
+import { gaveWay } from "./changes.js";
+import { MoveLeaseLostError, MoveTimeoutError, OwnershipOptionsError } from "./errors.js";
+import { bounded, type Raw, raw, unbounded } from "./raw.js";
 import {
-  type EpochConflictError,
-  MoveInProgressError,
-  MoveLeaseLostError,
-  MoveTimeoutError,
-  OwnershipOptionsError,
-} from "./errors.js";
-import { bounded, lastLine, type Raw, raw, unbounded } from "./raw.js";
+  inProgress,
+  isLive,
+  type LeaseMap,
+  MOVE_COLUMNS,
+  type MoveRecord,
+  type MoveRow,
+  moveNames,
+} from "./records.js";
 import { type FencedTable, shardOfRowSql } from "./sql.js";
 
 /** How long a move's lease lasts unless renewed, by default: a mover that dies holds its shard at most this long. */
@@ -28,87 +30,6 @@ export interface LeaseOptions {
   leaseMs?: number;
   /** Who holds the lease, as a second mover is told. Default: host, process id and a random part. */
   holder?: string;
-}
-
-/** A move's record (its lease) as a database holds it: on the database the shard moves from. */
-export interface MoveRecord<Client extends ShardClient = ShardClient> {
-  /** The database holding it: the move's source. */
-  database: PhysicalShard<Client>;
-  shard: ShardIdentifier;
-  /** The database it moves to (its identity, `server:port/database`). */
-  target: string;
-  /** `copying`, `fenced`, `switched`, or `abandoned` (a router gave the fenced shard back to its owner). */
-  step: string;
-  /** The move attempt: its replication objects are named after it. */
-  attempt: string;
-  /** The fencing token: grows by one each time the move is taken over. */
-  token: number;
-  holder: string;
-  /** Milliseconds until the lease lapses, by the database's clock (zero or less: lapsed). */
-  expiresInMs: number;
-  startedAt: Date;
-}
-
-/** Whether a move's lease is held: not lapsed, not abandoned. */
-export function isLive(record: Pick<MoveRecord, "step" | "expiresInMs">): boolean {
-  return record.step !== "abandoned" && record.expiresInMs > 0;
-}
-
-const MOVE_COLUMNS = `shard, target, step, attempt, token, holder, "startedAt",
-  (extract(epoch FROM ("expiresAt" - clock_timestamp())) * 1000)::float8 AS "expiresInMs"`;
-
-/** A move's record as a database returns it (its shard as bits). */
-export type MoveRow = Omit<MoveRecord, "database" | "shard"> & { shard: number };
-
-/**
- * Every database's record of a move of `shard` (normally one at most: on the move's source), read
- * at once, each database bounded by `timeoutMs`. A database without the table records none.
- */
-export async function findMoves<Client extends ShardClient>(
-  registry: ShardRegistry<Client>,
-  shard: ShardIdentifier,
-  timeoutMs: number,
-): Promise<{
-  found: MoveRecord<Client>[];
-  unanswered: { physical: PhysicalShard<Client>; error: string }[];
-}> {
-  const result = await scatter(
-    registry.physical,
-    async (physical) => {
-      try {
-        return await raw(physical).$queryRawUnsafe<MoveRow[]>(
-          `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
-          shard.bits,
-        );
-      } catch (error) {
-        if (/42P01|does not exist/.test(`${(error as { code?: unknown }).code} ${(error as Error).message}`))
-          return [];
-        throw error;
-      }
-    },
-    { policy: "partial", targetTimeoutMs: timeoutMs, key: (p) => p.name },
-  );
-  const found: MoveRecord<Client>[] = [];
-  for (const outcome of result.outcomes) {
-    if (outcome.status !== "fulfilled") continue;
-    for (const row of outcome.value) found.push({ ...row, shard, database: outcome.target });
-  }
-  const unanswered = result.missing.map((m) => ({
-    physical: m.target,
-    error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(m.error),
-  }));
-  return { found, unanswered };
-}
-
-/** What a lease needs of the partition map (a `PartitionMap`). */
-export interface LeaseMap<Client extends ShardClient> {
-  readonly registry: ShardRegistry<Client>;
-  readonly tables: readonly FencedTable[];
-  readonly changes: OwnershipChanges<Client>;
-  identityOf(physical: PhysicalShard<Client>): string;
-  refresh(): Promise<void>;
-  /** Counts a conflict and returns its error. */
-  conflict(shard: ShardIdentifier, message: string): EpochConflictError;
 }
 
 /**
@@ -917,15 +838,6 @@ export async function completeSwitch<Client extends ShardClient>(
   );
 }
 
-/** The replication objects of a move attempt: `shardkit_move_<bits>_<first 12 hex digits of the attempt>`. */
-export function moveNames(
-  shard: ShardIdentifier,
-  attempt: string,
-): { publication: string; subscription: string } {
-  const name = `shardkit_move_${shard.bits}${attempt ? `_${attempt.slice(0, 12)}` : ""}`;
-  return { publication: name, subscription: name };
-}
-
 function leaseSettings(options: LeaseOptions): { leaseMs: number; holder: string } {
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const issues: string[] = [];
@@ -935,30 +847,6 @@ function leaseSettings(options: LeaseOptions): { leaseMs: number; holder: string
     issues.push("holder: expected a non-empty string");
   if (issues.length > 0) throw new OwnershipOptionsError(issues);
   return { leaseMs, holder: options.holder ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}` };
-}
-
-/** The error that refuses a move while `record`'s lease is live. */
-export function inProgress<Client extends ShardClient>(map: LeaseMap<Client>, record: MoveRecord<Client>) {
-  return new MoveInProgressError(record.shard, {
-    holder: record.holder || "an earlier version of shardkit",
-    step: record.step,
-    to: nameOfIdentity(map, record.target),
-    expiresInMs: Math.round(record.expiresInMs),
-    database: record.database.name,
-  });
-}
-
-/** The registry name of the database with this identity; the identity itself when none has it. */
-export function nameOfIdentity<Client extends ShardClient>(
-  map: Pick<LeaseMap<Client>, "registry" | "identityOf">,
-  identity: string,
-): string {
-  for (const p of map.registry.physical) {
-    try {
-      if (map.identityOf(p) === identity) return p.name;
-    } catch {}
-  }
-  return identity;
 }
 
 const nullIfEmpty = (attempt: string) => (attempt === "" ? null : attempt);

@@ -13,8 +13,9 @@ import {
   OwnershipOptionsError,
   StaleOwnerError,
 } from "./errors.js";
-import { findMoves, ShardLease } from "./lease.js";
+import { ShardLease } from "./lease.js";
 import { type OwnershipSignal, PartitionMap } from "./map.js";
+import { findMoves } from "./records.js";
 import { refusalOf } from "./refusal.js";
 import { readPartitionMap } from "./view.js";
 

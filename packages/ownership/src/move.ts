@@ -13,9 +13,10 @@ import {
   MoveVerifyError,
   OwnershipOptionsError,
 } from "./errors.js";
-import { completeSwitch, findMoves, inProgress, isLive, type LeaseOptions, ShardLease } from "./lease.js";
+import { completeSwitch, type LeaseOptions, ShardLease } from "./lease.js";
 import type { PartitionMap } from "./map.js";
 import { bounded, lastLine, raw, unbounded } from "./raw.js";
+import { findMoves, inProgress, isLive } from "./records.js";
 import { teardown } from "./replication.js";
 import { type MoveProgress, type MoveRun, type MoveStep, moveSteps, stepsOf } from "./steps.js";
 

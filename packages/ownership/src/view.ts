@@ -3,9 +3,9 @@ import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma
 import { databaseIdentities } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
-import { isLive, type MoveRow as LeaseMoveRow, moveNames } from "./lease.js";
 import { type OwnershipRow, placeShards, type ShardPlacement } from "./placement.js";
 import { lastLine, type Raw, raw } from "./raw.js";
+import { isLive, type MoveRow as LeaseMoveRow, moveNames } from "./records.js";
 import { type MoveObject, moveObjects } from "./replication.js";
 
 export interface ReadPartitionMapOptions {
