@@ -1,29 +1,7 @@
 import { readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkPublishedPackage, valueExportsOf } from "./quality.js";
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-
-/** The workspace packages `pkgDir` depends on (dependencies and peers, transitively), dependencies first. */
-function workspaceDependencies(pkgDir) {
-  const order = [];
-  const visit = (dir, seen) => {
-    const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-    const deps = { ...pkg.peerDependencies, ...pkg.dependencies };
-    for (const [name, spec] of Object.entries(deps)) {
-      if (!String(spec).startsWith("workspace:") || !name.startsWith("@shardkit/")) continue;
-      const depDir = resolve(repoRoot, "packages", name.slice("@shardkit/".length));
-      if (seen.has(depDir)) continue;
-      seen.add(depDir);
-      visit(depDir, seen);
-      order.push(depDir);
-    }
-  };
-  visit(pkgDir, new Set());
-  return order;
-}
+import { checkPublishedPackage, inDependencyOrder, valueExportsOf } from "./quality.js";
 
 /**
  * Registers the published-package test every package has: it packs the package with its workspace
@@ -42,7 +20,7 @@ export function describePublishedPackage(pkgDir, options = {}) {
         "passes publint and are-the-types-wrong, and each entry exports from ESM and CommonJS in a fresh project what its source names",
       () => {
         const report = checkPublishedPackage(pkgDir, {
-          alsoPack: workspaceDependencies(pkgDir),
+          alsoPack: inDependencyOrder(Object.keys(pkg.dependencies ?? {})),
           ...(options.scripts ? { scripts: options.scripts } : {}),
         });
         expect(report.name).toBe(pkg.name);

@@ -34,3 +34,5 @@ export declare function packWorkspacePackages(dirs: string[], dest: string): str
 export declare function catalogVersion(name: string): string;
 /** The values a source entry exports (type-only exports left out), sorted; refuses `export *`. */
 export declare function valueExportsOf(file: string): string[];
+/** The folders of the packages named that live under `packages/`, and of those they depend on, dependencies first. */
+export declare function inDependencyOrder(names: string[]): string[];

@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import {
   copyFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -40,6 +41,32 @@ export function npmInstall(args, cwd, options = {}) {
     cwd,
     options.timeoutMs ?? 120_000,
   );
+}
+
+/**
+ * The folders of the packages named (those under `packages/`; others, such as tooling, are left
+ * out) and of the packages under `packages/` they depend on, each once, dependencies first: the
+ * order their tarballs install in.
+ * @param {string[]} names package names, e.g. `["@shardkit/prisma"]`
+ * @returns {string[]}
+ */
+export function inDependencyOrder(names) {
+  const dirs = new Map();
+  for (const entry of readdirSync(join(repoRoot, "packages"))) {
+    const file = join(repoRoot, "packages", entry, "package.json");
+    if (existsSync(file))
+      dirs.set(JSON.parse(readFileSync(file, "utf8")).name, join(repoRoot, "packages", entry));
+  }
+  const order = [];
+  const visit = (name) => {
+    const dir = dirs.get(name);
+    if (!dir || order.includes(dir)) return;
+    const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+    for (const dep of Object.keys(pkg.dependencies ?? {})) visit(dep);
+    order.push(dir);
+  };
+  for (const name of names) visit(name);
+  return order;
 }
 
 /**

@@ -19,7 +19,7 @@ import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { delimiter, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { catalogVersion, packWorkspacePackages } from "@shardkit/vitest-config/quality";
+import { catalogVersion, inDependencyOrder, packWorkspacePackages } from "@shardkit/vitest-config/quality";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
 import { dropCluster, testCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
@@ -177,26 +177,11 @@ const alive = (pid: number) => {
 
 /** The workspace packages the templates depend on, and theirs, in dependency order. */
 function shardkitPackages(): string[] {
-  const dirs = new Map<string, string>();
-  for (const name of readdirSync(join(repoRoot, "packages"))) {
-    const file = join(repoRoot, "packages", name, "package.json");
-    if (existsSync(file))
-      dirs.set(JSON.parse(readFileSync(file, "utf8")).name, join(repoRoot, "packages", name));
-  }
-  const order: string[] = [];
-  const visit = (name: string) => {
-    const dir = dirs.get(name);
-    if (!dir || order.includes(dir)) return;
-    const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-    for (const dep of Object.keys(pkg.dependencies ?? {})) visit(dep);
-    order.push(dir);
-  };
-  for (const t of templates) {
+  const names = templates.flatMap((t) => {
     const pkg = JSON.parse(readFileSync(join(pkgDir, "templates", t, "package.json"), "utf8"));
-    for (const dep of Object.keys(pkg.dependencies ?? {})) if (dep.startsWith("@shardkit/")) visit(dep);
-  }
-  visit("@shardkit/id"); // create-shardkit's own
-  return order;
+    return Object.keys(pkg.dependencies ?? {}).filter((dep) => dep.startsWith("@shardkit/"));
+  });
+  return inDependencyOrder([...names, "@shardkit/id"]); // @shardkit/id: create-shardkit's own
 }
 
 const work = mkdtempSync(join(tmpdir(), "create-shardkit-e2e-"));
