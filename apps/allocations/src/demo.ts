@@ -74,10 +74,10 @@ async function postgres(shardsJson: string): Promise<Setup> {
   const urlOf = (name: string) =>
     urls.find((url) => url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@") === name)!;
   const probe = await openServiceRouter({ shardsJson, dataDir: "/nonexistent", poll: false });
-  const owner = probe.registry.physicalOf(SHARD).name;
+  const owner = probe.registry.databaseOf(SHARD).name;
   const target =
-    probe.registry.physical.find((p) => spares.includes(urlOf(p.name)) && p.name !== owner)?.name ??
-    probe.registry.physical.find((p) => p.name !== owner && urlOf(p.name) === placed.url)?.name;
+    probe.registry.databases.find((p) => spares.includes(urlOf(p.name)) && p.name !== owner)?.name ??
+    probe.registry.databases.find((p) => p.name !== owner && urlOf(p.name) === placed.url)?.name;
   await probe.close();
   if (!target) throw new Error("SHARDKIT_SHARDS: list a spare database under `databases`: the move's target");
   return {
@@ -129,7 +129,7 @@ const bucket = await call(desks[0]!.base, "/buckets", {
 });
 const bucketId = bucket.body.id!;
 say(
-  `bucket B-173 (${CAPACITY} units) on shard ${ShardedUUID.shardOf(bucketId).key}, in ${mover.registry.physicalOf(bucketId).name}`,
+  `bucket B-173 (${CAPACITY} units) on shard ${ShardedUUID.shardOf(bucketId).key}, in ${mover.registry.databaseOf(bucketId).name}`,
 );
 
 // Both desks confirm one unit at a time, each with its own keys, until B-173 is sold out. After the
@@ -167,7 +167,7 @@ const work = desks.map(async (desk) => {
 const [moved] = await Promise.all([move, ...work]);
 
 await mover.map.refresh();
-const owner = mover.registry.physicalOf(bucketId).name;
+const owner = mover.registry.databaseOf(bucketId).name;
 const rows = await mover.db.confirmation.count({ where: { bucketId } });
 const ids = new Set(confirmed.map((c) => c.id));
 say(

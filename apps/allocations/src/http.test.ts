@@ -126,10 +126,10 @@ describe("allocations over HTTP", () => {
     } finally {
       await mover.close();
     }
-    expect(router.registry.physicalOf(id).name).toBe("db-a"); // this service's map has not heard of it
+    expect(router.registry.databaseOf(id).name).toBe("db-a"); // this service's map has not heard of it
     const confirmed = await post("/allocations/confirm", { bucket_id: id, desk: "one", units: 4 });
     expect(confirmed.status).toBe(201);
-    expect(router.registry.physicalOf(id).name).toBe("db-new");
+    expect(router.registry.databaseOf(id).name).toBe("db-new");
     expect(router.map.counters.staleRejections).toBeGreaterThanOrEqual(1);
     const view = await app.inject({ method: "GET", url: `/buckets/${id}`, headers: bearer(operator) });
     expect(view.json()).toMatchObject({ confirmed: 4 });

@@ -27,14 +27,14 @@ describe("the service on PostgreSQL (SHARDKIT_SHARDS)", () => {
     const service = await openServiceRouter({ shardsJson, dataDir: "/nonexistent" });
     const mover = await openServiceRouter({ shardsJson, dataDir: "/nonexistent" });
     try {
-      expect(service.registry.physical.map((p) => p.shards.length)).toEqual([3, 0]);
+      expect(service.registry.databases.map((p) => p.shards.length)).toEqual([3, 0]);
       const allocations = new AllocationService(service);
       const { result: bucket } = await allocations.createBucket(
         { name: "B-173", capacity: 5, shard: "0/1" },
         "bucket-key-1",
       );
       await allocations.confirm({ bucketId: bucket.id, desk: "one" }, "confirm-key-1");
-      const spare = mover.registry.physical[1]!;
+      const spare = mover.registry.databases[1]!;
       const moved = await moveShard({
         map: mover.map,
         shard: "0/1",
@@ -46,7 +46,7 @@ describe("the service on PostgreSQL (SHARDKIT_SHARDS)", () => {
       // The service learns of the move at its next poll or its first refused write; either way the
       // confirmation is decided at the new owner, and the first key still answers what it decided.
       await allocations.confirm({ bucketId: bucket.id, desk: "two" }, "confirm-key-2");
-      expect(service.registry.physicalOf(bucket.id)).toBe(service.registry.physical[1]);
+      expect(service.registry.databaseOf(bucket.id)).toBe(service.registry.databases[1]);
       const replay = await allocations.confirm({ bucketId: bucket.id, desk: "one" }, "confirm-key-1");
       expect(replay.replayed).toBe(true);
       expect((await allocations.getBucket(bucket.id)).confirmed).toBe(2);

@@ -64,7 +64,7 @@ export async function openRouter(databases: readonly Database[], options: { poll
     registry,
     db,
     map,
-    database: (name: string) => registry.physical.find((p) => p.name === name)!,
+    database: (name: string) => registry.databases.find((p) => p.name === name)!,
     async close() {
       map.close();
       await registry.disconnect();
@@ -96,7 +96,7 @@ export async function openServiceRouter(options: {
     },
   });
   const { registry } = opened;
-  const db = registry.physical[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
+  const db = registry.databases[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
   const map = await PartitionMap.open({ registry, tables: FENCED_TABLES });
   if (options.poll ?? true) map.start();
   return {
@@ -104,7 +104,7 @@ export async function openServiceRouter(options: {
     db,
     map,
     describe: opened.describe,
-    database: (name: string) => registry.physical.find((p) => p.name === name)!,
+    database: (name: string) => registry.databases.find((p) => p.name === name)!,
     async close() {
       map.close();
       await opened.close();

@@ -117,7 +117,7 @@ describe("back-office list across shards", () => {
 });
 
 /** Totals per day, status and currency computed by each database in SQL, then summed here. */
-async function sqlTotals(databases = world.shards.registry.physical, from?: Date, to?: Date) {
+async function sqlTotals(databases = world.shards.registry.databases, from?: Date, to?: Date) {
   const sums = new Map<string, { count: number; total: bigint }>();
   for (const physical of databases) {
     const rows = await physical.client.$queryRawUnsafe<
@@ -190,8 +190,8 @@ describe("a shard's server down", () => {
     const fullList = await page("limit=200");
     let newest = "";
     const fullTotals = (await world.http("GET", "/admin/totals")).body;
-    const second = world.shards.registry.physical.filter((p) => p.shards.some((s) => s.key === "1/1"));
-    const others = world.shards.registry.physical.filter((p) => !second.includes(p));
+    const second = world.shards.registry.databases.filter((p) => p.shards.some((s) => s.key === "1/1"));
+    const others = world.shards.registry.databases.filter((p) => !second.includes(p));
     expect(second.map((p) => p.shards.map((s) => s.key))).toEqual([["1/1"]]);
     const onOtherShards = (o: Order) => ShardedUUID.shardOf(o.id).key !== "1/1";
 

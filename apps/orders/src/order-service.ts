@@ -373,7 +373,7 @@ export class OrderService {
   /** Where each customer and order lives: for the demo and operators. */
   async census(): Promise<{ shard: string; customers: Customer[]; orders: Order[] }[]> {
     const out = [];
-    for (const physical of this.shards.registry.physical) {
+    for (const physical of this.shards.registry.databases) {
       const customers = await physical.client.customer.findMany({ orderBy: { name: "asc" } });
       const orders = await physical.client.order.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
       out.push({ shard: physical.shards.map((s) => s.key).join(","), customers, orders });

@@ -26,7 +26,7 @@ export const EMBEDDED_SHARDS = [
 export const SCHEMA_DIR = new URL("../prisma/schema", import.meta.url).pathname;
 
 function routed(registry: ShardRegistry<PrismaClient>) {
-  return registry.physical[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
+  return registry.databases[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
 }
 
 export type Db = ReturnType<typeof routed>;

@@ -403,7 +403,7 @@ export class WalletService {
   /** Where each customer and wallet lives, and the balances: for the demo and operators. */
   async census(): Promise<{ shard: string; customers: Customer[]; wallets: Wallet[] }[]> {
     const out = [];
-    for (const physical of this.shards.registry.physical) {
+    for (const physical of this.shards.registry.databases) {
       const customers = await physical.client.customer.findMany({ orderBy: { name: "asc" } });
       const wallets = await physical.client.wallet.findMany({ orderBy: { createdAt: "asc" } });
       out.push({ shard: physical.shards.map((s) => s.key).join(","), customers, wallets });

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { PrismaPg } from "@prisma/adapter-pg";
 import {
-  type PhysicalShard,
+  type Database,
   type ShardRegistry,
   shardRegistryFromConfig,
   shardRegistryFromEnv,
@@ -29,7 +29,7 @@ export interface OpenedConfig {
   registry: ShardRegistry<RawClient>;
   /** Where the configuration came from: a file path or `SHARDKIT_SHARDS`. */
   source: string;
-  urlOf(physical: PhysicalShard<RawClient>): string;
+  urlOf(physical: Database<RawClient>): string;
   /** Disconnects every client. */
   close(): Promise<void>;
 }
@@ -121,8 +121,8 @@ export function openConfig(options: ConfigOptions = {}): OpenedConfig {
  * prints it (the URL without a password), or its database name alone when only one database of
  * the configuration has it. Throws `UnknownDatabaseError` otherwise.
  */
-export function findDatabase(opened: OpenedConfig, name: string): PhysicalShard<RawClient> {
-  const physical = opened.registry.physical;
+export function findDatabase(opened: OpenedConfig, name: string): Database<RawClient> {
+  const physical = opened.registry.databases;
   const exact = physical.filter((p) => opened.urlOf(p) === name || p.name === name);
   if (exact.length === 1) return exact[0]!;
   const byDatabase = physical.filter((p) => databaseName(opened.urlOf(p)) === name);

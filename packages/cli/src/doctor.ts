@@ -2,8 +2,8 @@ import { readPartitionMap } from "@shardkit/ownership";
 import {
   checkConnectionBudget,
   checkDistinctDatabases,
+  type Database,
   isShardkitError,
-  type PhysicalShard,
   type ServerBudget,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
@@ -51,11 +51,11 @@ export interface DoctorReport {
   drift: DriftReport;
 }
 
-type Answer<T> = { physical: PhysicalShard<RawClient>; value: T };
+type Answer<T> = { physical: Database<RawClient>; value: T };
 
 /** Runs `fn` on every database at once; those that fail or take longer than `timeoutMs` are left out. */
 async function ask<T>(
-  databases: readonly PhysicalShard<RawClient>[],
+  databases: readonly Database<RawClient>[],
   timeoutMs: number,
   fn: (client: RawClient) => Promise<T>,
 ): Promise<Answer<T>[]> {
@@ -88,7 +88,7 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
   const checks: DoctorReport["checks"] = [];
   try {
     const { registry } = opened;
-    const all = registry.physical;
+    const all = registry.databases;
 
     // Which databases answer, and whether two entries are one database.
     const probes = await scatter(all, (p) => p.client.$queryRawUnsafe("SELECT 1"), {

@@ -171,7 +171,7 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
     // The same wait for every database as the dry run's: a slow answer is never taken for no records.
     const map = await PartitionMap.open({ registry, tables, timeoutMs });
     try {
-      const from = registry.physicalOf(shard);
+      const from = registry.databaseOf(shard);
       const result = await moveShard({
         map,
         shard,

@@ -34,7 +34,7 @@ export async function rollout(options: RolloutCommandOptions): Promise<RolloutRe
   }
   const opened = openConfig(options);
   try {
-    const targets = opened.registry.physical.map((physical) => ({
+    const targets = opened.registry.databases.map((physical) => ({
       name: physical.name,
       shards: physical.shards,
       adapter: new PrismaPg({

@@ -139,7 +139,7 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
         records: placement.records,
       };
     });
-    const databases: StatusDatabase[] = registry.physical.map((physical, i) => {
+    const databases: StatusDatabase[] = registry.databases.map((physical, i) => {
       // A database that holds no shard (a spare) has no outbox of its own to report.
       const spare = physical.shards.length === 0;
       const outbox = spare ? { pending: null, dead: null, oldestPendingMs: null, error: undefined } : lag[i]!;

@@ -155,7 +155,7 @@ async function bench() {
   }
   // 3: the same write before and after another shard of its database is fenced.
   let lease: ShardLease<PrismaClient> | undefined;
-  const spare = mapped.registry.physical.find((p) => p.name === "b")!;
+  const spare = mapped.registry.databases.find((p) => p.name === "b")!;
   await phases(
     "3. write to a shard not moving, another shard of its database fenced vs not",
     () => write(mapped.db, n++),

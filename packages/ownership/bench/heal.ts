@@ -95,7 +95,7 @@ async function once(leaseMs: number, urls: { a: string; b: string; e: string }) 
   const next = await moveShard({
     map,
     shard: S.g0m1,
-    to: r.physical.e,
+    to: r.databases.e,
     sourceConnection: urls.a,
     onProgress: () => {},
   });

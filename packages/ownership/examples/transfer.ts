@@ -35,7 +35,7 @@ async function router() {
     registry,
     map,
     db,
-    database: (name: string) => registry.physical.find((p) => p.name === name)!,
+    database: (name: string) => registry.databases.find((p) => p.name === name)!,
   };
 }
 const mover = await router();
@@ -90,7 +90,7 @@ console.log(`shard ${shard.key} is owned by "new" at epoch ${epoch}`);
 // 4. The stale router still sends the shard to "old": refused there, it refreshes and retries at "new".
 const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 0 } });
 console.log(
-  `stale router's write: remaining ${updated.remaining} on "${stale.registry.physicalOf(shard).name}",`,
+  `stale router's write: remaining ${updated.remaining} on "${stale.registry.databaseOf(shard).name}",`,
   `${stale.map.counters.staleRejections} refusal, ${stale.map.counters.retries} retry`,
 );
 

@@ -1,5 +1,5 @@
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { LOCKS, retry } from "@shardkit/prisma/internal";
 import { EpochConflictError } from "./errors.js";
 import { type Raw, raw } from "./raw.js";
@@ -42,7 +42,7 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
    *   freeze).
    */
   async change<R>(
-    database: PhysicalShard<Client>,
+    database: Database<Client>,
     fn: (tx: Raw) => Promise<R>,
     options: { list?: number; relist?: boolean } = {},
   ): Promise<R> {
@@ -81,7 +81,7 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
    * each hold one database's lock and wait for the other's (a move from a to e and one from e to a,
    * nested) thus never wait on each other forever.
    */
-  async locked<R>(database: PhysicalShard<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
+  async locked<R>(database: Database<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
     // A lock given way (lock_timeout): its holder is at work. Waits grow to about 100 ms (50 to 150
     // with jitter), 100 tries in all: about 10 s before the change gives up.
     return retry(
@@ -108,7 +108,7 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
    * table whose list is right already, so a change of state of a listed shard (fence, switch,
    * tombstone) is one row update while writes wait.
    */
-  async relist(database: PhysicalShard<Client>, also: readonly number[] = []): Promise<void> {
+  async relist(database: Database<Client>, also: readonly number[] = []): Promise<void> {
     const wantedIn = async (db: Raw) => {
       const records = await db.$queryRawUnsafe<{ shard: number }[]>(
         `SELECT shard FROM "ShardOwnership" WHERE state <> 'owned' OR peer IS NOT NULL`,
@@ -153,7 +153,7 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
    * most `lockTimeoutMs` for its lock, giving way and trying again if that is not enough.
    */
   async ddl<R>(
-    database: PhysicalShard<Client>,
+    database: Database<Client>,
     table: string,
     fn: (tx: Raw) => Promise<R>,
     patienceMs = 60_000,

@@ -33,7 +33,7 @@ describe("checkMove", () => {
   it("a move that can start: no issues, the shard's owner as its source, and nothing recorded anywhere", async () => {
     const r = make();
     await r.db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
-    const check = await checkMove({ registry: r.registry, shard: "0/1", to: r.physical.e, tables: TABLES });
+    const check = await checkMove({ registry: r.registry, shard: "0/1", to: r.databases.e, tables: TABLES });
     expect([check.shard, check.from?.name, check.to.name, check.mode, check.issues]).toEqual([
       S.g0m1,
       "a",
@@ -49,7 +49,7 @@ describe("checkMove", () => {
     expect(await recorded(r)).toEqual([0, 0, 0]);
     // With a map open, the owner comes from the records.
     const map = await r.open();
-    const again = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES });
+    const again = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.e, tables: TABLES });
     expect([again.from?.name, again.issues]).toEqual(["a", []]);
     expect([again.placement.owner?.name, again.placement.state, again.placement.epoch]).toEqual([
       "a",
@@ -61,14 +61,14 @@ describe("checkMove", () => {
 
   it("wal_level not logical: a live move's issue, not an offline one's", async () => {
     const r = make(plainUrls);
-    const live = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES });
+    const live = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.e, tables: TABLES });
     expect(live.issues).toEqual([
       "a: wal_level is replica; a live move needs wal_level = logical (or use mode: 'offline')",
     ]);
     const offline = await checkMove({
       registry: r.registry,
       shard: S.g0m1,
-      to: r.physical.e,
+      to: r.databases.e,
       mode: "offline",
       tables: TABLES,
     });
@@ -87,7 +87,7 @@ describe("checkMove", () => {
       const check = await checkMove({
         registry: r.registry,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         tables: TABLES,
       });
       expect(check.issues).toEqual([
@@ -100,13 +100,13 @@ describe("checkMove", () => {
       const error = await moveShard({
         map,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         sourceConnection: moveUrls.a,
         onProgress: () => {},
       }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(MovePrecheckError);
       expect((error as MovePrecheckError).issues).toEqual(check.issues);
-      expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
       map.close();
     } finally {
       await r.clients.e.$executeRawUnsafe(`ALTER TABLE "ConfirmationAway" RENAME TO "Confirmation"`);
@@ -127,7 +127,12 @@ describe("checkMove", () => {
       mover.go();
       expect(await mover.exited).toBe("SIGKILL");
       expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(5); // the copy is there
-      const live = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES });
+      const live = await checkMove({
+        registry: r.registry,
+        shard: S.g0m1,
+        to: r.databases.e,
+        tables: TABLES,
+      });
       expect(live.resume).toBe(null);
       expect(live.issues).toEqual([
         expect.stringMatching(
@@ -143,7 +148,7 @@ describe("checkMove", () => {
       const check = await checkMove({
         registry: r.registry,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         tables: TABLES,
       });
       expect(check.resume).toEqual({ target: "e", step: reached, holder: `mover ${mover.pid}`, action });
@@ -153,14 +158,14 @@ describe("checkMove", () => {
       const result = await moveShard({
         map,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         sourceConnection: moveUrls.a,
         onProgress: () => {},
       });
       expect(result.resumed).toBe(action === "finish" ? "rolled-forward" : "rolled-back");
-      expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
       expect(
-        (await checkMove({ registry: r.registry, shard: S.g0m1, to: r.physical.a, tables: TABLES })).resume,
+        (await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.a, tables: TABLES })).resume,
       ).toBe(null);
       map.close();
     },
@@ -174,12 +179,12 @@ describe("checkMove", () => {
       await checkMove({
         registry: r.registry,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         mode: "offline",
         tables: TABLES,
         timeoutMs: 3000,
       }),
-      await moveShard({ map, shard: S.g0m1, to: r.physical.e, mode: "offline", onProgress: () => {} }).catch(
+      await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: () => {} }).catch(
         (e: unknown) => e,
       ),
     ]);
@@ -197,7 +202,7 @@ describe("checkMove", () => {
 
   it("options that cannot work, and a move to the shard's owner, are OwnershipOptionsError (as moveShard's)", async () => {
     const r = make();
-    const base = { registry: r.registry, shard: S.g0m1, to: r.physical.e, tables: TABLES };
+    const base = { registry: r.registry, shard: S.g0m1, to: r.databases.e, tables: TABLES };
     const bad = [
       { ...base, shard: "x/y" },
       { ...base, shard: "9/9" },
@@ -205,11 +210,11 @@ describe("checkMove", () => {
       { ...base, tables: [] },
       { ...base, mode: "sideways" as never },
       { ...base, to: undefined as never },
-      { ...base, to: r.physical.a },
+      { ...base, to: r.databases.a },
     ];
     for (const options of bad) {
       await expect(checkMove(options)).rejects.toBeInstanceOf(OwnershipOptionsError);
     }
-    await expect(checkMove({ ...base, to: r.physical.a })).rejects.toThrow("a already owns shard 0/1");
+    await expect(checkMove({ ...base, to: r.databases.a })).rejects.toThrow("a already owns shard 0/1");
   });
 });

@@ -1,5 +1,5 @@
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { primaryKeys } from "./changes.js";
 import { OwnershipOptionsError } from "./errors.js";
 import type { ShardPlacement } from "./placement.js";
@@ -23,7 +23,7 @@ export interface MoveCheckOptions<Client extends ShardClient> {
   registry: ShardRegistry<Client>;
   shard: ShardIdentifier | string;
   /** The database that would own the shard. */
-  to: PhysicalShard<Client>;
+  to: Database<Client>;
   /** As `moveShard`'s: `live` (default) checks `wal_level` at the source too. */
   mode?: "live" | "offline";
   /**
@@ -43,8 +43,8 @@ export interface MoveCheckOptions<Client extends ShardClient> {
 export interface MoveCheck<Client extends ShardClient = ShardClient> {
   shard: ShardIdentifier;
   /** The shard's owner now, by the records (the registry's placement while it is unrecorded); null when unknown. */
-  from: PhysicalShard<Client> | null;
-  to: PhysicalShard<Client>;
+  from: Database<Client> | null;
+  to: Database<Client>;
   mode: "live" | "offline";
   /** The tables checked: the ones given, then `@shardkit/prisma`'s own that the databases have (as `PartitionMap.tables`). */
   tables: FencedTable[];
@@ -79,7 +79,7 @@ export async function checkMove<Client extends ShardClient>(
 ): Promise<MoveCheck<Client>> {
   const mode = options?.mode ?? "live";
   const issues = [
-    ...(options?.registry && Array.isArray(options.registry.physical)
+    ...(options?.registry && Array.isArray(options.registry.databases)
       ? moveOptionIssues(options.registry, options.to, mode)
       : ["registry: required"]),
     ...listedTableIssues(options?.tables),
@@ -101,7 +101,7 @@ export async function checkMove<Client extends ShardClient>(
   // Where the shard is, which tables hold its rows, and a move of it under way or stopped: read at once.
   const [view, resolved, moves] = await Promise.all([
     readPartitionMap(registry, { timeoutMs }),
-    resolveTables(registry.physical, options.tables, { timeoutMs }),
+    resolveTables(registry.databases, options.tables, { timeoutMs }),
     findMoves(registry, shard, timeoutMs),
   ]);
   const { tables } = resolved;
@@ -140,7 +140,7 @@ export async function checkMove<Client extends ShardClient>(
     found.push(
       `the owner of shard ${shard.key} is unknown: the databases holding its records did not answer`,
     );
-  const silent = (physical: PhysicalShard<Client>) =>
+  const silent = (physical: Database<Client>) =>
     view.databases.some((d) => d.physical === physical && d.status === "unavailable");
   for (const db of view.databases) {
     if (db.status === "unavailable" && (from === null || db.physical === from || db.physical === to))
@@ -169,13 +169,13 @@ export async function checkMove<Client extends ShardClient>(
 /** What is wrong with a move's `to` and `mode` (shared by `moveShard` and `checkMove`). */
 export function moveOptionIssues<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
-  to: PhysicalShard<Client> | undefined,
+  to: Database<Client> | undefined,
   mode: unknown,
 ): string[] {
   const issues: string[] = [];
   if (mode !== "live" && mode !== "offline")
     issues.push(`mode: expected 'live' or 'offline', got ${JSON.stringify(mode)}`);
-  if (!to || !registry.physical.includes(to)) issues.push("to: not a database of the map's registry");
+  if (!to || !registry.databases.includes(to)) issues.push("to: not a database of the map's registry");
   return issues;
 }
 
@@ -186,8 +186,8 @@ export function moveOptionIssues<Client extends ShardClient>(
 export async function precheck<Client extends ShardClient>(
   tables: readonly FencedTable[],
   shard: ShardIdentifier,
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
+  from: Database<Client>,
+  to: Database<Client>,
   mode: "live" | "offline",
   /** The target's copy of the shard is a stopped move's, which `moveShard` discards before this check. */
   copyDiscarded = false,
@@ -329,7 +329,7 @@ export async function precheck<Client extends ShardClient>(
  */
 export async function outsideIdentity<Client extends ShardClient>(
   tables: readonly FencedTable[],
-  database: PhysicalShard<Client>,
+  database: Database<Client>,
 ): Promise<FencedTable[]> {
   const outside: FencedTable[] = [];
   for (const table of tables) {
@@ -351,7 +351,7 @@ export async function outsideIdentity<Client extends ShardClient>(
 /** Rows of `shard` that `database` holds, over every table. */
 export async function countAt<Client extends ShardClient>(
   tables: readonly FencedTable[],
-  database: PhysicalShard<Client>,
+  database: Database<Client>,
   shard: ShardIdentifier,
 ) {
   let total = 0;

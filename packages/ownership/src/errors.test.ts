@@ -69,7 +69,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
       () =>
         withMap(
           async (map) => {
-            await (await map.lease(S.g1m0, r.physical.e)).fence();
+            await (await map.lease(S.g1m0, r.databases.e)).fence();
             await r.db.bucket.create({
               data: { id: ShardedId.generate("Bucket", S.g1m0), name: "x", remaining: 1 },
             });
@@ -90,7 +90,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
     ],
     EPOCH_CONFLICT: [
       EpochConflictError,
-      () => withMap(async (map) => (await map.lease(S.g0m1, r.physical.e)).switch()),
+      () => withMap(async (map) => (await map.lease(S.g0m1, r.databases.e)).switch()),
     ],
     INVALID_OWNERSHIP_OPTIONS: [
       OwnershipOptionsError,
@@ -109,15 +109,15 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
       MoveInProgressError,
       () =>
         withMap(async (map) => {
-          await map.lease(S.g0m1, r.physical.e);
-          await map.lease(S.g0m1, r.physical.b);
+          await map.lease(S.g0m1, r.databases.e);
+          await map.lease(S.g0m1, r.databases.b);
         }),
     ],
     MOVE_LEASE_LOST: [
       MoveLeaseLostError,
       () =>
         withMap(async (map) => {
-          const lease = await map.lease(S.g0m1, r.physical.e);
+          const lease = await map.lease(S.g0m1, r.databases.e);
           await lease.fence();
           await lease.lapse(); // as a mover that died: its fence is given back by the next refused write
           await r.db.bucket.create({
@@ -133,7 +133,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
           moveShard({
             map,
             shard: S.g0m1,
-            to: r.physical.e,
+            to: r.databases.e,
             mode: "offline",
             onProgress: () => {},
             afterStep: (step) => {
@@ -150,7 +150,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
           moveShard({
             map,
             shard: S.g0m1,
-            to: r.physical.e,
+            to: r.databases.e,
             sourceConnection: "postgresql://x",
             onProgress: () => {},
           }),
@@ -169,7 +169,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
           await moveShard({
             map,
             shard: S.g0m1,
-            to: moving.physical.e,
+            to: moving.databases.e,
             sourceConnection: urls.a,
             copyTimeoutMs: 1,
             onProgress: () => {},
@@ -187,7 +187,7 @@ const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string 
           moveShard({
             map,
             shard: S.g0m1,
-            to: r.physical.e,
+            to: r.databases.e,
             mode: "offline",
             onProgress: () => {},
             afterStep: async (step) => {

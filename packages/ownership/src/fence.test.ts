@@ -47,7 +47,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
     /** Opens the map and takes a lease to move 0/1 to e, arming 0/1 first when `armed`. */
     const open = async () => {
       const map = await r.open();
-      const lease = await map.lease(S.g0m1, r.physical.e);
+      const lease = await map.lease(S.g0m1, r.databases.e);
       if (armed) await lease.arm();
       return { map, lease };
     };
@@ -132,7 +132,7 @@ describe("an armed shard's fence", () => {
     const id = ShardedId.generate("Bucket", S.g0m1);
     await r.db.bucket.create({ data: { id: other, name: "B-1", remaining: 1 } });
     await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.arm();
     const triggers = () =>
       r.clients.a.$queryRawUnsafe<{ t: string }[]>(
@@ -173,7 +173,7 @@ describe("writes that the fence's row triggers would not see", () => {
     const outside = ShardedId.generate("Bucket", S.g0m0);
     await r.db.bucket.create({ data: { id: inside, name: "in", remaining: 1 } });
     await r.db.bucket.create({ data: { id: outside, name: "out", remaining: 1 } });
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.fence();
     const into = await r.clients.a
       .$executeRawUnsafe(
@@ -200,7 +200,7 @@ describe("writes that the fence's row triggers would not see", () => {
   it("a TRUNCATE while a shard of the database is being moved is refused (it fires no row trigger); once the move ends it goes through", async () => {
     const map = await r.open();
     await r.db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.arm();
     const refused = await r.clients.a.$executeRawUnsafe(`TRUNCATE "Bucket"`).catch((e: unknown) => e);
     expect(String((refused as Error).message)).toMatch(

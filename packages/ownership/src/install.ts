@@ -1,7 +1,7 @@
 // Installing a partition map in its databases: shardkit's functions (each replaced only when this
 // version has it otherwise) and the first record of every shard no database has recorded, each
 // serialised by the database's install lock so that service instances opening at once agree.
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { LOCKS } from "@shardkit/prisma/internal";
 import { DatabasesUnansweredError } from "./errors.js";
 import { type Raw, raw } from "./raw.js";
@@ -39,11 +39,11 @@ const INSTALL = `SELECT pg_advisory_xact_lock(${LOCKS.install})::text AS locked`
  * the first one wrote and records nothing. Nothing unrecorded (the usual start): no lock.
  */
 export async function recordUnrecorded<Client extends ShardClient>(
-  physical: readonly PhysicalShard<Client>[],
-  identityOf: (database: PhysicalShard<Client>) => string,
+  physical: readonly Database<Client>[],
+  identityOf: (database: Database<Client>) => string,
 ): Promise<void> {
   const databases = [...physical].sort((a, b) => (identityOf(a) < identityOf(b) ? -1 : 1));
-  const unrecorded = async (dbs: { physical: PhysicalShard<Client>; db: Raw }[]) => {
+  const unrecorded = async (dbs: { physical: Database<Client>; db: Raw }[]) => {
     const recorded = new Set<number>();
     for (const { db } of dbs) {
       for (const row of await db.$queryRawUnsafe<{ shard: number }[]>(`SELECT shard FROM "ShardOwnership"`)) {
@@ -56,10 +56,7 @@ export async function recordUnrecorded<Client extends ShardClient>(
   };
   const plain = databases.map((physical) => ({ physical, db: raw(physical) }));
   if ((await unrecorded(plain)).length > 0) {
-    const holding = async (
-      i: number,
-      held: { physical: PhysicalShard<Client>; db: Raw }[],
-    ): Promise<void> => {
+    const holding = async (i: number, held: { physical: Database<Client>; db: Raw }[]): Promise<void> => {
       if (i === databases.length) {
         for (const { shard, db } of await unrecorded(held)) {
           await db.$executeRawUnsafe(

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { LOCKS } from "@shardkit/prisma/internal";
 import { gaveWay } from "./changes.js";
 import { MoveLeaseLostError, MoveTimeoutError, OwnershipOptionsError } from "./errors.js";
@@ -64,8 +64,8 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     private readonly map: LeaseMap<Client>,
     readonly shard: ShardIdentifier,
     /** The source: where the lease lives. */
-    readonly from: PhysicalShard<Client>,
-    readonly to: PhysicalShard<Client>,
+    readonly from: Database<Client>,
+    readonly to: Database<Client>,
     readonly attempt: string,
     private token: number,
     readonly holder: string,
@@ -100,11 +100,11 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
   static async acquire<Client extends ShardClient>(
     map: LeaseMap<Client>,
     shard: ShardIdentifier,
-    to: PhysicalShard<Client>,
+    to: Database<Client>,
     options: LeaseOptions = {},
   ): Promise<ShardLease<Client>> {
     const { leaseMs, holder } = leaseSettings(options);
-    const from = map.registry.physicalOf(shard);
+    const from = map.registry.databaseOf(shard);
     if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
     const attempt = randomUUID().replaceAll("-", "");
     const target = map.identityOf(to);
@@ -152,7 +152,7 @@ export class ShardLease<Client extends ShardClient = ShardClient> {
     options: LeaseOptions = {},
   ): Promise<ShardLease<Client>> {
     const { leaseMs, holder } = leaseSettings(options);
-    const to = map.registry.physical.find((p) => {
+    const to = map.registry.databases.find((p) => {
       try {
         return map.identityOf(p) === record.target;
       } catch {
@@ -808,7 +808,7 @@ async function casTakeOver<Client extends ShardClient>(
  */
 export async function completeSwitch<Client extends ShardClient>(
   map: Pick<LeaseMap<Client>, "changes" | "conflict">,
-  to: PhysicalShard<Client>,
+  to: Database<Client>,
   shard: ShardIdentifier,
   attempt: string,
   epoch: number,

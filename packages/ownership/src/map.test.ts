@@ -69,7 +69,7 @@ describe("the partition map", () => {
     const id = await bucket(mover);
     const other = await bucket(mover, S.g0m0);
 
-    const lease = await map.lease(S.g0m1, mover.physical.e);
+    const lease = await map.lease(S.g0m1, mover.databases.e);
     const { epoch } = await lease.fence();
     expect(epoch).toBe(1);
     // Fenced: a write for 0/1 that reaches a is refused by a itself, whoever sends it.
@@ -110,11 +110,11 @@ describe("the partition map", () => {
     });
 
     // The stale router still routes 0/1 to a: a refuses, the router refreshes and retries at e.
-    expect(stale.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("a");
     const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 4 } });
     expect(updated.remaining).toBe(4);
     expect(staleMap.counters).toMatchObject({ staleRejections: 1, retries: 1 });
-    expect(stale.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("e");
     expect(stale.registry.epochOf(S.g0m1)).toBe(2);
     expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
     expect((await mover.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5); // the old copy, untouched
@@ -138,12 +138,12 @@ describe("the partition map", () => {
     expect(await mover.db.$scatter({ policy: "fail" }).bucket.count()).toBe(2);
     await lease.release();
     // A lease of 0/0 (owned by a) can clean nothing up: a holds no tombstone of its move.
-    const other0 = await map.lease(S.g0m0, mover.physical.e);
+    const other0 = await map.lease(S.g0m0, mover.databases.e);
     await expect(other0.cleanup()).rejects.toBeInstanceOf(EpochConflictError);
     await other0.release();
 
     // Shard transactions are retried at the owner too.
-    expect(staleTx.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(staleTx.registry.databaseOf(S.g0m1).name).toBe("a");
     const inTx = await staleTx.db.$transactionOn(S.g0m1, async (tx) => {
       const b = await tx.bucket.findUnique({ where: { id } });
       return tx.bucket.update({ where: { id }, data: { remaining: b!.remaining - 1 } });
@@ -160,7 +160,7 @@ describe("the partition map", () => {
     await r.db.$transactionOn(id, (tx) =>
       emitEvent(tx, id, { topic: "bucket.opened", aggregateId: id, payload: {} }),
     );
-    await transfer(map, S.g0m1, r.physical.e);
+    await transfer(map, S.g0m1, r.databases.e);
     const delivered: string[] = [];
     const relay = createOutboxRelay({
       registry: r.registry,
@@ -188,10 +188,10 @@ describe("the partition map", () => {
     });
     watching.start();
     await bucket(mover);
-    await transfer(map, S.g0m1, mover.physical.e);
+    await transfer(map, S.g0m1, mover.databases.e);
     await eventually(
       "the polling router sees the switch",
-      () => watcher.registry.physicalOf(S.g0m1).name === "e",
+      () => watcher.registry.databaseOf(S.g0m1).name === "e",
     );
     expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
     expect(signals.some((s) => s.type === "refresh" && s.changed.includes(S.g0m1))).toBe(true);
@@ -201,7 +201,7 @@ describe("the partition map", () => {
     await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
       signals.length = 0;
       await watching.refresh();
-      expect(watcher.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(watcher.registry.databaseOf(S.g0m1).name).toBe("e");
       expect(signals).toEqual([{ type: "refresh", changed: [], missing: ["e"], problems: [] }]);
       // The other shards are served as usual.
       await watcher.db.bucket.create({
@@ -218,7 +218,7 @@ describe("the partition map", () => {
     const stale = make();
     const staleMap = await stale.open({ waitMs: 300 }); // read before the fence
     const id = await bucket(r);
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.fence();
     await map.refresh(); // r's map reads the fence (its polling would)
     for (const [router, counters, refused] of [
@@ -249,7 +249,7 @@ describe("the partition map", () => {
   it("compare-and-set: a fence or a switch on the wrong state is EpochConflictError and changes nothing", async () => {
     const r = make();
     const map = await r.open();
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.receive();
     await lease.verified();
     await expect(lease.switch()).rejects.toBeInstanceOf(EpochConflictError); // not fenced
@@ -349,7 +349,7 @@ describe("the partition map", () => {
     const r = make();
     const map = await r.open();
     await bucket(r);
-    const first = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    const first = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
     await first.fence();
     await first.receive();
     await copyShard(map, first);
@@ -394,7 +394,7 @@ describe("the partition map", () => {
     const map = await r.open();
     const ids: string[] = [];
     for (let i = 0; i < 30; i++) ids.push(await bucket(r, S.g0m1, i));
-    const first = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    const first = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
     await first.fence();
     await first.receive();
     await copyShard(map, first);
@@ -433,7 +433,7 @@ describe("the partition map", () => {
   it("a shard armed for a move whose mover died is given back by a router's read (no write is refused there)", async () => {
     const r = make();
     const map = await r.open();
-    const lease = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    const lease = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
     await lease.arm();
     await lease.lapse();
     const watcher = make();
@@ -458,7 +458,7 @@ describe("the partition map", () => {
     const r = make();
     const map = await r.open();
     const id = await bucket(r);
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.fence();
     await map.refresh(); // the router's read (its polling) sees the fence
     const writes = Array.from({ length: 5 }, (_, i) =>
@@ -481,7 +481,7 @@ describe("the partition map", () => {
     const r = make();
     const map = await r.open();
     const id = await bucket(r);
-    const lease = await map.lease(S.g0m1, r.physical.e);
+    const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.fence();
     await lease.receive();
     await copyShard(map, lease);

@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
-import type { OwnershipHook, PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { Database, OwnershipHook, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { databaseIdentities } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipChanges } from "./changes.js";
@@ -115,7 +115,7 @@ const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
 /** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
 type Problem =
   | { kind: "records"; issues: string[] }
-  | { kind: "unanswered"; database: PhysicalShard<ShardClient>; error: string };
+  | { kind: "unanswered"; database: Database<ShardClient>; error: string };
 
 /**
  * The partition map: which database owns each logical shard, at which epoch. It is kept in the
@@ -158,7 +158,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   /** Writes waiting for their fenced shard's placement to change (see `hold`). */
   private readonly waiting = new Set<{
     shard: ShardIdentifier;
-    physical: PhysicalShard<Client>;
+    physical: Database<Client>;
     epoch: number;
     deadline: number;
     /** Waiting for a fenced shard: woken when it is no longer fenced too, and failed when its time is up. */
@@ -170,22 +170,22 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   private polling = false;
   private readonly onSignal: ((signal: OwnershipSignal) => void) | undefined;
   /** The last rows read from each database (kept while it does not answer). */
-  private readonly rows = new Map<PhysicalShard<Client>, Row[]>();
+  private readonly rows = new Map<Database<Client>, Row[]>();
   /** When (in the order reads started) each database's rows in `rows` were read: an older read never replaces a newer. */
-  private readonly readAt = new Map<PhysicalShard<Client>, number>();
+  private readonly readAt = new Map<Database<Client>, number>();
   private reads = 0;
   /** Give-backs and completions this router is running (one at a time per shard and kind; see `once`). */
   private readonly inFlight = new Set<string>();
   /** Why each database's latest read failed (absent: it answered). */
-  private readonly silent = new Map<PhysicalShard<Client>, string>();
+  private readonly silent = new Map<Database<Client>, string>();
   /** Databases whose functions are installed as this version has them. */
-  private readonly installed = new Set<PhysicalShard<Client>>();
+  private readonly installed = new Set<Database<Client>>();
   /** Shards whose calls routing refuses, and why. */
   private readonly problems = new Map<number, Problem>();
   /** Whether every shard has been recorded (every database answered at once, at open or later). */
   private recorded = false;
   private lastRead = 0;
-  private identities = new Map<PhysicalShard<Client>, string>();
+  private identities = new Map<Database<Client>, string>();
   private reading: Promise<void> | undefined;
   /** The read after the one under way, shared by the callers of `refresh` meanwhile. */
   private nextReading: Promise<void> | undefined;
@@ -196,7 +196,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
   private constructor(options: PartitionMapOptions<Client>) {
     const issues: string[] = [];
-    if (!options?.registry || !Array.isArray(options.registry.physical)) issues.push("registry: required");
+    if (!options?.registry || !Array.isArray(options.registry.databases)) issues.push("registry: required");
     issues.push(...listedTableIssues(options?.tables));
     const positive = (value: number | undefined, name: string, fallback: number, integer = false) => {
       if (value === undefined) return fallback;
@@ -257,11 +257,14 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
   private async install(): Promise<void> {
     this.identities = await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs });
-    const reachable = this.registry.physical.filter((p) => this.identities.has(p));
+    const reachable = this.registry.databases.filter((p) => this.identities.has(p));
     if (reachable.length === 0)
       throw new DatabasesUnansweredError(
         `the partition map cannot be opened: no database answered within ${this.timeoutMs} ms`,
-        this.registry.physical.map((p) => ({ database: p.name, error: `no answer in ${this.timeoutMs} ms` })),
+        this.registry.databases.map((p) => ({
+          database: p.name,
+          error: `no answer in ${this.timeoutMs} ms`,
+        })),
       );
     await bounded(installing(), async () => {
       const schema = (await Promise.all(reachable.map((p) => ownershipSchemaIssues(raw(p), p.name)))).flat();
@@ -270,13 +273,13 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
       this.resolved = found.tables;
       await Promise.all(reachable.map((p) => this.installIn(p)));
-      if (reachable.length < this.registry.physical.length) return;
+      if (reachable.length < this.registry.databases.length) return;
       await this.recordUnrecorded();
     });
   }
 
   /** Installs shardkit's functions in `physical` (once per map). */
-  private async installIn(physical: PhysicalShard<Client>): Promise<void> {
+  private async installIn(physical: Database<Client>): Promise<void> {
     if (this.installed.has(physical)) return;
     await installFunctions(raw(physical));
     this.installed.add(physical);
@@ -284,7 +287,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
   /** Records the placement of the shards no database has a record of (see `recordUnrecorded`). */
   private async recordUnrecorded(): Promise<void> {
-    await recordUnrecorded(this.registry.physical, (p) => this.identityOf(p));
+    await recordUnrecorded(this.registry.databases, (p) => this.identityOf(p));
     this.recorded = true;
   }
 
@@ -316,9 +319,9 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /** Reads the records of `only` (default: every database) and applies the map they make with the others' last records. */
-  private async read(only?: readonly PhysicalShard<Client>[]): Promise<void> {
+  private async read(only?: readonly Database<Client>[]): Promise<void> {
     const result = await scatter(
-      only ?? this.registry.physical,
+      only ?? this.registry.databases,
       async (physical) => {
         // A database read for the first time gets shardkit's functions first (it was down at open).
         if (!this.installed.has(physical)) await this.installIn(physical);
@@ -342,7 +345,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
       );
     }
-    if (!only && this.identities.size < this.registry.physical.length) {
+    if (!only && this.identities.size < this.registry.databases.length) {
       for (const [p, id] of await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs })) {
         this.identities.set(p, id);
       }
@@ -350,7 +353,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     if (
       !only &&
       !this.recorded &&
-      this.rows.size === this.registry.physical.length &&
+      this.rows.size === this.registry.databases.length &&
       this.silent.size === 0
     ) {
       await bounded(installing(), () => this.recordUnrecorded()).catch(() => {});
@@ -368,7 +371,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       if (owner === null && state === "unknown" && !this.rows.has(configured)) {
         this.problems.set(shard.bits, {
           kind: "unanswered",
-          database: configured as PhysicalShard<ShardClient>,
+          database: configured as Database<ShardClient>,
           error: this.silent.get(configured) ?? "not read yet",
         });
         continue;
@@ -384,13 +387,13 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         continue;
       }
       if (owner === null || epoch === null) continue; // unrecorded before any open recorded it: the configuration holds
-      if (this.registry.physicalOf(shard) === owner && this.registry.epochOf(shard) === epoch) continue;
+      if (this.registry.databaseOf(shard) === owner && this.registry.epochOf(shard) === epoch) continue;
       this.registry.assign(shard, owner, epoch);
       changed.push(shard);
     }
     this.fenced.clear();
     for (const shard of this.registry.shards) {
-      const owner = this.registry.physicalOf(shard);
+      const owner = this.registry.databaseOf(shard);
       const row = this.rows.get(owner)?.find((r) => r.shard === shard.bits);
       if (row?.state === "fenced") this.fenced.add(shard.bits);
       // Armed for a move whose mover stopped (its lease lapsed): no write is refused, so no refusal
@@ -422,12 +425,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /** The databases whose latest read failed, and why. */
-  unanswered(): Map<PhysicalShard<Client>, string> {
+  unanswered(): Map<Database<Client>, string> {
     return new Map(this.silent);
   }
 
   /** Whether `physical` may hold records of `shard`: it was never read, or its last records name it. */
-  mayRecord(physical: PhysicalShard<Client>, shard: ShardIdentifier): boolean {
+  mayRecord(physical: Database<Client>, shard: ShardIdentifier): boolean {
     const rows = this.rows.get(physical);
     return rows === undefined || rows.some((r) => r.shard === shard.bits);
   }
@@ -435,7 +438,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   /** Each shard: where routing sends it now, its epoch and state. */
   entries(): MapEntry[] {
     return this.registry.shards.map((shard) => {
-      const physical = this.registry.physicalOf(shard);
+      const physical = this.registry.databaseOf(shard);
       const row = this.rows.get(physical)?.find((r) => r.shard === shard.bits);
       return {
         shard,
@@ -482,11 +485,11 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    */
   async lease(
     shardRef: ShardIdentifier | string,
-    to: PhysicalShard<Client>,
+    to: Database<Client>,
     options: LeaseOptions = {},
   ): Promise<ShardLease<Client>> {
     const shard = this.shard(shardRef);
-    if (!this.registry.physical.includes(to))
+    if (!this.registry.databases.includes(to))
       throw new OwnershipOptionsError(["to: not a database of the map's registry"]);
     await this.refresh();
     return ShardLease.acquire(this, shard, to, options);
@@ -499,7 +502,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /** What a database says it is (`server:port/database`); throws when it has not answered yet. */
-  identityOf(physical: PhysicalShard<Client>): string {
+  identityOf(physical: Database<Client>): string {
     const id = this.identities.get(physical);
     if (!id)
       throw new OwnershipOptionsError([`${physical.name} has not answered yet: its identity is unknown`]);
@@ -522,7 +525,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * `heal`, at most one at a time per shard in this router, bounded by `timeoutMs` (a frozen
    * database must not hold the router's waiting writes): whether it gave the shard back.
    */
-  private giveBack(database: PhysicalShard<Client>, shard: ShardIdentifier): Promise<boolean> {
+  private giveBack(database: Database<Client>, shard: ShardIdentifier): Promise<boolean> {
     return this.once(`heal ${shard.bits}`, () => this.heal(database, shard));
   }
 
@@ -558,7 +561,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * (the next move of the shard takes it over and undoes what is left: the target's copy, the
    * replication objects). No DDL: the shard's fence listing stays until then.
    */
-  private async heal(database: PhysicalShard<Client>, shard: ShardIdentifier): Promise<boolean> {
+  private async heal(database: Database<Client>, shard: ShardIdentifier): Promise<boolean> {
     const healed = await this.changes.locked(database, async (tx) => {
       const [move] = await tx.$queryRawUnsafe<{ attempt: string; step: string; lapsed: boolean }[]>(
         `SELECT attempt, step, "expiresAt" < clock_timestamp() AS lapsed FROM "ShardMove" WHERE shard = $1 FOR UPDATE`,
@@ -594,7 +597,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * tombstone is read from this router's map (refreshed just before).
    */
   private async complete(
-    database: PhysicalShard<Client>,
+    database: Database<Client>,
     shard: ShardIdentifier,
     attempt: string | null | undefined,
   ): Promise<boolean> {
@@ -624,7 +627,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    */
   private async settle(refusal: Refusal): Promise<void> {
     const { shard } = refusal;
-    const physical = this.registry.physicalOf(shard);
+    const physical = this.registry.databaseOf(shard);
     const epoch = this.registry.epochOf(shard);
     if (refusal.state === "fenced" && refusal.move?.lapsed && refusal.move.step !== "switched")
       await this.giveBack(physical, shard);
@@ -637,7 +640,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       return; // the target owns it now: run again there
     }
     this.refuseProblem(shard);
-    if (this.registry.physicalOf(shard) !== physical || this.registry.epochOf(shard) !== epoch) return;
+    if (this.registry.databaseOf(shard) !== physical || this.registry.epochOf(shard) !== epoch) return;
     if (this.fenced.has(shard.bits)) return this.hold(shard);
     // Refused, yet the map read says nothing changed (a record changed between the refusal and the
     // read, or a database that did not answer): one short wait for the map to catch up.
@@ -657,7 +660,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return new Promise<void>((resolve, reject) => {
       const waiter = {
         shard,
-        physical: this.registry.physicalOf(shard),
+        physical: this.registry.databaseOf(shard),
         epoch: this.registry.epochOf(shard),
         deadline: performance.now() + ms,
         fenced,
@@ -711,28 +714,28 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     try {
       for (let round = 0; this.waiting.size > 0; round++) {
         await new Promise((r) => setTimeout(r, Math.min(100, 10 + round * 2)));
-        const concerned = new Set<PhysicalShard<Client>>();
+        const concerned = new Set<Database<Client>>();
         for (const w of this.waiting) {
           concerned.add(w.physical);
           const peer = this.rowOf(w.physical, w.shard)?.peer;
-          const to = peer ? this.registry.physical.find((p) => this.identities.get(p) === peer) : undefined;
+          const to = peer ? this.registry.databases.find((p) => this.identities.get(p) === peer) : undefined;
           if (to) concerned.add(to);
         }
         await this.read([...concerned]).catch(() => {});
         const now = performance.now();
-        const lapsed = new Map<number, PhysicalShard<Client>>();
-        const decided = new Map<number, { to: PhysicalShard<Client>; attempt: string }>();
+        const lapsed = new Map<number, Database<Client>>();
+        const decided = new Map<number, { to: Database<Client>; attempt: string }>();
         for (const w of this.waiting) {
           const row = this.rowOf(w.physical, w.shard);
           const placed =
-            this.registry.physicalOf(w.shard) !== w.physical ||
+            this.registry.databaseOf(w.shard) !== w.physical ||
             this.registry.epochOf(w.shard) !== w.epoch ||
             this.problems.has(w.shard.bits);
           // The switch is decided at the old owner (its tombstone places the shard at the new one)
           // and the new owner holds it incoming still (its mover is between the two commits, or
           // stopped there): the call waits until the new owner takes it, completed by this router,
           // rather than be refused there.
-          const to = this.registry.physicalOf(w.shard);
+          const to = this.registry.databaseOf(w.shard);
           const incoming = this.rowOf(to, w.shard);
           if (
             incoming?.state === "incoming" &&
@@ -772,7 +775,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /** This router's last copy of `physical`'s record of `shard`. */
-  private rowOf(physical: PhysicalShard<Client>, shard: ShardIdentifier): Row | undefined {
+  private rowOf(physical: Database<Client>, shard: ShardIdentifier): Row | undefined {
     return this.rows.get(physical)?.find((r) => r.shard === shard.bits);
   }
 
@@ -816,7 +819,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
 /** The records of a shard, as one line: `a fenced at epoch 2, e incoming at epoch 2`. */
 function describeRecords<Client extends ShardClient>(
-  rows: ReadonlyMap<PhysicalShard<Client>, readonly Row[]>,
+  rows: ReadonlyMap<Database<Client>, readonly Row[]>,
   shard: ShardIdentifier,
 ): string {
   const held = [...rows].flatMap(([p, list]) =>

@@ -42,7 +42,7 @@ const moveToE = (
   map: Awaited<ReturnType<Router["open"]>>,
   extra: Partial<Parameters<typeof moveShard>[0]> = {},
 ) =>
-  moveShard({ map, shard: S.g0m1, to: r.physical.e, sourceConnection: urls.a, onProgress: quiet, ...extra });
+  moveShard({ map, shard: S.g0m1, to: r.databases.e, sourceConnection: urls.a, onProgress: quiet, ...extra });
 
 /** Buckets on `shard`, each with a few confirmations, written through the routed client. */
 async function seed(r: Router, shard = S.g0m1, buckets = 50) {
@@ -131,7 +131,7 @@ async function expectMoveFinished(
   await untilLapsed(r);
   const result = await moveToE(r, map);
   expect(result.resumed).toBe(resumed);
-  expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+  expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
   expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
   expect(await r.clients.e.confirmation.count()).toBe(3 * buckets.length);
   expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
@@ -216,10 +216,10 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
     expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("live"));
     await expectNothingLost(r, load.acked);
     expect(await r.clients.e.confirmation.count()).toBe(
-      150 + [...load.acked].filter((id) => r.registry.physicalOf(id).name === "e").length,
+      150 + [...load.acked].filter((id) => r.registry.databaseOf(id).name === "e").length,
     );
     expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // the old copy, cleaned up
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
     // The event, the key and the consumed event moved with the shard: at e, the command replays its
     // recorded decision and the event is known as consumed; nothing of them is left at a.
     await r.db.$transactionOn(S.g0m1, async (tx) => {
@@ -258,7 +258,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       expect(issues).toMatch(/e: already holds 1 rows of shard 0\/1/);
       expect(issues).toMatch(/Confirmation: the target's columns .* differ from the source's/);
       expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
-      expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
       await r.db.bucket.update({ where: { id: bucket! }, data: { remaining: 1 } }); // still served at a
     } finally {
       await r.clients.e.$executeRawUnsafe(`ALTER TABLE "Confirmation" DROP COLUMN note`);
@@ -359,7 +359,7 @@ describe("a mover stuck inside its fence", () => {
     const failure = await moveShard({
       map,
       shard: S.g0m1,
-      to: r.physical.e,
+      to: r.databases.e,
       sourceConnection: urls.a,
       leaseMs: 1000,
       freezeBudgetMs: 1000,
@@ -375,7 +375,7 @@ describe("a mover stuck inside its fence", () => {
     expect(failure).toBeInstanceOf(MoveFailedError);
     expect(failure).toMatchObject({ left: "undone", rerun: null });
     expect((failure as Error).message).toMatch(/a router gave the shard back to a; the move was then undone/);
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
     expect((await r.clients.a.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(1);
     // Nothing of it is left: the copy at e, the replication objects, the move's record.
     expect(await r.clients.e.bucket.count()).toBe(0);
@@ -423,7 +423,7 @@ describe("a database that stops answering in the middle of a move", () => {
       expect((cause as Error).message).toBe(
         "shard 0/1: the copy (waiting for e) did not finish within 6000 ms",
       );
-      expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
       // The source took the shard's writes while e was frozen, before and after the move gave up.
       expect(load.acked.size).toBeGreaterThan(ackedBefore.n);
       const ackedAtFailure = load.acked.size;
@@ -437,7 +437,7 @@ describe("a database that stops answering in the middle of a move", () => {
     await untilLapsed(r);
     const result = await moveToE(r, map);
     expect(result.resumed).toBe("rolled-back");
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
     await expectNothingLost(r, load.acked);
     expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
     expect(await r.clients.a.confirmation.count()).toBe(0);
@@ -498,7 +498,7 @@ describe("a mover process killed with SIGKILL", () => {
     const r = make();
     const map = await r.open();
     const buckets = await seed(r, S.g0m1, 3);
-    const lease = await map.lease(S.g0m1, r.physical.e, { leaseMs: 1000 });
+    const lease = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
     await lease.fence();
     await lease.receive();
     await copyShard(map, lease);
@@ -512,7 +512,7 @@ describe("a mover process killed with SIGKILL", () => {
     expect(writing.counters.completions).toBe(1);
     expect([
       await ownersOf(r),
-      writer.registry.physicalOf(S.g0m1).name,
+      writer.registry.databaseOf(S.g0m1).name,
       writer.registry.epochOf(S.g0m1),
     ]).toEqual([1, "e", 2]);
     writing.close();
@@ -581,7 +581,7 @@ describe("two movers of one shard", () => {
       expect(outcome).toMatchObject({ ok: false, code: "MOVE_FAILED", left: "taken-over", rerun: null });
       await load.stop();
       await expectNothingLost(r, load.acked);
-      expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
       expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
       expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
       expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
@@ -610,7 +610,7 @@ describe("the checks of a live move", () => {
     expect((before as MoveVerifyError).mismatches).toEqual([
       expect.stringMatching(/^Bucket \(rows not written during the move\): source 10 rows/),
     ]);
-    expect([r.registry.physicalOf(S.g0m1).name, await r.clients.e.bucket.count()]).toEqual(["a", 0]);
+    expect([r.registry.databaseOf(S.g0m1).name, await r.clients.e.bucket.count()]).toEqual(["a", 0]);
 
     const during = await moveToE(r, map, {
       afterStep: async (step) => {
@@ -628,7 +628,7 @@ describe("the checks of a live move", () => {
     expect((during as MoveVerifyError).mismatches).toEqual([
       expect.stringMatching(/^Bucket \(rows written during the move\): source 1 rows/),
     ]);
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
     expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
     map.close();
   }, 120_000);
@@ -674,9 +674,9 @@ describe("a former owner never answers for a shard it lost", () => {
     expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // cleaned up
     for (const [i, check] of checks.entries()) {
       const { s, map: staleMap } = stale[i]!;
-      expect(s.registry.physicalOf(S.g0m1).name).toBe("a");
+      expect(s.registry.databaseOf(S.g0m1).name).toBe("a");
       await check(s);
-      expect(s.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(s.registry.databaseOf(S.g0m1).name).toBe("e");
       expect(staleMap.counters.staleRejections).toBe(1);
       staleMap.close();
     }
@@ -696,7 +696,7 @@ describe("moveShard (offline)", () => {
     const spoiled = await moveShard({
       map,
       shard: S.g0m1,
-      to: r.physical.e,
+      to: r.databases.e,
       mode: "offline",
       telemetry,
       onProgress: quiet,
@@ -711,14 +711,14 @@ describe("moveShard (offline)", () => {
     }).catch((e: unknown) => e);
     expect(spoiled).toBeInstanceOf(MoveVerifyError);
     expect((spoiled as MoveVerifyError).mismatches[0]).toMatch(/^Bucket: source 20 rows/);
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
     expect(await r.clients.e.bucket.count()).toBe(0);
     await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 5 } }); // a takes writes again
 
     const result = await moveShard({
       map,
       shard: S.g0m1,
-      to: r.physical.e,
+      to: r.databases.e,
       mode: "offline",
       telemetry,
       onProgress: quiet,

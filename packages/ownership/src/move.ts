@@ -1,6 +1,6 @@
 import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { moveOptionIssues, outsideIdentity, precheck } from "./check.js";
 import {
   DatabasesUnansweredError,
@@ -29,7 +29,7 @@ export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   map: PartitionMap<Client>;
   shard: ShardIdentifier | string;
   /** The database that will own the shard (a spare, or one that holds other shards). */
-  to: PhysicalShard<Client>;
+  to: Database<Client>;
   /**
    * `live` (default, PostgreSQL): the shard keeps taking writes while its rows stream to the target
    * through logical replication; writes wait only from the fence to the switch. `offline`
@@ -288,7 +288,7 @@ async function moveWithin<Client extends ShardClient>(
     }
     await done("resume");
     await map.refresh();
-    if (resumed === "rolled-forward" && held.to === to && map.registry.physicalOf(shard) === to) {
+    if (resumed === "rolled-forward" && held.to === to && map.registry.databaseOf(shard) === to) {
       return {
         shard: shard.key,
         from: held.from.name,
@@ -304,7 +304,7 @@ async function moveWithin<Client extends ShardClient>(
       };
     }
   }
-  const from = map.registry.physicalOf(shard);
+  const from = map.registry.databaseOf(shard);
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
 
   step("precheck");
@@ -408,13 +408,13 @@ async function moveWithin<Client extends ShardClient>(
 function needAnswers<Client extends ShardClient>(
   map: PartitionMap<Client>,
   shard: ShardIdentifier,
-  to: PhysicalShard<Client>,
-  unansweredMoves: readonly { physical: PhysicalShard<Client>; error: string }[],
+  to: Database<Client>,
+  unansweredMoves: readonly { physical: Database<Client>; error: string }[],
 ): void {
-  const silent = new Map<PhysicalShard<Client>, string>();
+  const silent = new Map<Database<Client>, string>();
   for (const [physical, error] of map.unanswered()) silent.set(physical, error);
   for (const { physical, error } of unansweredMoves) if (!silent.has(physical)) silent.set(physical, error);
-  const from = map.registry.physicalOf(shard);
+  const from = map.registry.databaseOf(shard);
   const needed = [...silent].filter(
     ([physical]) => physical === from || physical === to || map.mayRecord(physical, shard),
   );

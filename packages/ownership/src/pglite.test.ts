@@ -37,7 +37,7 @@ describe("embedded PGlite", () => {
     const id = ShardedId.generate("Bucket", S.g0m1);
     await mover.db.bucket.create({ data: { id, name: "B-173", remaining: 3 } });
 
-    const spare = mover.registry.physical.find((p) => p.name === "spare")!;
+    const spare = mover.registry.databases.find((p) => p.name === "spare")!;
     await transfer(map, S.g0m1, spare, async () => {
       const refused = await mover.clients[0]!.bucket.update({ where: { id }, data: { remaining: 0 } }).catch(
         (e: unknown) => e,
@@ -48,7 +48,7 @@ describe("embedded PGlite", () => {
     const updated = await stale.db.bucket.update({ where: { id }, data: { remaining: 2 } });
     expect(updated.remaining).toBe(2);
     expect(staleMap.counters.staleRejections).toBe(1);
-    expect(stale.registry.physicalOf(S.g0m1).name).toBe("spare");
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("spare");
     expect((await mover.clients[1]!.bucket.findUnique({ where: { id } }))?.remaining).toBe(2);
     map.close();
     staleMap.close();
@@ -78,7 +78,7 @@ describe("embedded PGlite", () => {
       remaining: i,
     }));
     await db.$transactionOn(S.g0m1, (tx) => tx.bucket.createMany({ data: buckets }));
-    const spare = registry.physical.find((p) => p.name === "spare")!;
+    const spare = registry.databases.find((p) => p.name === "spare")!;
     const result = await moveShard({ map, shard: S.g0m1, to: spare, mode: "offline", onProgress: () => {} });
     expect(result).toMatchObject({
       mode: "offline",

@@ -1,5 +1,5 @@
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 
 /** One row of a database's `ShardOwnership`, as stored (`peer`: a database identity, `server:port/database`). */
 export interface OwnershipRow {
@@ -30,12 +30,12 @@ export interface ShardRecord {
 export interface ShardPlacement<Client extends ShardClient = ShardClient> {
   shard: ShardIdentifier;
   /** Where the registry sent the shard when the records were read (its configuration, unless assigned since). */
-  configured: PhysicalShard<Client>;
+  configured: Database<Client>;
   /**
    * The database that owns it by the records (or holds it fenced, between owners; or, when its
    * own record was not read, the one a tombstone names). Null when no record says.
    */
-  owner: PhysicalShard<Client> | null;
+  owner: Database<Client> | null;
   /** The owner's epoch; without an owner, the highest epoch of any record of the shard (null: none). */
   epoch: number | null;
   /**
@@ -62,18 +62,18 @@ export interface ShardPlacement<Client extends ShardClient = ShardClient> {
  */
 export function placeShards<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
-  records: ReadonlyMap<PhysicalShard<Client>, readonly OwnershipRow[]>,
-  identities: ReadonlyMap<PhysicalShard<Client>, string>,
+  records: ReadonlyMap<Database<Client>, readonly OwnershipRow[]>,
+  identities: ReadonlyMap<Database<Client>, string>,
 ): { placements: ShardPlacement<Client>[]; issues: string[] } {
   const issues: string[] = [];
   const known = new Set(identities.values());
   const byIdentity = new Map([...identities].map(([physical, id]) => [id, physical]));
   const nameOf = (peer: string | null) => (peer === null ? null : (byIdentity.get(peer)?.name ?? peer));
-  const byShard = new Map<number, { physical: PhysicalShard<Client>; row: OwnershipRow }[]>();
+  const byShard = new Map<number, { physical: Database<Client>; row: OwnershipRow }[]>();
   /** What is wrong with the records of a registered shard, by its bits (each placement carries its own). */
   const rowIssues = new Map<number, string[]>();
   // In the registry's order of databases, whatever the order of `records`.
-  for (const physical of registry.physical) {
+  for (const physical of registry.databases) {
     for (const row of records.get(physical) ?? []) {
       const where = `${physical.name}: shard ${row.shard}`;
       if (!Number.isInteger(row.shard) || row.shard < 0 || row.shard >= 1 << 14) {
@@ -96,7 +96,7 @@ export function placeShards<Client extends ShardClient>(
           `${physical.name}: shard ${shard.key}: state ${JSON.stringify(row.state)} is not one of ${STATES.join(", ")}`,
         );
       }
-      if (row.peer !== null && known.size === registry.physical.length && !known.has(row.peer)) {
+      if (row.peer !== null && known.size === registry.databases.length && !known.has(row.peer)) {
         found.push(
           `${physical.name}: shard ${shard.key}: names database ${row.peer}, which is not in the registry`,
         );
@@ -106,7 +106,7 @@ export function placeShards<Client extends ShardClient>(
     }
   }
   const placements = registry.shards.map((shard): ShardPlacement<Client> => {
-    const configured = registry.physicalOf(shard);
+    const configured = registry.databaseOf(shard);
     const held = byShard.get(shard.bits) ?? [];
     const placement: ShardPlacement<Client> = {
       shard,

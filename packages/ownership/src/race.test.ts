@@ -64,7 +64,7 @@ describe("the seed's race", () => {
     // Desk one confirms as the move begins; desk two (stale) confirms once the old owner is fenced.
     const first = one.go();
     let second: Promise<Outcome> | undefined;
-    await transfer(map, S.g0m1, r.physical.e, async () => {
+    await transfer(map, S.g0m1, r.databases.e, async () => {
       second = two.go();
     });
     const outcomes = await Promise.all([first, second!]);

@@ -7,7 +7,7 @@ import { bounded, raw, unbounded } from "./raw.js";
 // `bounded` on a real database (a): a statement that outlasts the deadline fails the work, and a
 // transaction given up is rolled back even when its statement answers later.
 const r = router();
-const a = r.physical.a;
+const a = r.databases.a;
 const db = raw(a);
 const TABLE = `"RawDeadlineProbe_${process.pid}"`;
 const late = () => new MoveTimeoutError(S.g0m1, "the probe", 300);

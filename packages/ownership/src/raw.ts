@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { withDeadline } from "@shardkit/prisma/internal";
 
 /** What the package asks of a database's Prisma client: raw statements and interactive transactions. */
@@ -45,7 +45,7 @@ export function unbounded<T>(work: () => T): T {
 }
 
 /** A database's client, as `Raw`: bounded by the deadline of the work that asks for it, if any (`bounded`). */
-export function raw<Client extends ShardClient>(physical: PhysicalShard<Client>): Raw {
+export function raw<Client extends ShardClient>(physical: Database<Client>): Raw {
   const client = physical.client as unknown as Raw;
   const bound = deadlines.getStore();
   return bound ? within(client, physical.name, bound) : client;

@@ -1,7 +1,7 @@
 // What the databases record of a move: its lease row in the source's `ShardMove`, read from every
 // database at once, and how a move in progress is reported.
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import type { OwnershipChanges } from "./changes.js";
 import { type EpochConflictError, MoveInProgressError } from "./errors.js";
@@ -11,7 +11,7 @@ import type { FencedTable } from "./sql.js";
 /** A move's record (its lease) as a database holds it: on the database the shard moves from. */
 export interface MoveRecord<Client extends ShardClient = ShardClient> {
   /** The database holding it: the move's source. */
-  database: PhysicalShard<Client>;
+  database: Database<Client>;
   shard: ShardIdentifier;
   /** The database it moves to (its identity, `server:port/database`). */
   target: string;
@@ -48,10 +48,10 @@ export async function findMoves<Client extends ShardClient>(
   timeoutMs: number,
 ): Promise<{
   found: MoveRecord<Client>[];
-  unanswered: { physical: PhysicalShard<Client>; error: string }[];
+  unanswered: { physical: Database<Client>; error: string }[];
 }> {
   const result = await scatter(
-    registry.physical,
+    registry.databases,
     async (physical) => {
       try {
         return await raw(physical).$queryRawUnsafe<MoveRow[]>(
@@ -83,7 +83,7 @@ export interface LeaseMap<Client extends ShardClient> {
   readonly registry: ShardRegistry<Client>;
   readonly tables: readonly FencedTable[];
   readonly changes: OwnershipChanges<Client>;
-  identityOf(physical: PhysicalShard<Client>): string;
+  identityOf(physical: Database<Client>): string;
   refresh(): Promise<void>;
   /** Counts a conflict and returns its error. */
   conflict(shard: ShardIdentifier, message: string): EpochConflictError;
@@ -114,7 +114,7 @@ export function nameOfIdentity<Client extends ShardClient>(
   map: Pick<LeaseMap<Client>, "registry" | "identityOf">,
   identity: string,
 ): string {
-  for (const p of map.registry.physical) {
+  for (const p of map.registry.databases) {
     try {
       if (map.identityOf(p) === identity) return p.name;
     } catch {}

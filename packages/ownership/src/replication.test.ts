@@ -65,7 +65,7 @@ describe("teardown of a move's replication", () => {
 
     // The source's slot of shard 1 is still being created (its sender waits for the blocker):
     // teardown says so, and leaves shard 10 alone.
-    const first = await teardown(r.physical.a, r.physical.e, one).then(
+    const first = await teardown(r.databases.a, r.databases.e, one).then(
       () => undefined,
       (error: unknown) => error,
     );
@@ -74,14 +74,14 @@ describe("teardown of a move's replication", () => {
     expect(await names(a, "SELECT pubname AS name FROM pg_publication")).toEqual([other]);
     expect(first).toBeInstanceOf(DatabasesUnansweredError);
     expect((first as DatabasesUnansweredError).databases).toEqual([
-      { database: r.physical.a.name, error: expect.stringContaining(`slot ${mine}`) },
+      { database: r.databases.a.name, error: expect.stringContaining(`slot ${mine}`) },
     ]);
 
     await blocker.query("COMMIT");
     expect(await creating[1]).toBe("created");
     // Once the source's sender is done, a second teardown removes what the first could not.
     await eventually("shard 1's teardown finishes", () =>
-      teardown(r.physical.a, r.physical.e, one).then(
+      teardown(r.databases.a, r.databases.e, one).then(
         () => true,
         () => false,
       ),
@@ -91,7 +91,7 @@ describe("teardown of a move's replication", () => {
     expect(slots).toContain(other);
     expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([other]);
 
-    await teardown(r.physical.a, r.physical.e, ten);
+    await teardown(r.databases.a, r.databases.e, ten);
     expect(await names(a, "SELECT slot_name AS name FROM pg_replication_slots")).toEqual([]);
     expect(await names(a, "SELECT pubname AS name FROM pg_publication")).toEqual([]);
     expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([]);

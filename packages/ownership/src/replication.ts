@@ -1,5 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { DatabasesUnansweredError } from "./errors.js";
 import { lastLine, type Raw, raw } from "./raw.js";
 import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
@@ -29,7 +29,7 @@ export async function publish(tx: Raw, tables: readonly FencedTable[], shard: Sh
 
 /** The target's subscription to `publication`, with the initial copy and synchronous commits. */
 export async function subscribe<Client extends ShardClient>(
-  to: PhysicalShard<Client>,
+  to: Database<Client>,
   name: string,
   sourceConnection: string,
   publication: string,
@@ -41,7 +41,7 @@ export async function subscribe<Client extends ShardClient>(
 }
 
 /** Whether the subscription's initial copy is done: every table ready. */
-export async function copied<Client extends ShardClient>(to: PhysicalShard<Client>, subscription: string) {
+export async function copied<Client extends ShardClient>(to: Database<Client>, subscription: string) {
   const [row] = await raw(to).$queryRawUnsafe<{ waiting: number }[]>(
     `SELECT count(*)::int AS waiting FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
      WHERE s.subname = $1 AND r.srsubstate <> 'r'`,
@@ -52,7 +52,7 @@ export async function copied<Client extends ShardClient>(to: PhysicalShard<Clien
 
 /** Bytes of WAL the subscription's slot is behind the source. */
 export async function lagBytes<Client extends ShardClient>(
-  from: PhysicalShard<Client>,
+  from: Database<Client>,
   slot: string,
 ): Promise<number> {
   const [row] = await raw(from).$queryRawUnsafe<{ lag: number | null }[]>(
@@ -63,7 +63,7 @@ export async function lagBytes<Client extends ShardClient>(
 }
 
 /** The source's current WAL position. */
-export async function walPosition<Client extends ShardClient>(from: PhysicalShard<Client>): Promise<string> {
+export async function walPosition<Client extends ShardClient>(from: Database<Client>): Promise<string> {
   const [row] = await raw(from).$queryRawUnsafe<{ lsn: string }[]>(
     "SELECT pg_current_wal_lsn()::text AS lsn",
   );
@@ -72,7 +72,7 @@ export async function walPosition<Client extends ShardClient>(from: PhysicalShar
 
 /** Whether the subscription's slot has confirmed the source's WAL up to `lsn`. */
 export async function reached<Client extends ShardClient>(
-  from: PhysicalShard<Client>,
+  from: Database<Client>,
   slot: string,
   lsn: string,
 ): Promise<boolean> {
@@ -100,8 +100,8 @@ export async function reached<Client extends ShardClient>(
  * and the next teardown drops it. Throws naming what could not be cleaned (a rerun tears down again).
  */
 export async function teardown<Client extends ShardClient>(
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
+  from: Database<Client>,
+  to: Database<Client>,
   shard: ShardIdentifier,
   /** Only the objects of this name (one attempt's), not every attempt's. */
   only?: string,

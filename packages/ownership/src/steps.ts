@@ -7,7 +7,7 @@
 // so that it also serves a move taken over from a mover that died, which remembers nothing; a
 // failure after the switch is finished, never undone (`decides` marks the step that decides).
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { countAt } from "./check.js";
 import { MoveVerifyError } from "./errors.js";
 import type { ShardLease } from "./lease.js";
@@ -50,8 +50,8 @@ export interface MoveProgress {
 export interface MoveRun<Client extends ShardClient> {
   map: PartitionMap<Client>;
   shard: ShardIdentifier;
-  from: PhysicalShard<Client>;
-  to: PhysicalShard<Client>;
+  from: Database<Client>;
+  to: Database<Client>;
   held: ShardLease<Client>;
   /** Compare checksums besides counts (`verify`). */
   sums: boolean;

@@ -38,7 +38,7 @@ const quiet = () => {};
 
 /** A routed client on which a bucket's name is unique across shards (claim rows). */
 function uniqueNames(registry: ShardRegistry<PrismaClient>) {
-  return registry.physical[0]!.client.$extends(
+  return registry.databases[0]!.client.$extends(
     shardRouting({
       registry,
       models: {
@@ -103,7 +103,7 @@ describe("shardkit's own tables move with their shard", () => {
     const check = await checkMove({
       registry: r.registry,
       shard: S.g0m1,
-      to: r.physical.e,
+      to: r.databases.e,
       tables: APP_TABLES,
     });
     expect(check.tables).toEqual([...APP_TABLES, ...SHARDKIT_TABLES]);
@@ -122,7 +122,7 @@ describe("shardkit's own tables move with their shard", () => {
       const check = await checkMove({
         registry: r.registry,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         tables: APP_TABLES,
       });
       expect(check.issues).toContain(
@@ -167,7 +167,7 @@ describe("shardkit's own tables move with their shard", () => {
       const result = await moveShard({
         map,
         shard: S.g0m1,
-        to: r.physical.e,
+        to: r.databases.e,
         mode,
         ...(mode === "live" ? { sourceConnection: urls.a } : {}),
         onProgress: quiet,
@@ -210,7 +210,7 @@ describe("shardkit's own tables move with their shard", () => {
       // A router that starts after the move: the claim is at the owner, so the value stays taken.
       const later = make();
       const laterMap = await later.open({ tables: APP_TABLES });
-      expect(later.registry.physicalOf(S.g0m1).name).toBe("e");
+      expect(later.registry.databaseOf(S.g0m1).name).toBe("e");
       const dbLater = uniqueNames(later.registry);
       await expect(
         dbLater.bucket.create({
@@ -252,9 +252,9 @@ describe("shardkit's own tables move with their shard", () => {
     }
     const [taken] = await r.clients.a.uniqueClaim.findMany({ where: { shard: S.g0m1.bits } });
     expect(taken).toBeDefined();
-    await moveShard({ map, shard: S.g0m1, to: r.physical.e, mode: "offline", onProgress: quiet });
-    expect(one.registry.physicalOf(S.g0m1).name).toBe("a");
-    expect(two.registry.physicalOf(S.g0m1).name).toBe("a");
+    await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: quiet });
+    expect(one.registry.databaseOf(S.g0m1).name).toBe("a");
+    expect(two.registry.databaseOf(S.g0m1).name).toBe("a");
 
     // A value claimed before the move: its claim is tried at a, refused there, found at e: taken.
     await expect(
@@ -263,7 +263,7 @@ describe("shardkit's own tables move with their shard", () => {
       }),
     ).rejects.toBeInstanceOf(UniqueViolationError);
     expect(oneMap.counters.staleRejections).toBe(1);
-    expect(one.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(one.registry.databaseOf(S.g0m1).name).toBe("e");
 
     // New names, some of whose claims belong on 0/1: every create succeeds, its claims held at e.
     const fresh = uniqueNames(two.registry);

@@ -1,4 +1,4 @@
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { SHARDKIT_TABLES as OWN_TABLES } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { raw } from "./raw.js";
@@ -46,7 +46,7 @@ const PRESENT_SQL = `SELECT name FROM unnest($1::text[]) AS name WHERE to_regcla
 
 /** Which of shardkit's tables `database` has. */
 export async function shardkitTablesAt<Client extends ShardClient>(
-  database: PhysicalShard<Client>,
+  database: Database<Client>,
 ): Promise<Set<string>> {
   const rows = await raw(database).$queryRawUnsafe<{ name: string }[]>(
     PRESENT_SQL,
@@ -62,7 +62,7 @@ export interface ResolvedTables<Client extends ShardClient> {
   /** Shardkit's tables that some databases have and others do not, naming both. */
   issues: string[];
   /** Databases that did not answer: the decision was made without them. */
-  unanswered: { physical: PhysicalShard<Client>; error: string }[];
+  unanswered: { physical: Database<Client>; error: string }[];
 }
 
 /**
@@ -75,7 +75,7 @@ export interface ResolvedTables<Client extends ShardClient> {
  * the decision (`unanswered`), and a move's precheck reads its source and target again.
  */
 export async function resolveTables<Client extends ShardClient>(
-  databases: readonly PhysicalShard<Client>[],
+  databases: readonly Database<Client>[],
   listed: readonly FencedTable[],
   options: { timeoutMs: number },
 ): Promise<ResolvedTables<Client>> {
@@ -84,7 +84,7 @@ export async function resolveTables<Client extends ShardClient>(
     targetTimeoutMs: options.timeoutMs,
     key: (p) => p.name,
   });
-  const present = new Map<PhysicalShard<Client>, Set<string>>();
+  const present = new Map<Database<Client>, Set<string>>();
   for (const outcome of result.outcomes) {
     if (outcome.status === "fulfilled") present.set(outcome.target, outcome.value);
   }

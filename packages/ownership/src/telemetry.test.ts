@@ -41,12 +41,12 @@ describe("shardkit.ownership.stale_rejections", () => {
     expect(await reader.count("shardkit.ownership.stale_rejections", "0/1")).toBe(0);
 
     // 0/1 moves from a to e, by a mover the stale router is not told about.
-    await transfer(map, S.g0m1, mover.physical.e);
+    await transfer(map, S.g0m1, mover.databases.e);
 
-    expect(stale.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("a");
     const updated = await db.bucket.update({ where: { id }, data: { remaining: 4 } });
     expect(updated.remaining).toBe(4);
-    expect(stale.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("e");
     expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
     expect((await mover.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5); // refused there
     expect(await reader.count("shardkit.ownership.stale_rejections", "0/1")).toBe(1);

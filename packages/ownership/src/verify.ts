@@ -1,5 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient } from "@shardkit/prisma";
+import type { Database, ShardClient } from "@shardkit/prisma";
 import { type PrimaryKey, primaryKeys } from "./changes.js";
 import { OwnershipOptionsError } from "./errors.js";
 import { type Raw, raw } from "./raw.js";
@@ -34,7 +34,7 @@ type Part = { kind: "all" } | { kind: "except" | "only"; keys: ReadonlyMap<strin
 
 /** The keys noted per table since the shard was armed (each a JSON array of its primary key's values). */
 export async function changedKeys<Client extends ShardClient>(
-  from: PhysicalShard<Client>,
+  from: Database<Client>,
   shard: ShardIdentifier,
 ): Promise<Map<string, string[]>> {
   const rows = await raw(from).$queryRawUnsafe<{ table: string; key: string }[]>(
@@ -147,8 +147,8 @@ export interface Check {
  */
 export async function checkAll<Client extends ShardClient>(
   tables: readonly FencedTable[],
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
+  from: Database<Client>,
+  to: Database<Client>,
   shard: ShardIdentifier,
   sums: boolean,
 ): Promise<Check> {
@@ -166,8 +166,8 @@ export async function checkAll<Client extends ShardClient>(
  */
 export async function checkUnchanged<Client extends ShardClient>(
   tables: readonly FencedTable[],
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
+  from: Database<Client>,
+  to: Database<Client>,
   shard: ShardIdentifier,
   sums: boolean,
   timeoutMs: number,
@@ -212,8 +212,8 @@ export async function checkUnchanged<Client extends ShardClient>(
  */
 export async function checkChanged<Client extends ShardClient>(
   tables: readonly FencedTable[],
-  from: PhysicalShard<Client>,
-  to: PhysicalShard<Client>,
+  from: Database<Client>,
+  to: Database<Client>,
   shard: ShardIdentifier,
   sums: boolean,
   /** How long each side's transaction may take (and wait for a connection): the freeze's budget. */

@@ -43,7 +43,7 @@ async function moveByHand(mover: ReturnType<typeof router>) {
   await mover.db.bucket.create({
     data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 },
   });
-  await transfer(map, S.g0m1, mover.physical.e);
+  await transfer(map, S.g0m1, mover.databases.e);
   return map;
 }
 
@@ -99,7 +99,7 @@ describe("readPartitionMap", () => {
 
   it("after a move: each shard's owner, epoch and state, every record with its peer by name, and apply() routes a fresh registry there", async () => {
     const map = await moveByHand(make());
-    const arming = await map.lease(S.g0m0, map.registry.physical.find((p) => p.name === "b")!);
+    const arming = await map.lease(S.g0m0, map.registry.databases.find((p) => p.name === "b")!);
     await arming.arm();
     const r = make(); // a process that never opened a map: its registry still says a
     const view = await readPartitionMap(r.registry);
@@ -133,10 +133,10 @@ describe("readPartitionMap", () => {
     expect(view.nameOf("elsewhere:5432/x")).toBe("elsewhere:5432/x");
     expect(() => view.placementOf("9/9")).toThrow(OwnershipOptionsError);
 
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("a");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
     // Every shard's epoch is learned; 0/1 also changes database.
     expect(view.apply().map((s) => s.key)).toEqual(["0/0", "0/1", "1/0"]);
-    expect(r.registry.physicalOf(S.g0m1).name).toBe("e");
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
     expect(r.registry.epochOf(S.g0m1)).toBe(2);
     expect(view.apply()).toEqual([]); // applied already
     // The lease of 0/0's move is live: the view shows it, with nothing stopped or left over.
@@ -200,7 +200,7 @@ describe("readPartitionMap", () => {
       "shard 0/0: no database records it, though a records other shards: its record was deleted, or the shard is new to the configuration (opening a partition map records it)",
     ]);
     // A moved shard whose new owner's record is deleted: the tombstone names a database that has none.
-    await transfer(map, S.g0m1, r.physical.e);
+    await transfer(map, S.g0m1, r.databases.e);
     await r.clients.e.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard = ${S.g0m1.bits}`);
     expect((await readPartitionMap(r.registry)).issues).toContain(
       "shard 0/1: a's tombstone says e owns it at epoch 2, but e has no record of it (deleted?)",

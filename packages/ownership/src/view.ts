@@ -1,5 +1,5 @@
 import { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { databaseIdentities } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
@@ -31,7 +31,7 @@ export interface MoveView {
 
 /** What one database answered when the view was read. */
 export type DatabaseOwnership<Client extends ShardClient = ShardClient> = {
-  physical: PhysicalShard<Client>;
+  physical: Database<Client>;
   /** Its registry name. */
   database: string;
   /** What it says it is (`server:port/database`); null when it did not answer that question. */
@@ -121,13 +121,14 @@ export async function readPartitionMap<Client extends ShardClient>(
   options: ReadPartitionMapOptions = {},
 ): Promise<PartitionView<Client>> {
   const timeoutMs = options.timeoutMs ?? 2000;
-  if (!registry || !Array.isArray(registry.physical)) throw new OwnershipOptionsError(["registry: required"]);
+  if (!registry || !Array.isArray(registry.databases))
+    throw new OwnershipOptionsError(["registry: required"]);
   if (!(Number.isFinite(timeoutMs) && timeoutMs >= 1))
     throw new OwnershipOptionsError([`timeoutMs: expected a number >= 1, got ${timeoutMs}`]);
   const [identities, answers] = await Promise.all([
     databaseIdentities(registry, { timeoutMs }),
     scatter(
-      registry.physical,
+      registry.databases,
       async (physical) => {
         const db: Raw = raw(physical);
         const [[table], replication] = await Promise.all([
@@ -144,7 +145,7 @@ export async function readPartitionMap<Client extends ShardClient>(
       { policy: "partial", targetTimeoutMs: timeoutMs, key: (p) => String(p.index) },
     ),
   ]);
-  const records = new Map<PhysicalShard<Client>, OwnershipRow[]>();
+  const records = new Map<Database<Client>, OwnershipRow[]>();
   const byIdentity = new Map([...identities].map(([physical, id]) => [id, physical.name]));
   const nameOf = (identity: string) => byIdentity.get(identity) ?? identity;
   const databases = answers.outcomes.map((outcome): DatabaseOwnership<Client> => {

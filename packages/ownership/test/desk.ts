@@ -23,7 +23,7 @@ for await (const line of lines) {
     error: String(error).slice(0, 500),
   }));
   process.stdout.write(
-    `${JSON.stringify({ ...outcome, landedOn: registry.physicalOf(bucketId).name, counters: map.counters })}\n`,
+    `${JSON.stringify({ ...outcome, landedOn: registry.databaseOf(bucketId).name, counters: map.counters })}\n`,
   );
 }
 await registry.disconnect();

@@ -23,7 +23,7 @@ export const models = { Bucket: { keys: ["id"] }, Confirmation: { keys: ["id", "
 
 /** The routed client over a registry of the test schema's databases. */
 export function routedClient(registry: ShardRegistry<PrismaClient>) {
-  return registry.physical[0]!.client.$extends(shardRouting({ registry, models }));
+  return registry.databases[0]!.client.$extends(shardRouting({ registry, models }));
 }
 
 export type Db = ReturnType<typeof routedClient>;
@@ -50,10 +50,10 @@ export function routerOver(urls: { a: string; b: string; e: string }) {
       { client: clients.e, name: "e" },
     ],
   });
-  const physical = {
-    a: registry.physical.find((p) => p.name === "a")!,
-    b: registry.physical.find((p) => p.name === "b")!,
-    e: registry.physical.find((p) => p.name === "e")!,
+  const databases = {
+    a: registry.databases.find((p) => p.name === "a")!,
+    b: registry.databases.find((p) => p.name === "b")!,
+    e: registry.databases.find((p) => p.name === "e")!,
   };
-  return { clients, registry, physical, db: routedClient(registry) };
+  return { clients, registry, databases, db: routedClient(registry) };
 }

@@ -11,7 +11,7 @@ import { moveShard, PartitionMap } from "../src/index.js";
 import { routerOver, S, TABLES } from "./layout.js";
 
 const urls = JSON.parse(process.env.MOVE_URLS!) as { a: string; b: string; e: string };
-const { registry, physical } = routerOver(urls);
+const { registry, databases } = routerOver(urls);
 const map = await PartitionMap.open({ registry, tables: TABLES });
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 process.stdout.write("ready\n");
@@ -19,7 +19,7 @@ await lines.next();
 const outcome = await moveShard({
   map,
   shard: S.g0m1,
-  to: physical.e,
+  to: databases.e,
   sourceConnection: urls.a,
   onProgress: () => {},
   ...(process.env.LEASE_MS ? { leaseMs: Number(process.env.LEASE_MS) } : {}),

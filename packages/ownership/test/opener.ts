@@ -8,7 +8,7 @@ import { routerOver, TABLES } from "./layout.js";
 const urls = JSON.parse(process.env.OWNERSHIP_URLS!) as { a: string; b: string; e: string };
 const { registry } = routerOver(urls);
 // Connected before "go", so the opens that follow start together.
-await Promise.all(registry.physical.map((p) => p.client.$queryRawUnsafe("SELECT 1")));
+await Promise.all(registry.databases.map((p) => p.client.$queryRawUnsafe("SELECT 1")));
 process.stdout.write("ready\n");
 for await (const line of createInterface({ input: process.stdin })) {
   if (line !== "go") continue;

@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
-import type { PhysicalShard } from "@shardkit/prisma";
+import type { Database } from "@shardkit/prisma";
 import { afterEach, inject } from "vitest";
 import { PartitionMap, type PartitionMapOptions, type ShardLease } from "../src/index.js";
 import { shardOfRowSql } from "../src/sql.js";
@@ -126,7 +126,7 @@ export async function copyShard(map: PartitionMap<PrismaClient>, lease: ShardLea
 export async function transfer(
   map: PartitionMap<PrismaClient>,
   shard: ShardIdentifier,
-  to: PhysicalShard<PrismaClient>,
+  to: Database<PrismaClient>,
   between?: () => Promise<void>,
 ): Promise<number> {
   const lease = await map.lease(shard, to);

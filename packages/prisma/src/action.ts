@@ -142,7 +142,7 @@ export class ActionUnit<Client extends ShardClient> {
     const { placement } = this.executor.planner;
     const shard = placement.resolve(toShard(shardOrId));
     const step: Step = {
-      database: placement.physicalOf(shard).index,
+      database: placement.databaseOf(shard).index,
       shards: [shard],
       run: (tx) => inShard(this.executor, tx, shard, (guarded) => fn(guarded as TransactionClient<Client>)),
       status: "staged",

@@ -1,6 +1,6 @@
 import { scatter } from "@shardkit/scatter";
 import { ConnectionBudgetError, describeBudget, RegistryConfigError, type ServerBudget } from "./errors.js";
-import type { PhysicalShard, ShardClient, ShardRegistry, ShardReplica } from "./registry.js";
+import type { Database, ShardClient, ShardRegistry, ShardReplica } from "./registry.js";
 
 /** Connections each database's pool may open when the config does not say (node-postgres' own default). */
 export const DEFAULT_POOL_SIZE = 10;
@@ -43,7 +43,7 @@ export const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_s
  * What `inspect` learnt: the databases that answered, and the ones that did not with why; and, for
  * the connection budget, the read replicas that answered (their pools count on their own servers).
  */
-export interface Inspection<Client, Target = PhysicalShard<Client>> {
+export interface Inspection<Client, Target = Database<Client>> {
   answered: { physical: Target; row: Inspected }[];
   unreachable: { physical: Target; error: unknown }[];
   replicas?: Inspection<Client, ShardReplica<Client>>["answered"];
@@ -88,8 +88,8 @@ export async function inspect<Client extends ShardClient, Target extends { clien
 export async function databaseIdentities<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: { timeoutMs?: number } = {},
-): Promise<Map<PhysicalShard<Client>, string>> {
-  const { answered } = await inspect(registry.physical, { timeoutMs: options.timeoutMs ?? 5000 });
+): Promise<Map<Database<Client>, string>> {
+  const { answered } = await inspect(registry.databases, { timeoutMs: options.timeoutMs ?? 5000 });
   return new Map(answered.map(({ physical, row }) => [physical, `${row.server}/${row.database}`]));
 }
 
@@ -103,7 +103,7 @@ export async function databaseIdentities<Client extends ShardClient>(
 export async function checkDistinctDatabases<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
 ): Promise<{ unreachable: string[] }> {
-  const inspection = await inspect(registry.physical);
+  const inspection = await inspect(registry.databases);
   distinct(inspection.answered);
   return { unreachable: inspection.unreachable.map((u) => u.physical.name) };
 }
@@ -126,8 +126,8 @@ async function inspectWithReplicas<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
 ): Promise<Inspection<Client> & { missingReplicas: string[] }> {
   const [databases, replicas] = await Promise.all([
-    inspect<Client, PhysicalShard<Client>>(registry.physical),
-    inspect<Client, ShardReplica<Client>>(registry.physical.flatMap((p) => p.replicas)),
+    inspect<Client, Database<Client>>(registry.databases),
+    inspect<Client, ShardReplica<Client>>(registry.databases.flatMap((p) => p.replicas)),
   ]);
   return {
     ...databases,
@@ -143,7 +143,7 @@ async function inspectWithReplicas<Client extends ShardClient>(
 export function checkInspected<Client extends ShardClient>(
   inspection: Inspection<Client>,
   options: ConnectionBudgetOptions = {},
-  only?: PhysicalShard<Client>,
+  only?: Database<Client>,
 ): ConnectionBudgetReport {
   distinct(inspection.answered, only);
   return budget(inspection, options, only);
@@ -151,9 +151,9 @@ export function checkInspected<Client extends ShardClient>(
 
 function distinct<Client extends ShardClient>(
   answered: Inspection<Client>["answered"],
-  only?: PhysicalShard<Client>,
+  only?: Database<Client>,
 ): void {
-  const seen = new Map<string, PhysicalShard<Client>>();
+  const seen = new Map<string, Database<Client>>();
   const issues: string[] = [];
   for (const { physical, row } of answered) {
     const identity = `${row.server}/${row.database}`;
@@ -187,7 +187,7 @@ export async function checkConnectionBudget<Client extends ShardClient>(
 function budget<Client extends ShardClient>(
   { answered, unreachable, replicas = [] }: Inspection<Client>,
   options: ConnectionBudgetOptions,
-  only?: PhysicalShard<Client>,
+  only?: Database<Client>,
 ): ConnectionBudgetReport {
   const servers = new Map<string, ServerBudget>();
   for (const { physical, row } of [...answered, ...replicas]) {

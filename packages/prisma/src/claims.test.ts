@@ -34,13 +34,13 @@ const SHARDS = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g1m1, S.g1m2];
 const claimShardOf = (value: string) => hashedTo(`Customer.email\u0000${value}`, SHARDS);
 /** A shard on the database after the one that holds `email`'s claim: its row and its claim cross. */
 const rowShardOf = (email: string) => {
-  const claimDb = registry.physicalOf(claimShardOf(email.toLowerCase())).index;
-  return SHARDS.find((shard) => registry.physicalOf(shard).index === (claimDb + 1) % 3)!;
+  const claimDb = registry.databaseOf(claimShardOf(email.toLowerCase())).index;
+  return SHARDS.find((shard) => registry.databaseOf(shard).index === (claimDb + 1) % 3)!;
 };
 const clientOf = (shard: typeof S.g0m0) =>
-  [clients.a, clients.b, clients.c][registry.physicalOf(shard).index]!;
+  [clients.a, clients.b, clients.c][registry.databaseOf(shard).index]!;
 const urls = inject("shardUrls");
-const urlOf = (shard: typeof S.g0m0) => [urls.a, urls.b, urls.c][registry.physicalOf(shard).index]!;
+const urlOf = (shard: typeof S.g0m0) => [urls.a, urls.b, urls.c][registry.databaseOf(shard).index]!;
 
 /** Every claim on every database. */
 async function claims() {
@@ -309,7 +309,7 @@ describe("fields unique across shards (real PostgreSQL)", () => {
     // Two rows with claims where this release puts them; then each claim is put back where another
     // hash could have: one on another database, one on the same database under its other shard.
     const emails = Array.from({ length: 40 }, (_, i) => `moved-${i}@x.com`);
-    const elsewhere = emails.find((e) => registry.physicalOf(claimShardOf(e)).index !== 2)!;
+    const elsewhere = emails.find((e) => registry.databaseOf(claimShardOf(e)).index !== 2)!;
     const relabelled = emails.find((e) => e !== elsewhere)!;
     const rows = [];
     for (const email of [elsewhere, relabelled])
@@ -319,7 +319,7 @@ describe("fields unique across shards (real PostgreSQL)", () => {
     await databaseOf(elsewhere).uniqueClaim.deleteMany({ where: { value: elsewhere } });
     await clients.c.uniqueClaim.create({ data: { ...claim!, shard: S.g1m1.bits } });
     const sameDatabase = (shard: typeof S.g0m0) =>
-      SHARDS.find((s) => s !== shard && registry.physicalOf(s) === registry.physicalOf(shard))!;
+      SHARDS.find((s) => s !== shard && registry.databaseOf(s) === registry.databaseOf(shard))!;
     await databaseOf(relabelled).uniqueClaim.updateMany({
       where: { value: relabelled },
       data: { shard: sameDatabase(claimShardOf(relabelled)).bits },
@@ -356,7 +356,7 @@ describe("claims and rows on crossing databases, pools of two connections", () =
       (url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }),
     );
     const crossing = createShardRegistry({
-      shards: SHARDS.map((shard) => ({ shard, client: pooled[registry.physicalOf(shard).index]! })),
+      shards: SHARDS.map((shard) => ({ shard, client: pooled[registry.databaseOf(shard).index]! })),
     });
     const routed = pooled[0]!.$extends(
       shardRouting({
@@ -423,8 +423,8 @@ describe("claims and rows on crossing databases, pools of two connections", () =
     expect(results.filter((r) => r.name === "created")).toHaveLength(1);
     const [row] = await holders();
     expect(row).toMatchObject({ id: results[0]!.id });
-    expect(registry.physicalOf(ShardedUUID.shardOf(row!.id)).index).not.toBe(
-      registry.physicalOf(claimShardOf(email)).index,
+    expect(registry.databaseOf(ShardedUUID.shardOf(row!.id)).index).not.toBe(
+      registry.databaseOf(claimShardOf(email)).index,
     );
     expect((await claims()).map((c) => [c.value, c.ownerId, c.state])).toEqual([[email, row!.id, "held"]]);
     await expectConsistent();

@@ -85,7 +85,7 @@ export interface ClaimRepairReport {
  */
 function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interactive {
   const { placement, timeoutMs } = context;
-  const client = context.clients[placement.physicalOf(placement.resolve(shard)).index] as Raw & Interactive;
+  const client = context.clients[placement.databaseOf(placement.resolve(shard)).index] as Raw & Interactive;
   return {
     $queryRawUnsafe: (sql, ...values) =>
       withShardDeadline(shard, timeoutMs, () => client.$queryRawUnsafe(sql, ...values)),
@@ -360,7 +360,7 @@ export async function repairClaims(
   const olderThanMs = options.olderThanMs ?? 60_000;
   const tokensOlderThanMs = options.tokensOlderThanMs ?? 86_400_000;
   const report: ClaimRepairReport = { held: 0, released: 0, failed: [] };
-  for (const physical of context.placement.physical) {
+  for (const physical of context.placement.databases) {
     if (physical.shards.length === 0) continue;
     const client = context.clients[physical.index] as Raw;
     let pending: ClaimOwner[];
@@ -463,7 +463,7 @@ export async function backfillClaims(
   const report: ClaimBackfillReport = { rows: 0, claimed: 0, conflicts: [], misplaced: 0 };
   const conflicts = new Map<string, ClaimConflict>();
   const select = Object.fromEntries([idField, ...specs.map((s) => s.field)].map((f) => [f, true]));
-  for (const physical of context.placement.physical) {
+  for (const physical of context.placement.databases) {
     if (physical.shards.length === 0) continue;
     const client = context.clients[physical.index]!;
     let cursor: unknown;
@@ -526,7 +526,7 @@ async function sweepMisplaced(
 ): Promise<number> {
   const byScope = new Map(specs.map((s) => [s.scope, s]));
   let misplaced = 0;
-  for (const physical of context.placement.physical) {
+  for (const physical of context.placement.databases) {
     if (physical.shards.length === 0) continue;
     const client = context.clients[physical.index] as Raw;
     let after: [string, string] = ["", ""];
@@ -541,7 +541,7 @@ async function sweepMisplaced(
       );
       for (const row of rows) {
         const placed = placeOf(byScope.get(row.scope)!, row.value);
-        const here = context.placement.physicalOf(placed) === physical;
+        const here = context.placement.databaseOf(placed) === physical;
         if (here && placed.bits === row.shard) continue;
         // Relabelled where it is when its shard lives here, else removed; only under the label read.
         const where = `"scope" = $1 AND "value" = $2 AND "shard" = $3`;

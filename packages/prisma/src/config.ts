@@ -92,7 +92,7 @@ export type ShardRegistryConfig = z.input<typeof registryConfig> | z.input<typeo
 /** A replica URL of the config and where it was given. */
 type Replica = { url: string; path: string };
 /** One physical database of the config: its shards, pool and replicas, and where they were given. */
-type Database = {
+type ConfigDatabase = {
   shards: ShardIdentifier[];
   pool: number | undefined;
   first: number;
@@ -137,9 +137,9 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     : parsed.error.issues.map((issue) => `${formatPath(issue.path) || "(root)"}: ${issue.message}`);
   const value: Salvaged = parsed.success ? parsed.data : salvage(input);
   const protocols = options.protocols ?? ["postgres:", "postgresql:"];
-  const byUrl = new Map<string, Database>();
+  const byUrl = new Map<string, ConfigDatabase>();
   /** Checks an entry's replica URLs and records them on its database (entries of one URL must agree). */
-  const replicasOf = (database: Database, replicas: string[] | undefined, path: string) => {
+  const replicasOf = (database: ConfigDatabase, replicas: string[] | undefined, path: string) => {
     if (replicas === undefined) return;
     const valid: Replica[] = [];
     replicas.forEach((replica, j) => {
@@ -224,7 +224,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       );
       return;
     }
-    const database: Database = { shards: [], pool: entry.pool, first: -1 };
+    const database: ConfigDatabase = { shards: [], pool: entry.pool, first: -1 };
     replicasOf(database, entry.replicas, `databases[${i}]`);
     byUrl.set(entry.url, database);
   });

@@ -39,7 +39,7 @@ const emailClaimedOnC = () => {
   for (let i = 0; ; i++) {
     const email = `frozen-${i}@example.com`;
     const shard = hashedTo(`Customer.email\u0000${email}`, SHARDS);
-    if (registry.physicalOf(shard).index === 2) return email;
+    if (registry.databaseOf(shard).index === 2) return email;
   }
 };
 

@@ -246,7 +246,7 @@ describe("connection budget", () => {
       const report = await checkConnectionBudget(registry);
       expect(report.ok).toBe(true);
       expect(report.servers.map((s) => s.pools).sort()).toEqual([10, 20]); // default pool 10 each
-      expect(registry.physical.map((p) => p.pool)).toEqual([10, 10, 10]);
+      expect(registry.databases.map((p) => p.pool)).toEqual([10, 10, 10]);
     } finally {
       await registry.disconnect();
     }

@@ -249,7 +249,7 @@ export class ShardTimeoutError extends ShardRoutingError<"SHARD_TIMEOUT"> {
  * `queryTimeoutMs`): a frozen or overloaded server. Its work is retried; the other databases go on.
  */
 export class DatabaseTimeoutError extends ShardRoutingError<"DATABASE_TIMEOUT"> {
-  /** The database's name (`registry.physical[i].name`). */
+  /** The database's name (`registry.databases[i].name`). */
   readonly database: string;
   /** The logical shards it holds. */
   readonly shards: readonly ShardIdentifier[];

@@ -81,7 +81,7 @@ export class Executor implements ScatterRunner, SagaRunner {
     readonly call: Call = callModel,
     /** OpenTelemetry (absent: `telemetry: false`). */
     readonly telemetry?: Telemetry | undefined,
-    /** The name of database `index` (`registry.physical[index].name`), for telemetry. */
+    /** The name of database `index` (`registry.databases[index].name`), for telemetry. */
     readonly databaseName: (index: number) => string | undefined = () => undefined,
     /**
      * How long one of the statements shardkit sends on a call's behalf (a scatter leg, a claim
@@ -101,7 +101,7 @@ export class Executor implements ScatterRunner, SagaRunner {
     return withDeadline(
       this.timeoutMs,
       () => {
-        const shards = this.planner.placement.physical[database]?.shards ?? [];
+        const shards = this.planner.placement.databases[database]?.shards ?? [];
         return new DatabaseTimeoutError(
           this.databaseName(database) ?? `#${database}`,
           shards,

@@ -93,7 +93,7 @@ function own(that: unknown): Routed {
  * A Prisma client extension that routes every model operation to the shard its key names.
  *
  * ```ts
- * const db = registry.physical[0].client.$extends(shardRouting({ registry, models: { Wallet: { keys: ["id", "customerId"] } } }));
+ * const db = registry.databases[0].client.$extends(shardRouting({ registry, models: { Wallet: { keys: ["id", "customerId"] } } }));
  * await db.wallet.findUnique({ where: { id } }); // runs on the database holding id's shard
  * ```
  *
@@ -103,7 +103,7 @@ function own(that: unknown): Routed {
  */
 export function shardRouting<Client extends ShardClient>(options: ShardRoutingOptions<Client>) {
   const registry = options?.registry as ShardRegistry<Client> | undefined;
-  if (!registry || typeof registry.resolve !== "function" || !Array.isArray(registry.physical)) {
+  if (!registry || typeof registry.resolve !== "function" || !Array.isArray(registry.databases)) {
     throw new RoutingOptionsError(["registry: expected a ShardRegistry (from createShardRegistry)"]);
   }
   const config = routingConfig(options);
@@ -112,9 +112,9 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
     throw new RoutingOptionsError([`timeoutMs: expected a positive number of ms, got ${String(timeoutMs)}`]);
   }
   return Prisma.defineExtension((base) => {
-    if (!registry.physical.some((p) => (p.client as unknown) === base)) {
+    if (!registry.databases.some((p) => (p.client as unknown) === base)) {
       throw new RoutingOptionsError([
-        "shardRouting is installed on a client that is not one of the registry's clients: install it on one of them (registry.physical[0].client), and add other extensions after it so that they apply on every database",
+        "shardRouting is installed on a client that is not one of the registry's clients: install it on one of them (registry.databases[0].client), and add other extensions after it so that they apply on every database",
       ]);
     }
     const planner = new Planner(dataModelOf(base), registry, config);
@@ -238,7 +238,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         /** The client of the database that holds the shard or ID (with the extensions added after routing; never a replica). */
         $shard(shardOrId: ShardOrId): Client {
           const routed = own(this);
-          return routed.view.clients[routed.registry.physicalOf(shardOrId).index] as Client;
+          return routed.view.clients[routed.registry.databaseOf(shardOrId).index] as Client;
         },
         /**
          * An interactive transaction on one shard. Inside it, routed queries (through `tx` or this
@@ -303,14 +303,14 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         planner,
         callModel,
         telemetryOf(options.telemetry),
-        (index) => registry.physical[index]?.name,
+        (index) => registry.databases[index]?.name,
         timeoutMs,
       ),
       registry: registry as ShardRegistry<ShardClient>,
       view: {
-        clients: registry.physical.map((p) => p.client),
-        replicas: registry.physical.some((p) => p.replicas.length > 0)
-          ? registry.physical.map((p) => p.replicas.map((r) => r.client))
+        clients: registry.databases.map((p) => p.client),
+        replicas: registry.databases.some((p) => p.replicas.length > 0)
+          ? registry.databases.map((p) => p.replicas.map((r) => r.client))
           : undefined,
       },
       target,

@@ -1,6 +1,6 @@
 import { scatter } from "@shardkit/scatter";
 import { RoutingOptionsError } from "./errors.js";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
+import type { Database, ShardClient, ShardRegistry } from "./registry.js";
 
 /**
  * A database's state in a service that opened it with `openShards`:
@@ -53,7 +53,7 @@ export interface ShardHealthOptions {
   /** How long each database's probe may take. Default 1000 ms. */
   timeoutMs?: number;
   /** A database's state when it is not ready (from `openShards`); ready databases are probed. */
-  stateOf?: (physical: PhysicalShard<ShardClient>) => DatabaseStatus | undefined;
+  stateOf?: (physical: Database<ShardClient>) => DatabaseStatus | undefined;
 }
 
 type Raw = { $queryRawUnsafe<T>(sql: string): Promise<T> };
@@ -74,7 +74,7 @@ export async function shardHealth<Client extends ShardClient>(
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
     throw new RoutingOptionsError([`shardHealth: timeoutMs must be a positive number, got ${timeoutMs}`]);
   }
-  const probed = registry.physical.filter((p) => !notReady(options, p));
+  const probed = registry.databases.filter((p) => !notReady(options, p));
   const result = await scatter(
     probed,
     async (physical) => {
@@ -92,7 +92,7 @@ export async function shardHealth<Client extends ShardClient>(
     { policy: "partial", targetTimeoutMs: timeoutMs, key: (p) => p.name },
   );
   const shards: ShardHealth[] = [];
-  for (const physical of registry.physical) {
+  for (const physical of registry.databases) {
     const status = notReady(options, physical);
     const at = probed.indexOf(physical);
     const outcome = at >= 0 ? result.outcomes[at] : undefined;
@@ -119,7 +119,7 @@ export async function shardHealth<Client extends ShardClient>(
   return { status: up === shards.length ? "ok" : alive === 0 ? "down" : "degraded", shards };
 }
 
-function notReady(options: ShardHealthOptions, physical: PhysicalShard<ShardClient>) {
+function notReady(options: ShardHealthOptions, physical: Database<ShardClient>) {
   const status = options.stateOf?.(physical);
   return status && status.state !== "ready" ? status : undefined;
 }

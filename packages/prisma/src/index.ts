@@ -66,7 +66,7 @@ export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.j
 export type { OwnershipHook } from "./ownership.js";
 export {
   createShardRegistry,
-  type PhysicalShard,
+  type Database,
   type ReplicaOptions,
   type ShardClient,
   type ShardOrId,

@@ -36,7 +36,7 @@ describe("openShards", () => {
       });
     const first = await open();
     expect(first.describe).toContain(dataDir);
-    expect(first.registry.physical.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["1/0"]]);
+    expect(first.registry.databases.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["1/0"]]);
     const id = ShardedId.generate("Customer", shards[1]!);
     await first.registry.clientFor(id).customer.create({ data: { id, name: "kept", region: "mx" } });
     await first.close();
@@ -113,7 +113,7 @@ describe("openShards", () => {
         connectionBudget: "warn",
         onProgress: () => {},
       });
-      expect(warned.registry.physical.map((p) => p.pool)).toEqual([60, 60]);
+      expect(warned.registry.databases.map((p) => p.pool)).toEqual([60, 60]);
       await warned.close();
     } finally {
       for (const name of names) await dropDatabase(MAIN_PORT, name);

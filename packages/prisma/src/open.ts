@@ -16,7 +16,7 @@ import {
 } from "./health.js";
 import {
   createShardRegistry,
-  type PhysicalShard,
+  type Database,
   type ShardClient,
   type ShardRegistry,
   type ShardReplica,
@@ -117,8 +117,8 @@ export async function openShards<Client extends ShardClient>(
   return openEmbedded(options);
 }
 
-interface Database {
-  physical: PhysicalShard<ShardClient>;
+interface Opening {
+  physical: Database<ShardClient>;
   gate: DatabaseGate;
   target: RolloutTarget;
   status: DatabaseStatus;
@@ -127,7 +127,7 @@ interface Database {
 /** A read replica of a database: held shut (its reads go to the database) until it is checked and caught up. */
 interface Replica {
   replica: ShardReplica<ShardClient>;
-  of: Database;
+  of: Opening;
   gate: DatabaseGate;
   /** Its own one-connection adapter, for the checks (never the schema). */
   target: RolloutTarget;
@@ -160,7 +160,7 @@ async function openPostgres<Client extends ShardClient>(
       return client;
     },
   });
-  const databases: Database[] = registry.physical.map((physical) => ({
+  const databases: Opening[] = registry.databases.map((physical) => ({
     physical,
     ...made.get(physical.client)!,
     status: {
@@ -217,7 +217,7 @@ async function openPostgres<Client extends ShardClient>(
       },
     );
   /** Asks a database who it is. */
-  const query = (physical: PhysicalShard<ShardClient>, sql: string) =>
+  const query = (physical: Database<ShardClient>, sql: string) =>
     ask(databases.find((d) => d.physical === physical)!, sql);
   /** Asks a replica who it is. */
   const queryReplica = (replica: ShardReplica<ShardClient>, sql: string) =>
@@ -233,7 +233,7 @@ async function openPostgres<Client extends ShardClient>(
     }
     return undefined;
   };
-  const rollout = (db: Database, index: number, total: number) =>
+  const rollout = (db: Opening, index: number, total: number) =>
     rolloutSchema({
       schema: options.schema,
       targets: [db.target],
@@ -295,7 +295,7 @@ async function openPostgres<Client extends ShardClient>(
   }
 
   /** Retries a database that was not ready at open until it is, or is refused. */
-  async function recover(db: Database): Promise<void> {
+  async function recover(db: Opening): Promise<void> {
     let delay = baseMs;
     while (!stop.signal.aborted) {
       if (!(await pause(delay, stop.signal))) return;
@@ -460,7 +460,7 @@ async function openEmbedded<Client extends ShardClient>(
     registry,
     describe: `embedded PGlite, one database per shard, under ${dataDir}`,
     databases: () =>
-      registry.physical.map((p) => ({
+      registry.databases.map((p) => ({
         name: p.name,
         shards: p.shards.map((s) => s.key),
         state: "ready",

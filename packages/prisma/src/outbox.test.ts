@@ -432,9 +432,9 @@ describe("relay", () => {
     ];
     try {
       const withSpares = createShardRegistry({
-        shards: registry.shards.map((shard) => ({ shard, client: registry.physicalOf(shard).client })),
+        shards: registry.shards.map((shard) => ({ shard, client: registry.databaseOf(shard).client })),
         databases: [
-          ...registry.physical.map((p) => ({ client: p.client, name: p.name })),
+          ...registry.databases.map((p) => ({ client: p.client, name: p.name })),
           { client: spares[0]!, name: "spare one" },
           { client: spares[1]!, name: "spare two" },
         ],

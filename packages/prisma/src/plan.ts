@@ -7,7 +7,7 @@ export type Obj = Record<string, unknown>;
 
 /** One statement on one physical database: the logical shards of it the statement covers, and its args. */
 export interface PlanTarget {
-  /** Index of the database in `registry.physical`. */
+  /** Index of the database in `registry.databases`. */
   database: number;
   shards: ShardIdentifier[];
   /** The call's args for this database (an `in` list or createMany rows cut to its shards). */

@@ -1754,7 +1754,7 @@ describe("Planner.plan", () => {
     const plan = scattering.plan("Wallet", "findMany", { cursor: { id: W.g1m0 }, take: 2 });
     if (plan.kind !== "scatter") throw new Error(`expected scatter, got ${plan.kind}`);
     expect(plan.read.prepare?.row?.shard).toBe(S.g1m0);
-    expect(registry.physicalOf(plan.read.prepare!.row!.shard).index).toBe(1);
+    expect(registry.databaseOf(plan.read.prepare!.row!.shard).index).toBe(1);
   });
 
   it("never throws for bad input: refusals are plans", () => {

@@ -31,10 +31,10 @@ import type { LegacyIds } from "./strategies.js";
 export interface Placement {
   /** The registered shard a shard names (the registry's unknown-shard policy applies); throws `UnknownShardError`. */
   resolve(shard: ShardIdentifier): ShardIdentifier;
-  /** Every physical database with the logical shards it holds; a database's index is its position. */
-  readonly physical: readonly { readonly shards: readonly ShardIdentifier[]; readonly index: number }[];
+  /** Every database with the logical shards it holds; a database's index is its position. */
+  readonly databases: readonly { readonly shards: readonly ShardIdentifier[]; readonly index: number }[];
   /** The database holding a registered shard. */
-  physicalOf(shard: ShardIdentifier): { readonly index: number };
+  databaseOf(shard: ShardIdentifier): { readonly index: number };
   /** A partition map's hook: writes refused by a former owner are retried at the current one. */
   readonly ownership?: OwnershipHook | undefined;
 }
@@ -96,7 +96,7 @@ export class Planner {
     this.keys = new KeyRouting(dataModel, (shard) => placement.resolve(shard), this.config.models, issues, {
       legacy: this.config.legacy,
       generateId,
-      shards: placement.physical.flatMap((p) => p.shards),
+      shards: placement.databases.flatMap((p) => p.shards),
     });
     if (issues.length > 0) throw new RoutingOptionsError(issues);
     for (const [name, model] of Object.entries(dataModel.models)) {
@@ -138,7 +138,7 @@ export class Planner {
           const plan: Plan = {
             kind: "shard",
             shard: named.shard,
-            database: this.placement.physicalOf(named.shard).index,
+            database: this.placement.databaseOf(named.shard).index,
           };
           if (named.args) plan.args = named.args;
           if (named.claims) plan.claims = named.claims;
@@ -190,7 +190,7 @@ export class Planner {
       const named = this.keys.named(model, "findMany", { where: args.where }, { resolved });
       let targets: PlanTarget[];
       if (named.kind === "one") {
-        const database = this.placement.physicalOf(named.shard).index;
+        const database = this.placement.databaseOf(named.shard).index;
         targets = [{ database, shards: [named.shard], args: { where: named.args?.where ?? args.where } }];
       } else if (named.kind === "in") {
         const plan = this.spread(model, "findMany", { where: args.where }, named, {});
@@ -220,7 +220,7 @@ export class Planner {
         [shard, other],
       );
     }
-    const plan: Plan = { kind: "shard", shard, database: this.placement.physicalOf(shard).index };
+    const plan: Plan = { kind: "shard", shard, database: this.placement.databaseOf(shard).index };
     if (named.args) plan.args = named.args;
     if (named.kind === "one" && named.claims) plan.claims = named.claims;
     return plan;
@@ -245,7 +245,7 @@ export class Planner {
     }
     const byDatabase = new Map<number, { shards: ShardIdentifier[]; values: unknown[] }>();
     for (const shard of shards) {
-      const database = this.placement.physicalOf(shard).index;
+      const database = this.placement.databaseOf(shard).index;
       let entry = byDatabase.get(database);
       if (!entry) {
         entry = { shards: [], values: [] };
@@ -329,5 +329,5 @@ function cut(args: Obj, named: Extract<Named, { kind: "in" | "rows" }>, values: 
 
 /** The databases that hold shards now: a spare (a move's target) or a former owner holds none. */
 function holding(placement: Placement) {
-  return placement.physical.filter((p) => p.shards.length > 0);
+  return placement.databases.filter((p) => p.shards.length > 0);
 }

@@ -30,7 +30,7 @@ describe("createShardRegistry", () => {
 
   it("keeps one entry per physical database, shards ordered by bits", () => {
     expect(registry.shards.map((s) => s.key)).toEqual(["0/0", "0/1", "1/0"]);
-    expect(registry.physical.map((p) => [p.client, p.shards.map((s) => s.key)])).toEqual([
+    expect(registry.databases.map((p) => [p.client, p.shards.map((s) => s.key)])).toEqual([
       [a, ["0/0", "0/1"]],
       [b, ["1/0"]],
     ]);
@@ -109,24 +109,24 @@ describe("spare databases and changes of owner (what a partition map applies)", 
       ],
       databases: [{ client: e, name: "e" }],
     });
-    expect(registry.physical.map((p) => [p.name, p.shards.map((s) => s.key)])).toEqual([
+    expect(registry.databases.map((p) => [p.name, p.shards.map((s) => s.key)])).toEqual([
       ["database #0", ["0/0", "0/1"]],
       ["e", []],
     ]);
     const s01 = ShardIdentifier.of(0, 1);
     expect(registry.epochOf(s01)).toBe(0);
-    registry.assign(s01, registry.physical[1]!, 2);
+    registry.assign(s01, registry.databases[1]!, 2);
     expect(registry.clientFor(s01)).toBe(e);
     expect(registry.epochOf(s01)).toBe(2);
-    expect(registry.physical.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["0/1"]]);
+    expect(registry.databases.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["0/1"]]);
     // A map never goes back, and one epoch has one owner.
-    expect(issuesOf(() => registry.assign(s01, registry.physical[0]!, 1))[0]).toMatch(
+    expect(issuesOf(() => registry.assign(s01, registry.databases[0]!, 1))[0]).toMatch(
       /would go back or give it two owners/,
     );
-    expect(issuesOf(() => registry.assign(s01, registry.physical[0]!, 2))[0]).toMatch(
+    expect(issuesOf(() => registry.assign(s01, registry.databases[0]!, 2))[0]).toMatch(
       /would go back or give it two owners/,
     );
-    expect(() => registry.assign(ShardIdentifier.of(5, 5), registry.physical[0]!, 3)).toThrow(
+    expect(() => registry.assign(ShardIdentifier.of(5, 5), registry.databases[0]!, 3)).toThrow(
       UnknownShardError,
     );
   });
@@ -153,7 +153,7 @@ describe("shardRegistryFromConfig / FromEnv", () => {
       [url("a"), ["0/0"], 10],
       [url("e"), [], 4],
     ]);
-    expect(registry.physical.map((p) => [p.name, p.shards.length, p.pool])).toEqual([
+    expect(registry.databases.map((p) => [p.name, p.shards.length, p.pool])).toEqual([
       ["postgresql://app:***@10.0.0.1:5432/a", 1, 10],
       ["postgresql://app:***@10.0.0.1:5432/e", 0, 4],
     ]);
@@ -196,7 +196,7 @@ describe("shardRegistryFromConfig / FromEnv", () => {
       [url("b"), ["1/0"]],
     ]);
     expect(registry.defaultShard).toBe(ShardIdentifier.DEFAULT);
-    expect(registry.physical).toHaveLength(2);
+    expect(registry.databases).toHaveLength(2);
   });
 
   it("names the path of every problem and never creates a client for a bad config", () => {

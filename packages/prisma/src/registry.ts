@@ -62,11 +62,11 @@ export interface ShardReplica<Client> {
 }
 
 /** One physical database and the logical shards it holds. */
-export interface PhysicalShard<Client> {
+export interface Database<Client> {
   client: Client;
   /** Logical shards held by this database, ordered by bits. */
   shards: ShardIdentifier[];
-  /** Position in `registry.physical` (ordered by the lowest shard each holds). */
+  /** Position in `registry.databases` (ordered by the lowest shard each holds). */
   index: number;
   /** How messages name it: a password-less URL when known, else `database #index`. */
   name: string;
@@ -86,12 +86,12 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   /** Every logical shard, ordered by bits. */
   readonly shards: readonly ShardIdentifier[];
   /** Every physical database, with the shards it holds. */
-  readonly physical: readonly PhysicalShard<Client>[];
+  readonly databases: readonly Database<Client>[];
   readonly defaultShard: ShardIdentifier | undefined;
   readonly unknownShard: "fail" | "default";
   /** The partition map's hook, when one is attached. */
   ownership: OwnershipHook | undefined;
-  private readonly byBits: (PhysicalShard<Client> | undefined)[] = new Array(1 << 14);
+  private readonly byBits: (Database<Client> | undefined)[] = new Array(1 << 14);
   private readonly epochs = new Map<number, number>();
   private readonly logger: { warn(message: string): void };
 
@@ -100,7 +100,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     if (!options || !Array.isArray(options.shards) || options.shards.length === 0) {
       throw new RegistryConfigError(["shards: at least one shard is required"]);
     }
-    const physicalByClient = new Map<Client, PhysicalShard<Client>>();
+    const physicalByClient = new Map<Client, Database<Client>>();
     const seen = new Map<number, number>();
     options.shards.forEach((entry, i) => {
       const shard = toShardOrIssue(entry?.shard, `shards[${i}].shard`, issues);
@@ -137,9 +137,9 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     }
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
-    const spares: PhysicalShard<Client>[] = [];
+    const spares: Database<Client>[] = [];
     /** Each database's replicas as given, with where they were given (the first time). */
-    const given = new Map<PhysicalShard<Client>, { at: number; replicas: readonly unknown[] }>();
+    const given = new Map<Database<Client>, { at: number; replicas: readonly unknown[] }>();
     for (const [i, described] of (options.databases ?? []).entries()) {
       if (!described?.client || typeof described.client.$disconnect !== "function") {
         issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
@@ -224,7 +224,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       });
       for (const shard of p.shards) this.byBits[shard.bits] = p;
     });
-    this.physical = physical;
+    this.databases = physical;
     this.shards = physical.flatMap((p) => p.shards).sort((a, b) => a.bits - b.bits);
     this.defaultShard = defaultShard;
     this.unknownShard = unknownShard;
@@ -244,10 +244,10 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
    * of owner to routing. An epoch lower than the shard's current one is refused (a map never goes
    * back); the same epoch with another database is refused too (two owners for one epoch).
    */
-  assign(shard: ShardIdentifier, database: PhysicalShard<Client>, epoch: number): void {
+  assign(shard: ShardIdentifier, database: Database<Client>, epoch: number): void {
     const current = this.byBits[shard.bits];
     if (!current) throw new UnknownShardError(shard, this.shards);
-    if (!this.physical.includes(database)) {
+    if (!this.databases.includes(database)) {
       throw new RegistryConfigError([`assign: ${database.name} is not a database of this registry`]);
     }
     const known = this.epochOf(shard);
@@ -296,19 +296,19 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   }
 
   /** The physical database holding a (registered) shard. */
-  physicalOf(shardOrId: ShardOrId): PhysicalShard<Client> {
+  databaseOf(shardOrId: ShardOrId): Database<Client> {
     return this.byBits[this.resolve(shardOrId).bits]!;
   }
 
   /** The client of the physical database that holds the shard or ID. */
   clientFor(shardOrId: ShardOrId): Client {
-    return this.physicalOf(shardOrId).client;
+    return this.databaseOf(shardOrId).client;
   }
 
   /** Disconnects every physical database's client, and its replicas' clients. */
   async disconnect(): Promise<void> {
     await Promise.all(
-      this.physical.flatMap((p) => [
+      this.databases.flatMap((p) => [
         p.client.$disconnect(),
         ...p.replicas.map((r) => r.client.$disconnect()),
       ]),

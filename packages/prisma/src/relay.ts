@@ -5,7 +5,7 @@ import { decodeJson } from "./codec.js";
 import { withDeadline } from "./deadline.js";
 import { DatabaseTimeoutError, RoutingOptionsError } from "./errors.js";
 import type { OutboxMessage } from "./outbox.js";
-import type { PhysicalShard, ShardClient, ShardRegistry } from "./registry.js";
+import type { Database, ShardClient, ShardRegistry } from "./registry.js";
 import { shardBitsSql } from "./sql.js";
 import { ATTR, endWithError, type TelemetryOption, telemetryOf } from "./telemetry.js";
 import { isShardUnavailable } from "./unavailable.js";
@@ -60,7 +60,7 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
   queryTimeoutMs?: number;
   /**
    * Receives poll failures of a database (e.g. its server is down) while `start()`ed, with the
-   * database's name (`registry.physical[i].name`) and the keys of the shards it holds.
+   * database's name (`registry.databases[i].name`) and the keys of the shards it holds.
    */
   onError?(error: unknown, database: string, shards: string): void;
   /** Called for every event moved to the dead-letter state (also logged as a warning). */
@@ -77,7 +77,7 @@ export interface OutboxRelayOptions<Client extends ShardClient> {
 
 /** What one poll did on one physical database. */
 export interface RelayDatabaseReport {
-  /** The database's name in the registry (`registry.physical[i].name`): unique, also for spares. */
+  /** The database's name in the registry (`registry.databases[i].name`): unique, also for spares. */
   database: string;
   /** Keys of the logical shards that database holds, e.g. "1/0,1/1" ("" for a spare database). */
   shards: string;
@@ -233,13 +233,13 @@ export function createOutboxRelay<Client extends ShardClient>(
   const retryable =
     options.retryable ?? ((error: unknown) => error instanceof DeliveryTimeout || isShardUnavailable(error));
   const logger = options.logger ?? console;
-  const databases = options.registry.physical;
+  const databases = options.registry.databases;
   /** Keys of the shards a database holds; databases themselves are keyed by index (names may repeat in a spare's ""). */
-  const shardsOf = (p: PhysicalShard<Client>) => p.shards.map((s) => s.key).join(",");
-  const keyOf = (p: PhysicalShard<Client>) => String(p.index);
-  const whose = (p: PhysicalShard<Client>) => ({ database: p.name, shards: shardsOf(p) });
+  const shardsOf = (p: Database<Client>) => p.shards.map((s) => s.key).join(",");
+  const keyOf = (p: Database<Client>) => String(p.index);
+  const whose = (p: Database<Client>) => ({ database: p.name, shards: shardsOf(p) });
   /** One of the relay's statements on `physical`, bounded by `queryTimeoutMs`. */
-  const bounded = <T>(physical: PhysicalShard<Client>, run: () => PromiseLike<T>) =>
+  const bounded = <T>(physical: Database<Client>, run: () => PromiseLike<T>) =>
     withDeadline(
       queryTimeoutMs,
       () => new DatabaseTimeoutError(physical.name, physical.shards, queryTimeoutMs),
@@ -276,7 +276,7 @@ export function createOutboxRelay<Client extends ShardClient>(
 
   /** Delivers one claimed event and records its outcome (fenced by its attempt count). */
   async function deliverRow(
-    physical: PhysicalShard<Client>,
+    physical: Database<Client>,
     row: Row,
     report: RelayDatabaseReport,
   ): Promise<void> {
@@ -339,7 +339,7 @@ export function createOutboxRelay<Client extends ShardClient>(
     report.delivered++;
   }
 
-  async function pollDatabase(physical: PhysicalShard<Client>): Promise<RelayDatabaseReport> {
+  async function pollDatabase(physical: Database<Client>): Promise<RelayDatabaseReport> {
     const report: RelayDatabaseReport = {
       ...whose(physical),
       claimed: 0,
@@ -427,7 +427,7 @@ export function createOutboxRelay<Client extends ShardClient>(
     });
 
   /** One database's loop: a database that is down backs off on its own; the others go on. */
-  async function loop(physical: PhysicalShard<Client>): Promise<void> {
+  async function loop(physical: Database<Client>): Promise<void> {
     let failures = 0;
     while (!stopping) {
       try {

@@ -16,7 +16,7 @@ const db = client.$extends(shardRouting({ registry }));
 
 describe("read replicas keep Prisma's types", () => {
   it("the registry's replicas are the registry's client type", () => {
-    expectTypeOf(registry.physical[0]!.replicas).toEqualTypeOf<readonly ShardReplica<PrismaClient>[]>();
+    expectTypeOf(registry.databases[0]!.replicas).toEqualTypeOf<readonly ShardReplica<PrismaClient>[]>();
   });
 
   it("$primary() is the routed client itself, typed as it is", () => {

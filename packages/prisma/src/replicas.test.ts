@@ -46,11 +46,11 @@ describe("replicas in the registry", () => {
       ],
       databases: [{ client: a, name: "db-a", replicas: [r1, { client: r2, name: "db-a copy", pool: 3 }] }],
     });
-    expect(registry.physical[0]!.replicas).toEqual([
+    expect(registry.databases[0]!.replicas).toEqual([
       { client: r1, name: "db-a replica #0", pool: undefined },
       { client: r2, name: "db-a copy", pool: 3 },
     ]);
-    expect(registry.physical[1]!.replicas).toEqual([]);
+    expect(registry.databases[1]!.replicas).toEqual([]);
     await registry.disconnect();
     for (const client of [a, b, r1, r2]) expect(client.$disconnect).toHaveBeenCalledOnce();
   });
@@ -158,7 +158,7 @@ describe("replicas in the JSON config", () => {
         database: { pool: 10, replicaOf: "postgres://spare:5432/app" },
       },
     ]);
-    expect(registry.physical.map((p) => p.replicas.map((r) => [r.name, r.pool]))).toEqual([
+    expect(registry.databases.map((p) => p.replicas.map((r) => [r.name, r.pool]))).toEqual([
       [
         ["postgres://app:***@db-a-replica-1:5432/app", 4],
         ["postgres://db-a-replica-2:5432/app", 4],
@@ -533,7 +533,7 @@ describe("read replicas on PostgreSQL streaming replication", () => {
     );
     try {
       expect(made).toEqual(["primary", "r1 of primary", "r2 of primary", "b"]);
-      const routed = fromConfig.physical[0]!.client.$extends(shardRouting({ registry: fromConfig, models }));
+      const routed = fromConfig.databases[0]!.client.$extends(shardRouting({ registry: fromConfig, models }));
       const id = ShardedId.generate("Customer", S.g0m0);
       await routed.customer.create({ data: { id, name: "from config", region: "eu" } });
       await replayed();
@@ -584,7 +584,7 @@ describe("openShards with replicas", () => {
         { name: replicaUrl, replicaOf: url, shards: ["0/0"], state: "ready" },
       ]);
       expect(states.at(-1)).toMatchObject({ name: replicaUrl, state: "ready" });
-      const routed = open.registry.physical[0]!.client.$extends(shardRouting({ registry: open.registry }));
+      const routed = open.registry.databases[0]!.client.$extends(shardRouting({ registry: open.registry }));
       const id = ShardedId.generate("Customer", S.g0m0);
       await routed.customer.create({ data: { id, name: "opened", region: "eu" } });
       await waitForReplay(REPLICAS[0]!.port, PRIMARY.port);

@@ -39,7 +39,7 @@ export async function runScatter(
     let database = plan.targets[0]!.database;
     if (step.row) {
       const { placement } = r.planner;
-      database = placement.physicalOf(placement.resolve(step.row.shard)).index;
+      database = placement.databaseOf(placement.resolve(step.row.shard)).index;
       const lookup = step.row.lookup;
       row = (await r.bounded(database, () =>
         r.on(view, database, model, "findUnique", lookup),

@@ -83,7 +83,7 @@ describe("a routed call", () => {
       "db.collection.name": "Customer",
       "shardkit.shard": "1/1",
       "shardkit.plan": "shard",
-      "shardkit.database": registry.physical[2]!.name,
+      "shardkit.database": registry.databases[2]!.name,
     });
     expect(span!.status.code).toBe(SpanStatusCode.UNSET);
     expect(await counted("shardkit.calls", "shardkit.shard", "1/1")).toBe(before + 1);
@@ -150,7 +150,7 @@ describe("a scatter", () => {
 
   it("has one child span per database and the missing database as an event; misses are counted", async () => {
     await clients.a.customer.create({ data: newCustomer(S.g0m0) });
-    const missingName = degraded.physical[2]!.name;
+    const missingName = degraded.databases[2]!.name;
     const before = await counted("shardkit.scatter.misses", "shardkit.database", missingName);
     const rows = await partial.customer.findMany({ take: 10, orderBy: { id: "asc" } });
     expect(rows).toHaveLength(1);
@@ -162,7 +162,7 @@ describe("a scatter", () => {
     });
     const children = spans().filter((s) => s.parentSpanContext?.spanId === parent!.spanContext().spanId);
     expect(children.map((c) => c.attributes["shardkit.database"]).sort()).toEqual(
-      degraded.physical.map((p) => p.name).sort(),
+      degraded.databases.map((p) => p.name).sort(),
     );
     const failed = children.filter((c) => c.status.code === SpanStatusCode.ERROR);
     expect(failed.map((c) => c.attributes["shardkit.database"])).toEqual([missingName]);
@@ -234,7 +234,7 @@ describe("the outbox relay", () => {
       "shardkit.relay.topic": "customer.created",
       "shardkit.shard": "0/0",
       "shardkit.relay.attempt": 1,
-      "shardkit.database": registry.physical[0]!.name,
+      "shardkit.database": registry.databases[0]!.name,
     });
     expect(typeof span!.attributes["shardkit.relay.event_id"]).toBe("string");
     expect(span!.status.code).toBe(SpanStatusCode.ERROR);
@@ -243,7 +243,7 @@ describe("the outbox relay", () => {
     );
     const lag = await reader.points("shardkit.relay.lag");
     expect(lag.map((p) => p.attributes["shardkit.database"]).sort()).toEqual(
-      registry.physical.map((p) => p.name).sort(),
+      registry.databases.map((p) => p.name).sort(),
     );
   });
 });

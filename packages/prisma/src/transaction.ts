@@ -66,7 +66,7 @@ export async function runInShardTransaction<R>(
       // A lost race (deadlock, serialization failure, no slot in time): a new transaction, after a wait.
       return retry(
         () => {
-          const database = placement.physicalOf(shard).index;
+          const database = placement.databaseOf(shard).index;
           const begin = placement.ownership?.begin;
           return inDatabaseTransaction(view, database, options, async (tx) => {
             if (begin) await executor.bounded(database, () => begin(tx, shard));

@@ -8,7 +8,7 @@ import { auth, bearer, operator } from "./auth.js";
 /** The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
 export async function ordersWorld() {
   const shards = await openShards({ shardsJson: inject("shardsJson"), log: () => {} });
-  for (const physical of shards.registry.physical) {
+  for (const physical of shards.registry.databases) {
     await physical.client.$executeRawUnsafe(
       'TRUNCATE "OrderItem", "Order", "Customer", "OutboxEvent", "ProcessedEvent", "IdempotencyKey"',
     );
@@ -56,7 +56,7 @@ export async function ordersWorld() {
   /** Every row of a table on every database. */
   async function all<T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") {
     const rows: T[] = [];
-    for (const physical of shards.registry.physical) {
+    for (const physical of shards.registry.databases) {
       rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
     }
     return rows;

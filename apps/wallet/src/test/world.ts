@@ -9,7 +9,7 @@ import { auth, bearer, operator } from "./auth.js";
 /** The wallet service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
 export async function walletWorld() {
   const shards = await openShards({ shardsJson: inject("shardsJson"), log: () => {} });
-  for (const physical of shards.registry.physical) {
+  for (const physical of shards.registry.databases) {
     await physical.client.$executeRawUnsafe(
       'TRUNCATE "Entry", "Transfer", "Wallet", "Customer", "OutboxEvent", "ProcessedEvent", "IdempotencyKey"',
     );
@@ -52,7 +52,7 @@ export async function walletWorld() {
     table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent",
   ) {
     const rows: T[] = [];
-    for (const physical of shards.registry.physical) {
+    for (const physical of shards.registry.databases) {
       rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
     }
     return rows;

@@ -42,7 +42,7 @@ export type KeylessPolicy = "refuse" | "scatter" | KeylessScatterOptions;
 
 /** One database of a scatter. */
 export interface ScatterTargetReport {
-  /** `"1/1,1/2 (database #2)"`: the shards the database holds and its index in `registry.physical`. */
+  /** `"1/1,1/2 (database #2)"`: the shards the database holds and its index in `registry.databases`. */
   key: string;
   shards: ShardIdentifier[];
   status: "fulfilled" | "missing";
