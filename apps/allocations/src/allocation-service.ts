@@ -1,5 +1,6 @@
-import { isShardkitError, ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { AllocationsError, type AllocationsErrorCode } from "./errors.js";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { shardOfId } from "@shardkit/prisma/fastify";
+import { AllocationsError } from "./errors.js";
 import type { Bucket, Confirmation, Hold } from "./generated/prisma/client.js";
 import type { Router } from "./shards.js";
 
@@ -9,7 +10,6 @@ export interface Outcome<T> {
   replayed: boolean;
 }
 
-type RecordedRefusal = { code: AllocationsErrorCode; message: string; body: Record<string, unknown> };
 type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
 
 /**
@@ -27,15 +27,7 @@ export class AllocationService {
 
   /** The shard a bucket ID names; a malformed ID or one of a shard this deployment lacks is refused. */
   shardOf(id: string, what: string): ShardIdentifier {
-    try {
-      return this.router.registry.resolve(ShardedUUID.shardOf(id));
-    } catch (error) {
-      if (isShardkitError(error, "INVALID_SHARDED_ID"))
-        throw new AllocationsError("VALIDATION", `${what}: not a valid ID`);
-      if (isShardkitError(error, "UNKNOWN_SHARD"))
-        throw new AllocationsError("NOT_FOUND", `${what} ${id} not found`);
-      throw error;
-    }
+    return shardOfId(this.router.registry, id, what, AllocationsError);
   }
 
   /**
@@ -51,16 +43,9 @@ export class AllocationService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const refusal = (error: unknown) =>
-      error instanceof AllocationsError && error.status < 500
-        ? { code: error.code, message: error.message, body: error.body }
-        : undefined;
-    const options = { kind, key, request, refusal, retries: 4, maxWait: 5000 };
+    const options = { kind, key, request, refusal: AllocationsError.refusalOf, retries: 4, maxWait: 5000 };
     const outcome = await this.db.$command(shard, options, run);
-    if (outcome.refusal !== undefined) {
-      const { code, message, body } = outcome.refusal as RecordedRefusal;
-      throw new AllocationsError(code, message, body);
-    }
+    if (outcome.refusal !== undefined) throw AllocationsError.fromRefusal(outcome.refusal);
     return { result: outcome.result as R, replayed: outcome.replayed };
   }
 

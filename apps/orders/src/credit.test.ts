@@ -37,7 +37,9 @@ describe("the credit limit holds under concurrency", () => {
     const customers = await customerPerShard("10000");
     const started = performance.now();
     const results = await Promise.all(
-      customers.flatMap((c) => Array.from({ length: 25 }, () => world.order(c, "700"))),
+      customers.flatMap((c) =>
+        Array.from({ length: 25 }, () => world.untilAnswered((key) => world.order(c, "700", 1, key))),
+      ),
     );
     const elapsedMs = performance.now() - started;
     for (const [i, c] of customers.entries()) {
@@ -62,7 +64,9 @@ describe("the credit limit holds under concurrency", () => {
   it("orders of mixed sizes and cancels racing each other never take a customer over its limit", async () => {
     const [c] = await customerPerShard("50000");
     const sizes = [4900, 1200, 7700, 300, 9999, 2500, 100, 6100, 3300, 800, 5000, 4400, 2000, 700, 8800];
-    const first = await Promise.all(sizes.map((s) => world.order(c!, s)));
+    const first = await Promise.all(
+      sizes.map((s) => world.untilAnswered((key) => world.order(c!, s, 1, key))),
+    );
     const placedFirst = first.filter((r) => r.status === 201);
     const used = placedFirst.reduce((sum, r) => sum + BigInt(r.body.total), 0n);
     expect(used).toBe(await openTotal(c!.id));
@@ -75,8 +79,10 @@ describe("the credit limit holds under concurrency", () => {
     // Cancel half of the placed orders while more orders arrive.
     const cancels = placedFirst
       .slice(0, Math.ceil(placedFirst.length / 2))
-      .map((r) => world.http("POST", `/orders/${r.body.id}/cancel`));
-    const more = sizes.map((s) => world.order(c!, s));
+      .map((r) =>
+        world.untilAnswered((key) => world.http("POST", `/orders/${r.body.id}/cancel`, undefined, key)),
+      );
+    const more = sizes.map((s) => world.untilAnswered((key) => world.order(c!, s, 1, key)));
     const second = await Promise.all([...cancels, ...more]);
     expect(second.every((r) => r.status === 200 || r.status === 201 || r.status === 409)).toBe(true);
     expect(await openTotal(c!.id)).toBeLessThanOrEqual(50000n);

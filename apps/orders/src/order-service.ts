@@ -7,7 +7,8 @@ import {
   type ScatterReport,
   withShardDeadline,
 } from "@shardkit/prisma";
-import { OrdersError, type OrdersErrorCode } from "./errors.js";
+import { shardOfId } from "@shardkit/prisma/fastify";
+import { OrdersError } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
@@ -112,15 +113,7 @@ export class OrderService {
 
   /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
   shardOf(id: string, what: string): ShardIdentifier {
-    try {
-      return this.shards.registry.resolve(ShardedUUID.shardOf(id));
-    } catch (error) {
-      if (isShardkitError(error, "INVALID_SHARDED_ID"))
-        throw new OrdersError("VALIDATION", `${what}: not a valid ID`);
-      if (isShardkitError(error, "UNKNOWN_SHARD"))
-        throw new OrdersError("NOT_FOUND", `${what} ${id} not found`);
-      throw error;
-    }
+    return shardOfId(this.shards.registry, id, what, OrdersError);
   }
 
   /**
@@ -138,12 +131,10 @@ export class OrderService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const options = { kind, key, request, refusal: refusalOf, timeoutMs: this.deadlineMs, ...TRANSACTION };
+    const refusal = OrdersError.refusalOf;
+    const options = { kind, key, request, refusal, timeoutMs: this.deadlineMs, ...TRANSACTION };
     const outcome = await this.db.$command(shard, options, run);
-    if (outcome.refusal !== undefined) {
-      const { code, message, body } = outcome.refusal as RecordedRefusal;
-      throw new OrdersError(code, message, body);
-    }
+    if (outcome.refusal !== undefined) throw OrdersError.fromRefusal(outcome.refusal);
     return { result: outcome.result as R, replayed: outcome.replayed };
   }
 
@@ -425,12 +416,3 @@ function dayOf(instant: Date): Date {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
-
-/** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
-type RecordedRefusal = { code: OrdersErrorCode; message: string; body: Record<string, unknown> };
-
-/** The refusals a command decides (4xx answers), recorded like results; anything else rolls back. */
-function refusalOf(error: unknown): RecordedRefusal | undefined {
-  if (!(error instanceof OrdersError) || error.status >= 500) return undefined;
-  return { code: error.code, message: error.message, body: error.body };
-}

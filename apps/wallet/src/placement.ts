@@ -1,5 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import { createShardSelector } from "@shardkit/selector";
+import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
 
 export interface CustomerPlacement {
   region: string;
@@ -8,37 +8,38 @@ export interface CustomerPlacement {
 
 /** EU countries go to group 0, Mexico to group 1; a region no rule names is refused. */
 export const REGIONS = { eu: ["DE", "ES", "FR", "IE", "IT", "NL", "PT"], mx: ["MX"] };
-/** The group of each region. */
-const GROUPS = { eu: 0, mx: 1 } as const;
-const SERVICE = "wallet";
+type Region = keyof typeof REGIONS;
 
 /**
  * Where new customers go: the region picks the group (residency), a consistent hash of the tenant
  * picks one of the group's shards. Members are the shards the registry has in that group.
  */
 export function createPlacement(shards: readonly ShardIdentifier[]) {
-  const membersOf = (group: number) => shards.filter((s) => s.group === group).map((s) => s.member);
-  // Said in the deployment's terms (the selector would name its own config: `groups[1].members`).
-  const missing = Object.entries(GROUPS).filter(([, group]) => membersOf(group).length === 0);
-  if (missing.length > 0) {
-    const lacking = missing.map(
-      ([region, group]) =>
-        `no shard of group ${group}, where customers of ${REGIONS[region as keyof typeof REGIONS].join(", ")} are placed (region ${region})`,
-    );
-    const example = `{"group":${missing[0]![1]},"member":0,"url":"postgresql://..."}`;
-    throw new Error(
-      `${SERVICE} service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
-    );
-  }
   return createShardSelector<CustomerPlacement>({
     routingKey: "tenant",
-    groups: [
-      { group: GROUPS.eu, name: "eu", members: membersOf(GROUPS.eu) },
-      { group: GROUPS.mx, name: "mx", members: membersOf(GROUPS.mx) },
-    ],
+    groups: groupsFromShards(
+      shards,
+      [
+        { group: 0, name: "eu" },
+        { group: 1, name: "mx" },
+      ],
+      { refuse },
+    ),
     rules: [
-      { name: "mx", when: { region: { oneOf: REGIONS.mx } }, group: GROUPS.mx },
-      { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: GROUPS.eu },
+      { name: "mx", when: { region: { oneOf: REGIONS.mx } }, group: 1 },
+      { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: 0 },
     ],
   });
+}
+
+/** A group with no shard, said in the deployment's terms (the selector names its config: `groups[1].members`). */
+function refuse(empty: readonly GroupOfShards[]): Error {
+  const lacking = empty.map(
+    (g) =>
+      `no shard of group ${g.group}, where customers of ${REGIONS[g.name as Region].join(", ")} are placed (region ${g.name})`,
+  );
+  const example = `{"group":${empty[0]!.group},"member":0,"url":"postgresql://..."}`;
+  return new Error(
+    `wallet service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
+  );
 }

@@ -1,4 +1,4 @@
-import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
+import { isShardkitError, ShardedId, type ShardIdentifier } from "@shardkit/id";
 import {
   consumeOnce,
   emitEvent,
@@ -8,7 +8,8 @@ import {
   type OutboxMessage,
   withShardDeadline,
 } from "@shardkit/prisma";
-import { WalletError, type WalletErrorCode } from "./errors.js";
+import { shardOfId } from "@shardkit/prisma/fastify";
+import { WalletError } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
@@ -102,15 +103,7 @@ export class WalletService {
 
   /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
   shardOf(id: string, what: string): ShardIdentifier {
-    try {
-      return this.shards.registry.resolve(ShardedUUID.shardOf(id));
-    } catch (error) {
-      if (isShardkitError(error, "INVALID_SHARDED_ID"))
-        throw new WalletError("VALIDATION", `${what}: not a valid ID`);
-      if (isShardkitError(error, "UNKNOWN_SHARD"))
-        throw new WalletError("NOT_FOUND", `${what} ${id} not found`);
-      throw error;
-    }
+    return shardOfId(this.shards.registry, id, what, WalletError);
   }
 
   /**
@@ -128,12 +121,10 @@ export class WalletService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const options = { kind, key, request, refusal: refusalOf, timeoutMs: this.deadlineMs, ...TRANSACTION };
+    const refusal = WalletError.refusalOf;
+    const options = { kind, key, request, refusal, timeoutMs: this.deadlineMs, ...TRANSACTION };
     const outcome = await this.db.$command(shard, options, run);
-    if (outcome.refusal !== undefined) {
-      const { code, message, body } = outcome.refusal as RecordedRefusal;
-      throw new WalletError(code, message, body);
-    }
+    if (outcome.refusal !== undefined) throw WalletError.fromRefusal(outcome.refusal);
     return { result: outcome.result as R, replayed: outcome.replayed };
   }
 
@@ -413,12 +404,3 @@ export class WalletService {
 }
 
 type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
-
-/** A refusal as recorded under its Idempotency-Key, and answered again to every retry. */
-type RecordedRefusal = { code: WalletErrorCode; message: string; body: Record<string, unknown> };
-
-/** The refusals a command decides (4xx answers), recorded like results; anything else rolls back. */
-function refusalOf(error: unknown): RecordedRefusal | undefined {
-  if (!(error instanceof WalletError) || error.status >= 500) return undefined;
-  return { code: error.code, message: error.message, body: error.body };
-}

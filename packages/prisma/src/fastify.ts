@@ -12,8 +12,10 @@ export {
   InvalidInputError,
   idempotencyKeyOf,
   parseInput,
+  type RecordedRefusal,
   ServiceError,
   serviceErrors,
+  shardOfId,
 } from "./http.js";
 
 /** Options of `shardkitHttp`. */

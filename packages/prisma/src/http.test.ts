@@ -1,7 +1,7 @@
-import { InvalidShardedIdError, ShardIdentifier } from "@shardkit/id";
+import { InvalidShardedIdError, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import fc from "fast-check";
 import Fastify from "fastify";
-import { describe, expect, it } from "vitest";
+import { describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
 import {
   CommandUnavailableError,
@@ -17,7 +17,9 @@ import {
   ServiceError,
   serviceErrors,
   shardkitHttp,
+  shardOfId,
 } from "./fastify.js";
+import { createShardRegistry } from "./registry.js";
 
 const s11 = ShardIdentifier.of(1, 1);
 
@@ -111,6 +113,74 @@ describe("httpAnswerOf", () => {
     expect(httpAnswerOf(Object.assign(new Error("x"), { statusCode: 500 }))).toBeUndefined();
     expect(httpAnswerOf(null)).toBeUndefined();
     expect(httpAnswerOf("a string")).toBeUndefined();
+  });
+});
+
+describe("serviceErrors: the refusals a command records", () => {
+  class OtherError extends serviceErrors({ SOLD_OUT: 409 }) {}
+
+  it("refusalOf records an error of the class with a 4xx status, as plain data; anything else is no refusal", () => {
+    const { refusalOf } = ShopError; // passed as it is: `$command(shard, { refusal: ShopError.refusalOf }, ...)`
+    expect(refusalOf(new ShopError("SOLD_OUT", "bucket b-1 is sold out", { bucket: "b-1" }))).toEqual({
+      code: "SOLD_OUT",
+      message: "bucket b-1 is sold out",
+      body: { bucket: "b-1" },
+    });
+    expect(refusalOf(new ShopError("BUSY", "later"))).toBeUndefined(); // 5xx: rolled back, a retry runs again
+    expect(refusalOf(new OtherError("SOLD_OUT", "another service's"))).toBeUndefined();
+    expect(refusalOf(new Error("bug"))).toBeUndefined();
+    expect(refusalOf(undefined)).toBeUndefined();
+  });
+
+  it("fromRefusal gives the recorded refusal back as the service's error, with its status and answer", () => {
+    const recorded = JSON.parse(
+      JSON.stringify(ShopError.refusalOf(new ShopError("SOLD_OUT", "sold out", { bucket: "b-1" }))),
+    );
+    const again = ShopError.fromRefusal(recorded);
+    expectTypeOf(again).toEqualTypeOf<ShopError>();
+    expectTypeOf(ShopError.refusalOf).returns.toEqualTypeOf<
+      | {
+          code: "VALIDATION" | "UNAUTHENTICATED" | "SOLD_OUT" | "BUSY";
+          message: string;
+          body: Record<string, unknown>;
+        }
+      | undefined
+    >();
+    expect(again).toBeInstanceOf(ShopError);
+    expect([again.code, again.status, again.message, again.body]).toEqual([
+      "SOLD_OUT",
+      409,
+      "sold out",
+      { bucket: "b-1" },
+    ]);
+    expect(httpAnswerOf(again)?.body).toEqual({ bucket: "b-1", error: "SOLD_OUT", message: "sold out" });
+  });
+});
+
+describe("shardOfId", () => {
+  const registry = createShardRegistry({
+    shards: [{ shard: s11, client: { $disconnect: async () => {} } }],
+  });
+  class ShopNotFound extends serviceErrors({ VALIDATION: 400, NOT_FOUND: 404, SOLD_OUT: 409 }) {}
+
+  it("the shard an ID names; a malformed ID is VALIDATION, one of a shard the deployment lacks NOT_FOUND, as the service's errors", () => {
+    const id = ShardedUUID.generate(s11);
+    expect(shardOfId(registry, id, "bucket", ShopNotFound)).toBe(s11);
+    // @ts-expect-error: a class without a NOT_FOUND code cannot refuse the ID of a shard there is not
+    shardOfId(registry, id, "bucket", ShopError);
+    const refused = (value: string) => {
+      try {
+        shardOfId(registry, value, "bucket", ShopNotFound);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ShopNotFound);
+        return [(error as ShopNotFound).code, (error as ShopNotFound).message];
+      }
+      throw new Error("expected a refusal");
+    };
+    expect(refused("not-an-id")).toEqual(["VALIDATION", "bucket: not a valid ID"]);
+    expect(refused("1/1")).toEqual(["VALIDATION", "bucket: not a valid ID"]); // a shard's key is no ID
+    const elsewhere = ShardedUUID.generate(ShardIdentifier.of(0, 0));
+    expect(refused(elsewhere)).toEqual(["NOT_FOUND", `bucket ${elsewhere} not found`]);
   });
 });
 

@@ -2,7 +2,12 @@
 // errors that reach the edge (a shard down or past its deadline, an idempotency key reused, an ID
 // that names no shard), as one JSON shape `{ error, message, ...fields }` with its status and
 // headers. No web framework here: `@shardkit/prisma/fastify` plugs it into Fastify.
-import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
+import {
+  isShardkitError as isAnyShardkitError,
+  ShardedUUID,
+  type ShardIdentifier,
+  ShardkitError,
+} from "@shardkit/id";
 import { visit } from "jsonc-parser";
 import type { z } from "zod";
 import { isShardkitError } from "./errors.js";
@@ -29,15 +34,46 @@ export class ServiceError<Code extends string = string> extends ShardkitError<Co
   }
 }
 
+/** A refusal as a command records it (`$command`'s `refusal` option) and answers it again to every retry. */
+export interface RecordedRefusal<Code extends string = string> {
+  code: Code;
+  message: string;
+  body: Record<string, unknown>;
+}
+
 /**
  * A service's error class from its codes and their HTTP statuses, declared once:
  * `class WalletError extends serviceErrors({ VALIDATION: 400, NOT_FOUND: 404 }) {}`, thrown as
  * `new WalletError("NOT_FOUND", "wallet w-1 not found", { wallet: "w-1" })` (the third argument:
- * extra fields of the answer's body; the fourth: `{ cause }`).
+ * extra fields of the answer's body; the fourth: `{ cause }`). A command records its refusals with
+ * `refusal: WalletError.refusalOf` and throws a recorded one again with `WalletError.fromRefusal`.
  */
 export function serviceErrors<const Statuses extends Record<string, number>>(statuses: Statuses) {
-  return class extends ServiceError<keyof Statuses & string> {
+  type Code = keyof Statuses & string;
+  return class ServiceErrorOf extends ServiceError<Code> {
     static readonly statuses: Readonly<Statuses> = statuses;
+    /**
+     * The refusal a command records for `error` (`$command`'s `refusal` option; a plain function,
+     * safe to pass as it is): an error of this class with a 4xx status, as `{ code, message, body }`.
+     * Anything else (a 5xx, another error) is undefined: the command rolls back and records nothing,
+     * so a retry runs it again.
+     */
+    static readonly refusalOf = (error: unknown): RecordedRefusal<Code> | undefined =>
+      error instanceof ServiceErrorOf && error.status < 500
+        ? { code: error.code, message: error.message, body: error.body }
+        : undefined;
+    /** The error of a recorded refusal (`outcome.refusal`), to throw again: the same answer on every retry. */
+    static fromRefusal<E>(
+      this: new (
+        code: Code,
+        message: string,
+        body?: Record<string, unknown>,
+      ) => E,
+      refusal: unknown,
+    ): E {
+      const { code, message, body } = refusal as RecordedRefusal<Code>;
+      return new this(code, message, body);
+    }
     constructor(
       code: keyof Statuses & string,
       message: string,
@@ -82,6 +118,28 @@ export function idempotencyKeyOf(
   const key = request.headers["idempotency-key"];
   if (typeof key !== "string" || !/^[\w.:-]{8,128}$/.test(key)) throw new IdempotencyKeyRequiredError();
   return `${caller}/${key}`;
+}
+
+/**
+ * The shard of an ID a request names (`ShardedUUID.shardOf`, then `registry.resolve`), refused in
+ * the service's own terms, as errors of its `errors` class (a `serviceErrors` class declaring both
+ * codes): a malformed ID is `VALIDATION` (`customer: not a valid ID`), an ID of a shard this
+ * deployment lacks `NOT_FOUND` (`customer c-1 not found`: as if absent, which it is).
+ */
+export function shardOfId<E>(
+  registry: { resolve(shard: ShardIdentifier): ShardIdentifier },
+  id: string,
+  what: string,
+  errors: new (code: "VALIDATION" | "NOT_FOUND", message: string) => E,
+): ShardIdentifier {
+  try {
+    return registry.resolve(ShardedUUID.shardOf(id));
+  } catch (error) {
+    if (isAnyShardkitError(error, "INVALID_SHARDED_ID"))
+      throw new errors("VALIDATION", `${what}: not a valid ID`);
+    if (isShardkitError(error, "UNKNOWN_SHARD")) throw new errors("NOT_FOUND", `${what} ${id} not found`);
+    throw error;
+  }
 }
 
 /** An error as an HTTP answer. */

@@ -20,6 +20,12 @@ export {
   type SelectorErrorCode,
 } from "./errors.js";
 export {
+  type GroupOfShards,
+  type GroupsFromShardsOptions,
+  groupsFromShards,
+  type ShardOfGroup,
+} from "./groups-from-shards.js";
+export {
   analyzeShardKey,
   type ShardKeyAnalysisOptions,
   type ShardKeySample,

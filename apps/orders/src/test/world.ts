@@ -53,6 +53,18 @@ export async function ordersWorld() {
       key ?? randomUUID(),
     );
   }
+  /**
+   * `send(key)` under one Idempotency-Key, sent again while the answer is 503 (a shard past its
+   * deadline on a busy host), as a client honouring Retry-After does: the key makes a repeat safe,
+   * so the answer is the command's own (at most `attempts` tries; then the last 503).
+   */
+  async function untilAnswered(send: (key: string) => ReturnType<typeof http>, attempts = 20) {
+    const key = randomUUID();
+    for (let attempt = 1; ; attempt++) {
+      const res = await send(key);
+      if (res.status !== 503 || attempt === attempts) return res;
+    }
+  }
   /** Every row of a table on every database. */
   async function all<T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") {
     const rows: T[] = [];
@@ -75,6 +87,7 @@ export async function ordersWorld() {
     http,
     customer,
     order,
+    untilAnswered,
     all,
     countRows,
     async close() {
