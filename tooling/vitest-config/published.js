@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -8,12 +9,15 @@ import { checkPublishedPackage, inDependencyOrder, valueExportsOf } from "./qual
  * dependencies (read from its package.json), installs them into a fresh npm project, and expects a
  * clean publint and are-the-types-wrong, and every entry to export, from `import()` and `require()`
  * alike, exactly the values its source entry names (`valueExportsOf`). `check(report)` adds what is
- * the package's own (its `scripts`' output).
+ * the package's own (its `scripts`' output). `readme` registers the README test: each example file
+ * stands verbatim in README.md, and run in the package's folder (`node` for .mjs, tsx for .ts) it
+ * prints the lines its function expects (given them and the README).
  * @param {string} pkgDir
- * @param {{ scripts?: Record<string, string>, timeoutMs?: number, title?: string, check?: (report: import("./quality.js").PublishedPackageReport) => void }} [options]
+ * @param {import("./published.js").PublishedPackageOptions} [options]
  */
 export function describePublishedPackage(pkgDir, options = {}) {
   const pkg = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8"));
+  if (options.readme) describeReadme(pkgDir, options.readme);
   describe("published package", () => {
     it(
       options.title ??
@@ -38,6 +42,26 @@ export function describePublishedPackage(pkgDir, options = {}) {
         options.check?.(report);
       },
       options.timeoutMs ?? 300_000,
+    );
+  });
+}
+
+function describeReadme(pkgDir, examples) {
+  describe("README", () => {
+    it.each(Object.entries(examples))(
+      "the README example %s is the file verbatim, and it runs",
+      (file, expectLines) => {
+        const readme = readFileSync(join(pkgDir, "README.md"), "utf8");
+        expect(readme).toContain(readFileSync(join(pkgDir, file), "utf8"));
+        const [command, args] = file.endsWith(".ts") ? ["pnpm", ["exec", "tsx", file]] : ["node", [file]];
+        const output = execFileSync(command, args, {
+          cwd: pkgDir,
+          encoding: "utf8",
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        expectLines(output.trim().split("\n"), readme);
+      },
+      120_000,
     );
   });
 }

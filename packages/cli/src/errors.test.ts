@@ -1,18 +1,10 @@
-import { fileURLToPath } from "node:url";
 import { isShardkitError as isAnyShardkitError, ShardIdentifier } from "@shardkit/id";
 import { MoveFailedError, MoveInProgressError } from "@shardkit/ownership";
-import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import { analyze } from "./analyze.js";
-import {
-  CliError,
-  type CliErrorCode,
-  ConfigUnavailableError,
-  isShardkitError,
-  SampleFileError,
-  UnknownDatabaseError,
-  UsageError,
-} from "./errors.js";
+import * as errors from "./errors.js";
+import { isShardkitError, UsageError } from "./errors.js";
 import { move } from "./move.js";
 import { ExitCode, exitCodeOf } from "./run.js";
 import { status } from "./status.js";
@@ -23,25 +15,20 @@ const env = {
 };
 
 /** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
-const byCode: Record<CliErrorCode, [cls: new (...args: never[]) => CliError, trigger: () => unknown]> = {
+const byCode: ErrorTable<errors.CliErrorCode> = {
   INVALID_USAGE: [UsageError, () => analyze({ file: "-", stdin: "{}", keys: [], members: 8 })],
-  CONFIG_UNAVAILABLE: [ConfigUnavailableError, () => status({ env: {} })],
+  CONFIG_UNAVAILABLE: [errors.ConfigUnavailableError, () => status({ env: {} })],
   INVALID_SAMPLE_FILE: [
-    SampleFileError,
+    errors.SampleFileError,
     () => analyze({ file: "-", stdin: "not json", keys: ["k"], members: 2 }),
   ],
   UNKNOWN_DATABASE: [
-    UnknownDatabaseError,
+    errors.UnknownDatabaseError,
     () => move({ env, shard: "0/0", to: "nowhere", tables: ["Wallet"] }),
   ],
 };
 
-describeErrorRules({
-  byCode,
-  base: CliError,
-  guard: isShardkitError,
-  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
-});
+describeErrorRules(errors, byCode, import.meta.url);
 
 describe("CLI errors", () => {
   it("usage, configuration and input errors are exit code 2, whatever package threw them; the rest 1", async () => {

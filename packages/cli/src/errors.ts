@@ -10,7 +10,8 @@ export class CliError<Code extends CliErrorCode = CliErrorCode> extends Shardkit
 export class UsageError extends CliError<"INVALID_USAGE"> {
   readonly issues: string[];
   constructor(issues: string[]) {
-    super("INVALID_USAGE", issues.length === 1 ? issues[0]! : `Invalid usage:\n${list(issues)}`);
+    const list = issues.map((issue) => `  - ${issue}`).join("\n");
+    super("INVALID_USAGE", issues.length === 1 ? issues[0]! : `Invalid usage:\n${list}`);
     this.issues = issues;
   }
 }
@@ -64,7 +65,3 @@ export interface CliErrorByCode {
  * this package it narrows to that code's class; with any other code, or none, to `ShardkitError`.
  */
 export const isShardkitError: ShardkitGuard<CliErrorByCode> = isAnyShardkitError;
-
-function list(items: readonly string[]): string {
-  return items.map((item) => `  - ${item}`).join("\n");
-}

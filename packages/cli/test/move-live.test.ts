@@ -1,23 +1,16 @@
 import pg from "pg";
-import { beforeAll, describe, expect, it } from "vitest";
-import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
+import { describe, expect, it } from "vitest";
+import { SLOW, shardkit, testDatabases } from "./cli.js";
 import { LIVE } from "./clusters.js";
-import { rowsPerShard, seed } from "./seed.js";
+import { rowsPerShard, seededForMove } from "./seed.js";
 
 // A live move needs logical replication: two clusters with wal_level = logical (test/clusters.ts).
 const { source: SOURCE, target: TARGET } = LIVE;
 const { urls } = testDatabases("live", { a: SOURCE.port, e: TARGET.port });
 let config = "";
 
-beforeAll(async () => {
-  await seed(urls.a, { "0/0": 40, "0/1": 60 });
-  config = configFile("move-live", {
-    shards: [
-      { group: 0, member: 0, url: urls.a },
-      { group: 0, member: 1, url: urls.a },
-    ],
-    databases: [{ url: urls.e }],
-  });
+seededForMove("move-live", urls, { "0/0": 40, "0/1": 60 }, (path) => {
+  config = path;
 });
 
 describe("shardkit move: live", () => {

@@ -2,10 +2,10 @@ import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { PartitionMap } from "@shardkit/ownership";
 import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { findDatabase, openConfig } from "../src/config.js";
-import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
-import { rowsPerShard, seed } from "./seed.js";
+import { SLOW, shardkit, testDatabases } from "./cli.js";
+import { rowsPerShard, seededForMove } from "./seed.js";
 
 // Offline moves on the machine's server (no logical replication needed): a holds 0/0 and 0/1, e is a spare.
 const { names, urls } = testDatabases("move", { a: MAIN_PORT, e: MAIN_PORT });
@@ -16,15 +16,8 @@ const TABLES = ["--table", "Wallet"];
 const moveTo = (to: string, ...extra: string[]) =>
   shardkit(["move", "0/1", "--config", config, "--to", to, ...TABLES, ...extra]);
 
-beforeAll(async () => {
-  await seed(urls.a, { "0/0": 20, "0/1": 30 });
-  config = configFile("move", {
-    shards: [
-      { group: 0, member: 0, url: urls.a },
-      { group: 0, member: 1, url: urls.a },
-    ],
-    databases: [{ url: urls.e }],
-  });
+seededForMove("move", urls, { "0/0": 20, "0/1": 30 }, (path) => {
+  config = path;
 });
 
 async function ownershipRows(url: string) {

@@ -1,6 +1,9 @@
-// Rows for move tests: wallets and outbox events on given shards of a database.
+// Rows for move tests: wallets and outbox events on given shards of a database, and the databases
+// and configuration of a move test.
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import pg from "pg";
+import { beforeAll } from "vitest";
+import { configFile } from "./cli.js";
 
 export async function seed(url: string, shards: Record<string, number>): Promise<void> {
   const client = new pg.Client({ connectionString: url });
@@ -35,4 +38,28 @@ export async function rowsPerShard(url: string, table = "Wallet"): Promise<Recor
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A move test's databases, before its tests: a's holds shards 0/0 and 0/1 (their `rows` seeded) and
+ * e's is a spare, named by a configuration file (`name`.json) whose path `use` receives.
+ */
+export function seededForMove(
+  name: string,
+  urls: { a: string; e: string },
+  rows: Record<"0/0" | "0/1", number>,
+  use: (config: string) => void,
+): void {
+  beforeAll(async () => {
+    await seed(urls.a, rows);
+    use(
+      configFile(name, {
+        shards: [
+          { group: 0, member: 0, url: urls.a },
+          { group: 0, member: 1, url: urls.a },
+        ],
+        databases: [{ url: urls.e }],
+      }),
+    );
+  });
 }

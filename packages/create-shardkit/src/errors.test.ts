@@ -1,19 +1,9 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { afterAll, describe, expect, it } from "vitest";
-import {
-  type CreateErrorCode,
-  CreateShardkitError,
-  InstallFailedError,
-  InvalidProjectNameError,
-  isShardkitError,
-  PackagesDirError,
-  TargetNotEmptyError,
-  UnknownTemplateError,
-} from "./errors.js";
+import * as errors from "./errors.js";
 import { projectName, scaffold } from "./scaffold.js";
 import { readPackagesDir } from "./tarballs.js";
 
@@ -46,26 +36,23 @@ async function withFakeNpm<T>(code: number, fn: () => Promise<T>): Promise<T> {
 }
 
 /** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
-const byCode: Record<
-  CreateErrorCode,
-  [cls: new (...args: never[]) => CreateShardkitError, trigger: () => unknown]
-> = {
+const byCode: ErrorTable<errors.CreateErrorCode> = {
   UNKNOWN_TEMPLATE: [
-    UnknownTemplateError,
+    errors.UnknownTemplateError,
     () => scaffold({ dir: join(work, "a"), template: "nope", templatesDir: tinyTemplates(), install: false }),
   ],
   TARGET_NOT_EMPTY: [
-    TargetNotEmptyError,
+    errors.TargetNotEmptyError,
     () => {
       const dir = mkdtempSync(join(work, "full-"));
       writeFileSync(join(dir, "x"), "");
       return scaffold({ dir, template: "tiny", templatesDir: tinyTemplates(), install: false });
     },
   ],
-  INVALID_PROJECT_NAME: [InvalidProjectNameError, () => projectName("___")],
-  INVALID_PACKAGES: [PackagesDirError, () => readPackagesDir(join(work, "no-such-folder"))],
+  INVALID_PROJECT_NAME: [errors.InvalidProjectNameError, () => projectName("___")],
+  INVALID_PACKAGES: [errors.PackagesDirError, () => readPackagesDir(join(work, "no-such-folder"))],
   INSTALL_FAILED: [
-    InstallFailedError,
+    errors.InstallFailedError,
     () =>
       withFakeNpm(3, () =>
         scaffold({
@@ -78,12 +65,7 @@ const byCode: Record<
   ],
 };
 
-describeErrorRules({
-  byCode,
-  base: CreateShardkitError,
-  guard: isShardkitError,
-  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
-});
+describeErrorRules(errors, byCode, import.meta.url);
 
 describe("the errors' messages say what to do", () => {
   it("names the templates, the folder, the reason", async () => {
@@ -104,7 +86,7 @@ describe("the errors' messages say what to do", () => {
         installOutput: "ignore",
       }).catch((err: unknown) => err),
     );
-    expect(isShardkitError(failed, "INSTALL_FAILED") && failed.dir).toBe(join(work, "d"));
+    expect(errors.isShardkitError(failed, "INSTALL_FAILED") && failed.dir).toBe(join(work, "d"));
     expect((failed as Error).message).toMatch(
       /npm install in .+ failed \(exit code 3\); the project is written/,
     );

@@ -3,6 +3,15 @@ import { isShardkitError as isAnyShardkitError, ShardkitError, type ShardkitGuar
 /** Error codes raised by create-shardkit; each is thrown by exactly one class ({@link CreateErrorByCode}). */
 export type CreateErrorCode = keyof CreateErrorByCode;
 
+/** Which class throws which code: each code of create-shardkit is thrown by exactly one class. */
+export interface CreateErrorByCode {
+  UNKNOWN_TEMPLATE: UnknownTemplateError;
+  TARGET_NOT_EMPTY: TargetNotEmptyError;
+  INVALID_PROJECT_NAME: InvalidProjectNameError;
+  INVALID_PACKAGES: PackagesDirError;
+  INSTALL_FAILED: InstallFailedError;
+}
+
 /** Base class of every error create-shardkit throws (a `ShardkitError` with a typed code). */
 export class CreateShardkitError<
   Code extends CreateErrorCode = CreateErrorCode,
@@ -64,15 +73,6 @@ export class InstallFailedError extends CreateShardkitError<"INSTALL_FAILED"> {
     );
     this.dir = dir;
   }
-}
-
-/** Which class throws which code: each code of create-shardkit is thrown by exactly one class. */
-export interface CreateErrorByCode {
-  UNKNOWN_TEMPLATE: UnknownTemplateError;
-  TARGET_NOT_EMPTY: TargetNotEmptyError;
-  INVALID_PROJECT_NAME: InvalidProjectNameError;
-  INVALID_PACKAGES: PackagesDirError;
-  INSTALL_FAILED: InstallFailedError;
 }
 
 /**

@@ -1,13 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
-import {
-  type IdErrorCode,
-  InvalidShardError,
-  InvalidShardedIdError,
-  isShardkitError,
-  ShardkitError,
-} from "./errors.js";
+import * as errors from "./errors.js";
+import { InvalidShardError, InvalidShardedIdError, isShardkitError, ShardkitError } from "./errors.js";
 import { ShardIdentifier } from "./shard-identifier.js";
 import { ShardedUUID } from "./sharded-uuid.js";
 
@@ -48,40 +42,9 @@ describe("ShardkitError", () => {
 });
 
 /** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
-const byCode: Record<IdErrorCode, [cls: new (...args: never[]) => ShardkitError, trigger: () => unknown]> = {
-  INVALID_SHARD: [InvalidShardError, () => ShardIdentifier.of(256, 0)],
-  INVALID_SHARDED_ID: [InvalidShardedIdError, () => ShardedUUID.shardOf("not-a-uuid")],
+const byCode: ErrorTable<errors.IdErrorCode> = {
+  INVALID_SHARD: [errors.InvalidShardError, () => ShardIdentifier.of(256, 0)],
+  INVALID_SHARDED_ID: [errors.InvalidShardedIdError, () => ShardedUUID.shardOf("not-a-uuid")],
 };
-const table = Object.entries(byCode) as [IdErrorCode, (typeof byCode)[IdErrorCode]][];
 
-describe("one class per code", () => {
-  it.each(table)("%s is thrown by its own class, and only by it", (code, [cls, trigger]) => {
-    let err: unknown;
-    try {
-      trigger();
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(cls);
-    expect((err as ShardkitError).code).toBe(code);
-    expect((err as ShardkitError).name).toBe(cls.name);
-    expect(isShardkitError(err, code)).toBe(true);
-    for (const [other, [otherCls]] of table) {
-      if (other === code) continue;
-      expect(err).not.toBeInstanceOf(otherCls);
-      expect(isShardkitError(err, other)).toBe(false);
-    }
-  });
-
-  it("the source throws no plain Error", () => {
-    const dir = fileURLToPath(new URL(".", import.meta.url));
-    const sources = readdirSync(dir).filter(
-      (f) => f.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(f),
-    );
-    expect(sources).toContain("sharded-uuid.ts");
-    for (const file of sources) {
-      const text = readFileSync(`${dir}/${file}`, "utf8");
-      expect(text, file).not.toMatch(/\bnew (?:Type|Range|Syntax)?Error\(/);
-    }
-  });
-});
+describeErrorRules(errors, byCode, import.meta.url);

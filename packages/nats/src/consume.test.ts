@@ -1,29 +1,17 @@
-import { spawn } from "node:child_process";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, emitEvent, type OutboxMessage } from "@shardkit/prisma";
-import {
-  afterAll,
-  afterEach,
-  beforeAll,
-  beforeEach,
-  describe,
-  expect,
-  inject,
-  it,
-  onTestFinished,
-} from "vitest";
+import { afterEach, describe, expect, inject, it, onTestFinished } from "vitest";
+import type { Deposit, NatsScope, World } from "../test/world.js";
 import {
   counter,
-  type Deposit,
-  makeWorld,
-  type NatsScope,
   natsScope,
   outboxMessages,
+  perTestWorld,
   recordingSink,
   S,
+  spawnChild,
   TOPIC,
-  type World,
   within,
 } from "../test/world.js";
 import {
@@ -37,19 +25,12 @@ import { isRetryableDelivery, type PublishReceipt } from "./sink.js";
 
 let w: World;
 let n: NatsScope;
+perTestWorld("consume", (world, nats) => {
+  [w, n] = [world, nats];
+});
 const consumers: EventConsumer[] = [];
-beforeAll(() => {
-  w = makeWorld("consume");
-});
-afterAll(() => w.close());
-beforeEach(async () => {
-  await w.truncate();
-  n = await natsScope();
-  await n.createStream();
-});
 afterEach(async () => {
   for (const c of consumers.splice(0)) await c.stop();
-  await n.close();
 });
 
 /** Publishes every seeded event through the relay and the sink (each delivered twice, as a relay may). */
@@ -125,6 +106,7 @@ describe("consumeEvents: each event applied once", () => {
   it("a relay redelivery after the duplicate window: the stream holds two copies, the consumer applies one and only acks the other", async () => {
     await n.close();
     n = await natsScope();
+    onTestFinished(() => n.close());
     await n.createStream({ duplicateWindowMs: 100 });
     const accounts = await w.seed(1);
     const { publish } = recordingSink({ connection: n.nc, prefix: n.prefix, stream: n.stream });
@@ -228,24 +210,10 @@ describe("consumeEvents: each event applied once", () => {
   it("a consumer process SIGKILLed between its commit and its ack: the next process recognises the redelivered event and applies the rest", async () => {
     const accounts = await w.seed(2); // 4 events
     await publishAll();
-    const child = spawn(process.execPath, ["--import", "tsx", "test/consumer-child.ts"], {
-      cwd: new URL("..", import.meta.url).pathname,
-      env: {
-        ...process.env,
-        CONSUMER_CHILD: JSON.stringify({
-          urls: [w.urls.a, w.urls.b],
-          shards: [S.a.key, S.b.key],
-          natsUrl: inject("natsUrl"),
-          stream: n.stream,
-          consumer: "ledger",
-          ackWaitMs: 1000,
-        }),
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    onTestFinished(() => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    const { child, exited } = spawnChild("consumer-child.ts", "CONSUMER_CHILD", w, {
+      stream: n.stream,
+      consumer: "ledger",
+      ackWaitMs: 1000,
     });
     const committed = await within(
       new Promise<string>((resolve, reject) => {

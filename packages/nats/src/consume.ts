@@ -8,7 +8,7 @@ import {
 } from "@nats-io/jetstream";
 import { type MsgHdrs, type NatsConnection, nanos } from "@nats-io/nats-core";
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import { consumeOnce, decodeJson, type ShardOrId } from "@shardkit/prisma";
+import { consumeOnce, decodeJson, type ShardRef } from "@shardkit/prisma";
 import {
   describeError,
   errorName,
@@ -88,7 +88,7 @@ export function decodeEvent<Payload = unknown>(msg: Received): ReceivedEvent<Pay
 
 /** What runs a shard transaction: a client routed by `shardRouting` (`db.$transactionOn`). */
 export interface ShardTransactions<Tx> {
-  $transactionOn<R>(shardOrId: ShardOrId, fn: (tx: Tx) => Promise<R>): Promise<R>;
+  $transactionOn<R>(shardOrId: ShardRef, fn: (tx: Tx) => Promise<R>): Promise<R>;
 }
 
 export interface ConsumeEventsOptions<Tx, Payload = unknown> {
@@ -111,7 +111,7 @@ export interface ConsumeEventsOptions<Tx, Payload = unknown> {
   /** Runs the shard transaction that applies an event: the routed client. */
   db: ShardTransactions<Tx>;
   /** The shard the event's effect belongs to (or an ID on it): its transaction applies the event. */
-  shardOf(event: ReceivedEvent<Payload>): ShardOrId;
+  shardOf(event: ReceivedEvent<Payload>): ShardRef;
   /** Applies the event's effect in `tx`. Called at most once per event and consumer (`consumeOnce`). */
   apply(tx: Tx, event: ReceivedEvent<Payload>): Promise<unknown>;
   /** How long NATS waits for an ack before it redelivers (for a durable this creates). Default 30 s. */

@@ -1,25 +1,12 @@
-import { fileURLToPath } from "node:url";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import type { OutboxMessage } from "@shardkit/prisma";
-import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { decodeEvent } from "./consume.js";
-import {
-  BrokerUnavailableError,
-  InvalidEventMessageError,
-  InvalidSubjectError,
-  isShardkitError,
-  JetStreamSetupError,
-  NatsError,
-  type NatsErrorCode,
-  NatsOptionsError,
-  NoStreamError,
-  PublishRejectedError,
-  PublishTimeoutError,
-} from "./errors.js";
+import * as errors from "./errors.js";
 import { jetStreamSink } from "./sink.js";
 import { ensureStream } from "./stream.js";
 
@@ -49,9 +36,9 @@ const message = (topic = "thing.happened"): OutboxMessage => ({
   shard,
 });
 
-const byCode: Record<NatsErrorCode, [cls: { prototype: Error; name: string }, trigger: () => unknown]> = {
+const byCode: ErrorTable<errors.NatsErrorCode> = {
   PUBLISH_TIMEOUT: [
-    PublishTimeoutError,
+    errors.PublishTimeoutError,
     async () => {
       // Something answers nothing on a subject no stream captures: the request waits out its timeout.
       const silent = nc.subscribe(`${prefix}_silent.>`);
@@ -63,52 +50,53 @@ const byCode: Record<NatsErrorCode, [cls: { prototype: Error; name: string }, tr
     },
   ],
   BROKER_UNAVAILABLE: [
-    BrokerUnavailableError,
+    errors.BrokerUnavailableError,
     async () => {
       const closed = await connect({ servers: inject("natsUrl") });
       await closed.close();
       await jetStreamSink({ connection: closed, prefix })(message());
     },
   ],
-  NO_STREAM: [NoStreamError, () => jetStreamSink({ connection: nc, prefix: `${prefix}_none` })(message())],
+  NO_STREAM: [
+    errors.NoStreamError,
+    () => jetStreamSink({ connection: nc, prefix: `${prefix}_none` })(message()),
+  ],
   PUBLISH_REJECTED: [
-    PublishRejectedError,
+    errors.PublishRejectedError,
     () => jetStreamSink({ connection: nc, prefix, stream: "NOT_THIS_ONE" })(message()),
   ],
-  INVALID_SUBJECT: [InvalidSubjectError, () => jetStreamSink({ connection: nc, prefix })(message("a b"))],
-  INVALID_NATS_OPTIONS: [NatsOptionsError, () => jetStreamSink({} as never)],
+  INVALID_SUBJECT: [
+    errors.InvalidSubjectError,
+    () => jetStreamSink({ connection: nc, prefix })(message("a b")),
+  ],
+  INVALID_NATS_OPTIONS: [errors.NatsOptionsError, () => jetStreamSink({} as never)],
   INVALID_EVENT_MESSAGE: [
-    InvalidEventMessageError,
+    errors.InvalidEventMessageError,
     () => decodeEvent({ subject: "x", headers: undefined, data: new Uint8Array() }),
   ],
   JETSTREAM_SETUP: [
-    JetStreamSetupError,
+    errors.JetStreamSetupError,
     // A second stream over the same subjects: JetStream refuses overlapping streams.
     () => ensureStream(nc, { name: `${stream}_OVERLAP`, subjects: [`${prefix}.>`] }),
   ],
 };
 
-describeErrorRules({
-  byCode,
-  base: NatsError,
-  guard: isShardkitError,
-  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
-});
+describeErrorRules(errors, byCode, import.meta.url);
 
 describe("NatsError", () => {
   it("keeps the NATS client's error as its cause, and the details of each kind", async () => {
     const timeout = (await Promise.resolve(byCode.PUBLISH_TIMEOUT[1]()).catch(
       (e) => e,
-    )) as PublishTimeoutError;
+    )) as errors.PublishTimeoutError;
     expect(timeout.subject).toBe(`${prefix}_silent.thing.happened`);
     expect((timeout.cause as Error).name).toBe("TimeoutError");
     const rejected = (await Promise.resolve(byCode.PUBLISH_REJECTED[1]()).catch(
       (e) => e,
-    )) as PublishRejectedError;
+    )) as errors.PublishRejectedError;
     expect(rejected.apiCode).toBe(10060);
     expect(rejected.subject).toBe(`${prefix}.thing.happened`);
     expect((rejected.cause as Error).name).toBe("JetStreamApiError");
-    const none = (await Promise.resolve(byCode.NO_STREAM[1]()).catch((e) => e)) as NoStreamError;
+    const none = (await Promise.resolve(byCode.NO_STREAM[1]()).catch((e) => e)) as errors.NoStreamError;
     expect((none.cause as Error).name).toBe("JetStreamNotEnabled");
   });
 });

@@ -31,11 +31,7 @@ export class PublishTimeoutError extends NatsError<"PUBLISH_TIMEOUT"> {
 }
 
 /** `BROKER_UNAVAILABLE`: the NATS connection is closed or draining, or lost its server. Retryable. */
-export class BrokerUnavailableError extends NatsError<"BROKER_UNAVAILABLE"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("BROKER_UNAVAILABLE", message, options);
-  }
-}
+export class BrokerUnavailableError extends coded("BROKER_UNAVAILABLE") {}
 
 /**
  * `NO_STREAM`: no JetStream stream captures the subject (the server answered "no responders"), or
@@ -111,11 +107,7 @@ export class InvalidEventMessageError extends NatsError<"INVALID_EVENT_MESSAGE">
 }
 
 /** `JETSTREAM_SETUP`: a stream or a durable consumer could not be created, read or updated. */
-export class JetStreamSetupError extends NatsError<"JETSTREAM_SETUP"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("JETSTREAM_SETUP", message, options);
-  }
-}
+export class JetStreamSetupError extends coded("JETSTREAM_SETUP") {}
 
 /** Which class throws which code: each code of @shardkit/nats is thrown by exactly one class. */
 export interface NatsErrorByCode {
@@ -145,4 +137,14 @@ export function describeError(error: unknown): string {
 /** The `name` of a thrown value, for recognising the NATS client's errors across copies of it. */
 export function errorName(error: unknown): string | undefined {
   return error instanceof Error ? error.name : undefined;
+}
+
+/** The class of one code whose errors carry a message and a cause: `class X extends coded("CODE") {}`. */
+type Coded<C extends NatsErrorCode> = new (message: string, options?: ErrorOptions) => NatsError<C>;
+function coded<C extends NatsErrorCode>(code: C): Coded<C> {
+  return class extends NatsError<C> {
+    constructor(message: string, options?: ErrorOptions) {
+      super(code, message, options);
+    }
+  };
 }

@@ -23,7 +23,6 @@ export {
 } from "./errors.js";
 export {
   EVENT_HEADERS,
-  invalidSubject,
   isRetryableDelivery,
   type JetStreamDeliver,
   type JetStreamSinkOptions,

@@ -1,31 +1,10 @@
-import { spawn } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, decodeJson, type OutboxMessage } from "@shardkit/prisma";
-import {
-  afterAll,
-  afterEach,
-  beforeAll,
-  beforeEach,
-  describe,
-  expect,
-  inject,
-  it,
-  onTestFinished,
-} from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { privateNatsServer } from "../test/nats-server.js";
-import {
-  type Deposit,
-  makeWorld,
-  type NatsScope,
-  natsScope,
-  outboxMessages,
-  recordingSink,
-  S,
-  TOPIC,
-  type World,
-  within,
-} from "../test/world.js";
+import type { Deposit, NatsScope, World } from "../test/world.js";
+import { outboxMessages, perTestWorld, recordingSink, S, spawnChild, TOPIC, within } from "../test/world.js";
 import {
   BrokerUnavailableError,
   InvalidSubjectError,
@@ -39,16 +18,9 @@ import { ensureStream } from "./stream.js";
 
 let w: World;
 let n: NatsScope;
-beforeAll(() => {
-  w = makeWorld("sink");
+perTestWorld("sink", (world, nats) => {
+  [w, n] = [world, nats];
 });
-afterAll(() => w.close());
-beforeEach(async () => {
-  await w.truncate();
-  n = await natsScope();
-  await n.createStream();
-});
-afterEach(() => n.close());
 
 /** A relay over the test shards with `deliver`, retrying what isRetryableDelivery says (no waiting). */
 function relayWith(deliver: (m: OutboxMessage) => Promise<unknown>, options: { maxAttempts?: number } = {}) {
@@ -131,24 +103,10 @@ describe("jetStreamSink through the outbox relay", () => {
 
   it("a relay killed after publishing, before it marked the events delivered: the next relay's publishes are duplicates, each event is stored once", async () => {
     await w.seed(1); // one event on each shard database
-    const child = spawn(process.execPath, ["--import", "tsx", "test/relay-child.ts"], {
-      cwd: new URL("..", import.meta.url).pathname,
-      env: {
-        ...process.env,
-        SINK_CHILD: JSON.stringify({
-          urls: [w.urls.a, w.urls.b],
-          shards: [S.a.key, S.b.key],
-          natsUrl: inject("natsUrl"),
-          prefix: n.prefix,
-          stream: n.stream,
-          leaseMs: 2500,
-        }),
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    onTestFinished(() => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    const { child, exited } = spawnChild("relay-child.ts", "SINK_CHILD", w, {
+      prefix: n.prefix,
+      stream: n.stream,
+      leaseMs: 2500,
     });
     const published = await within(
       new Promise<string[]>((resolve, reject) => {

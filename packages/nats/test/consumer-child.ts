@@ -2,32 +2,20 @@
 // consumeEvents, and once the first event's transaction has committed it prints "committed <id>"
 // and stops there, before the ack (the parent SIGKILLs it).
 
-import { connect } from "@nats-io/transport-node";
-import { PrismaPg } from "@prisma/adapter-pg";
-import { createShardRegistry, type ShardOrId, shardRouting } from "@shardkit/prisma";
-import { PrismaClient } from "../examples/generated/prisma/client.js";
+import { type ShardRef, shardRouting } from "@shardkit/prisma";
 import { consumeEvents } from "../src/index.js";
+import { startChild } from "./child.js";
 import type { Deposit } from "./world.js";
 
-const { urls, shards, natsUrl, stream, consumer, ackWaitMs } = JSON.parse(process.env.CONSUMER_CHILD!) as {
-  urls: string[];
-  shards: string[];
-  natsUrl: string;
-  stream: string;
-  consumer: string;
-  ackWaitMs: number;
-};
-const nc = await connect({ servers: natsUrl });
-const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
-const registry = createShardRegistry({
-  shards: shards.map((shard, i) => ({ shard, client: clients[i]! })),
-});
+type Options = { stream: string; consumer: string; ackWaitMs: number };
+const { options, nc, clients, registry } = await startChild<Options>("CONSUMER_CHILD");
+const { stream, consumer, ackWaitMs } = options;
 const db = clients[0]!.$extends(shardRouting({ registry, models: { Account: { keys: ["id"] } } }));
 let current = "";
 // The routed client, with a pause after each commit: the process dies there, before its ack.
 const dying = {
   async $transactionOn<R>(
-    shard: ShardOrId,
+    shard: ShardRef,
     fn: (tx: Parameters<Parameters<typeof db.$transactionOn>[1]>[0]) => Promise<R>,
   ) {
     const result = await db.$transactionOn(shard, fn);

@@ -2,25 +2,13 @@
 // the JetStream sink, prints "published <id>" once JetStream acked it, and then never returns from
 // `deliver`, so the relay never marks the event delivered (the parent SIGKILLs it).
 
-import { connect } from "@nats-io/transport-node";
-import { PrismaPg } from "@prisma/adapter-pg";
-import { createOutboxRelay, createShardRegistry } from "@shardkit/prisma";
-import { PrismaClient } from "../examples/generated/prisma/client.js";
+import { createOutboxRelay } from "@shardkit/prisma";
 import { jetStreamSink } from "../src/index.js";
+import { startChild } from "./child.js";
 
-const { urls, shards, natsUrl, prefix, stream, leaseMs } = JSON.parse(process.env.SINK_CHILD!) as {
-  urls: string[];
-  shards: string[];
-  natsUrl: string;
-  prefix: string;
-  stream: string;
-  leaseMs: number;
-};
-const nc = await connect({ servers: natsUrl });
-const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
-const registry = createShardRegistry({
-  shards: shards.map((shard, i) => ({ shard, client: clients[i]! })),
-});
+type Options = { prefix: string; stream: string; leaseMs: number };
+const { options, nc, clients, registry } = await startChild<Options>("SINK_CHILD");
+const { prefix, stream, leaseMs } = options;
 const publish = jetStreamSink({ connection: nc, prefix, stream, timeoutMs: 800 });
 let published = 0;
 const relay = createOutboxRelay({

@@ -1,6 +1,7 @@
 // The test world: two shard databases (0/0 on a, 0/1 on b) behind a routed client, a connection to
 // the machine's NATS server, and a stream and subjects of each test's own, deleted afterwards.
 
+import { spawn } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
@@ -13,7 +14,7 @@ import {
   type OutboxMessage,
   shardRouting,
 } from "@shardkit/prisma";
-import { inject } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, inject, onTestFinished } from "vitest";
 import { PrismaClient } from "../examples/generated/prisma/client.js";
 import { ensureStream, type JetStreamSinkOptions, jetStreamSink, type PublishReceipt } from "../src/index.js";
 
@@ -148,6 +149,27 @@ export async function natsScope() {
 export type NatsScope = Awaited<ReturnType<typeof natsScope>>;
 
 /**
+ * The hooks of a test file over the shards of `pair` and NATS: the world made once (closed after
+ * the file) and emptied before each test, which gets its own NATS scope and stream (closed after
+ * it; hooks the file registers later run before that close). `use` receives both before each test.
+ */
+export function perTestWorld(pair: Parameters<typeof makeWorld>[0], use: (w: World, n: NatsScope) => void) {
+  let w: World;
+  let n: NatsScope;
+  beforeAll(() => {
+    w = makeWorld(pair);
+  });
+  afterAll(() => w.close());
+  beforeEach(async () => {
+    await w.truncate();
+    n = await natsScope();
+    await n.createStream();
+    use(w, n);
+  });
+  afterEach(() => n.close());
+}
+
+/**
  * Resolves when `count()` reaches `n` (checked on each `tick()`), or rejects after `timeoutMs`:
  * a bounded wait for consumer outcomes, driven by the consumer's own callbacks.
  */
@@ -213,4 +235,30 @@ export function recordingSink(options: JetStreamSinkOptions) {
       return latest.get(message.id)!;
     },
   };
+}
+
+/**
+ * Runs `test/<script>` (which reads its options with `startChild(variable)`) in its own process over
+ * the world's shards and the machine's NATS, with `options`; SIGKILLed when the test ends if it still
+ * runs. `exited` settles when it has.
+ */
+export function spawnChild(script: string, variable: string, w: World, options: object) {
+  const child = spawn(process.execPath, ["--import", "tsx", `test/${script}`], {
+    cwd: new URL("..", import.meta.url).pathname,
+    env: {
+      ...process.env,
+      [variable]: JSON.stringify({
+        urls: [w.urls.a, w.urls.b],
+        shards: [S.a.key, S.b.key],
+        natsUrl: inject("natsUrl"),
+        ...options,
+      }),
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  onTestFinished(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
+  return { child, exited };
 }

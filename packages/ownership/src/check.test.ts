@@ -17,6 +17,12 @@ beforeEach(async () => {
   await reset(plainUrls);
 });
 
+/** The live move of 0/1 from a to e that a check is about, quietly. */
+const liveMoveToE = (
+  r: ReturnType<typeof router>,
+  map: Awaited<ReturnType<ReturnType<typeof router>["open"]>>,
+) => moveShard({ map, shard: S.g0m1, to: r.databases.e, sourceConnection: moveUrls.a, onProgress: () => {} });
+
 /** What a check must not change: ownership and move records, anywhere. */
 async function recorded(r: ReturnType<typeof router>) {
   const counts = await Promise.all(
@@ -97,13 +103,7 @@ describe("checkMove", () => {
       expect(await recorded(r)).toEqual([0, 0, 0]);
       // One mechanism: the move runs the same checks and refuses with the same issues.
       const map = await r.open();
-      const error = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
-        sourceConnection: moveUrls.a,
-        onProgress: () => {},
-      }).catch((e: unknown) => e);
+      const error = await liveMoveToE(r, map).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(MovePrecheckError);
       expect((error as MovePrecheckError).issues).toEqual(check.issues);
       expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
@@ -155,13 +155,7 @@ describe("checkMove", () => {
       expect(check.issues).toEqual([]);
       expect(check.from?.name).toBe(action === "finish" ? "e" : "a");
       // The check was right: the move goes through, finishing or undoing the stopped one first.
-      const result = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
-        sourceConnection: moveUrls.a,
-        onProgress: () => {},
-      });
+      const result = await liveMoveToE(r, map);
       expect(result.resumed).toBe(action === "finish" ? "rolled-forward" : "rolled-back");
       expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
       expect(

@@ -1,26 +1,11 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
-import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { reset, router, S } from "../test/world.js";
-import {
-  DatabasesUnansweredError,
-  EpochConflictError,
-  InvalidMapError,
-  isShardkitError,
-  MoveFailedError,
-  MoveInProgressError,
-  MoveLeaseLostError,
-  MovePrecheckError,
-  MoveTimeoutError,
-  MoveVerifyError,
-  OwnershipError,
-  type OwnershipErrorCode,
-  OwnershipOptionsError,
-  StaleOwnerError,
-} from "./errors.js";
+import * as errors from "./errors.js";
 import { PartitionMap } from "./map.js";
 import { moveShard } from "./move.js";
 
@@ -52,6 +37,10 @@ function unreachable() {
   return createShardRegistry({ shards: [{ shard: S.g0m0, client }] });
 }
 
+/** `moveShard` of 0/1 to e (with `options`) on a fresh map. */
+const moveToE = (options: Partial<Parameters<typeof moveShard>[0]>) =>
+  withMap((map) => moveShard({ map, shard: S.g0m1, to: r.databases.e, onProgress: () => {}, ...options }));
+
 /** Spoils e's copy of 0/1 as only a mover could (past e's fence). */
 const spoil = () =>
   r.clients.e.$transaction(async (tx) => {
@@ -62,145 +51,118 @@ const spoil = () =>
     );
   });
 
-const byCode: Record<OwnershipErrorCode, [cls: { prototype: Error; name: string }, trigger: () => unknown]> =
-  {
-    STALE_OWNER: [
-      StaleOwnerError,
-      () =>
-        withMap(
-          async (map) => {
-            await (await map.lease(S.g1m0, r.databases.e)).fence();
-            await r.db.bucket.create({
-              data: { id: ShardedId.generate("Bucket", S.g1m0), name: "x", remaining: 1 },
-            });
-          },
-          { retries: 0 },
-        ),
-    ],
-    INVALID_MAP: [
-      InvalidMapError,
-      () =>
-        withMap(async (map) => {
-          await r.clients.b.$executeRawUnsafe(
-            `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 1, 'owned')`,
-          );
-          await map.refresh();
-          await r.db.bucket.findUnique({ where: { id: ShardedId.generate("Bucket", S.g0m0) } });
-        }),
-    ],
-    EPOCH_CONFLICT: [
-      EpochConflictError,
-      () => withMap(async (map) => (await map.lease(S.g0m1, r.databases.e)).switch()),
-    ],
-    INVALID_OWNERSHIP_OPTIONS: [
-      OwnershipOptionsError,
-      () => PartitionMap.open({ registry: r.registry, tables: [] }),
-    ],
-    NO_ANSWER: [
-      DatabasesUnansweredError,
-      () =>
-        PartitionMap.open({
-          registry: unreachable(),
-          tables: [{ table: "Bucket", column: "id" }],
-          timeoutMs: 2000,
-        }),
-    ],
-    MOVE_IN_PROGRESS: [
-      MoveInProgressError,
-      () =>
-        withMap(async (map) => {
-          await map.lease(S.g0m1, r.databases.e);
-          await map.lease(S.g0m1, r.databases.b);
-        }),
-    ],
-    MOVE_LEASE_LOST: [
-      MoveLeaseLostError,
-      () =>
-        withMap(async (map) => {
-          const lease = await map.lease(S.g0m1, r.databases.e);
-          await lease.fence();
-          await lease.lapse(); // as a mover that died: its fence is given back by the next refused write
+const byCode: ErrorTable<errors.OwnershipErrorCode> = {
+  STALE_OWNER: [
+    errors.StaleOwnerError,
+    () =>
+      withMap(
+        async (map) => {
+          await (await map.lease(S.g1m0, r.databases.e)).fence();
           await r.db.bucket.create({
-            data: { id: ShardedId.generate("Bucket", S.g0m1), name: "x", remaining: 1 },
+            data: { id: ShardedId.generate("Bucket", S.g1m0), name: "x", remaining: 1 },
           });
-          await lease.receive();
-        }),
-    ],
-    MOVE_FAILED: [
-      MoveFailedError,
-      () =>
-        withMap((map) =>
-          moveShard({
-            map,
-            shard: S.g0m1,
-            to: r.databases.e,
-            mode: "offline",
-            onProgress: () => {},
-            afterStep: (step) => {
-              if (step === "receive") throw new Error("the mover's host went away");
-            },
-          }),
-        ),
-    ],
-    MOVE_PRECHECK: [
-      MovePrecheckError,
-      // The machine's own server runs with wal_level = replica: no live move from it.
-      () =>
-        withMap((map) =>
-          moveShard({
-            map,
-            shard: S.g0m1,
-            to: r.databases.e,
-            sourceConnection: "postgresql://x",
-            onProgress: () => {},
-          }),
-        ),
-    ],
-    MOVE_TIMEOUT: [
-      MoveTimeoutError,
-      async () => {
-        // A live move between the logical-replication servers, given 1 ms for its copy (and for each
-        // of its phases outside the freeze: its checks time out first, and nothing is changed).
-        const urls = inject("moveUrls");
-        await reset(urls);
-        const moving = router(urls);
-        const map = await moving.open();
-        try {
-          await moveShard({
-            map,
-            shard: S.g0m1,
-            to: moving.databases.e,
-            sourceConnection: urls.a,
-            copyTimeoutMs: 1,
-            onProgress: () => {},
-          });
-        } finally {
-          map.close();
-          await moving.close();
-        }
-      },
-    ],
-    MOVE_VERIFY: [
-      MoveVerifyError,
-      () =>
-        withMap((map) =>
-          moveShard({
-            map,
-            shard: S.g0m1,
-            to: r.databases.e,
-            mode: "offline",
-            onProgress: () => {},
-            afterStep: async (step) => {
-              if (step === "copy") await spoil();
-            },
-          }),
-        ),
-    ],
-  };
+        },
+        { retries: 0 },
+      ),
+  ],
+  INVALID_MAP: [
+    errors.InvalidMapError,
+    () =>
+      withMap(async (map) => {
+        await r.clients.b.$executeRawUnsafe(
+          `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES (${S.g0m0.bits}, 1, 'owned')`,
+        );
+        await map.refresh();
+        await r.db.bucket.findUnique({ where: { id: ShardedId.generate("Bucket", S.g0m0) } });
+      }),
+  ],
+  EPOCH_CONFLICT: [
+    errors.EpochConflictError,
+    () => withMap(async (map) => (await map.lease(S.g0m1, r.databases.e)).switch()),
+  ],
+  INVALID_OWNERSHIP_OPTIONS: [
+    errors.OwnershipOptionsError,
+    () => PartitionMap.open({ registry: r.registry, tables: [] }),
+  ],
+  NO_ANSWER: [
+    errors.DatabasesUnansweredError,
+    () =>
+      PartitionMap.open({
+        registry: unreachable(),
+        tables: [{ table: "Bucket", column: "id" }],
+        timeoutMs: 2000,
+      }),
+  ],
+  MOVE_IN_PROGRESS: [
+    errors.MoveInProgressError,
+    () =>
+      withMap(async (map) => {
+        await map.lease(S.g0m1, r.databases.e);
+        await map.lease(S.g0m1, r.databases.b);
+      }),
+  ],
+  MOVE_LEASE_LOST: [
+    errors.MoveLeaseLostError,
+    () =>
+      withMap(async (map) => {
+        const lease = await map.lease(S.g0m1, r.databases.e);
+        await lease.fence();
+        await lease.lapse(); // as a mover that died: its fence is given back by the next refused write
+        await r.db.bucket.create({
+          data: { id: ShardedId.generate("Bucket", S.g0m1), name: "x", remaining: 1 },
+        });
+        await lease.receive();
+      }),
+  ],
+  MOVE_FAILED: [
+    errors.MoveFailedError,
+    () =>
+      moveToE({
+        mode: "offline",
+        afterStep: (step) => {
+          if (step === "receive") throw new Error("the mover's host went away");
+        },
+      }),
+  ],
+  MOVE_PRECHECK: [
+    errors.MovePrecheckError,
+    // The machine's own server runs with wal_level = replica: no live move from it.
+    () => moveToE({ sourceConnection: "postgresql://x" }),
+  ],
+  MOVE_TIMEOUT: [
+    errors.MoveTimeoutError,
+    async () => {
+      // A live move between the logical-replication servers, given 1 ms for its copy (and for each
+      // of its phases outside the freeze: its checks time out first, and nothing is changed).
+      const urls = inject("moveUrls");
+      await reset(urls);
+      const moving = router(urls);
+      const map = await moving.open();
+      try {
+        await moveShard({
+          map,
+          shard: S.g0m1,
+          to: moving.databases.e,
+          sourceConnection: urls.a,
+          copyTimeoutMs: 1,
+          onProgress: () => {},
+        });
+      } finally {
+        map.close();
+        await moving.close();
+      }
+    },
+  ],
+  MOVE_VERIFY: [
+    errors.MoveVerifyError,
+    () =>
+      moveToE({
+        mode: "offline",
+        afterStep: async (step) => {
+          if (step === "copy") await spoil();
+        },
+      }),
+  ],
+};
 
-describeErrorRules({
-  byCode,
-  base: OwnershipError,
-  guard: isShardkitError,
-  sourceDir: new URL(".", import.meta.url).pathname,
-});
+describeErrorRules(errors, byCode, import.meta.url);

@@ -14,6 +14,13 @@ const r = router();
 afterAll(() => r.close());
 beforeEach(() => reset());
 
+/** A bucket named `name` (1 remaining) created on `shard` through the routed client: its ID. */
+async function newBucket(shard: typeof S.g0m0, name: string) {
+  const id = ShardedId.generate("Bucket", shard);
+  await r.db.bucket.create({ data: { id, name, remaining: 1 } });
+  return id;
+}
+
 /** Resolves once the fence's statement waits for a lock held by a writer (seen by the server itself). */
 async function fenceWaitingForLock() {
   const admin = new pg.Client({ connectionString: inject("ownershipUrls").a });
@@ -57,8 +64,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
 
     it("a writer that read before the fence and writes after it is refused; nothing it wrote commits", async () => {
       const { map, lease } = await open();
-      const id = ShardedId.generate("Bucket", S.g0m1);
-      await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+      const id = await newBucket(S.g0m1, "B-173");
       const read = deferred();
       const fenced = deferred();
       const writer = r.clients.a
@@ -87,8 +93,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
 
     it("a writer that wrote before the fence commits before it: the fence waits for it, and later writes are refused", async () => {
       const { map, lease } = await open();
-      const id = ShardedId.generate("Bucket", S.g0m1);
-      await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+      const id = await newBucket(S.g0m1, "B-173");
       const wrote = deferred();
       const release = deferred();
       let committed = false;
@@ -128,10 +133,8 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
 describe("an armed shard's fence", () => {
   it("is one row update: it installs nothing, and a writer of another shard of the same tables, its transaction open, does not hold it up", async () => {
     const map = await r.open();
-    const other = ShardedId.generate("Bucket", S.g0m0);
-    const id = ShardedId.generate("Bucket", S.g0m1);
-    await r.db.bucket.create({ data: { id: other, name: "B-1", remaining: 1 } });
-    await r.db.bucket.create({ data: { id, name: "B-173", remaining: 1 } });
+    const other = await newBucket(S.g0m0, "B-1");
+    const id = await newBucket(S.g0m1, "B-173");
     const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.arm();
     const triggers = () =>
@@ -169,10 +172,8 @@ describe("an armed shard's fence", () => {
 describe("writes that the fence's row triggers would not see", () => {
   it("an UPDATE that moves a row into a fenced shard (its shard column changed) is refused, and one out of it too", async () => {
     const map = await r.open();
-    const inside = ShardedId.generate("Bucket", S.g0m1);
-    const outside = ShardedId.generate("Bucket", S.g0m0);
-    await r.db.bucket.create({ data: { id: inside, name: "in", remaining: 1 } });
-    await r.db.bucket.create({ data: { id: outside, name: "out", remaining: 1 } });
+    const inside = await newBucket(S.g0m1, "in");
+    const outside = await newBucket(S.g0m0, "out");
     const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.fence();
     const into = await r.clients.a
@@ -199,7 +200,7 @@ describe("writes that the fence's row triggers would not see", () => {
 
   it("a TRUNCATE while a shard of the database is being moved is refused (it fires no row trigger); once the move ends it goes through", async () => {
     const map = await r.open();
-    await r.db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
+    await newBucket(S.g0m1, "B");
     const lease = await map.lease(S.g0m1, r.databases.e);
     await lease.arm();
     const refused = await r.clients.a.$executeRawUnsafe(`TRUNCATE "Bucket"`).catch((e: unknown) => e);

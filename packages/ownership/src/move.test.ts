@@ -60,6 +60,13 @@ async function seed(r: Router, shard = S.g0m1, buckets = 50) {
   return ids;
 }
 
+/** A router over the emptied databases, its partition map (with `options`), and `n` buckets seeded on 0/1. */
+async function seeded(n: number, options?: Parameters<Router["open"]>[0]) {
+  const r = make();
+  const map = await r.open(options);
+  return { r, map, buckets: await seed(r, S.g0m1, n) };
+}
+
 /** What replication left on the servers: slots, publications, subscriptions of shardkit moves. */
 async function leftovers(r: Router) {
   const [slots] = await r.clients.a.$queryRawUnsafe<{ n: number }[]>(
@@ -79,6 +86,10 @@ async function leftovers(r: Router) {
   );
   return { slots: slots!.n, publications: pubs.map((p) => p[0]!.n), subscriptions: subs.map((s) => s[0]!.n) };
 }
+
+/** Nothing of a move is left on the servers. */
+const expectNoLeftovers = async (r: Router) =>
+  expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
 
 /** Every step a move can stop after, in order. */
 const STEPS = moveSteps("live").filter((s) => s !== "precheck" && s !== "cleanup" && s !== "done");
@@ -135,7 +146,7 @@ async function expectMoveFinished(
   expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
   expect(await r.clients.e.confirmation.count()).toBe(3 * buckets.length);
   expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
-  expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+  await expectNoLeftovers(r);
   expect(await listed(r.clients.e)).toBe(0); // the new owner's fence for 0/1 is gone: its writes pay nothing
   const view = await readPartitionMap(r.registry);
   expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
@@ -236,7 +247,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       );
       expect(left!.n, table).toBe(0);
     }
-    expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+    await expectNoLeftovers(r);
     expect(await listed(r.clients.e)).toBe(0);
     map.close();
   }, 120_000);
@@ -257,7 +268,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       const issues = (error as MovePrecheckError).issues.join("\n");
       expect(issues).toMatch(/e: already holds 1 rows of shard 0\/1/);
       expect(issues).toMatch(/Confirmation: the target's columns .* differ from the source's/);
-      expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+      await expectNoLeftovers(r);
       expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
       await r.db.bucket.update({ where: { id: bucket! }, data: { remaining: 1 } }); // still served at a
     } finally {
@@ -269,9 +280,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
   it.each(STEPS)(
     "a move that fails after %s says where, what it left and what a rerun does; it never leaves two writers, and the next move finishes",
     async (stop) => {
-      const r = make();
-      const map = await r.open({ retries: 1 });
-      const buckets = await seed(r, S.g0m1, 10);
+      const { r, map, buckets } = await seeded(10, { retries: 1 });
       const failure = await moveToE(r, map, {
         afterStep: (step) => {
           if (step === stop) throw new Error(`the mover's host went away after ${stop}`);
@@ -291,7 +300,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
         // Undone at once: a owns the shard and takes its writes, nothing of the move is left.
         expect([left, rerun]).toEqual(["undone", null]);
         expect(message).toMatch(/It was undone: a owns the shard/);
-        expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+        await expectNoLeftovers(r);
         expect(await r.clients.e.bucket.count()).toBe(0);
         await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 3 } });
         await expectMoveFinished(r, map, buckets, null);
@@ -304,9 +313,7 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
 
 describe("a target whose tables a long transaction holds (a vacuum, a long writer)", () => {
   it("a move whose target must wait for its table's lock for several lease periods before the copy starts: its lease is kept and nothing is taken over; it finishes, nothing lost", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 10);
+    const { r, map, buckets } = await seeded(10);
     // The lock a vacuum holds: the trigger DDL that lists the shard in e's fence waits for it.
     let release!: () => void;
     const released = new Promise<void>((resolve) => {
@@ -344,26 +351,19 @@ describe("a target whose tables a long transaction holds (a vacuum, a long write
     expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
     expect(await r.clients.e.confirmation.count()).toBe(30);
     expect(await r.clients.a.bucket.count()).toBe(0);
-    expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+    await expectNoLeftovers(r);
     map.close();
   }, 90_000);
 });
 
 describe("a mover stuck inside its fence", () => {
   it("stops renewing its lease once the shard has been fenced for longer than its freeze budget: routers give the shard back, and the mover, when it goes on, takes its move back and undoes it", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 5);
+    const { r, map, buckets } = await seeded(5);
     const writer = make();
     const writing = await writer.open();
-    const failure = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      sourceConnection: urls.a,
+    const failure = await moveToE(r, map, {
       leaseMs: 1000,
       freezeBudgetMs: 1000,
-      onProgress: quiet,
       afterStep: async (step) => {
         if (step !== "fence") return;
         // The mover stalls here (a database it waits for does not answer). A service's writes:
@@ -379,7 +379,7 @@ describe("a mover stuck inside its fence", () => {
     expect((await r.clients.a.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(1);
     // Nothing of it is left: the copy at e, the replication objects, the move's record.
     expect(await r.clients.e.bucket.count()).toBe(0);
-    expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+    await expectNoLeftovers(r);
     const view = await readPartitionMap(r.registry);
     expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
     writing.close();
@@ -390,9 +390,7 @@ describe("a mover stuck inside its fence", () => {
 
 describe("a database that stops answering in the middle of a move", () => {
   it("a target whose server freezes during the copy: the move stops within its budgets (the copy's, then the undo's), naming the database it waited for, and gives its lease up; the source owns the shard and takes its writes throughout; once the server answers again, the next move undoes what was left and moves the shard, nothing lost", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 10);
+    const { r, map, buckets } = await seeded(10);
     const load = writers(r, [{ buckets, desk: "during" }]);
     let thaw!: () => void;
     const thawed = new Promise<void>((resolve) => {
@@ -441,7 +439,7 @@ describe("a database that stops answering in the middle of a move", () => {
     await expectNothingLost(r, load.acked);
     expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
     expect(await r.clients.a.confirmation.count()).toBe(0);
-    expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+    await expectNoLeftovers(r);
     const view = await readPartitionMap(r.registry);
     expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
     map.close();
@@ -452,9 +450,7 @@ describe("a mover process killed with SIGKILL", () => {
   it.each(STEPS)(
     "after %s: one writer at most; the shard takes writes again within its lease without a person; the next move takes over and finishes",
     async (stop) => {
-      const r = make();
-      const map = await r.open();
-      const buckets = await seed(r, S.g0m1, 10);
+      const { r, map, buckets } = await seeded(10);
       const mover = await startMover(urls, { STOP_AFTER: stop, LEASE_MS: "1500" });
       killed.push(mover.kill);
       mover.go();
@@ -474,18 +470,7 @@ describe("a mover process killed with SIGKILL", () => {
       expect(view.stopped.map((m) => [m.database, m.shard.key, m.to])).toEqual([["a", "0/1", "e"]]);
       const slots = view.leftovers.filter((o) => o.kind === "slot" && o.database === "a");
       expect(slots.length).toBe(
-        [
-          "subscribe",
-          "copy",
-          "catch-up",
-          "verify",
-          "fence",
-          "final-position",
-          "verify-changes",
-          "switch",
-        ].includes(stop)
-          ? 1
-          : 0,
+        STEPS.slice(STEPS.indexOf("subscribe"), STEPS.indexOf("switch") + 1).includes(stop) ? 1 : 0,
       );
       writing.close();
       await expectMoveFinished(r, map, buckets, SWITCHED.includes(stop) ? "rolled-forward" : "rolled-back");
@@ -495,9 +480,7 @@ describe("a mover process killed with SIGKILL", () => {
   );
 
   it("a mover that dies between the switch's two commits (decided at the source, not yet at the target): the first router the target refuses completes the switch", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 3);
+    const { r, map, buckets } = await seeded(3);
     const lease = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
     await lease.fence();
     await lease.receive();
@@ -554,7 +537,7 @@ describe("two movers of one shard", () => {
       expect(load.failures).toEqual([]);
       await expectNothingLost(r, load.acked);
       expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
-      expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+      await expectNoLeftovers(r);
       map.close();
     },
     120_000,
@@ -563,9 +546,7 @@ describe("two movers of one shard", () => {
   it.each(["receive", "copy", "fence", "verify-changes", "switch", "teardown"] as const)(
     "a mover frozen after %s past its lease: another mover takes the move over and completes; the frozen one, thawed, is refused at its next step and changes nothing",
     async (pause) => {
-      const r = make();
-      const map = await r.open({ retries: 400 });
-      const buckets = await seed(r, S.g0m1, 10);
+      const { r, map, buckets } = await seeded(10, { retries: 400 });
       const load = writers(r, [{ buckets, desk: "moving" }]);
       const first = await startMover(urls, { PAUSE_AFTER: pause, LEASE_MS: "1500" });
       killed.push(first.kill);
@@ -584,7 +565,7 @@ describe("two movers of one shard", () => {
       expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
       expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
       expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
-      expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+      await expectNoLeftovers(r);
       map.close();
     },
     120_000,
@@ -593,9 +574,7 @@ describe("two movers of one shard", () => {
 
 describe("the checks of a live move", () => {
   it("a copy spoiled in a row nobody wrote during the move is found before the fence; one spoiled in a row written during the move, inside it; both undone", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 10);
+    const { r, map, buckets } = await seeded(10);
     const spoil = (id: string) =>
       r.clients.e.$transaction(async (tx) => {
         await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
@@ -629,16 +608,14 @@ describe("the checks of a live move", () => {
       expect.stringMatching(/^Bucket \(rows written during the move\): source 1 rows/),
     ]);
     expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    expect(await leftovers(r)).toEqual({ slots: 0, publications: [0, 0], subscriptions: [0, 0] });
+    await expectNoLeftovers(r);
     map.close();
   }, 120_000);
 });
 
 describe("a former owner never answers for a shard it lost", () => {
   it("routers that never refresh read, update, delete and count rows of a moved shard after its cleanup: never null, never P2025, never an empty answer", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 3);
+    const { r, map, buckets } = await seeded(3);
     const checks: ((s: Router) => Promise<void>)[] = [
       async (s) => expect(await s.db.bucket.findUnique({ where: { id: buckets[0]! } })).not.toBeNull(),
       async (s) => expect(await s.db.bucket.findUniqueOrThrow({ where: { id: buckets[0]! } })).toBeTruthy(),
@@ -686,9 +663,7 @@ describe("a former owner never answers for a shard it lost", () => {
 
 describe("moveShard (offline)", () => {
   it("fences, copies, verifies and switches; a copy that does not match is undone and the source owns the shard again", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r, S.g0m1, 20);
+    const { r, map, buckets } = await seeded(20);
     const exporter = new InMemorySpanExporter();
     const telemetry = {
       tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),

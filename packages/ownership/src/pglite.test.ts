@@ -11,25 +11,34 @@ import { PartitionMap } from "./map.js";
 import { moveShard } from "./move.js";
 import { refusalOf } from "./refusal.js";
 
+/** Two embedded databases with the test schema. */
+async function twoPGlites() {
+  const dbs = [new PGlite(), new PGlite()];
+  await rolloutSchema({
+    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+    targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
+    onProgress: () => {},
+  });
+  return dbs;
+}
+
+/** A router over them: the first holds 0/0 and 0/1, the second is a spare. */
+function routerOverPGlites(dbs: PGlite[]) {
+  const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
+  const registry = createShardRegistry({
+    shards: [
+      { shard: S.g0m0, client: clients[0]! },
+      { shard: S.g0m1, client: clients[0]! },
+    ],
+    databases: [{ client: clients[1]!, name: "spare" }],
+  });
+  return { clients, registry, db: routedClient(registry) };
+}
+
 describe("embedded PGlite", () => {
   it("the same map and fence: the old owner refuses, a stale router is refused and retried at the new owner", async () => {
-    const dbs = [new PGlite(), new PGlite()];
-    await rolloutSchema({
-      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-      targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
-      onProgress: () => {},
-    });
-    const routerOver = () => {
-      const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
-      const registry = createShardRegistry({
-        shards: [
-          { shard: S.g0m0, client: clients[0]! },
-          { shard: S.g0m1, client: clients[0]! },
-        ],
-        databases: [{ client: clients[1]!, name: "spare" }],
-      });
-      return { clients, registry, db: routedClient(registry) };
-    };
+    const dbs = await twoPGlites();
+    const routerOver = () => routerOverPGlites(dbs);
     const mover = routerOver();
     const stale = routerOver();
     const map = await PartitionMap.open({ registry: mover.registry, tables: TABLES });
@@ -56,21 +65,8 @@ describe("embedded PGlite", () => {
   }, 60_000);
 
   it("an offline move (fence, copy, verify, switch) of a shard with 2,000 rows, the freeze measured", async () => {
-    const dbs = [new PGlite(), new PGlite()];
-    await rolloutSchema({
-      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-      targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
-      onProgress: () => {},
-    });
-    const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
-    const registry = createShardRegistry({
-      shards: [
-        { shard: S.g0m0, client: clients[0]! },
-        { shard: S.g0m1, client: clients[0]! },
-      ],
-      databases: [{ client: clients[1]!, name: "spare" }],
-    });
-    const db = routedClient(registry);
+    const dbs = await twoPGlites();
+    const { clients, registry, db } = routerOverPGlites(dbs);
     const map = await PartitionMap.open({ registry, tables: TABLES });
     const buckets = Array.from({ length: 2000 }, (_, i) => ({
       id: ShardedId.generate("Bucket", S.g0m1) as string,

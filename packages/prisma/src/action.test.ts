@@ -1,5 +1,6 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { newCustomer, walletOf } from "../test/layout.js";
 import { makeWorld, S } from "../test/world.js";
 import { CrossShardError, PartialCommitError, ShardKeyRequiredError, UnknownShardError } from "./errors.js";
 
@@ -8,11 +9,6 @@ const { db, clients } = world;
 afterAll(() => world.close());
 beforeEach(() => world.truncate());
 
-const newCustomer = (shard: ShardIdentifier, name = "c") => ({
-  id: ShardedId.generate("Customer", shard),
-  name,
-  region: shard.group === 0 ? "eu" : "mx",
-});
 const countAll = async () => {
   let n = 0;
   for (const client of Object.values(clients))
@@ -91,9 +87,7 @@ describe("$action: one unit of work, grouped by shard", () => {
       .$action(
         (unit) => {
           unit.create("customer", { data: first });
-          unit.create("wallet", {
-            data: { id: ShardedId.colocatedWith("Wallet", orphanOwner), customerId: orphanOwner },
-          });
+          unit.create("wallet", walletOf(orphanOwner));
           unit.create("customer", { data: third });
         },
         { allowCrossShard: true },
@@ -117,7 +111,7 @@ describe("$action: one unit of work, grouped by shard", () => {
     const error = await db
       .$action((unit) => {
         unit.create("customer", { data: customer });
-        unit.create("wallet", { data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner } });
+        unit.create("wallet", walletOf(owner));
       })
       .catch((e: unknown) => e);
     expect(error).not.toBeInstanceOf(PartialCommitError);

@@ -1,7 +1,8 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId, type ShardIdentifier } from "@shardkit/id";
+import { ShardedId } from "@shardkit/id";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { newCustomer } from "../test/layout.js";
 import { loggedClient, makeWorld, S } from "../test/world.js";
 import { checkConnectionBudget } from "./budget.js";
 import { shardRegistryFromConfig } from "./config.js";
@@ -16,12 +17,6 @@ const { db, clients } = world;
 afterAll(() => world.close());
 beforeEach(() => world.truncate());
 
-const customer = (shard: ShardIdentifier, name = "c") => ({
-  id: ShardedId.generate("Customer", shard),
-  name,
-  region: shard.group === 0 ? "eu" : "mx",
-});
-
 describe("each routed client owns its scope", () => {
   // A second routed client, another registry: its shard 0/0 lives on database b (world's 0/0 is on a).
   const urls = inject("shardUrls");
@@ -33,10 +28,10 @@ describe("each routed client owns its scope", () => {
   afterAll(() => otherClient.$disconnect());
 
   it("inside client 1's shard transaction, client 2 reads and writes its own database", async () => {
-    const mine = customer(S.g0m0, "client 2's row");
+    const mine = newCustomer(S.g0m0, "client 2's row");
     await other.customer.create({ data: mine });
     const seen = await db.$transactionOn(S.g0m0, async (tx) => {
-      await tx.customer.create({ data: customer(S.g0m0, "client 1's row") });
+      await tx.customer.create({ data: newCustomer(S.g0m0, "client 1's row") });
       // Same shard key, another routed client: runs on its own database, outside client 1's transaction.
       const found = await other.customer.findUnique({ where: { id: mine.id } });
       await other.customer.update({ where: { id: mine.id }, data: { name: "updated by client 2" } });
@@ -50,9 +45,9 @@ describe("each routed client owns its scope", () => {
   });
 
   it("client 2's writes are not refused during client 1's action, and land outside it", async () => {
-    const mine = customer(S.g0m0, "written during the action");
+    const mine = newCustomer(S.g0m0, "written during the action");
     await db.$action(async (unit) => {
-      unit.create("customer", { data: customer(S.g0m1) });
+      unit.create("customer", { data: newCustomer(S.g0m1) });
       await other.customer.create({ data: mine }); // client 1 refuses direct writes; client 2 is not in an action
     });
     expect(await clients.b.customer.findUnique({ where: { id: mine.id } })).not.toBeNull();
@@ -60,8 +55,8 @@ describe("each routed client owns its scope", () => {
   });
 
   it("interleaved transactions of both clients commit each on its own database", async () => {
-    const rows1 = Array.from({ length: 5 }, () => customer(S.g0m0, "one"));
-    const rows2 = Array.from({ length: 5 }, () => customer(S.g0m0, "two"));
+    const rows1 = Array.from({ length: 5 }, () => newCustomer(S.g0m0, "one"));
+    const rows2 = Array.from({ length: 5 }, () => newCustomer(S.g0m0, "two"));
     await Promise.all([
       db.$transactionOn(S.g0m0, async (tx) => {
         for (const data of rows1) await tx.customer.create({ data });
@@ -98,12 +93,12 @@ describe("extensions added on the routed client apply on every database", () => 
       });
     });
     for (const shard of [S.g0m0, S.g0m2, S.g1m1]) {
-      const row = customer(shard);
+      const row = newCustomer(shard);
       await audited.customer.create({ data: row });
       await audited.customer.update({ where: { id: row.id }, data: { name: "audited" } });
     }
     await audited.$transactionOn(S.g1m2, async (tx) => {
-      await tx.customer.create({ data: customer(S.g1m2) });
+      await tx.customer.create({ data: newCustomer(S.g1m2) });
     });
     expect(audit).toEqual([
       "a: Customer.create",
@@ -115,7 +110,7 @@ describe("extensions added on the routed client apply on every database", () => 
       "c: Customer.create",
     ]);
     // The plain routed client it was derived from is unchanged.
-    await db.customer.create({ data: customer(S.g0m0) });
+    await db.customer.create({ data: newCustomer(S.g0m0) });
     expect(audit).toHaveLength(7);
   });
 
@@ -136,7 +131,7 @@ describe("extensions added on the routed client apply on every database", () => 
         },
       },
     });
-    const row = customer(S.g1m1, "before");
+    const row = newCustomer(S.g1m1, "before");
     await extended.customer.create({ data: row });
     world.clear();
     const renamed = await extended.customer.rename(row.id, "after");
@@ -152,7 +147,7 @@ describe("extensions added on the routed client apply on every database", () => 
   });
 
   it("the fluent API runs on the shard's database and returns the relation", async () => {
-    const owner = customer(S.g1m2);
+    const owner = newCustomer(S.g1m2);
     await db.customer.create({
       data: {
         ...owner,
@@ -186,7 +181,7 @@ describe("one statement per database", () => {
   };
 
   it("an in list over four shards on two databases is two statements, one per database", async () => {
-    const rows = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g0m0, S.g1m0].map((s) => customer(s));
+    const rows = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g0m0, S.g1m0].map((s) => newCustomer(s));
     for (const data of rows) await db.customer.create({ data });
     world.clear();
     const found = await db.customer.findMany({
@@ -201,7 +196,7 @@ describe("one statement per database", () => {
   });
 
   it("createMany rows over shards of two databases: one INSERT per database in a cross-shard action, refused outside", async () => {
-    const rows = [S.g0m0, S.g0m1, S.g0m0, S.g1m1, S.g1m2].map((s) => customer(s));
+    const rows = [S.g0m0, S.g0m1, S.g0m0, S.g1m1, S.g1m2].map((s) => newCustomer(s));
     await expect(db.customer.createMany({ data: rows })).rejects.toBeInstanceOf(CrossShardError);
     world.clear();
     const written = await db.$action((unit) => unit.createMany("customer", { data: rows }), {

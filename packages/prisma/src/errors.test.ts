@@ -1,39 +1,15 @@
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { walletOf } from "../test/layout.js";
 import { makeWorld, S } from "../test/world.js";
 import { checkConnectionBudget } from "./budget.js";
 import { shardRegistryFromConfig } from "./config.js";
 import { withShardDeadline } from "./deadline.js";
-import {
-  CommandUnavailableError,
-  ConnectionBudgetError,
-  CrossShardError,
-  DatabaseTimeoutError,
-  DirectoryUnavailableError,
-  IdempotencyConflictError,
-  InvalidEventError,
-  isShardkitError,
-  MissingModelError,
-  NotCommittedError,
-  NotInDirectoryError,
-  PartialCommitError,
-  type PrismaShardErrorCode,
-  RegistryConfigError,
-  RolloutOptionsError,
-  RoutingOptionsError,
-  ScatterRefusedError,
-  SchemaRolloutError,
-  ShardKeyRequiredError,
-  ShardRoutingError,
-  ShardTimeoutError,
-  UniqueViolationError,
-  UnknownShardError,
-  UnsupportedShardOperationError,
-} from "./errors.js";
+import * as errors from "./errors.js";
 import { shardRouting } from "./extension.js";
 import { idempotent } from "./idempotency.js";
 import { emitEvent } from "./outbox.js";
@@ -53,60 +29,53 @@ const customer = (shard: ShardIdentifier) => ({
   region: "x",
 });
 
-const byCode: Record<
-  PrismaShardErrorCode,
-  [cls: { prototype: Error; name: string }, trigger: () => unknown]
-> = {
-  INVALID_CONFIG: [RegistryConfigError, () => createShardRegistry({ shards: [] })],
+const byCode: ErrorTable<errors.PrismaShardErrorCode> = {
+  INVALID_CONFIG: [errors.RegistryConfigError, () => createShardRegistry({ shards: [] })],
   INVALID_ROUTING_OPTIONS: [
-    RoutingOptionsError,
+    errors.RoutingOptionsError,
     () => shardRouting({ registry: world.registry, keyless: "x" as never }),
   ],
   UNKNOWN_SHARD: [
-    UnknownShardError,
+    errors.UnknownShardError,
     () => db.customer.findUnique({ where: { id: customer(ShardIdentifier.of(9, 9)).id } }),
   ],
-  SHARD_KEY_REQUIRED: [ShardKeyRequiredError, () => db.customer.findMany()],
+  SHARD_KEY_REQUIRED: [errors.ShardKeyRequiredError, () => db.customer.findMany()],
   CROSS_SHARD: [
-    CrossShardError,
+    errors.CrossShardError,
     () =>
       db.wallet.create({
         data: { id: ShardedId.generate("Wallet", S.g0m0), customerId: customer(S.g1m1).id },
       }),
   ],
   PARTIAL_COMMIT: [
-    PartialCommitError,
+    errors.PartialCommitError,
     () =>
       db.$action(
         (unit) => {
           unit.create("customer", { data: customer(S.g0m0) });
           const owner = customer(S.g1m1).id; // never created: the wallet's foreign key fails
-          unit.create("wallet", {
-            data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner },
-          });
+          unit.create("wallet", walletOf(owner));
         },
         { allowCrossShard: true },
       ),
   ],
   NOT_COMMITTED: [
-    NotCommittedError,
+    errors.NotCommittedError,
     async () => {
       const owner = customer(S.g0m2).id;
       let staged: { result: unknown } | undefined;
       await db
         .$action((unit) => {
-          staged = unit.create("wallet", {
-            data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner },
-          });
+          staged = unit.create("wallet", walletOf(owner));
         })
         .catch(() => {});
       return staged?.result;
     },
   ],
-  UNSUPPORTED: [UnsupportedShardOperationError, () => db.$transaction(async () => {})],
-  SCATTER_REFUSED: [ScatterRefusedError, () => db.$scatter({ maxShards: 1 }).customer.findMany()],
+  UNSUPPORTED: [errors.UnsupportedShardOperationError, () => db.$transaction(async () => {})],
+  SCATTER_REFUSED: [errors.ScatterRefusedError, () => db.$scatter({ maxShards: 1 }).customer.findMany()],
   COMMAND_UNAVAILABLE: [
-    CommandUnavailableError,
+    errors.CommandUnavailableError,
     () =>
       db.$command(
         S.g0m1,
@@ -115,7 +84,7 @@ const byCode: Record<
       ),
   ],
   IDEMPOTENCY_CONFLICT: [
-    IdempotencyConflictError,
+    errors.IdempotencyConflictError,
     () =>
       db.$transactionOn(S.g0m1, async (tx) => {
         const key = `k-${ShardedId.generate("Customer", S.g0m1)}`;
@@ -124,15 +93,15 @@ const byCode: Record<
       }),
   ],
   INVALID_EVENT: [
-    InvalidEventError,
+    errors.InvalidEventError,
     () => emitEvent({}, S.g0m0, { topic: "", aggregateId: "x", payload: null }),
   ],
   MISSING_MODEL: [
-    MissingModelError,
+    errors.MissingModelError,
     () => emitEvent({}, S.g0m0, { topic: "t", aggregateId: customer(S.g0m0).id, payload: null }),
   ],
   CONNECTION_BUDGET: [
-    ConnectionBudgetError,
+    errors.ConnectionBudgetError,
     async () => {
       const urls = inject("shardUrls");
       const registry = shardRegistryFromConfig(
@@ -153,7 +122,7 @@ const byCode: Record<
     },
   ],
   ROLLOUT_FAILED: [
-    SchemaRolloutError,
+    errors.SchemaRolloutError,
     () =>
       rolloutSchema({
         schema: new URL("../test/schema.prisma", import.meta.url).pathname,
@@ -167,12 +136,12 @@ const byCode: Record<
       }),
   ],
   INVALID_ROLLOUT_OPTIONS: [
-    RolloutOptionsError,
+    errors.RolloutOptionsError,
     () => rolloutSchema({ schema: "/no/such/schema.prisma", targets: [], onProgress: () => {} }),
   ],
-  SHARD_TIMEOUT: [ShardTimeoutError, () => withShardDeadline(S.g0m0, 20, () => new Promise(() => {}))],
+  SHARD_TIMEOUT: [errors.ShardTimeoutError, () => withShardDeadline(S.g0m0, 20, () => new Promise(() => {}))],
   DATABASE_TIMEOUT: [
-    DatabaseTimeoutError,
+    errors.DatabaseTimeoutError,
     async () => {
       // A server that accepts connections and never answers: the relay's claim cannot finish.
       const sockets: Socket[] = [];
@@ -198,7 +167,7 @@ const byCode: Record<
     },
   ],
   DIRECTORY_UNAVAILABLE: [
-    DirectoryUnavailableError,
+    errors.DirectoryUnavailableError,
     () =>
       routedBy(
         // A directory service that is down: nothing listens on port 1.
@@ -206,11 +175,11 @@ const byCode: Record<
       ).setting.findFirst({ where: { name: "x" } }),
   ],
   NOT_IN_DIRECTORY: [
-    NotInDirectoryError,
+    errors.NotInDirectoryError,
     () => routedBy(byDirectory("name", { lookup: () => null })).setting.findFirst({ where: { name: "x" } }),
   ],
   UNIQUE_VIOLATION: [
-    UniqueViolationError,
+    errors.UniqueViolationError,
     async () => {
       await world.truncate();
       const unique = world.clients.a.$extends(
@@ -229,9 +198,4 @@ function routedBy(key: ReturnType<typeof byDirectory>) {
   );
 }
 
-describeErrorRules({
-  byCode,
-  base: ShardRoutingError,
-  guard: isShardkitError,
-  sourceDir: new URL(".", import.meta.url).pathname,
-});
+describeErrorRules(errors, byCode, import.meta.url);

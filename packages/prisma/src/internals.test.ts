@@ -1,6 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { SCHEMA_MODELS } from "../test/layout.js";
 import { dataModelOf, isPrismaValidationError } from "./internals.js";
 
 // The private Prisma fields shardkit depends on, checked against a real Prisma 7 client.
@@ -10,18 +11,7 @@ describe("Prisma internals shardkit reads", () => {
 
   it("_runtimeDataModel lists models, scalar keys and relations", () => {
     const model = dataModelOf(client);
-    expect(Object.keys(model.models).sort()).toEqual([
-      "Customer",
-      "IdempotencyKey",
-      "Order",
-      "OrderItem",
-      "OutboxEvent",
-      "ProcessedEvent",
-      "Setting",
-      "UniqueClaim",
-      "UniqueClaimToken",
-      "Wallet",
-    ]);
+    expect(Object.keys(model.models).sort()).toEqual(SCHEMA_MODELS);
     expect(model.models.Wallet?.fields.customerId).toEqual({ kind: "scalar", type: "String" });
     expect(model.models.Customer?.fields.wallets).toEqual({ kind: "object", type: "Wallet" });
     expect(() => dataModelOf({})).toThrow(/runtime data model/);

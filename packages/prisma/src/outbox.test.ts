@@ -8,6 +8,7 @@ import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
+import { walletOf } from "../test/layout.js";
 import { makeWorld, S } from "../test/world.js";
 import { DatabaseTimeoutError, IdempotencyConflictError, PartialCommitError } from "./errors.js";
 import { consumeOnce, idempotent } from "./idempotency.js";
@@ -64,9 +65,7 @@ describe("outbox: events commit with the state, in one shard transaction", () =>
         (unit) => {
           unit.create("customer", { data: c });
           unit.emit(c.id, { topic: "customer.created", aggregateId: c.id, payload: {} });
-          unit.create("wallet", {
-            data: { id: ShardedId.colocatedWith("Wallet", orphan), customerId: orphan },
-          });
+          unit.create("wallet", walletOf(orphan));
           unit.emit(orphan, { topic: "wallet.opened", aggregateId: orphan, payload: {} });
         },
         { allowCrossShard: true },
@@ -126,27 +125,22 @@ describe("relay", () => {
   it("retries with backoff, then moves an event that keeps failing to the dead-letter state", async () => {
     await seed(1, [S.g0m0]);
     let calls = 0;
-    const relay = createOutboxRelay({
-      registry,
-      maxAttempts: 3,
-      backoff: { baseMs: 60_000 },
-      deliver: async () => {
-        calls++;
-        throw new Error("broker unavailable");
-      },
-    });
+    /** A relay whose broker is always down, retrying 3 times after `baseMs`. */
+    const failingRelay = (baseMs: number) =>
+      createOutboxRelay({
+        registry,
+        maxAttempts: 3,
+        backoff: { baseMs },
+        deliver: async () => {
+          calls++;
+          throw new Error("broker unavailable");
+        },
+      });
+    const relay = failingRelay(60_000);
     expect((await relay.runOnce()).databases[0]).toMatchObject({ claimed: 1, retried: 1 });
     expect((await relay.runOnce()).databases[0]!.claimed).toBe(0); // backing off: not yet available
     expect((await relay.lag())[0]).toMatchObject({ pending: 1, dead: 0 });
-    const fast = createOutboxRelay({
-      registry,
-      maxAttempts: 3,
-      backoff: { baseMs: 0 },
-      deliver: async () => {
-        calls++;
-        throw new Error("broker unavailable");
-      },
-    });
+    const fast = failingRelay(0);
     await clients.a.$executeRawUnsafe(`UPDATE "OutboxEvent" SET "availableAt" = now()`);
     expect((await fast.runOnce()).databases[0]).toMatchObject({ retried: 1 });
     expect((await fast.runOnce()).databases[0]).toMatchObject({ dead: 1 });

@@ -1,4 +1,5 @@
 import { InvalidShardedIdError, ShardedUUID, ShardIdentifier } from "@shardkit/id";
+import { thrownBy } from "@shardkit/vitest-config/errors";
 import { describe, expect, it, vi } from "vitest";
 import { shardRegistryFromConfig, shardRegistryFromEnv } from "./config.js";
 import { RegistryConfigError, UnknownShardError } from "./errors.js";
@@ -7,15 +8,7 @@ import { createShardRegistry } from "./registry.js";
 /** Registry tests need no database: a client is anything with $disconnect. */
 const fakeDb = (name: string) => ({ name, $disconnect: vi.fn(async () => {}) });
 
-function issuesOf(fn: () => unknown): string[] {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RegistryConfigError);
-    return (err as RegistryConfigError).issues;
-  }
-  throw new Error("expected RegistryConfigError");
-}
+const issuesOf = (fn: () => unknown) => thrownBy(fn, RegistryConfigError).issues;
 
 describe("createShardRegistry", () => {
   const a = fakeDb("a");

@@ -2,6 +2,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, pgUrl, waitForReplay, withClusterStopped } from "@shardkit/test-db";
+import { thrownBy } from "@shardkit/vitest-config/errors";
 import pg from "pg";
 import { afterAll, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
@@ -19,15 +20,7 @@ import { Planner } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
 import type { RolloutEvent } from "./schema-rollout.js";
 
-function issuesOf(fn: () => unknown): string[] {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RegistryConfigError);
-    return (err as RegistryConfigError).issues;
-  }
-  throw new Error("expected RegistryConfigError");
-}
+const issuesOf = (fn: () => unknown) => thrownBy(fn, RegistryConfigError).issues;
 
 const fakeDb = (name: string) => ({ name, $disconnect: vi.fn(async () => {}) });
 

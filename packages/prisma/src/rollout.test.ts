@@ -8,6 +8,7 @@ import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterAll, describe, expect, it } from "vitest";
+import { SCHEMA_MODELS } from "../test/layout.js";
 import { type RolloutEvent, rolloutSchema, SchemaRolloutError } from "./rollout.js";
 
 const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
@@ -48,18 +49,7 @@ describe("rolloutSchema on PGlite (push)", () => {
       "done 2/2",
     ]);
     for (const db of dbs) {
-      expect(await tables((sql) => db.query(sql))).toEqual([
-        "Customer",
-        "IdempotencyKey",
-        "Order",
-        "OrderItem",
-        "OutboxEvent",
-        "ProcessedEvent",
-        "Setting",
-        "UniqueClaim",
-        "UniqueClaimToken",
-        "Wallet",
-      ]);
+      expect(await tables((sql) => db.query(sql))).toEqual(SCHEMA_MODELS);
     }
     const again = await rolloutSchema({ schema: schemaPath, targets, onProgress: () => {} });
     expect(again.targets.map((t) => [t.status, t.changes])).toEqual([

@@ -12,9 +12,10 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId, type ShardIdentifier } from "@shardkit/id";
+import { ShardedId } from "@shardkit/id";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { newCustomer, walletOf } from "../test/layout.js";
 import { makeWorld, models, S } from "../test/world.js";
 import { PartialCommitError } from "./errors.js";
 import { shardRouting } from "./extension.js";
@@ -55,11 +56,6 @@ beforeEach(async () => {
   exporter.reset();
 });
 
-const newCustomer = (shard: ShardIdentifier, name = "c") => ({
-  id: ShardedId.generate("Customer", shard),
-  name,
-  region: shard.group === 0 ? "eu" : "mx",
-});
 const spans = (name?: string): ReadableSpan[] =>
   exporter.getFinishedSpans().filter((s) => name === undefined || s.name === name);
 const counted = async (metric: string, key: string, value: string) =>
@@ -185,9 +181,7 @@ describe("an action", () => {
       .$action(
         (unit) => {
           unit.create("customer", { data: first });
-          unit.create("wallet", {
-            data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner },
-          });
+          unit.create("wallet", walletOf(owner));
         },
         { allowCrossShard: true },
       )

@@ -1,4 +1,4 @@
-import { ShardIdentifier } from "@shardkit/id";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
 
 // The test layout, without any database: six logical shards in two groups, and the routing config.
 // test/world.ts puts them on three databases: a holds 0/0 and 0/1, b 0/2 and 1/0, c 1/1 and 1/2.
@@ -12,8 +12,34 @@ export const S = {
   g1m2: ShardIdentifier.of(1, 2),
 };
 
+/** A new customer's row on `shard` (region eu in group 0, mx in group 1). */
+export const newCustomer = (shard: ShardIdentifier, name = "c") => ({
+  id: ShardedId.generate("Customer", shard),
+  name,
+  region: shard.group === 0 ? "eu" : "mx",
+});
+
+/** A wallet of the customer `owner`, on its shard (`{ data }` of a create). */
+export const walletOf = (owner: string) => ({
+  data: { id: ShardedId.colocatedWith("Wallet", owner), customerId: owner },
+});
+
 export const models = {
   Wallet: { keys: ["id", "customerId"] },
   Order: { keys: ["id", "customerId"] },
   OrderItem: { keys: ["id", "orderId"] },
 };
+
+/** The models of test/schema.prisma (its tables), sorted. */
+export const SCHEMA_MODELS = [
+  "Customer",
+  "IdempotencyKey",
+  "Order",
+  "OrderItem",
+  "OutboxEvent",
+  "ProcessedEvent",
+  "Setting",
+  "UniqueClaim",
+  "UniqueClaimToken",
+  "Wallet",
+];

@@ -91,44 +91,39 @@ describe("aggregate merge", () => {
     });
   });
 
-  it("equals the aggregate over the union of the shards, bigint sums staying bigint (property)", () => {
+  /** `check(rows, shards)` for any rows spread over 1 to 6 shards (property). */
+  const forRowsOnShards = (numRuns: number, check: (rows: Tx[], shards: Tx[][]) => void) =>
     fc.assert(
       fc.property(
         fc.array(tx, { maxLength: 60 }),
         fc.array(fc.nat(), { maxLength: 60 }),
         fc.integer({ min: 1, max: 6 }),
-        (rows, where, k) => {
-          const partials = spread(rows, where, k).map(aggregateRows);
-          const merged = mergeAggregates(partials, request);
-          expect(merged).toEqual(expectedOver(rows));
-          if (rows.length > 0) expect(typeof merged._sum?.cents).toBe("bigint");
-        },
+        (rows, where, k) => check(rows, spread(rows, where, k)),
       ),
-      { numRuns: 300 },
+      { numRuns },
     );
+
+  it("equals the aggregate over the union of the shards, bigint sums staying bigint (property)", () => {
+    forRowsOnShards(300, (rows, shards) => {
+      const merged = mergeAggregates(shards.map(aggregateRows), request);
+      expect(merged).toEqual(expectedOver(rows));
+      if (rows.length > 0) expect(typeof merged._sum?.cents).toBe("bigint");
+    });
   });
 
   it("groupBy merges each group across shards and orders groups by key (property)", () => {
-    fc.assert(
-      fc.property(
-        fc.array(tx, { maxLength: 60 }),
-        fc.array(fc.nat(), { maxLength: 60 }),
-        fc.integer({ min: 1, max: 6 }),
-        (rows, where, k) => {
-          const perShard = spread(rows, where, k).map((shardRows) => {
-            const byCurrency = new Map<string, Tx[]>();
-            for (const r of shardRows) byCurrency.set(r.currency, [...(byCurrency.get(r.currency) ?? []), r]);
-            return [...byCurrency].map(([currency, g]) => ({ currency, ...aggregateRows(g) }) as GroupRow);
-          });
-          const merged = mergeGroupBy(perShard, ["currency"], request);
-          const currencies = [...new Set(rows.map((r) => r.currency))].sort();
-          expect(merged).toEqual(
-            currencies.map((c) => ({ currency: c, ...expectedOver(rows.filter((r) => r.currency === c)) })),
-          );
-        },
-      ),
-      { numRuns: 200 },
-    );
+    forRowsOnShards(200, (rows, shards) => {
+      const perShard = shards.map((shardRows) => {
+        const byCurrency = new Map<string, Tx[]>();
+        for (const r of shardRows) byCurrency.set(r.currency, [...(byCurrency.get(r.currency) ?? []), r]);
+        return [...byCurrency].map(([currency, g]) => ({ currency, ...aggregateRows(g) }) as GroupRow);
+      });
+      const merged = mergeGroupBy(perShard, ["currency"], request);
+      const currencies = [...new Set(rows.map((r) => r.currency))].sort();
+      expect(merged).toEqual(
+        currencies.map((c) => ({ currency: c, ...expectedOver(rows.filter((r) => r.currency === c)) })),
+      );
+    });
   });
 
   it("groups structurally (Dates by time, 1 and 1n alike, null as its own group) and ignores nulls in min/max", () => {

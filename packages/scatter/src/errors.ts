@@ -17,6 +17,17 @@ export type ScatterErrorCode =
   /** A sort or aggregate value of a type the merge cannot compare (objects, mixed types...). */
   | "UNSORTABLE_VALUE";
 
+/** Which class throws which code: each code of @shardkit/scatter is thrown by exactly one class. */
+export interface ScatterErrorByCode {
+  TARGETS_FAILED: ScatterFailedError;
+  DEADLINE_EXCEEDED: ScatterDeadlineError;
+  ABORTED: ScatterAbortedError;
+  INVALID_CURSOR: InvalidCursorError;
+  INVALID_OPTIONS: InvalidScatterOptionsError;
+  UNSORTED_INPUT: UnsortedInputError;
+  UNSORTABLE_VALUE: UnsortableValueError;
+}
+
 /** Why a target has no value. */
 export type MissingReason =
   /** its function threw or rejected */
@@ -61,73 +72,49 @@ export class ScatterError<Code extends ScatterErrorCode = ScatterErrorCode> exte
   }
 }
 
+/** What an error about a scatter run is made with: its cause and the targets with no value. */
+interface MissingOptions extends ErrorOptions {
+  missing?: readonly MissingTarget[];
+}
+
+/** The class of one code whose errors carry a message and a cause (and, for a scatter run, `missing`). */
+type Coded<C extends ScatterErrorCode, O> = new (message: string, options?: O) => ScatterError<C>;
+function coded<C extends ScatterErrorCode, O extends MissingOptions = ErrorOptions>(code: C): Coded<C, O> {
+  return class extends ScatterError<C> {
+    constructor(message: string, options?: O) {
+      super(code, message, options);
+    }
+  };
+}
+
 /**
  * `TARGETS_FAILED`: one or more targets failed or timed out and the policy is `'fail'`. `missing`
  * lists every failed, timed-out or cancelled target (each with its own `error`), and `cause` is
  * an AggregateError of those errors.
  */
-export class ScatterFailedError extends ScatterError<"TARGETS_FAILED"> {
-  constructor(message: string, options?: { cause?: unknown; missing?: readonly MissingTarget[] }) {
-    super("TARGETS_FAILED", message, options);
-  }
-}
+export class ScatterFailedError extends coded<"TARGETS_FAILED", MissingOptions>("TARGETS_FAILED") {}
 
 /**
  * `DEADLINE_EXCEEDED`: the whole-scatter deadline expired before every target answered and the
  * policy is `'fail'` (`missing` and `cause` as for {@link ScatterFailedError}). Also the abort
  * reason given to a target whose own timeout expired.
  */
-export class ScatterDeadlineError extends ScatterError<"DEADLINE_EXCEEDED"> {
-  constructor(message: string, options?: { cause?: unknown; missing?: readonly MissingTarget[] }) {
-    super("DEADLINE_EXCEEDED", message, options);
-  }
-}
+export class ScatterDeadlineError extends coded<"DEADLINE_EXCEEDED", MissingOptions>("DEADLINE_EXCEEDED") {}
 
 /** `ABORTED`: the caller's AbortSignal fired; `cause` is the signal's reason, `missing` the cancelled targets. */
-export class ScatterAbortedError extends ScatterError<"ABORTED"> {
-  constructor(message: string, options?: { cause?: unknown; missing?: readonly MissingTarget[] }) {
-    super("ABORTED", message, options);
-  }
-}
+export class ScatterAbortedError extends coded<"ABORTED", MissingOptions>("ABORTED") {}
 
 /** `INVALID_CURSOR`: a cursor that is malformed, of another version, or made for another sort order. */
-export class InvalidCursorError extends ScatterError<"INVALID_CURSOR"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("INVALID_CURSOR", message, options);
-  }
-}
+export class InvalidCursorError extends coded("INVALID_CURSOR") {}
 
 /** `INVALID_OPTIONS`: options or arguments that make no sense (negative limit, empty sort, unknown policy...). */
-export class InvalidScatterOptionsError extends ScatterError<"INVALID_OPTIONS"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("INVALID_OPTIONS", message, options);
-  }
-}
+export class InvalidScatterOptionsError extends coded("INVALID_OPTIONS") {}
 
 /** `UNSORTED_INPUT`: a source handed to a merge is not sorted by the requested order (often a collation mismatch). */
-export class UnsortedInputError extends ScatterError<"UNSORTED_INPUT"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("UNSORTED_INPUT", message, options);
-  }
-}
+export class UnsortedInputError extends coded("UNSORTED_INPUT") {}
 
 /** `UNSORTABLE_VALUE`: a sort or aggregate value of a type the merge cannot compare (objects, mixed types...). */
-export class UnsortableValueError extends ScatterError<"UNSORTABLE_VALUE"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("UNSORTABLE_VALUE", message, options);
-  }
-}
-
-/** Which class throws which code: each code of @shardkit/scatter is thrown by exactly one class. */
-export interface ScatterErrorByCode {
-  TARGETS_FAILED: ScatterFailedError;
-  DEADLINE_EXCEEDED: ScatterDeadlineError;
-  ABORTED: ScatterAbortedError;
-  INVALID_CURSOR: InvalidCursorError;
-  INVALID_OPTIONS: InvalidScatterOptionsError;
-  UNSORTED_INPUT: UnsortedInputError;
-  UNSORTABLE_VALUE: UnsortableValueError;
-}
+export class UnsortableValueError extends coded("UNSORTABLE_VALUE") {}
 
 /**
  * True for any shardkit error, from this copy of the package or another one (it checks a global

@@ -3,21 +3,18 @@ import { describe, expect, it } from "vitest";
 import { ScatterError } from "./errors.js";
 import { mergeSorted } from "./merge-sorted.js";
 import { compareBy } from "./sort.js";
-import { rows, sortKeys, spread } from "./testing/rows.js";
+import { rowsOnShards } from "./testing/rows.js";
 
 describe("mergeSorted", () => {
   it("equals sorting the concatenation then slicing, for random sorted shards and offset/limit (property)", () => {
     fc.assert(
       fc.property(
-        rows(60),
-        sortKeys,
-        fc.array(fc.nat(), { maxLength: 60 }),
-        fc.integer({ min: 1, max: 8 }),
         fc.nat({ max: 70 }),
         fc.option(fc.nat({ max: 70 }), { nil: undefined }),
-        (all, keys, where, k, offset, limit) => {
+        rowsOnShards(60, 8),
+        (offset, limit, { keys, shards: unsorted }) => {
           const cmp = compareBy(keys);
-          const shards = spread(all, where, k).map((s) => s.sort(cmp));
+          const shards = unsorted.map((s) => s.sort(cmp));
           const expected = shards
             .flat()
             .sort(cmp)

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { ScatterError } from "./errors.js";
 import { mergePage, planPage } from "./paginate.js";
 import { compareBy } from "./sort.js";
-import { fetchFromShard, type Row, rowFields, rows, sortKeys, spread } from "./testing/rows.js";
+import { fetchFromShard, type Row, rowFields, rowsOnShards } from "./testing/rows.js";
 
 describe("planPage", () => {
   it("rewrites a page into offset + limit rows per shard, or limit rows after a cursor", () => {
@@ -77,14 +77,10 @@ describe("pagination across shards", () => {
   it("offset pages equal slicing the globally sorted rows (property)", () => {
     fc.assert(
       fc.property(
-        rows(50),
-        sortKeys,
-        fc.array(fc.nat(), { maxLength: 50 }),
-        fc.integer({ min: 1, max: 6 }),
+        rowsOnShards(50, 6),
         fc.nat({ max: 60 }),
         fc.integer({ min: 1, max: 20 }),
-        (all, keys, where, k, offset, limit) => {
-          const shards = spread(all, where, k);
+        ({ all, keys, shards }, offset, limit) => {
           const plan = planPage({ orderBy: keys, tiebreaker: "id", offset, limit });
           const fetched = shards.map((s) => fetchFromShard(s, plan));
           for (const f of fetched) expect(f.length).toBeLessThanOrEqual(offset + limit);
@@ -103,14 +99,10 @@ describe("pagination across shards", () => {
   it("keyset pages visit every row exactly once, in order, while rows are inserted between pages (property)", () => {
     fc.assert(
       fc.property(
-        rows(40),
-        sortKeys,
-        fc.array(fc.nat(), { maxLength: 40 }),
-        fc.integer({ min: 1, max: 5 }),
+        rowsOnShards(40, 5),
         fc.integer({ min: 1, max: 7 }),
         fc.array(fc.tuple(fc.nat(), rowFields("new")), { maxLength: 30 }),
-        (initial, keys, where, k, limit, inserts) => {
-          const shards = spread(initial, where, k);
+        ({ all: initial, keys, k, shards }, limit, inserts) => {
           const order = { orderBy: keys, tiebreaker: "id", limit };
           const seen: Row[] = [];
           const mustSee = new Set(initial.map((r) => r.id));

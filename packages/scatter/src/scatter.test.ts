@@ -27,6 +27,12 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/** What `running` settles to once the fake clock has moved on `ms`. */
+async function afterMs<T>(ms: number, running: Promise<T>): Promise<T> {
+  await vi.advanceTimersByTimeAsync(ms);
+  return running;
+}
+
 describe("scatter: parallelism and the concurrency limit", () => {
   it("starts every call before any finishes when there is no limit, and keeps target order", async () => {
     let inFlight = 0;
@@ -220,8 +226,7 @@ describe("scatter: deadlines, timeouts and cancellation", () => {
       },
       { targetTimeoutMs: 50, policy: "partial", key: (t) => t },
     );
-    await vi.advanceTimersByTimeAsync(50);
-    const result = await run;
+    const result = await afterMs(50, run);
     expect(result.values).toEqual(["ok"]);
     expect(result.missing).toHaveLength(1);
     expect(result.missing[0]).toMatchObject({ key: "slow", reason: "timeout" });
@@ -239,8 +244,7 @@ describe("scatter: deadlines, timeouts and cancellation", () => {
         key: (t) => `shard-${t}`,
       }),
     );
-    await vi.advanceTimersByTimeAsync(20);
-    const err = await run;
+    const err = await afterMs(20, run);
     expect(err.code).toBe("TARGETS_FAILED");
     expect(err.message).toBe('1 of 3 targets missing: "shard-2" (timeout)');
   });
@@ -255,8 +259,7 @@ describe("scatter: deadlines, timeouts and cancellation", () => {
       return t === 0 ? Promise.resolve("first") : waitForAbort(signal);
     };
     const run = scatter([0, 1, 2, 3], fn, { concurrency: 2, deadlineMs: 100, policy: "partial" });
-    await vi.advanceTimersByTimeAsync(100);
-    const result = await run;
+    const result = await afterMs(100, run);
     expect(started).toEqual([0, 1, 2]);
     expect(result.values).toEqual(["first"]);
     expect(result.missing.map((m) => [m.index, m.reason])).toEqual([
@@ -270,8 +273,7 @@ describe("scatter: deadlines, timeouts and cancellation", () => {
     expect(vi.getTimerCount()).toBe(0);
 
     const again = caught(scatter([0, 1, 2, 3], fn, { concurrency: 2, deadlineMs: 100 }));
-    await vi.advanceTimersByTimeAsync(100);
-    const err = await again;
+    const err = await afterMs(100, again);
     expect(err.code).toBe("DEADLINE_EXCEEDED");
     expect(err.message).toBe('3 of 4 targets missing: "1" (deadline), "2" (deadline), "3" (deadline)');
   });
@@ -279,8 +281,7 @@ describe("scatter: deadlines, timeouts and cancellation", () => {
   it("a target that ignores its signal does not hold the scatter past its deadline", async () => {
     vi.useFakeTimers();
     const run = scatter([1], () => new Promise<never>(() => {}), { deadlineMs: 30, policy: "partial" });
-    await vi.advanceTimersByTimeAsync(30);
-    const result = await run;
+    const result = await afterMs(30, run);
     expect(result.missing[0]?.reason).toBe("deadline");
   });
 

@@ -123,6 +123,8 @@ export function scatter<Target, Value>(
         new ScatterAbortedError("scatter aborted by the caller", { cause: callerSignal?.reason }),
       );
 
+    /** Which target an outcome is of: the target, its key and its index. */
+    const named = (i: number) => ({ target: list[i] as Target, key: keys[i] as string, index: i });
     const missingOutcome = (
       i: number,
       reason: MissingReason,
@@ -130,9 +132,7 @@ export function scatter<Target, Value>(
       startedMs: number | null,
     ): TargetOutcome<Target, Value> => ({
       status: "missing",
-      target: list[i] as Target,
-      key: keys[i] as string,
-      index: i,
+      ...named(i),
       reason,
       error,
       startedMs,
@@ -202,9 +202,7 @@ export function scatter<Target, Value>(
           }
           settle(i, {
             status: "fulfilled",
-            target: list[i] as Target,
-            key: keys[i] as string,
-            index: i,
+            ...named(i),
             value,
             rows,
             startedMs,

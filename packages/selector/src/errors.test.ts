@@ -1,26 +1,15 @@
-import { fileURLToPath } from "node:url";
 import { isShardkitError as isAnyShardkitError, ShardkitError } from "@shardkit/id";
-import { describeErrorRules } from "@shardkit/vitest-config/errors";
+import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
-import {
-  InvalidPropertiesError,
-  InvalidRoutingKeyError,
-  InvalidScorecardInputError,
-  InvalidSelectorConfigError,
-  isShardkitError,
-  MissingRoutingKeyError,
-  NoGroupMatchError,
-  SelectorError,
-  type SelectorErrorCode,
-} from "./errors.js";
+import * as errors from "./errors.js";
 import { analyzeShardKey } from "./scorecard.js";
 import { createShardSelector } from "./selector.js";
 
 describe("SelectorError", () => {
   it("is a ShardkitError with a typed code, a name, issues and a cause", () => {
     const cause = new Error("root");
-    const err = new InvalidSelectorConfigError(["a: b"], { cause });
-    expect(err).toBeInstanceOf(SelectorError);
+    const err = new errors.InvalidSelectorConfigError(["a: b"], { cause });
+    expect(err).toBeInstanceOf(errors.SelectorError);
     expect(err).toBeInstanceOf(ShardkitError);
     expect(err).toBeInstanceOf(Error);
     expect(err.name).toBe("InvalidSelectorConfigError");
@@ -29,14 +18,14 @@ describe("SelectorError", () => {
     expect(err.cause).toBe(cause);
     expect(err.issues).toEqual(["a: b"]);
     expect(Object.isFrozen(err.issues)).toBe(true);
-    expect(new NoGroupMatchError("x").issues).toEqual([]);
-    expect("cause" in new NoGroupMatchError("x")).toBe(false);
-    expect("cause" in new InvalidSelectorConfigError(["a: b"])).toBe(false);
+    expect(new errors.NoGroupMatchError("x").issues).toEqual([]);
+    expect("cause" in new errors.NoGroupMatchError("x")).toBe(false);
+    expect("cause" in new errors.InvalidSelectorConfigError(["a: b"])).toBe(false);
   });
 
   it("is recognised by isShardkitError, with and without its code", () => {
-    const err = new MissingRoutingKeyError("x");
-    for (const guard of [isShardkitError, isAnyShardkitError]) {
+    const err = new errors.MissingRoutingKeyError("x");
+    for (const guard of [errors.isShardkitError, isAnyShardkitError]) {
       expect(guard(err)).toBe(true);
       expect(guard(err, "MISSING_ROUTING_KEY")).toBe(true);
       expect(guard(err, "NO_GROUP_MATCH")).toBe(false);
@@ -52,24 +41,16 @@ const selector = createShardSelector({
 });
 
 /** Every code (the Record makes the table exhaustive), its one class, and a public call that raises it. */
-const byCode: Record<
-  SelectorErrorCode,
-  [cls: abstract new (...args: never[]) => SelectorError, () => unknown]
-> = {
+const byCode: ErrorTable<errors.SelectorErrorCode> = {
   INVALID_SELECTOR_CONFIG: [
-    InvalidSelectorConfigError,
+    errors.InvalidSelectorConfigError,
     () => createShardSelector({ routingKey: "k", groups: [] }),
   ],
-  NO_GROUP_MATCH: [NoGroupMatchError, () => selector.select({ tenantId: "t", region: "US" })],
-  MISSING_ROUTING_KEY: [MissingRoutingKeyError, () => selector.select({ region: "MX" })],
-  INVALID_ROUTING_KEY: [InvalidRoutingKeyError, () => selector.select({ tenantId: {}, region: "MX" })],
-  INVALID_SCORECARD_INPUT: [InvalidScorecardInputError, () => analyzeShardKey([], { members: 0 })],
-  INVALID_PROPERTIES: [InvalidPropertiesError, () => selector.select(null as never)],
+  NO_GROUP_MATCH: [errors.NoGroupMatchError, () => selector.select({ tenantId: "t", region: "US" })],
+  MISSING_ROUTING_KEY: [errors.MissingRoutingKeyError, () => selector.select({ region: "MX" })],
+  INVALID_ROUTING_KEY: [errors.InvalidRoutingKeyError, () => selector.select({ tenantId: {}, region: "MX" })],
+  INVALID_SCORECARD_INPUT: [errors.InvalidScorecardInputError, () => analyzeShardKey([], { members: 0 })],
+  INVALID_PROPERTIES: [errors.InvalidPropertiesError, () => selector.select(null as never)],
 };
 
-describeErrorRules({
-  byCode,
-  base: SelectorError,
-  guard: isShardkitError,
-  sourceDir: fileURLToPath(new URL(".", import.meta.url)),
-});
+describeErrorRules(errors, byCode, import.meta.url);

@@ -15,6 +15,16 @@ export type SelectorErrorCode =
   /** `select` / `explain` were given something that is not a row's properties (null, an array, a string). */
   | "INVALID_PROPERTIES";
 
+/** Which class throws which code: each code of @shardkit/selector is thrown by exactly one class. */
+export interface SelectorErrorByCode {
+  INVALID_SELECTOR_CONFIG: InvalidSelectorConfigError;
+  NO_GROUP_MATCH: NoGroupMatchError;
+  MISSING_ROUTING_KEY: MissingRoutingKeyError;
+  INVALID_ROUTING_KEY: InvalidRoutingKeyError;
+  INVALID_SCORECARD_INPUT: InvalidScorecardInputError;
+  INVALID_PROPERTIES: InvalidPropertiesError;
+}
+
 /**
  * Base class of everything the selector refuses: one subclass per code (see
  * {@link SelectorErrorByCode}), so `instanceof SelectorError` catches all of them. The selector
@@ -34,6 +44,16 @@ export class SelectorError<Code extends SelectorErrorCode = SelectorErrorCode> e
   }
 }
 
+/** The class of one code whose errors carry a message and a cause: `class X extends coded("CODE") {}`. */
+type Coded<C extends SelectorErrorCode> = new (message: string, options?: ErrorOptions) => SelectorError<C>;
+function coded<C extends SelectorErrorCode>(code: C): Coded<C> {
+  return class extends SelectorError<C> {
+    constructor(message: string, options?: ErrorOptions) {
+      super(code, message, options);
+    }
+  };
+}
+
 /** `INVALID_SELECTOR_CONFIG`: a config that cannot work; the message and `issues` list every problem with its path. */
 export class InvalidSelectorConfigError extends SelectorError<"INVALID_SELECTOR_CONFIG"> {
   constructor(issues: readonly string[], options?: { cause?: unknown }) {
@@ -46,49 +66,19 @@ export class InvalidSelectorConfigError extends SelectorError<"INVALID_SELECTOR_
 }
 
 /** `NO_GROUP_MATCH`: no rule places the row and there is no default group, so the selector refuses to guess. */
-export class NoGroupMatchError extends SelectorError<"NO_GROUP_MATCH"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("NO_GROUP_MATCH", message, options);
-  }
-}
+export class NoGroupMatchError extends coded("NO_GROUP_MATCH") {}
 
 /** `MISSING_ROUTING_KEY`: the row lacks the routing key (or a pre-split tenant's `splitBy` value). */
-export class MissingRoutingKeyError extends SelectorError<"MISSING_ROUTING_KEY"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("MISSING_ROUTING_KEY", message, options);
-  }
-}
+export class MissingRoutingKeyError extends coded("MISSING_ROUTING_KEY") {}
 
 /** `INVALID_ROUTING_KEY`: the routing key is not a non-empty string, a finite number or a bigint. */
-export class InvalidRoutingKeyError extends SelectorError<"INVALID_ROUTING_KEY"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("INVALID_ROUTING_KEY", message, options);
-  }
-}
+export class InvalidRoutingKeyError extends coded("INVALID_ROUTING_KEY") {}
 
 /** `INVALID_SCORECARD_INPUT`: a sample or an option of `analyzeShardKey` that cannot be scored. */
-export class InvalidScorecardInputError extends SelectorError<"INVALID_SCORECARD_INPUT"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("INVALID_SCORECARD_INPUT", message, options);
-  }
-}
+export class InvalidScorecardInputError extends coded("INVALID_SCORECARD_INPUT") {}
 
 /** `INVALID_PROPERTIES`: `select` or `explain` got something that is not an object of the row's properties. */
-export class InvalidPropertiesError extends SelectorError<"INVALID_PROPERTIES"> {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("INVALID_PROPERTIES", message, options);
-  }
-}
-
-/** Which class throws which code: each code of @shardkit/selector is thrown by exactly one class. */
-export interface SelectorErrorByCode {
-  INVALID_SELECTOR_CONFIG: InvalidSelectorConfigError;
-  NO_GROUP_MATCH: NoGroupMatchError;
-  MISSING_ROUTING_KEY: MissingRoutingKeyError;
-  INVALID_ROUTING_KEY: InvalidRoutingKeyError;
-  INVALID_SCORECARD_INPUT: InvalidScorecardInputError;
-  INVALID_PROPERTIES: InvalidPropertiesError;
-}
+export class InvalidPropertiesError extends coded("INVALID_PROPERTIES") {}
 
 /**
  * True for any shardkit error, from this copy of the package or another one (it checks a global

@@ -1,3 +1,4 @@
+import { thrownBy } from "@shardkit/vitest-config/errors";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { SelectorError } from "./errors.js";
@@ -24,15 +25,7 @@ function keysOnMembers() {
   return { a, same, other, members };
 }
 
-function thrown(fn: () => unknown): SelectorError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(SelectorError);
-    return err as SelectorError;
-  }
-  throw new Error("expected a throw");
-}
+const thrown = (fn: () => unknown) => thrownBy(fn, SelectorError);
 
 describe("analyzeShardKey", () => {
   it("counts operations, reads, writes, traffic and cardinality", () => {

@@ -1,4 +1,5 @@
 import { isShardkitError, ShardIdentifier } from "@shardkit/id";
+import { thrownBy } from "@shardkit/vitest-config/errors";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { ShardSelectorConfig } from "./config.js";
@@ -37,15 +38,7 @@ const config: ShardSelectorConfig<Customer> = {
 };
 const selector = createShardSelector(config);
 
-function thrown(fn: () => unknown): SelectorError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(SelectorError);
-    return err as SelectorError;
-  }
-  throw new Error("expected a throw");
-}
+const thrown = (fn: () => unknown) => thrownBy(fn, SelectorError);
 
 describe("group rules", () => {
   it("the first rule whose conditions all hold picks the group", () => {

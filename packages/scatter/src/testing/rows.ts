@@ -66,6 +66,17 @@ export function spread<T>(items: readonly T[], where: readonly number[], shards:
   return out;
 }
 
+/** Up to `maxRows` rows, a sort order, and the rows spread over 1 to `maxShards` shards. */
+export const rowsOnShards = (maxRows: number, maxShards: number) =>
+  fc
+    .tuple(
+      rows(maxRows),
+      sortKeys,
+      fc.array(fc.nat(), { maxLength: maxRows }),
+      fc.integer({ min: 1, max: maxShards }),
+    )
+    .map(([all, keys, where, k]) => ({ all, keys, k, shards: spread(all, where, k) }));
+
 /** What a database shard returns for a page plan: rows after the cursor, sorted, at most `take`. */
 export function fetchFromShard<T extends object>(shard: readonly T[], plan: PagePlan): T[] {
   const after = plan.after;
