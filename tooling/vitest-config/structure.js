@@ -34,10 +34,14 @@ function sourceOf(path) {
   return null;
 }
 
+/** "About 400 lines": a file longer than this says why in its opening comment ("... 400 lines ..."). */
+const MAX_LINES = 420;
+
 /**
  * The module rules every shardkit package keeps, as tests: its modules import each other without
  * a cycle, counting type-only imports (a type cycle is two modules that cannot be read, moved or
- * split apart either), and never import the package by its own name (but for `entriesOnMain`).
+ * split apart either), each file does one job in about 400 lines (or its opening comment says why
+ * not), and no module imports the package by its own name (but for `entriesOnMain`).
  * @param {import("./structure.js").StructureRules} rules
  */
 export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [] }) {
@@ -73,6 +77,19 @@ export function describeModuleStructure({ sourceDir, packageName, entriesOnMain 
         graph.get(f).unresolved.map((s) => `${relative(sourceDir, f)}: ${s}`),
       );
       expect(unresolved).toEqual([]);
+    });
+
+    it("keeps each source file to about 400 lines, or says in its opening comment why it is longer", () => {
+      const long = files
+        .filter((f) => !/\.(?:test|test-d|bench)\.ts$/.test(f))
+        .filter((f) => {
+          const text = readFileSync(f, "utf8");
+          if (text.split("\n").length <= MAX_LINES) return false;
+          const opening = text.slice(0, text.search(/^(?:import|export)\s/m));
+          return !/\b400 lines\b/.test(opening);
+        })
+        .map((f) => relative(sourceDir, f));
+      expect(long).toEqual([]);
     });
 
     it("never imports the package by its own name", () => {

@@ -1,14 +1,14 @@
+// The `shardkit` command line: its exit codes, how a command's report or error is printed (text or
+// one JSON document) and turned into an exit code, and the program's own flags and help. The
+// commands themselves are `commands.ts`.
 import { isShardkitError } from "@shardkit/id";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, CommanderError } from "commander";
 import pkg from "../package.json" with { type: "json" };
-import type { AnalyzeReport } from "./analyze.js";
-import type { DoctorReport } from "./doctor.js";
+import { type CliIo, processIo } from "./cli-io.js";
+import { addCommands } from "./commands.js";
 import { oneLine } from "./format.js";
-import type { MoveReport } from "./move.js";
-import { createProgress, type ProgressStream } from "./progress.js";
-import type { RedriveReport } from "./redrive.js";
-import type { RolloutReport } from "./rollout.js";
-import type { StatusReport } from "./status.js";
+
+export type { CliIo } from "./cli-io.js";
 
 /** The exit codes of `shardkit`. */
 export const ExitCode = {
@@ -26,17 +26,6 @@ export const ExitCode = {
   HALF_DONE: 3,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
-
-/** Where `run` reads and writes: the process's own streams by default. */
-export interface CliIo {
-  stdout: ProgressStream;
-  /** Progress, warnings and error messages. */
-  stderr: ProgressStream;
-  env?: Record<string, string | undefined>;
-  cwd?: string;
-  /** The text of standard input (for `analyze -`). */
-  stdin?: () => Promise<string>;
-}
 
 /** Errors of the caller's making: exit code 2. Anything else that stops a command is 1. */
 const USAGE_CODES = new Set([
@@ -71,25 +60,12 @@ move left half-done (run the same move again: it finishes or undoes it first). -
 one JSON document on stdout; progress and messages go to stderr (a bar on a terminal, plain lines
 otherwise).`;
 
-const positiveInt = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!(Number.isInteger(n) && n > 0)) throw new InvalidArgumentError(`${name} must be a positive integer.`);
-  return n;
-};
-
-const collect = (value: string, previous: string[] = []) => [...previous, value];
-
 /**
  * The `shardkit` command line: parses `argv` (without `node` and the script), runs the command and
  * resolves with its exit code (never throws, never exits the process).
  */
 export async function run(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   let exitCode: number = ExitCode.OK;
-  const config = (options: { config?: string }) => ({
-    ...(options.config !== undefined ? { config: options.config } : {}),
-    ...(io.env ? { env: io.env } : {}),
-    ...(io.cwd ? { cwd: io.cwd } : {}),
-  });
 
   /**
    * Runs a command and prints its report (JSON or text); its `ok` decides 0 or 1. Each command's
@@ -134,277 +110,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
     .configureOutput({ writeOut: (s) => void io.stdout.write(s), writeErr: (s) => void io.stderr.write(s) })
     .addHelpText("after", HELP_AFTER);
 
-  const common = (command: Command) =>
-    command
-      .option("-c, --config <file>", "the shard configuration (JSON); default: $SHARDKIT_SHARDS")
-      .option("--json", "print one JSON document on stdout");
-
-  common(program.command("status"))
-    .description(
-      "each shard's database, epoch, owner state and reachability; each database's outbox lag and dead letters",
-    )
-    .option("--timeout <ms>", "how long each database may take to answer", positiveInt("--timeout"), 5000)
-    .addHelpText("after", "\nExit code 1 when a database does not answer (the table names it).")
-    .action(
-      execute<{ config?: string; timeout: number }, StatusReport>("status", async (o) => {
-        const { status, renderStatus } = await import("./status.js");
-        return [await status({ ...config(o), timeoutMs: o.timeout }), renderStatus];
-      }),
-    );
-
-  common(program.command("rollout"))
-    .description(
-      "the schema (push) or migrations (migrate) to every database of the configuration, with progress",
-    )
-    .option("--schema <path>", "a schema.prisma file or a folder of .prisma files: push it")
-    .option("--migrations <folder>", "a Prisma migrations folder: apply it")
-    .option("--accept-data-loss", "push even when it drops data")
-    .option("--no-progress", "no progress on stderr")
-    .action(
-      execute<
-        {
-          config?: string;
-          schema?: string;
-          migrations?: string;
-          acceptDataLoss?: boolean;
-          progress: boolean;
-        },
-        RolloutReport
-      >("rollout", async (o) => {
-        const { rollout, renderRollout, describeRolloutEvent } = await import("./rollout.js");
-        const progress = createProgress(io.stderr, { title: "rollout", total: 0, enabled: o.progress });
-        try {
-          const report = await rollout({
-            ...config(o),
-            ...(o.schema !== undefined ? { schema: o.schema } : {}),
-            ...(o.migrations !== undefined ? { migrations: o.migrations } : {}),
-            acceptDataLoss: o.acceptDataLoss ?? false,
-            onProgress: (event) => {
-              progress.setTotal(event.total);
-              progress.update(
-                event.type === "start" ? event.index : event.index + 1,
-                describeRolloutEvent(event),
-              );
-            },
-          });
-          return [report, renderRollout];
-        } finally {
-          progress.stop();
-        }
-      }),
-    );
-
-  common(program.command("move"))
-    .description("move a logical shard to another database, live (logical replication) or offline")
-    .argument("<shard>", "the logical shard, group/member (e.g. 0/1)")
-    .requiredOption("--to <database>", "the new owner: its URL, printed name, or database name")
-    .option(
-      "--table <Table[:column[:bits]]>",
-      "a table of yours holding shard rows (repeat for each); column id by default, :bits for an integer shard column. @shardkit/prisma's own tables that the databases have are added",
-      collect,
-    )
-    .addOption(new Option("--mode <mode>", "live or offline").choices(["live", "offline"]).default("live"))
-    .option(
-      "--source-connection <url>",
-      "live: how the target's server reaches the source (default: its configured URL)",
-    )
-    .option(
-      "--no-verify",
-      "compare row counts only, not checksums (the switch still takes only a copy this move checked)",
-    )
-    .option("--no-cleanup", "keep the old copy at the source (its tombstone refuses writes)")
-    .option(
-      "--timeout <ms>",
-      "how long each database may take to answer (the map, the move records, the checks); one that takes longer is named, and nothing changes",
-      positiveInt("--timeout"),
-      10_000,
-    )
-    .option(
-      "--copy-timeout <ms>",
-      "live: how long the copy and catch-up may take before the move is undone; also how long each other statement of the move may wait for its database (default 120000)",
-      positiveInt("--copy-timeout"),
-    )
-    .option(
-      "--lease <ms>",
-      "the move's lease: a mover that dies holds the shard at most this long (default 10000)",
-      positiveInt("--lease"),
-    )
-    .option(
-      "--max-freeze <ms>",
-      "how long the shard's writes may wait (fence to switch) before the move is undone; a mover stuck there holds them no longer (default 10000 live, the copy timeout offline)",
-      positiveInt("--max-freeze"),
-    )
-    .option(
-      "--dry-run",
-      "check the arguments, run the move's precheck and show the plan; change nothing (exit 1 when the precheck finds a problem)",
-    )
-    .option("--no-progress", "no progress on stderr")
-    .addHelpText("after", "\nExample: shardkit move 0/1 --to sk_e --table Wallet --table Transfer")
-    .action(async (shard: string, options) => {
-      type O = {
-        config?: string;
-        to: string;
-        table?: string[];
-        mode: "live" | "offline";
-        sourceConnection?: string;
-        verify: boolean;
-        cleanup: boolean;
-        timeout: number;
-        copyTimeout?: number;
-        lease?: number;
-        maxFreeze?: number;
-        dryRun?: boolean;
-        progress: boolean;
-        json?: boolean;
-      };
-      const o = options as O;
-      await execute<O, MoveReport & { ok: boolean }>("move", async () => {
-        const { move, moveOk, describeMoveProgress, renderMove } = await import("./move.js");
-        const { moveSteps } = await import("@shardkit/ownership");
-        const steps = moveSteps(o.mode, { cleanup: o.cleanup });
-        const progress = createProgress(io.stderr, {
-          title: `move ${shard}`,
-          total: steps.length,
-          enabled: o.progress && !o.dryRun,
-        });
-        const seen: string[] = [];
-        let lastLine = 0;
-        try {
-          const report = await move({
-            ...config(o),
-            shard,
-            to: o.to,
-            tables: o.table ?? [],
-            mode: o.mode,
-            ...(o.sourceConnection !== undefined ? { sourceConnection: o.sourceConnection } : {}),
-            verify: o.verify,
-            cleanup: o.cleanup,
-            timeoutMs: o.timeout,
-            ...(o.copyTimeout !== undefined ? { copyTimeoutMs: o.copyTimeout } : {}),
-            ...(o.lease !== undefined ? { leaseMs: o.lease } : {}),
-            ...(o.maxFreeze !== undefined ? { maxFreezeMs: o.maxFreeze } : {}),
-            dryRun: o.dryRun ?? false,
-            onProgress: (p) => {
-              const fresh = !seen.includes(p.step);
-              if (fresh) {
-                seen.push(p.step);
-                if (p.step === "resume") progress.setTotal(steps.length + 1);
-              }
-              // Plain lines: one per step, and at most one a second while a step waits (catch-up).
-              if (fresh || p.rows !== undefined || io.stderr.isTTY || Date.now() - lastLine >= 1000) {
-                lastLine = Date.now();
-                progress.update(seen.length, describeMoveProgress(p));
-              }
-            },
-          });
-          return [{ ...report, ok: moveOk(report) }, renderMove];
-        } finally {
-          progress.stop();
-        }
-      })(o);
-    });
-
-  common(program.command("redrive"))
-    .description("dead letters back to pending, for the services' relays to deliver again")
-    .option("--topic <topic>", "only dead letters of this topic")
-    .option("--id <id>", "only this event (repeat for more)", collect)
-    .action(
-      execute<{ config?: string; topic?: string; id?: string[] }, RedriveReport>("redrive", async (o) => {
-        const { redrive, renderRedrive } = await import("./redrive.js");
-        const report = await redrive({
-          ...config(o),
-          ...(o.topic !== undefined ? { topic: o.topic } : {}),
-          ...(o.id ? { ids: o.id } : {}),
-        });
-        return [report, renderRedrive];
-      }),
-    );
-
-  program
-    .command("analyze")
-    .description("the shard-key scorecard of candidate keys over a traffic sample, side by side")
-    .argument("<file>", "a JSON-lines file, one sampled operation per line (- for stdin)")
-    .requiredOption(
-      "-k, --key <path|label=path>",
-      "a candidate key's field (repeat for each candidate)",
-      collect,
-    )
-    .requiredOption(
-      "-m, --members <n|list>",
-      "members to spread keys over: a count, or numbers (0,3,9)",
-      (value) => {
-        if (/^\d+$/.test(value)) return Number(value);
-        if (/^\d+(,\d+)+$/.test(value)) return value.split(",").map(Number);
-        throw new InvalidArgumentError(
-          "expected a count (8) or a comma-separated list of member numbers (0,3,9).",
-        );
-      },
-    )
-    .option("--top <n>", "heaviest keys to list (JSON)", positiveInt("--top"), 10)
-    .option("--cost <field>", "the field with an operation's cost (bytes, rows, ms); absent: 1", "cost")
-    .option("--op <field>", 'the field with "read" or "write"; absent: read', "op")
-    .option("--entity <field>", "the field naming the row an operation is about: measures key stability")
-    .option("--json", "print one JSON document on stdout")
-    .addHelpText(
-      "after",
-      `
-A candidate's field may hold one key value or a list: the first is the operation's key, the others
-keys it also touches (a transfer's two accounts). Missing or null: the operation carries no key
-and fans out.`,
-    )
-    .action(async (file: string, options) => {
-      const o = options as {
-        key: string[];
-        members: number | number[];
-        top: number;
-        cost: string;
-        op: string;
-        entity?: string;
-        json?: boolean;
-      };
-      await execute<typeof o, AnalyzeReport>("analyze", async () => {
-        const { analyze, renderAnalyze } = await import("./analyze.js");
-        const report = await analyze({
-          file,
-          keys: o.key,
-          members: o.members,
-          top: o.top,
-          cost: o.cost,
-          op: o.op,
-          ...(o.entity !== undefined ? { entity: o.entity } : {}),
-          ...(file === "-" ? { stdin: await (io.stdin ?? readStdin)() } : {}),
-          ...(io.cwd ? { cwd: io.cwd } : {}),
-        });
-        return [report, renderAnalyze];
-      })(o);
-    });
-
-  common(program.command("doctor"))
-    .description("duplicate databases, connection budget, wal_level and schema drift between databases")
-    .option("--timeout <ms>", "how long each database may take to answer", positiveInt("--timeout"), 5000)
-    .option(
-      "--instances <n>",
-      "service instances opening the configured pools (budget = pools x n)",
-      positiveInt("--instances"),
-      1,
-    )
-    .option("--strict", "warnings (wal_level not logical) count as problems")
-    .addHelpText("after", "\nExit code 1 when a check fails (with --strict: also on warnings).")
-    .action(
-      execute<{ config?: string; timeout: number; instances: number; strict?: boolean }, DoctorReport>(
-        "doctor",
-        async (o) => {
-          const { doctor, renderDoctor } = await import("./doctor.js");
-          const report = await doctor({
-            ...config(o),
-            timeoutMs: o.timeout,
-            instances: o.instances,
-            strict: o.strict ?? false,
-          });
-          return [report, renderDoctor];
-        },
-      ),
-    );
+  addCommands(program, io, execute);
 
   try {
     await program.parseAsync([...argv], { from: "user" });
@@ -414,22 +120,6 @@ and fans out.`,
     return ExitCode.PROBLEMS;
   }
   return exitCode;
-}
-
-function processIo(): CliIo {
-  return {
-    stdout: process.stdout,
-    stderr: process.stderr,
-    env: process.env,
-    cwd: process.cwd(),
-    stdin: readStdin,
-  };
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 function toJson(value: unknown): string {

@@ -1,5 +1,6 @@
-import { ShardIdentifier } from "@shardkit/id";
-import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import type { ShardIdentifier } from "@shardkit/id";
+import type { Database, ShardClient, ShardRef, ShardRegistry } from "@shardkit/prisma";
+import { toShard } from "@shardkit/prisma/internal";
 import { primaryKeys } from "./changes.js";
 import { OwnershipOptionsError } from "./errors.js";
 import type { ShardPlacement } from "./placement.js";
@@ -21,7 +22,7 @@ export const DEFAULT_ANSWER_MS = 10_000;
 export interface MoveCheckOptions<Client extends ShardClient> {
   /** The registry of the databases (no `PartitionMap` needed: the check opens none). */
   registry: ShardRegistry<Client>;
-  shard: ShardIdentifier | string;
+  shard: ShardRef;
   /** The database that would own the shard. */
   to: Database<Client>;
   /** As `moveShard`'s: `live` (default) checks `wal_level` at the source too. */
@@ -85,14 +86,14 @@ export async function checkMove<Client extends ShardClient>(
     ...listedTableIssues(options?.tables),
   ];
   let shard: ShardIdentifier | undefined;
-  if (typeof options?.shard === "string") {
+  if (options?.shard === undefined || options.shard === null) issues.push("shard: required");
+  else {
     try {
-      shard = ShardIdentifier.parse(options.shard);
+      shard = toShard(options.shard);
     } catch (error) {
       issues.push(`shard ${JSON.stringify(options.shard)}: ${(error as Error).message}`);
     }
-  } else if (options?.shard instanceof ShardIdentifier) shard = options.shard;
-  else issues.push("shard: required");
+  }
   if (shard && typeof options.registry?.has === "function" && !options.registry.has(shard))
     issues.push(`shard ${shard.key} is not in the registry`);
   if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);

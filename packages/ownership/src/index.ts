@@ -17,14 +17,9 @@ export {
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
-export { type LeaseOptions, ShardLease } from "./lease.js";
-export {
-  type MapEntry,
-  type OwnershipCounters,
-  type OwnershipSignal,
-  PartitionMap,
-  type PartitionMapOptions,
-} from "./map.js";
+export { ShardLease } from "./lease.js";
+export type { LeaseOptions } from "./lease-take.js";
+export { type MapEntry, PartitionMap, type PartitionMapOptions } from "./map.js";
 export {
   type MoveOptions,
   type MoveProgress,
@@ -41,6 +36,7 @@ export type {
 } from "./placement.js";
 export { refusalOf } from "./refusal.js";
 export type { MoveObject } from "./replication.js";
+export type { OwnershipCounters, OwnershipSignal } from "./signals.js";
 export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";
 export { SHARDKIT_TABLES } from "./tables.js";
 export {

@@ -1,11 +1,19 @@
 // Installing a partition map in its databases: shardkit's functions (each replaced only when this
 // version has it otherwise) and the first record of every shard no database has recorded, each
 // serialised by the database's install lock so that service instances opening at once agree.
-import type { Database, ShardClient } from "@shardkit/prisma";
+// `MapInstall` is what one map installed, at open and as databases that were down answer.
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { LOCKS } from "@shardkit/prisma/internal";
-import { DatabasesUnansweredError } from "./errors.js";
-import { type Raw, raw } from "./raw.js";
-import { FUNCTION_BODIES_SQL, FUNCTIONS, functionBody } from "./sql.js";
+import { DatabasesUnansweredError, OwnershipOptionsError } from "./errors.js";
+import { bounded, type Raw, raw } from "./raw.js";
+import {
+  type FencedTable,
+  FUNCTION_BODIES_SQL,
+  FUNCTIONS,
+  functionBody,
+  ownershipSchemaIssues,
+} from "./sql.js";
+import { resolveTables } from "./tables.js";
 
 /**
  * How long a map waits for its databases, once they have answered, to install its functions and
@@ -102,4 +110,69 @@ export async function installFunctions(db: Raw): Promise<void> {
     },
     { timeout: 30_000, maxWait: 10_000 },
   );
+}
+
+/** What one partition map installed in its databases, and installs as the ones that were down answer. */
+export class MapInstall<Client extends ShardClient> {
+  /** Databases whose functions are installed as this version has them. */
+  private readonly installed = new Set<Database<Client>>();
+  /** Whether every shard has been recorded (every database answered at once, at open or later). */
+  recorded = false;
+
+  constructor(
+    private readonly registry: ShardRegistry<Client>,
+    /** The map: what each database says it is. */
+    private readonly map: { identityOf(database: Database<Client>): string },
+  ) {}
+
+  /**
+   * The open's install, in the databases that told their `identities`: checks that they have
+   * @shardkit/ownership's schema, finds which of `@shardkit/prisma`'s tables they have, installs
+   * shardkit's functions in each, and, when every database answered, records the unrecorded shards.
+   * Waits at most `INSTALL_TIMEOUT_MS` once they have answered. Returns the tables: `tables`, then
+   * `@shardkit/prisma`'s that the databases have.
+   */
+  async open(
+    identities: ReadonlyMap<Database<Client>, string>,
+    tables: readonly FencedTable[],
+    timeoutMs: number,
+  ): Promise<readonly FencedTable[]> {
+    const reachable = this.registry.databases.filter((p) => identities.has(p));
+    if (reachable.length === 0)
+      throw new DatabasesUnansweredError(
+        `the partition map cannot be opened: no database answered within ${timeoutMs} ms`,
+        this.registry.databases.map((p) => ({
+          database: p.name,
+          error: `no answer in ${timeoutMs} ms`,
+        })),
+      );
+    return bounded(installing(), async () => {
+      const schema = (await Promise.all(reachable.map((p) => ownershipSchemaIssues(raw(p), p.name)))).flat();
+      if (schema.length > 0) throw new OwnershipOptionsError(schema);
+      const found = await resolveTables(reachable, tables, { timeoutMs });
+      if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
+      await Promise.all(reachable.map((p) => this.functionsIn(p)));
+      if (reachable.length < this.registry.databases.length) return found.tables;
+      await this.recordUnrecorded();
+      return found.tables;
+    });
+  }
+
+  /** Whether shardkit's functions are installed in `physical` as this version has them. */
+  has(physical: Database<Client>): boolean {
+    return this.installed.has(physical);
+  }
+
+  /** Installs shardkit's functions in `physical` (once per map). */
+  async functionsIn(physical: Database<Client>): Promise<void> {
+    if (this.installed.has(physical)) return;
+    await installFunctions(raw(physical));
+    this.installed.add(physical);
+  }
+
+  /** Records the placement of the shards no database has a record of (see `recordUnrecorded`). */
+  async recordUnrecorded(): Promise<void> {
+    await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p));
+    this.recorded = true;
+  }
 }

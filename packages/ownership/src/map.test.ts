@@ -14,9 +14,10 @@ import {
   StaleOwnerError,
 } from "./errors.js";
 import { ShardLease } from "./lease.js";
-import { type OwnershipSignal, PartitionMap } from "./map.js";
+import { PartitionMap } from "./map.js";
 import { findMoves } from "./records.js";
 import { refusalOf } from "./refusal.js";
+import type { OwnershipSignal } from "./signals.js";
 import { readPartitionMap } from "./view.js";
 
 const make = routers();
@@ -66,6 +67,8 @@ describe("the partition map", () => {
     const staleMap = await stale.open(); // read now, never refreshed: it will still think a owns 0/1
     const staleTx = make();
     const txMap = await staleTx.open(); // the same, for a shard transaction
+    const staleRead = make();
+    const readMap = await staleRead.open(); // the same, for a read of 0/0 and 0/1 together
     const id = await bucket(mover);
     const other = await bucket(mover, S.g0m0);
 
@@ -150,7 +153,20 @@ describe("the partition map", () => {
     });
     expect(inTx.remaining).toBe(3);
     expect(txMap.counters.staleRejections).toBe(1);
-    for (const m of [map, staleMap, txMap]) m.close();
+
+    // A read of 0/0 and 0/1 that the stale router places on a alone: a does not confirm 0/1, and
+    // the same plan runs again where the shards are now, one statement on a and one on e, merged.
+    expect(staleRead.registry.databaseOf(S.g0m1).name).toBe("a");
+    const both = await staleRead.db.bucket.findMany({ where: { id: { in: [id, other] } } });
+    expect(both.map((b) => [b.id, b.remaining]).sort()).toEqual(
+      [
+        [id, 3],
+        [other, 4],
+      ].sort(),
+    );
+    expect(readMap.counters.staleRejections).toBe(1);
+    expect(staleRead.registry.databaseOf(S.g0m1).name).toBe("e");
+    for (const m of [map, staleMap, txMap, readMap]) m.close();
   });
 
   it("after a move the old owner's relay leaves the shard's old copy of its events alone; the new owner's relay delivers them once", async () => {

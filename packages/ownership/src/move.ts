@@ -1,23 +1,20 @@
+// `moveShard`: its options and result, its span (OpenTelemetry), and the runner that takes the lease
+// and runs a move's steps in order. Beside it: the precheck (check.ts), the step tables (steps.ts),
+// the move's deadlines and the databases it must hear from (move-bounds.ts), and what a failed or
+// stopped move leaves and how it is finished or undone (move-recover.ts).
 import { SpanStatusCode, type TracerProvider, trace } from "@opentelemetry/api";
-import { ShardIdentifier } from "@shardkit/id";
-import type { Database, ShardClient } from "@shardkit/prisma";
+import type { ShardIdentifier } from "@shardkit/id";
+import type { Database, ShardClient, ShardRef } from "@shardkit/prisma";
+import { toShard } from "@shardkit/prisma/internal";
 import { moveOptionIssues, outsideIdentity, precheck } from "./check.js";
-import {
-  DatabasesUnansweredError,
-  EpochConflictError,
-  MoveFailedError,
-  MoveInProgressError,
-  MoveLeaseLostError,
-  MovePrecheckError,
-  MoveTimeoutError,
-  MoveVerifyError,
-  OwnershipOptionsError,
-} from "./errors.js";
-import { completeSwitch, type LeaseOptions, ShardLease } from "./lease.js";
+import { MovePrecheckError, MoveTimeoutError, OwnershipOptionsError } from "./errors.js";
+import { ShardLease } from "./lease.js";
+import type { LeaseOptions } from "./lease-take.js";
 import type { PartitionMap } from "./map.js";
-import { bounded, lastLine, raw, unbounded } from "./raw.js";
+import { MoveClock, needAnswers } from "./move-bounds.js";
+import { failed, resume } from "./move-recover.js";
+import { bounded, unbounded } from "./raw.js";
 import { findMoves, inProgress, isLive } from "./records.js";
-import { teardown } from "./replication.js";
 import { type MoveProgress, type MoveRun, type MoveStep, moveSteps, stepsOf } from "./steps.js";
 
 export { type MoveProgress, type MoveStep, moveSteps };
@@ -27,7 +24,7 @@ const DEFAULT_FREEZE_BUDGET_MS = 10_000;
 
 export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
   map: PartitionMap<Client>;
-  shard: ShardIdentifier | string;
+  shard: ShardRef;
   /** The database that will own the shard (a spare, or one that holds other shards). */
   to: Database<Client>;
   /**
@@ -126,7 +123,7 @@ export async function moveShard<Client extends ShardClient>(
   if (options.telemetry === false) return runMove(options);
   const provider = typeof options.telemetry === "object" ? options.telemetry.tracerProvider : undefined;
   const tracer = (provider ?? trace).getTracer("@shardkit/ownership", "0.1.0");
-  const shardKey = typeof options.shard === "string" ? options.shard : options.shard?.key;
+  const shardKey = typeof options.shard === "string" ? options.shard : keyOf(options.shard);
   const span = tracer.startSpan("shardkit.move", {
     attributes: {
       "db.system.name": "postgresql",
@@ -186,7 +183,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
     issues.push(`freezeBudgetMs: expected a positive number of ms, got ${freezeBudgetMs}`);
   let shard: ShardIdentifier | undefined;
   try {
-    shard = typeof options.shard === "string" ? ShardIdentifier.parse(options.shard) : options.shard;
+    shard = options.shard === undefined ? undefined : toShard(options.shard);
   } catch (error) {
     issues.push(`shard ${JSON.stringify(options.shard)}: ${(error as Error).message}`);
   }
@@ -198,42 +195,7 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   return bounded(clock, () => moveWithin(options, map, moving, mode, copyTimeoutMs, freezeBudgetMs, clock));
 }
 
-/**
- * The deadline a move's database statements must meet (`bounded`), set phase by phase. The copy and
- * the freeze promise a total (`copyTimeoutMs` from the copy's start, `freezeBudgetMs` from the
- * fence): every statement must have answered by then. The other phases (checks, preparation, the
- * switch and teardown and cleanup, an undo, a resume) are many short statements, some of them
- * batches of a long whole: each statement gets `copyTimeoutMs` of its own. A database that does not
- * answer in time fails the phase with `MoveTimeoutError` naming it, and the move is undone, or says
- * what it left, as for any failure.
- */
-class MoveClock {
-  private what = "";
-  private budgetMs = 0;
-  /** The phase's end for a total (none before the first phase); undefined: per statement. */
-  private end: number | undefined = Number.POSITIVE_INFINITY;
-
-  constructor(private readonly shard: ShardIdentifier) {}
-
-  get at(): number {
-    return this.end ?? performance.now() + this.budgetMs;
-  }
-
-  /**
-   * From now on the move's statements must each answer within `budgetMs`, or, with `total`, all
-   * by `total.from + budgetMs`: `what` is what a late one did not finish.
-   */
-  phase(what: string, budgetMs: number, options: { total?: { from: number } } = {}): void {
-    this.what = what;
-    this.budgetMs = budgetMs;
-    this.end = options.total ? options.total.from + budgetMs : undefined;
-  }
-
-  late(database: string): MoveTimeoutError {
-    return new MoveTimeoutError(this.shard, `${this.what} (waiting for ${database})`, this.budgetMs);
-  }
-}
-
+/** The runner: stopped moves of the shard taken over and resumed, the precheck, the lease, then each step in order. */
 async function moveWithin<Client extends ShardClient>(
   options: MoveOptions<Client>,
   map: PartitionMap<Client>,
@@ -400,274 +362,6 @@ async function moveWithin<Client extends ShardClient>(
   };
 }
 
-/**
- * Stops a move whose databases it needs did not answer the read of the map or of the move records
- * (a slow answer is not an absent one): the source, the target, and every database that records
- * anything of the shard or was never read (it might).
- */
-function needAnswers<Client extends ShardClient>(
-  map: PartitionMap<Client>,
-  shard: ShardIdentifier,
-  to: Database<Client>,
-  unansweredMoves: readonly { physical: Database<Client>; error: string }[],
-): void {
-  const silent = new Map<Database<Client>, string>();
-  for (const [physical, error] of map.unanswered()) silent.set(physical, error);
-  for (const { physical, error } of unansweredMoves) if (!silent.has(physical)) silent.set(physical, error);
-  const from = map.registry.databaseOf(shard);
-  const needed = [...silent].filter(
-    ([physical]) => physical === from || physical === to || map.mayRecord(physical, shard),
-  );
-  if (needed.length > 0)
-    throw new DatabasesUnansweredError(
-      `shard ${shard.key} cannot move: databases it needs did not answer within ${map.timeoutMs} ms (nothing was changed)`,
-      needed.map(([physical, error]) => ({ database: physical.name, error })),
-    );
-}
-
-/**
- * Finishes or undoes a move taken over from a mover that stopped (`held`): finished when its source
- * recorded the switch (its tombstone of this attempt; or, for a move of an earlier version, when
- * the target owns the shard), undone otherwise.
- */
-async function resume<Client extends ShardClient>(
-  map: PartitionMap<Client>,
-  held: ShardLease<Client>,
-  cleanup: boolean,
-): Promise<"rolled-forward" | "rolled-back"> {
-  let switched: boolean | undefined;
-  try {
-    return await resumeAs(map, held, cleanup, (decided) => {
-      switched = decided;
-    });
-  } catch (error) {
-    if (error instanceof MoveLeaseLostError || held.isLost || switched === undefined) {
-      await held.lapse();
-      throw new MoveFailedError(
-        held.shard,
-        {
-          step: "resume",
-          left: held.isLost ? "taken-over" : "half-done",
-          rerun: held.isLost ? null : "undo",
-          what: held.isLost
-            ? "Another mover (or a router) holds the stopped move now, and finishes or undoes it."
-            : `The stopped move of ${held.from.name} to ${held.to.name} could not be read. Run the move again.`,
-        },
-        { cause: error },
-      );
-    }
-    await held.lapse();
-    throw new MoveFailedError(
-      held.shard,
-      {
-        step: "resume",
-        left: "half-done",
-        rerun: switched ? "finish" : "undo",
-        what: switched
-          ? `The stopped move had switched: ${held.to.name} owns the shard (or does as soon as it answers). Run the move again to finish it (replication teardown, cleanup of the old copy at ${held.from.name}).`
-          : `The stopped move had not switched: ${held.from.name} owns the shard. Run the move again to undo what is left of it (the copy at ${held.to.name}, its replication objects).`,
-      },
-      { cause: error },
-    );
-  }
-}
-
-/** `resume`'s work: `decided` hears, once the facts are read, whether the stopped move had switched. */
-async function resumeAs<Client extends ShardClient>(
-  map: PartitionMap<Client>,
-  held: ShardLease<Client>,
-  cleanup: boolean,
-  decided: (switched: boolean) => void,
-): Promise<"rolled-forward" | "rolled-back"> {
-  const [own] = await raw(held.from).$queryRawUnsafe<
-    { state: string; epoch: number; attempt: string | null }[]
-  >(`SELECT state, epoch, attempt FROM "ShardOwnership" WHERE shard = $1`, held.shard.bits);
-  const [target] = await raw(held.to).$queryRawUnsafe<{ state: string; epoch: number }[]>(
-    `SELECT state, epoch FROM "ShardOwnership" WHERE shard = $1`,
-    held.shard.bits,
-  );
-  const switched = own?.state === "moved" && own.attempt === (held.attempt === "" ? null : held.attempt);
-  const targetOwns = target?.state === "owned" && own !== undefined && target.epoch > own.epoch;
-  decided(switched || targetOwns);
-  if (!switched && !targetOwns) {
-    await undo(held);
-    return "rolled-back";
-  }
-  if (switched) await completeSwitch(map, held.to, held.shard, held.attempt, own!.epoch);
-  else await held.entomb(target!.epoch); // an earlier version's switch: the source's tombstone
-  await teardown(held.from, held.to, held.shard);
-  await held.tidy();
-  if (cleanup) await held.cleanup();
-  await held.release();
-  return "rolled-forward";
-}
-
-/**
- * Undoes a move that did not switch: the source takes the shard's writes again, replication is torn
- * down, the target's copy discarded, both fences tidied, and the move's record released.
- */
-async function undo<Client extends ShardClient>(held: ShardLease<Client>): Promise<void> {
-  await held.unfence();
-  await teardown(held.from, held.to, held.shard);
-  await held.discard();
-  await held.tidy();
-  await held.release();
-}
-
-/**
- * What a move that failed at `step` left, as an error that says it and what a rerun does. Before
- * the switch it undoes the move when it can (then nothing of it is left); when it cannot, it gives
- * its lease up at once, so routers give a fenced shard back to its owner at their next refused write.
- */
-async function failed<Client extends ShardClient>(
-  held: ShardLease<Client>,
-  shard: ShardIdentifier,
-  step: MoveStep,
-  error: unknown,
-  decided: boolean,
-): Promise<unknown> {
-  const { from, to } = held;
-  const takenOver = (cause: unknown) =>
-    new MoveFailedError(
-      shard,
-      {
-        step,
-        left: "taken-over",
-        rerun: null,
-        what: "This mover lost its lease and changed nothing after that: the move is another mover's now (or a router gave the fenced shard back to its owner), which finishes or undoes it.",
-      },
-      { cause },
-    );
-  const lost = (e: unknown) => e instanceof MoveLeaseLostError || held.isLost;
-  /** What this attempt made and its taker has not torn down yet (a subscription created just before the lease was found lost): dropped, by this attempt's names only. */
-  const dropOwn = () => teardown(from, to, shard, held.names.subscription).catch(() => {});
-  if (!decided) {
-    if (!lost(error)) {
-      try {
-        await undo(held);
-        // A mismatched copy or a copy that took too long says so itself ("the move was undone").
-        if (error instanceof MoveVerifyError) return error;
-        if (error instanceof MoveTimeoutError)
-          return new MoveTimeoutError(shard, error.what, error.timeoutMs, { undone: true, cause: error });
-        return new MoveFailedError(
-          shard,
-          {
-            step,
-            left: "undone",
-            rerun: null,
-            what: `It was undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard.`,
-          },
-          { cause: error },
-        );
-      } catch (undoError) {
-        if (!lost(undoError)) {
-          await held.lapse();
-          return new MoveFailedError(
-            shard,
-            {
-              step,
-              left: "half-done",
-              rerun: "undo",
-              what: `It could not be undone now (${lastLine(undoError)}). Its lease was given up, so if the shard is fenced, the next refused write of a router gives it back to ${from.name}. Run the same move again to undo what is left (the target's copy, replication objects holding WAL on ${from.name}) and move the shard.`,
-            },
-            { cause: error },
-          );
-        }
-        // It lost its lease before or during the undo: below.
-      }
-    }
-    // Before the switch, a move nobody holds any more (its lease lapsed, or a router gave the
-    // fence back) is taken back and undone; one another mover holds is theirs.
-    await dropOwn();
-    return undoStopped(held, shard, step, error, takenOver);
-  }
-  if (lost(error)) {
-    await dropOwn();
-    return takenOver(error);
-  }
-  await held.lapse();
-  const owner = await raw(to)
-    .$queryRawUnsafe<{ state: string; epoch: number }[]>(
-      `SELECT state, epoch FROM "ShardOwnership" WHERE shard = $1`,
-      shard.bits,
-    )
-    .then((r) => r[0])
-    .catch(() => undefined);
-  const where =
-    owner?.state === "owned"
-      ? `${to.name} owns the shard (epoch ${owner.epoch}) and takes its writes`
-      : `the switch to ${to.name} may have been decided at ${from.name}: if so, ${to.name} takes the shard's writes as soon as it answers (a router refused there completes the switch)`;
-  return new MoveFailedError(
-    shard,
-    {
-      step,
-      left: "half-done",
-      rerun: "finish",
-      what: `${where}. Run the same move again to finish it (replication teardown, cleanup of the old copy at ${from.name}).`,
-    },
-    { cause: error },
-  );
-}
-
-/**
- * This mover lost its lease before the switch, and nobody else holds the move (its lease lapsed: a
- * slow or stuck mover; or a router gave its fenced shard back to its owner): the target's copy and
- * the replication objects would stay until a rerun. It takes the move back and undoes it. When
- * another mover holds it, the move is theirs.
- */
-async function undoStopped<Client extends ShardClient>(
-  held: ShardLease<Client>,
-  shard: ShardIdentifier,
-  step: MoveStep,
-  error: unknown,
-  takenOver: (cause: unknown) => MoveFailedError,
-): Promise<MoveFailedError> {
-  const { from, to } = held;
-  let again: { lease: ShardLease<Client>; givenBack: boolean } | undefined;
-  try {
-    again = await held.retake();
-  } catch (retakeError) {
-    if (retakeError instanceof MoveInProgressError || retakeError instanceof EpochConflictError)
-      return takenOver(error);
-    return halfDone(retakeError);
-  }
-  const why = again.givenBack
-    ? `This mover's lease lapsed inside its fence and a router gave the shard back to ${from.name}`
-    : "This mover's lease lapsed (it was too slow)";
-  function halfDone(cause: unknown) {
-    return new MoveFailedError(
-      shard,
-      {
-        step,
-        left: "half-done",
-        rerun: "undo",
-        what: `This mover lost its lease before the switch: ${from.name} owns the shard (routers give a fence whose lease lapsed back to it); what is left of the move (the copy at ${to.name}, replication objects holding WAL on ${from.name}) could not be undone now (${lastLine(cause)}). Run the same move again to undo it and move the shard.`,
-      },
-      { cause: error },
-    );
-  }
-  again.lease.start();
-  try {
-    await undo(again.lease);
-    return new MoveFailedError(
-      shard,
-      {
-        step,
-        left: "undone",
-        rerun: null,
-        what: `${why}; the move was then undone: ${from.name} owns the shard and takes its writes, and nothing of the move is left. Run it again to move the shard (a longer --lease or --max-freeze, or a less busy host).`,
-      },
-      { cause: error },
-    );
-  } catch (undoError) {
-    if (again.lease.isLost) return takenOver(error); // another mover took it meanwhile: theirs
-    await again.lease.lapse();
-    return halfDone(undoError);
-  } finally {
-    again.lease.stop();
-  }
-}
-
 function progressLine(p: MoveProgress): void {
   const extra =
     p.rows !== undefined
@@ -676,4 +370,13 @@ function progressLine(p: MoveProgress): void {
         ? ` (${p.lagBytes} bytes behind)`
         : "";
   process.stderr.write(`move: ${p.step}${extra} at ${p.elapsedMs} ms\n`);
+}
+
+/** A shard reference's key for a span, or the reference as given when it names no shard. */
+function keyOf(ref: ShardRef | undefined): string | undefined {
+  try {
+    return ref === undefined ? undefined : toShard(ref).key;
+  } catch {
+    return JSON.stringify(ref);
+  }
 }

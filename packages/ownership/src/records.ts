@@ -5,7 +5,7 @@ import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import type { OwnershipChanges } from "./changes.js";
 import { type EpochConflictError, MoveInProgressError } from "./errors.js";
-import { lastLine, raw } from "./raw.js";
+import { lastLine, type Raw, raw } from "./raw.js";
 import type { FencedTable } from "./sql.js";
 
 /** A move's record (its lease) as a database holds it: on the database the shard moves from. */
@@ -37,6 +37,15 @@ export const MOVE_COLUMNS = `shard, target, step, attempt, token, holder, "start
 
 /** A move's record as a database returns it (its shard as bits). */
 export type MoveRow = Omit<MoveRecord, "database" | "shard"> & { shard: number };
+
+/** `db`'s record of a move of `shard` (on the move's source), if any. */
+export async function readMove(db: Raw, shard: ShardIdentifier): Promise<MoveRow | undefined> {
+  const [row] = await db.$queryRawUnsafe<MoveRow[]>(
+    `SELECT ${MOVE_COLUMNS} FROM "ShardMove" WHERE shard = $1`,
+    shard.bits,
+  );
+  return row;
+}
 
 /**
  * Every database's record of a move of `shard` (normally one at most: on the move's source), read

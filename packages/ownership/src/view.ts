@@ -1,6 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
-import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
-import { databaseIdentities } from "@shardkit/prisma/internal";
+import type { Database, ShardClient, ShardRef, ShardRegistry } from "@shardkit/prisma";
+import { databaseIdentities, toShard } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
 import { type OwnershipRow, placeShards, type ShardPlacement } from "./placement.js";
@@ -86,7 +86,7 @@ export interface PartitionView<Client extends ShardClient = ShardClient> {
    */
   leftovers: MoveLeftover[];
   /** One shard's placement; `OwnershipOptionsError` for a shard that is not in the registry. */
-  placementOf(shard: ShardIdentifier | string): ShardPlacement<Client>;
+  placementOf(shard: ShardRef): ShardPlacement<Client>;
   /** The registry name of the database with this identity (`server:port/database`); the identity itself when none has it. */
   nameOf(identity: string | null): string | null;
   /**
@@ -213,7 +213,7 @@ export async function readPartitionMap<Client extends ShardClient>(
     placementOf(ref) {
       let shard: ShardIdentifier | undefined;
       try {
-        shard = ref instanceof ShardIdentifier ? ref : ShardIdentifier.parse(ref);
+        shard = toShard(ref);
       } catch (error) {
         throw new OwnershipOptionsError([`shard ${JSON.stringify(ref)}: ${(error as Error).message}`]);
       }

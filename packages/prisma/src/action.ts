@@ -9,8 +9,8 @@ import {
 } from "./errors.js";
 import type { Executor } from "./executor.js";
 import { type OutboxEventInput, outboxRecord } from "./outbox.js";
-import type { Obj, PlanTarget } from "./plan.js";
-import { type ShardClient, type ShardOrId, toShard } from "./registry.js";
+import type { Obj } from "./plan.js";
+import { type ShardClient, type ShardRef, toShard } from "./registry.js";
 import type { View } from "./scope.js";
 import { ATTR, endWithError } from "./telemetry.js";
 import {
@@ -138,7 +138,7 @@ export class ActionUnit<Client extends ShardClient> {
    * Stages arbitrary work on one shard: `fn` runs inside that shard's transaction, after the
    * writes staged before it (a balance check that throws rolls the shard back).
    */
-  on<T>(shardOrId: ShardOrId, fn: (tx: TransactionClient<Client>) => Promise<T>): StagedWrite<T> {
+  on<T>(shardOrId: ShardRef, fn: (tx: TransactionClient<Client>) => Promise<T>): StagedWrite<T> {
     const { placement } = this.executor.planner;
     const shard = placement.resolve(toShard(shardOrId));
     const step: Step = {
@@ -154,7 +154,7 @@ export class ActionUnit<Client extends ShardClient> {
    * Stages an outbox event on a shard: written in that shard's transaction, so it commits exactly
    * when the state does. Needs the models of `schema/shardkit.prisma` in the schema.
    */
-  emit(shardOrId: ShardOrId, event: OutboxEventInput): StagedWrite<{ id: string }> {
+  emit(shardOrId: ShardRef, event: OutboxEventInput): StagedWrite<{ id: string }> {
     if (!this.executor.planner.delegates.has("outboxEvent")) throw new MissingModelError("OutboxEvent");
     const shard = this.executor.planner.placement.resolve(toShard(shardOrId));
     return this.stage("outboxEvent", "create", { data: outboxRecord(shard, event) });
@@ -183,7 +183,6 @@ export class ActionUnit<Client extends ShardClient> {
     const named = planner.keys.named(model, operation, a, { resolved });
     if (named.kind === "none") throw new ShardKeyRequiredError(model, operation, named.hint);
     const plan = planner.plan(model, operation, a, { allowCrossShard: true, resolved });
-    let targets: PlanTarget[];
     switch (plan.kind) {
       case "refuse":
         throw plan.error;
@@ -193,17 +192,11 @@ export class ActionUnit<Client extends ShardClient> {
             `${model}.${operation} sets a field unique across shards (${plan.claims.map((c) => c.scope).join(", ")}): its claim is a saga of its own; run it outside $action`,
           );
         }
-        targets = [{ database: plan.database, shards: [plan.shard], args: plan.args ?? a }];
         break;
-      case "database":
-        targets = [plan.target];
-        break;
-      case "split":
-        targets = plan.targets;
-        break;
-      case "scatter":
-        throw new UnsupportedShardOperationError(`${model}.${operation} is not a write`);
+      case "shards":
+        if (!plan.write) throw new UnsupportedShardOperationError(`${model}.${operation} is not a write`);
     }
+    const { targets } = this.executor.place(plan, a);
     const steps = targets.map(
       (target): Step => ({
         database: target.database,

@@ -3,6 +3,7 @@
 import type { AsyncLocalStorage } from "node:async_hooks";
 import type { Attributes, Span } from "@opentelemetry/api";
 import type { Plan } from "./plan.js";
+import type { Placed } from "./planner.js";
 import { ATTR, type Telemetry, tracedLazy } from "./telemetry.js";
 
 /** The telemetry of one routed client's calls. */
@@ -12,6 +13,8 @@ export class CallTelemetry {
     /** The span of the routed call the current async context runs in. */
     private readonly spans: AsyncLocalStorage<Span>,
     private readonly databaseName: (index: number) => string | undefined,
+    /** Where a plan's shards are now (see `Executor.place`). */
+    private readonly place: (plan: Exclude<Plan, { kind: "refuse" }>) => Placed,
   ) {}
 
   /**
@@ -48,17 +51,23 @@ export class CallTelemetry {
     return attributes;
   }
 
+  /**
+   * `shardkit.plan` (`shard`, `database`: one statement on one database, `scatter`: a merged
+   * read, `split`: a write over several databases, `refuse`), and the shard(s) and database of a
+   * call on one database, as the plan is placed now.
+   */
   private annotate(attributes: Attributes, plan: Plan): void {
-    attributes[ATTR.plan] = plan.kind;
-    if (plan.kind === "shard") {
-      attributes[ATTR.shard] = plan.shard.key;
-      const name = this.databaseName(plan.database);
-      if (name !== undefined) attributes[ATTR.database] = name;
-    } else if (plan.kind === "database") {
-      attributes[ATTR.shards] = plan.target.shards.map((s) => s.key);
-      const name = this.databaseName(plan.target.database);
-      if (name !== undefined) attributes[ATTR.database] = name;
+    if (plan.kind === "refuse") {
+      attributes[ATTR.plan] = plan.kind;
+      return;
     }
+    const { shape, targets } = this.place(plan);
+    attributes[ATTR.plan] = shape;
+    const one = shape === "shard" || shape === "database" ? targets[0]! : undefined;
+    if (plan.kind === "shard") attributes[ATTR.shard] = plan.shard.key;
+    else if (one) attributes[ATTR.shards] = one.shards.map((s) => s.key);
+    const name = one && this.databaseName(one.database);
+    if (name !== undefined) attributes[ATTR.database] = name;
   }
 
   /** Sets a plan made after a lookup on the current call's span. */
@@ -77,10 +86,7 @@ export class CallTelemetry {
   private countCall(telemetry: Telemetry, plan: Plan): void {
     const counter = telemetry.counter("shardkit.calls", "Routed calls, by logical shard");
     if (plan.kind === "shard") counter.add(1, telemetry.shard(plan.shard.key));
-    else if (plan.kind === "database")
-      for (const s of plan.target.shards) counter.add(1, telemetry.shard(s.key));
-    else if (plan.kind === "scatter") {
-      for (const t of plan.targets) for (const s of t.shards) counter.add(1, telemetry.shard(s.key));
-    }
+    else if (plan.kind === "shards" && !plan.write)
+      for (const s of plan.spread.shards) counter.add(1, telemetry.shard(s.key));
   }
 }

@@ -12,7 +12,7 @@ import { WRITES } from "./operations.js";
 import { isEmptyAnswer, isNotFound, runOwned } from "./owned.js";
 import { withCurrentOwner } from "./ownership.js";
 import type { Obj, Plan, PlanContext } from "./plan.js";
-import { NO_CONTEXT, type Planner } from "./planner.js";
+import { NO_CONTEXT, type Placed, type Planner, place } from "./planner.js";
 import type { ScatterReadOptions } from "./scatter/options.js";
 import type { ScatterPageArgs } from "./scatter/page.js";
 import { runScatter, type ScatterRunner } from "./scatter-run.js";
@@ -51,8 +51,6 @@ interface CallOf {
   model: string;
   operation: string;
   args: Obj | undefined;
-  /** What it was planned in (with its lookups' answers): a plan made again after a refusal uses it. */
-  context: PlanContext;
 }
 
 /** A plan, or (when the call's keys wait on lookups) how to fetch them and then plan. */
@@ -90,7 +88,9 @@ export class Executor implements ScatterRunner, SagaRunner {
      */
     readonly timeoutMs: number = DEFAULT_TIMEOUT_MS,
   ) {
-    this.tracing = telemetry && new CallTelemetry(telemetry, this.spans, databaseName);
+    this.tracing =
+      telemetry &&
+      new CallTelemetry(telemetry, this.spans, databaseName, (plan) => this.place(plan, undefined));
   }
 
   /**
@@ -172,7 +172,7 @@ export class Executor implements ScatterRunner, SagaRunner {
     if (!this.planner.keys.mayLookUp) {
       // No key of this client can wait on a lookup (the usual case): planned at once.
       const plan = this.planner.plan(model, operation, args, context);
-      const run = this.runPlan(plan, { view, tx, model, operation, args, context });
+      const run = this.runPlan(plan, { view, tx, model, operation, args });
       return this.traced(trace, run, plan, model, operation);
     }
     const planned = this.resolve(
@@ -181,11 +181,11 @@ export class Executor implements ScatterRunner, SagaRunner {
       (c) => this.planner.lookups(model, operation, args, c),
       (c) => this.planner.plan(model, operation, args, c),
     );
-    const call: CallOf = { view, tx, model, operation, args, context: planned.context };
-    if (typeof planned.plan !== "function") {
-      return this.traced(trace, this.runPlan(planned.plan, call), planned.plan, model, operation);
+    const call: CallOf = { view, tx, model, operation, args };
+    if (typeof planned !== "function") {
+      return this.traced(trace, this.runPlan(planned, call), planned, model, operation);
     }
-    const later = planned.plan;
+    const later = planned;
     const run = lazy(async () => {
       const plan = await later();
       this.tracing?.noteLookup(plan);
@@ -203,18 +203,15 @@ export class Executor implements ScatterRunner, SagaRunner {
     context: PlanContext,
     lookupsOf: (context: PlanContext) => Lookup[],
     plan: (context: PlanContext) => Plan,
-  ): { plan: Planned; context: PlanContext } {
-    if (!this.planner.keys.mayLookUp) return { plan: plan(context), context };
+  ): Planned {
+    if (!this.planner.keys.mayLookUp) return plan(context);
     const resolved: Resolved = new Map();
     const withAnswers: PlanContext = { ...context, resolved };
     const lookups = lookupsOf(withAnswers);
-    if (lookups.length === 0) return { plan: plan(withAnswers), context: withAnswers };
-    return {
-      plan: async () => {
-        await this.fetch(view, lookups, resolved);
-        return plan(withAnswers);
-      },
-      context: withAnswers,
+    if (lookups.length === 0) return plan(withAnswers);
+    return async () => {
+      await this.fetch(view, lookups, resolved);
+      return plan(withAnswers);
     };
   }
 
@@ -234,13 +231,12 @@ export class Executor implements ScatterRunner, SagaRunner {
 
   /** A keyset page (`db.$scatterPage`): resolved, planned and run as any call. */
   page(view: View, model: string, args: ScatterPageArgs, options: ScatterReadOptions): Promise<unknown> {
-    const planned = this.resolve(
+    const plan = this.resolve(
       view,
       NO_CONTEXT,
       (c) => this.planner.pageLookups(model, args, c.resolved),
       (c) => this.planner.page(model, args, options, c.resolved),
     );
-    const { plan } = planned;
     if (typeof plan !== "function") return Promise.resolve(this.execute(plan, view, model, "findMany", args));
     return plan().then((p) => this.execute(p, view, model, "findMany", args));
   }
@@ -250,27 +246,32 @@ export class Executor implements ScatterRunner, SagaRunner {
     const { view, tx, model, operation, args } = call;
     if (tx) return this.inTransaction(plan, tx, view, model, operation, args);
     const hook = this.planner.placement.ownership;
-    const claims = plan.kind === "shard" && plan.claims;
-    if (!hook || claims || (plan.kind !== "shard" && plan.kind !== "database")) {
+    if (!hook || plan.kind === "refuse" || (plan.kind === "shard" ? plan.claims : plan.read)) {
       return this.execute(plan, view!, model, operation, args);
     }
-    // A former owner refuses the call: refresh the map, plan again (with the call's answers, no
-    // lookup), run at the current owner. A plan names databases; after a refusal they have changed.
-    const replan = () => this.planner.plan(model, operation, args, call.context);
-    let next: Plan | undefined = plan;
+    // A former owner refuses the call: refresh the map and run the same plan again; placed anew,
+    // its shards land at their current owner.
+    const routed = view!;
     return lazy(() =>
       withCurrentOwner(
         hook,
-        () => {
-          const current = next ?? replan();
-          next = undefined;
-          return runOwned(hook, this, view!.clients, current, operation, replan, (planned) =>
-            this.execute(planned, view!, model, operation, args),
-          );
-        },
+        () =>
+          runOwned(
+            hook,
+            this,
+            routed.clients,
+            () => this.place(plan, args),
+            operation,
+            (placed) => this.runPlaced(plan, placed, routed, model, operation),
+          ),
         this.telemetry,
       ),
     );
+  }
+
+  /** Where a plan's shards are now, and so how it runs (see `place`). */
+  place(plan: Exclude<Plan, { kind: "refuse" }>, args: unknown): Placed {
+    return place(plan, this.planner.placement, args);
   }
 
   /** Runs a plan in the shard transaction `tx` (the planner has checked it names no other shard). */
@@ -304,12 +305,21 @@ export class Executor implements ScatterRunner, SagaRunner {
       try {
         result = await this.call(tx, model, operation, run);
       } catch (error) {
-        if (isNotFound(error)) await this.bounded(plan.database, () => confirm(tx, shard));
+        if (isNotFound(error)) await this.confirmIn(tx, shard, confirm);
         throw error;
       }
-      if (isEmptyAnswer(result, operation)) await this.bounded(plan.database, () => confirm(tx, shard));
+      if (isEmptyAnswer(result, operation)) await this.confirmIn(tx, shard, confirm);
       return result;
     });
+  }
+
+  /** Asks the transaction's database whether it still owns `shard` (it refuses if not). */
+  private confirmIn(
+    tx: object,
+    shard: ShardIdentifier,
+    confirm: (client: object, shard: ShardIdentifier) => Promise<void>,
+  ): Promise<void> {
+    return this.bounded(this.planner.placement.databaseOf(shard).index, () => confirm(tx, shard));
   }
 
   /** How the claim functions reach the databases of `view`. */
@@ -329,24 +339,41 @@ export class Executor implements ScatterRunner, SagaRunner {
     return this.call(client, model, operation, args);
   }
 
-  /** Runs a plan made outside any transaction. */
+  /** Runs a plan made outside any transaction, placed where its shards are now. */
   execute(plan: Plan, view: View, model: string, operation: string, args: unknown): PromiseLike<unknown> {
-    switch (plan.kind) {
+    if (plan.kind === "refuse") return lazyReject(plan.error);
+    if (plan.kind === "shard" && plan.claims) {
+      return lazy(() => claimed(this, view, plan, model, operation, plan.args ?? args));
+    }
+    return this.runPlaced(plan, this.place(plan, args), view, model, operation);
+  }
+
+  /** Runs a placed plan: on its one database, merged over several (a read), or refused (a write: `$action` only). */
+  private runPlaced(
+    plan: Exclude<Plan, { kind: "refuse" }>,
+    { shape, targets }: Placed,
+    view: View,
+    model: string,
+    operation: string,
+  ): PromiseLike<unknown> {
+    switch (shape) {
       case "shard":
-        if (plan.claims) return lazy(() => claimed(this, view, plan, model, operation, plan.args ?? args));
-        return this.on(view, plan.database, model, operation, plan.args ?? args);
       case "database":
-        return this.on(view, plan.target.database, model, operation, plan.target.args);
-      case "scatter":
-        return lazy(() => runScatter(this, view, model, operation, plan));
+        return this.on(view, targets[0]!.database, model, operation, targets[0]!.args);
       case "split":
         return lazyReject(
           new UnsupportedShardOperationError(
             `${model}.${operation}: writes over several databases run only in $action`,
           ),
         );
-      case "refuse":
-        return lazyReject(plan.error);
+      case "scatter":
+        return lazy(() => {
+          // Only a plan over several shards is merged.
+          const { spread, read, options } = plan as Extract<Plan, { kind: "shards" }>;
+          // A read planned on one database whose shards are on several now (one moved) is merged as any.
+          const merge = read ?? this.planner.read(model, operation, spread.argsFor(spread.shards));
+          return runScatter(this, view, model, operation, targets, merge, options);
+        });
     }
   }
 

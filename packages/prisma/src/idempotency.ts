@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { decodeJson, encodeJson } from "./codec.js";
 import { IdempotencyConflictError } from "./errors.js";
-import { type ShardOrId, toShard } from "./registry.js";
+import { type ShardRef, toShard } from "./registry.js";
 
 type Tx = {
   $queryRawUnsafe<T = unknown>(sql: string, ...values: unknown[]): Promise<T>;
@@ -29,7 +29,7 @@ export function requestHash(request: unknown): string {
 /** Which command an idempotency key is for: the shard it decides on, its kind, the client's key. */
 export interface IdempotentCommand {
   /** The logical shard the command decides on (the transaction's shard). */
-  shard: ShardOrId;
+  shard: ShardRef;
   /** The command kind, e.g. "deposit": the same key sent for another kind is a conflict. */
   kind: string;
   /** The client's idempotency key. */
@@ -131,7 +131,7 @@ export async function idempotent<R>(
  */
 export async function consumeOnce(
   tx: unknown,
-  shard: ShardOrId,
+  shard: ShardRef,
   consumer: string,
   eventId: string,
 ): Promise<boolean> {

@@ -6,7 +6,7 @@ export {
   checkConnectionBudget,
   checkDistinctDatabases,
 } from "./budget.js";
-export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claims.js";
+export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claim-repair.js";
 export { decodeJson, encodeJson } from "./codec.js";
 export type { CommandOptions } from "./command.js";
 export {
@@ -69,7 +69,6 @@ export {
   type Database,
   type ReplicaOptions,
   type ShardClient,
-  type ShardOrId,
   type ShardRef,
   ShardRegistry,
   type ShardRegistryOptions,

@@ -1,6 +1,8 @@
 // Reads one call's shard keys out of Prisma arguments: which shard(s) `where` / `data` name, the
 // IDs filled in for new rows, the claims a write takes. One reader per reading of a call; it knows
-// nothing of databases or of Prisma's client.
+// nothing of databases or of Prisma's client. It is over 400 lines as one class on purpose: its
+// methods are the steps of one reading (where, data, createMany rows, both halves of an upsert,
+// nested writes), all sharing that reading's state (gathering or naming, what is waited on).
 import { ShardIdentifier } from "@shardkit/id";
 import {
   CrossShardError,

@@ -16,7 +16,8 @@ import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { ConnectionBudgetError, RegistryConfigError } from "./errors.js";
 import type { DatabaseStatus } from "./health.js";
-import { embeddedPackage, type OpenShards, openShards } from "./open.js";
+import { type OpenShards, openShards } from "./open.js";
+import { embeddedPackage } from "./open-embedded.js";
 import type { RolloutEvent } from "./rollout.js";
 import { isShardUnavailable } from "./unavailable.js";
 

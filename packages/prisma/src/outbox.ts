@@ -1,7 +1,7 @@
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import { encodeJson } from "./codec.js";
 import { InvalidEventError, MissingModelError } from "./errors.js";
-import { type ShardOrId, toShard } from "./registry.js";
+import { type ShardRef, toShard } from "./registry.js";
 
 /** An event to write to the outbox, in the same shard transaction as the state it describes. */
 export interface OutboxEventInput {
@@ -27,7 +27,7 @@ export interface OutboxMessage<Payload = unknown> {
 }
 
 /** The `data` of an OutboxEvent row for `event`, with an ID on `shardOrId`'s shard. */
-export function outboxRecord(shardOrId: ShardOrId, event: OutboxEventInput) {
+export function outboxRecord(shardOrId: ShardRef, event: OutboxEventInput) {
   if (!event || typeof event.topic !== "string" || event.topic.length === 0) {
     throw new InvalidEventError("topic must be a non-empty string");
   }
@@ -52,7 +52,7 @@ type TxWithOutbox = {
  * Writes an event in the shard transaction `tx` (from `$transactionOn` or `unit.on`): it commits
  * or rolls back with the state. Returns the event's ID.
  */
-export async function emitEvent(tx: unknown, shardOrId: ShardOrId, event: OutboxEventInput): Promise<string> {
+export async function emitEvent(tx: unknown, shardOrId: ShardRef, event: OutboxEventInput): Promise<string> {
   const data = outboxRecord(shardOrId, event);
   const outbox = (tx as Partial<TxWithOutbox>).outboxEvent;
   if (!outbox) {

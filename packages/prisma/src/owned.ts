@@ -2,43 +2,43 @@
 // database that gave it (a former owner refuses instead of answering "not found").
 import { WRITES } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
-import type { Plan } from "./plan.js";
+import type { Placed } from "./planner.js";
 
 /**
- * Runs a call planned to one database with a partition map attached. Its shards are admitted
- * first (a shard whose records are in doubt is refused), and an answer that found nothing (null,
- * an empty list, a count of zero, Prisma's P2025) is confirmed with the database: a database that
- * no longer owns the shard refuses instead, so a former owner never answers "not found" for rows
- * that live at the owner. A call over several shards of one database is always confirmed (a
- * shard that moved away would be missing from a non-empty answer).
+ * Runs a call with a partition map attached, placed by `place` where its shards are now. On one
+ * database, its shards are admitted first (a shard whose records are in doubt is refused), and an
+ * answer that found nothing (null, an empty list, a count of zero, Prisma's P2025) is confirmed
+ * with the database: a database that no longer owns the shard refuses instead, so a former owner
+ * never answers "not found" for rows that live at the owner. A call over several shards of one
+ * database is always confirmed (a shard that moved away would be missing from a non-empty answer).
+ * Over several databases it runs as it is.
  */
 export async function runOwned(
   hook: OwnershipHook,
   statements: { bounded<T>(database: number, run: () => PromiseLike<T>): Promise<T> },
   clients: readonly object[],
-  plan: Plan,
+  place: () => Placed,
   operation: string,
-  replan: () => Plan,
-  run: (plan: Plan) => PromiseLike<unknown>,
+  run: (placed: Placed) => PromiseLike<unknown>,
 ): Promise<unknown> {
-  if (plan.kind !== "shard" && plan.kind !== "database") return run(plan);
-  const shards = plan.kind === "shard" ? [plan.shard] : plan.target.shards;
+  const placed = place();
+  if (placed.shape !== "shard" && placed.shape !== "database") return run(placed);
+  const { database, shards } = placed.targets[0]!;
   const write = { write: WRITES.has(operation) };
   for (const shard of shards) {
     const pending = hook.admit?.(shard, write);
     if (pending) {
-      // Held in the router (its shard was between owners) or checked again: planned anew, for
-      // where the shard is now, and admitted there.
+      // Held in the router (its shard was between owners) or checked again: placed anew, where
+      // the shard is now, and admitted there.
       await pending;
-      return runOwned(hook, statements, clients, replan(), operation, replan, run);
+      return runOwned(hook, statements, clients, place, operation, run);
     }
   }
-  const database = plan.kind === "shard" ? plan.database : plan.target.database;
   const client = clients[database]!;
   const confirm = hook.confirm;
   let result: unknown;
   try {
-    result = await run(plan);
+    result = await run(placed);
   } catch (error) {
     if (confirm && isNotFound(error))
       await Promise.all(shards.map((s) => statements.bounded(database, () => confirm(client, s))));

@@ -5,7 +5,10 @@ import type { Claim } from "./unique.js";
 
 export type Obj = Record<string, unknown>;
 
-/** One statement on one physical database: the logical shards of it the statement covers, and its args. */
+/**
+ * One statement on one database, made when a plan runs (see `targetsOf`): the database, the
+ * logical shards of the call it holds at that moment, and the call's args for them.
+ */
 export interface PlanTarget {
   /** Index of the database in `registry.databases`. */
   database: number;
@@ -15,8 +18,19 @@ export interface PlanTarget {
 }
 
 /**
- * Where an operation runs, decided from (model, operation, args) and the placement of shards alone,
- * before anything runs. The executor runs a plan; it never decides where.
+ * The logical shards a call covers (in shard order), and its args for any set of them: an `in`
+ * list or createMany rows cut to their values, the call's own args for all of them.
+ */
+export interface Spread {
+  readonly shards: readonly ShardIdentifier[];
+  argsFor(shards: readonly ShardIdentifier[]): Obj;
+}
+
+/**
+ * Where an operation runs, decided from (model, operation, args) and the shard keys alone, before
+ * anything runs. A plan names logical shards, never databases: the runner places them on the
+ * databases holding them when it runs, so a call refused by a former owner runs again, at the
+ * current one, with the same plan.
  */
 export type Plan =
   /**
@@ -24,20 +38,16 @@ export type Plan =
    * `where` by a unique field made exact). `claims`: values of fields unique across shards the
    * write takes first (a saga: claim, then the row; see `UniqueClaim`).
    */
-  | { kind: "shard"; shard: ShardIdentifier; database: number; args?: Obj; claims?: Claim[] }
+  | { kind: "shard"; shard: ShardIdentifier; args?: Obj; claims?: Claim[] }
   /**
-   * One statement on one database that covers several shards (an `in` list whose shards share a
-   * database; a keyless call in single-database mode): the database's answer is the answer.
+   * Several shards (an `in` list, createMany rows, a keyless call): one statement per database
+   * holding them. On one database, its answer is the answer. Over several, a read is merged
+   * exactly by `read` (set when the plan already spans several databases, or always for a page;
+   * made by the runner otherwise), with `options`, the keyless scatter settings in force (an
+   * `in` list has none: it fails when a database does not answer); a write runs only in `$action`
+   * with `allowCrossShard`, one statement per database.
    */
-  | { kind: "database"; target: PlanTarget }
-  /**
-   * A read over several databases: one statement each, merged exactly by `read`. `options` are
-   * the keyless scatter settings in force (policy, deadline, report); an `in` list over several
-   * databases has none (it fails when a database does not answer).
-   */
-  | { kind: "scatter"; targets: PlanTarget[]; read: ScatterRead; options: ScatterReadOptions }
-  /** A write over several databases (only inside `$action` with `allowCrossShard`): one statement each. */
-  | { kind: "split"; targets: PlanTarget[] }
+  | { kind: "shards"; spread: Spread; write: boolean; read?: ScatterRead; options: ScatterReadOptions }
   /** Refused before anything runs, with the error to throw. */
   | { kind: "refuse"; error: ShardkitError };
 

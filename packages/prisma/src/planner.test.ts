@@ -11,7 +11,7 @@ import {
 } from "./errors.js";
 import type { DataModel } from "./internals.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
-import { Planner, type PlannerOptions, routingConfig } from "./planner.js";
+import { type Placed, Planner, type PlannerOptions, place, routingConfig } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
 
 // The planner is pure: (model, operation, args, context) -> plan. No PrismaClient, no database:
@@ -213,8 +213,15 @@ function checkTargets(
   });
 }
 
+/** Where a plan's shards are now, as the runner places it. */
+function placed(plan: Plan, planner: Planner = strict): Placed {
+  if (plan.kind === "refuse") throw new Error(`refused: ${plan.error.message}`);
+  return place(plan, planner.placement);
+}
+
 function run(c: Case): Plan {
-  const plan = (c.planner ?? strict).plan(c.model, c.operation, c.args, c.context);
+  const planner = c.planner ?? strict;
+  const plan = planner.plan(c.model, c.operation, c.args, c.context);
   const e = c.expect;
   if ("refuse" in e) {
     expect(plan.kind).toBe("refuse");
@@ -227,22 +234,26 @@ function run(c: Case): Plan {
     expect(plan).toEqual({
       kind: "shard",
       shard: e.shard,
-      database: e.database,
       ...(e.args ? { args: e.args } : {}),
     });
     expect((plan as Extract<Plan, { kind: "shard" }>).shard).toBe(e.shard);
+    expect(placed(plan, planner).targets.map((t) => t.database)).toEqual([e.database]);
   } else if ("scatter" in e) {
-    expect(plan.kind).toBe("scatter");
-    const p = plan as Extract<Plan, { kind: "scatter" }>;
-    checkTargets(p.targets, e.scatter, c.args, e.field);
-    expect(p.read.operation).toBe(e.read);
+    const { shape, targets } = placed(plan, planner);
+    expect(shape).toBe("scatter");
+    const p = plan as Extract<Plan, { kind: "shards" }>;
+    checkTargets(targets, e.scatter, c.args, e.field);
+    expect(p.read?.operation).toBe(e.read);
     expect(p.options).toEqual(e.options);
   } else if ("split" in e) {
-    expect(plan.kind).toBe("split");
-    checkTargets((plan as Extract<Plan, { kind: "split" }>).targets, e.split, c.args, e.field);
+    const { shape, targets } = placed(plan, planner);
+    expect(shape).toBe("split");
+    checkTargets(targets, e.split, c.args, e.field);
   } else {
-    expect(plan.kind).toBe("database");
-    const { target } = plan as Extract<Plan, { kind: "database" }>;
+    const { shape, targets } = placed(plan, planner);
+    expect(shape).toBe("database");
+    expect(targets).toHaveLength(1);
+    const [target] = targets as [PlanTarget];
     expect(target.database).toBe(e.database);
     expect(target.shards).toEqual(e.shards);
     // The call's own args: nothing cut, nothing rewritten.
@@ -1737,8 +1748,9 @@ describe("Planner.plan", () => {
       take: 2,
     };
     const plan = strict.plan("Wallet", "findMany", args);
-    if (plan.kind !== "scatter") throw new Error(`expected scatter, got ${plan.kind}`);
-    expect(plan.targets.map((t) => plan.read.argsFor(t))).toEqual([
+    if (plan.kind !== "shards" || !plan.read) throw new Error(`expected a merged read, got ${plan.kind}`);
+    const { read } = plan;
+    expect(placed(plan).targets.map((t) => read.argsFor(t))).toEqual([
       { where: { id: { in: [W.g0m0] } }, orderBy: [{ balance: "asc" }, { id: "asc" }], take: 3 },
       {
         where: { id: { in: [W.g1m1, W2.g1m1] } },
@@ -1752,7 +1764,7 @@ describe("Planner.plan", () => {
 
   it("a keyless scatter with a cursor reads the cursor row on the shard its ID names", () => {
     const plan = scattering.plan("Wallet", "findMany", { cursor: { id: W.g1m0 }, take: 2 });
-    if (plan.kind !== "scatter") throw new Error(`expected scatter, got ${plan.kind}`);
+    if (plan.kind !== "shards" || !plan.read) throw new Error(`expected a merged read, got ${plan.kind}`);
     expect(plan.read.prepare?.row?.shard).toBe(S.g1m0);
     expect(registry.databaseOf(plan.read.prepare!.row!.shard).index).toBe(1);
   });
@@ -1795,11 +1807,9 @@ describe("Planner.plan", () => {
       logger: { warn: (m) => warnings.push(m) },
     });
     const p = new Planner(dataModel, lenient, { models });
-    expect(p.plan("Wallet", "findUnique", { where: { id: UNKNOWN } })).toEqual({
-      kind: "shard",
-      shard: S.g1m1,
-      database: 1,
-    });
+    const plan = p.plan("Wallet", "findUnique", { where: { id: UNKNOWN } });
+    expect(plan).toEqual({ kind: "shard", shard: S.g1m1 });
+    expect(placed(plan, p).targets.map((t) => t.database)).toEqual([1]);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/shard 0\/9 is not in the registry; routing to default shard 1\/1/);
   });
@@ -1913,7 +1923,7 @@ describe("routing options", () => {
     expect(p.keys.keysOf("Order")).toEqual(["id", "customerId"]);
     expect(p.keys.keysOf("Customer")).toEqual(["id"]);
     expect(p.keys.keysOf("Setting")).toEqual([]);
-    expect(p.plan("Order", "count", {}).kind).toBe("scatter");
+    expect(placed(p.plan("Order", "count", {}), p).shape).toBe("scatter");
     expect(p.plan("Wallet", "count", {}).kind).toBe("refuse");
   });
 

@@ -11,7 +11,7 @@ import type { Named } from "./key-schema.js";
 import { delegateKey, KeyRouting, type ModelRouting } from "./keys.js";
 import { READS, SCATTER_READS } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
-import type { Obj, Plan, PlanContext, PlanTarget, ScatterRead } from "./plan.js";
+import type { Obj, Plan, PlanContext, PlanTarget, ScatterRead, Spread } from "./plan.js";
 import { planAggregateRead } from "./scatter/aggregate.js";
 import { planCount } from "./scatter/count.js";
 import { planFind } from "./scatter/find.js";
@@ -135,11 +135,7 @@ export class Planner {
       if (context.within) return this.within(context.within, named, model, operation);
       switch (named.kind) {
         case "one": {
-          const plan: Plan = {
-            kind: "shard",
-            shard: named.shard,
-            database: this.placement.databaseOf(named.shard).index,
-          };
+          const plan: Plan = { kind: "shard", shard: named.shard };
           if (named.args) plan.args = named.args;
           if (named.claims) plan.claims = named.claims;
           return plan;
@@ -176,8 +172,8 @@ export class Planner {
   }
 
   /**
-   * A keyset page (`db.$scatterPage`): on the databases of the shards its `where` names (one
-   * database for a customer's own list), over every database when it names none; or its refusal.
+   * A keyset page (`db.$scatterPage`): on the shards its `where` names (one shard for a customer's
+   * own list), over every shard when it names none; or its refusal.
    */
   page(
     model: string,
@@ -187,22 +183,18 @@ export class Planner {
   ): Plan {
     try {
       const read = planPageRead(this.info.get(model)!, args);
-      const named = this.keys.named(model, "findMany", { where: args.where }, { resolved });
-      let targets: PlanTarget[];
+      const where = { where: args.where };
+      const named = this.keys.named(model, "findMany", where, { resolved });
+      let spread: Spread;
       if (named.kind === "one") {
-        const database = this.placement.databaseOf(named.shard).index;
-        targets = [{ database, shards: [named.shard], args: { where: named.args?.where ?? args.where } }];
+        const one = { where: named.args?.where ?? args.where };
+        spread = { shards: [named.shard], argsFor: () => one };
       } else if (named.kind === "in") {
-        const plan = this.spread(model, "findMany", { where: args.where }, named, {});
-        targets = plan.kind === "scatter" ? plan.targets : plan.kind === "database" ? [plan.target] : [];
+        spread = spreadOf(named, where);
       } else {
-        targets = holding(this.placement).map((p) => ({
-          database: p.index,
-          shards: [...p.shards],
-          args: { where: args.where },
-        }));
+        spread = everyShard(this.placement, where);
       }
-      return { kind: "scatter", targets, read, options };
+      return { kind: "shards", spread, write: false, read, options };
     } catch (error) {
       if (isShardkitError(error)) return { kind: "refuse", error };
       throw error;
@@ -220,13 +212,17 @@ export class Planner {
         [shard, other],
       );
     }
-    const plan: Plan = { kind: "shard", shard, database: this.placement.databaseOf(shard).index };
+    this.placement.resolve(shard); // a transaction's shard is registered: `UnknownShardError` if not
+    const plan: Plan = { kind: "shard", shard };
     if (named.args) plan.args = named.args;
     if (named.kind === "one" && named.claims) plan.claims = named.claims;
     return plan;
   }
 
-  /** An `in` list or createMany rows over several shards: one statement per database. */
+  /**
+   * An `in` list or createMany rows over several shards: one statement per database holding them
+   * (placed when it runs), merged by a read planned now if they are on several databases now.
+   */
   private spread(
     model: string,
     operation: string,
@@ -235,42 +231,27 @@ export class Planner {
     context: PlanContext,
   ): Plan {
     const write = !READS.has(operation);
-    const shards = [...named.byShard.keys()].sort((x, y) => x.bits - y.bits);
+    const spread = spreadOf(named, args);
     if (write && !context.allowCrossShard) {
       throw new CrossShardError(
-        `${model}.${operation} would write to shards ${shards.map((s) => s.key).join(", ")}: writes to several shards are not atomic. ` +
+        `${model}.${operation} would write to shards ${spread.shards.map((s) => s.key).join(", ")}: writes to several shards are not atomic. ` +
           "Stage them in $action(fn, { allowCrossShard: true }) (one transaction per database, reported per shard), or split the call per shard.",
-        shards,
+        [...spread.shards],
       );
     }
-    const byDatabase = new Map<number, { shards: ShardIdentifier[]; values: unknown[] }>();
-    for (const shard of shards) {
-      const database = this.placement.databaseOf(shard).index;
-      let entry = byDatabase.get(database);
-      if (!entry) {
-        entry = { shards: [], values: [] };
-        byDatabase.set(database, entry);
-      }
-      entry.shards.push(shard);
-      entry.values.push(...named.byShard.get(shard)!);
-    }
-    if (byDatabase.size === 1) {
-      const [database, entry] = byDatabase.entries().next().value!;
-      return { kind: "database", target: { database, shards: entry.shards, args } };
-    }
-    const targets: PlanTarget[] = [...byDatabase]
-      .sort(([x], [y]) => x - y)
-      .map(([database, entry]) => ({ database, shards: entry.shards, args: cut(args, named, entry.values) }));
-    if (write) return { kind: "split", targets };
-    return { kind: "scatter", targets, read: this.read(model, operation, args), options: {} };
+    const plan: Plan = { kind: "shards", spread, write, options: {} };
+    if (!write && onSeveral(this.placement, spread.shards)) plan.read = this.read(model, operation, args);
+    return plan;
   }
 
   private keylessPlan(model: string, operation: string, args: Obj, hint: string, context: PlanContext): Plan {
-    const physical = holding(this.placement);
-    if (physical.length === 1) {
+    const databases = holding(this.placement);
+    if (databases.length === 1) {
       return {
-        kind: "database",
-        target: { database: physical[0]!.index, shards: [...physical[0]!.shards], args },
+        kind: "shards",
+        spread: everyShard(this.placement, args),
+        write: !READS.has(operation),
+        options: {},
       };
     }
     const options = SCATTER_READS.has(operation) ? this.scatterOptions(model, context.scatter) : null;
@@ -281,7 +262,7 @@ export class Planner {
         `${hint}. Name the shard with $shard(shardOrId) or $transactionOn(shardOrId, fn).`,
       );
     }
-    const targets = physical.map((p) => ({ database: p.index, shards: [...p.shards], args }));
+    const targets = databases.map((p) => ({ database: p.index, shards: [...p.shards], args }));
     const max = options.maxShards;
     if (max !== undefined && targets.length > max) {
       throw new ScatterRefusedError(
@@ -303,7 +284,13 @@ export class Planner {
         "a keyless read without `take` would scatter with no limit (requireLimit). Add take, or override per call with $scatter({ requireLimit: false })",
       );
     }
-    return { kind: "scatter", targets, read: this.read(model, operation, args), options };
+    return {
+      kind: "shards",
+      spread: everyShard(this.placement, args),
+      write: false,
+      read: this.read(model, operation, args),
+      options,
+    };
   }
 
   /** The scatter options of a keyless read of `model` (per call over per model over global), or null to refuse. */
@@ -318,6 +305,79 @@ export class Planner {
 /** `"1/1,1/2 (database #2)"`: how reports and errors name one database of a read. */
 export function targetKey(target: { database: number; shards: readonly ShardIdentifier[] }): string {
   return `${target.shards.map((s) => s.key).join(",")} (database #${target.database})`;
+}
+
+/**
+ * Where a plan's shards are now: one statement per database holding some of them, in database
+ * order, with the call's args cut to those shards. The runner's step between a plan and the
+ * databases; the same plan placed again after a move lands at the shards' new databases.
+ */
+function targetsOf(spread: Spread, placement: Placement): PlanTarget[] {
+  const byDatabase = new Map<number, ShardIdentifier[]>();
+  for (const shard of spread.shards) {
+    const database = placement.databaseOf(shard).index;
+    const shards = byDatabase.get(database);
+    if (shards) shards.push(shard);
+    else byDatabase.set(database, [shard]);
+  }
+  return [...byDatabase]
+    .sort(([x], [y]) => x - y)
+    .map(([database, shards]) => ({ database, shards, args: spread.argsFor(shards) }));
+}
+
+/**
+ * A plan placed where its shards are now: how it runs (`shard`: its one shard's database;
+ * `database`: one statement on one database, whose answer is the answer; `scatter`: a read merged
+ * over its statements; `split`: a write over several databases, run only in `$action`) and its
+ * statements, one per database.
+ */
+export interface Placed {
+  shape: "shard" | "database" | "scatter" | "split";
+  targets: PlanTarget[];
+}
+
+/** Places `plan` (see `Placed`); `args` are the call's, run as they are by a one-shard plan without its own. */
+export function place(plan: Exclude<Plan, { kind: "refuse" }>, placement: Placement, args?: unknown): Placed {
+  if (plan.kind === "shard") {
+    const database = placement.databaseOf(plan.shard).index;
+    return {
+      shape: "shard",
+      targets: [{ database, shards: [plan.shard], args: (plan.args ?? args ?? {}) as Obj }],
+    };
+  }
+  const targets = targetsOf(plan.spread, placement);
+  const shape = plan.read ? "scatter" : targets.length === 1 ? "database" : plan.write ? "split" : "scatter";
+  return { shape, targets };
+}
+
+/** The shards of an `in` list or createMany rows, each taking its own values of the call's args. */
+function spreadOf(named: Extract<Named, { kind: "in" | "rows" }>, args: Obj): Spread {
+  const shards = [...named.byShard.keys()].sort((x, y) => x.bits - y.bits);
+  return {
+    shards,
+    argsFor: (some) =>
+      some.length === shards.length
+        ? args
+        : cut(
+            args,
+            named,
+            some.flatMap((s) => named.byShard.get(s) ?? []),
+          ),
+  };
+}
+
+/** Every shard held by a database now (a keyless call), each asked the call's own args. */
+function everyShard(placement: Placement, args: Obj): Spread {
+  const shards = holding(placement)
+    .flatMap((p) => p.shards)
+    .sort((x, y) => x.bits - y.bits);
+  return { shards, argsFor: () => args };
+}
+
+/** Whether `shards` are on more than one database now. */
+function onSeveral(placement: Placement, shards: readonly ShardIdentifier[]): boolean {
+  const first = placement.databaseOf(shards[0]!).index;
+  return shards.some((s) => placement.databaseOf(s).index !== first);
 }
 
 /** The call's args with its `in` list or rows cut to `values`. */

@@ -2,11 +2,11 @@ import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { RegistryConfigError, UnknownShardError } from "./errors.js";
 import type { OwnershipHook } from "./ownership.js";
 
-/** A shard given as a ShardIdentifier, its key ("1/5") or `{ group, member }`. */
+/**
+ * Anything that names a shard: a ShardIdentifier, its key ("1/5"), `{ group, member }`, or a
+ * ShardedUUID (whose bits name its shard).
+ */
 export type ShardRef = ShardIdentifier | string | { group: number; member: number };
-
-/** Anything that names a shard: a shard ref or a ShardedUUID (string). */
-export type ShardOrId = ShardIdentifier | string;
 
 /** The client of one physical database: anything with `$disconnect` (a PrismaClient). */
 export interface ShardClient {
@@ -283,7 +283,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
    * `UnknownShardError`, or (with `unknownShard: 'default'`) resolves to the default shard and is
    * logged. A malformed ID throws `InvalidShardedIdError`.
    */
-  resolve(shardOrId: ShardOrId | { group: number; member: number }): ShardIdentifier {
+  resolve(shardOrId: ShardRef): ShardIdentifier {
     const shard = toShard(shardOrId);
     if (this.byBits[shard.bits] !== undefined) return shard;
     if (this.unknownShard === "default" && this.defaultShard) {
@@ -296,12 +296,12 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   }
 
   /** The physical database holding a (registered) shard. */
-  databaseOf(shardOrId: ShardOrId): Database<Client> {
+  databaseOf(shardOrId: ShardRef): Database<Client> {
     return this.byBits[this.resolve(shardOrId).bits]!;
   }
 
   /** The client of the physical database that holds the shard or ID. */
-  clientFor(shardOrId: ShardOrId): Client {
+  clientFor(shardOrId: ShardRef): Client {
     return this.databaseOf(shardOrId).client;
   }
 
@@ -324,7 +324,7 @@ export function createShardRegistry<Client extends ShardClient>(
 }
 
 /** A ShardIdentifier from a shard ref or a sharded ID string. */
-export function toShard(value: ShardOrId | { group: number; member: number }): ShardIdentifier {
+export function toShard(value: ShardRef): ShardIdentifier {
   if (value instanceof ShardIdentifier) return value;
   if (typeof value === "string") {
     return value.length === 36 ? ShardedUUID.shardOf(value) : ShardIdentifier.parse(value);

@@ -1,12 +1,12 @@
-// Runs a read over several databases (a `scatter` plan): its prepare step, one bounded statement per
+// Runs a read merged over the databases holding its shards (a plan with a `read`, placed): its prepare step, one bounded statement per
 // database in parallel, the exact merge, the report of what is missing, and their telemetry.
 import type { AsyncLocalStorage } from "node:async_hooks";
 import type { Attributes, Span } from "@opentelemetry/api";
 import { type ScatterResult, scatter } from "@shardkit/scatter";
 import { isPrismaValidationError } from "./internals.js";
-import type { Obj, Plan, PlanTarget } from "./plan.js";
+import type { Obj, PlanTarget, ScatterRead } from "./plan.js";
 import { type Planner, targetKey } from "./planner.js";
-import type { ScatterReport, ScatterTargetReport } from "./scatter/options.js";
+import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
 import type { Call, View } from "./scope.js";
 import { ATTR, endWithError, type Telemetry } from "./telemetry.js";
 import { isShardUnavailable } from "./unavailable.js";
@@ -30,13 +30,15 @@ export async function runScatter(
   view: View,
   model: string,
   operation: string,
-  plan: Extract<Plan, { kind: "scatter" }>,
+  targets: PlanTarget[],
+  planned: ScatterRead,
+  options: ScatterReadOptions,
 ): Promise<unknown> {
-  let read = plan.read;
+  let read = planned;
   if (read.prepare) {
     const step = read.prepare;
     let row: Obj | null = null;
-    let database = plan.targets[0]!.database;
+    let database = targets[0]!.database;
     if (step.row) {
       const { placement } = r.planner;
       database = placement.databaseOf(placement.resolve(step.row.shard)).index;
@@ -52,10 +54,9 @@ export async function runScatter(
       }
     }
     const next = step.resume(row, nullable);
-    if (next === null) return finish(r, view, model, read, read.merge([]), plan.targets);
+    if (next === null) return finish(r, view, model, read, read.merge([]), targets);
     read = next;
   }
-  const { options } = plan;
   const current = read;
   // A database that is down or slow is missing; a database that refuses the query itself (bad
   // input that reached it, a constraint) fails the whole read with its own error, as one database
@@ -63,7 +64,7 @@ export async function runScatter(
   let refused: { error: unknown } | undefined;
   const parent = r.telemetry ? r.spans.getStore() : undefined;
   const result = await scatter(
-    plan.targets,
+    targets,
     async (target) => {
       const child = parent && scatterChild(r, parent, model, current.operation, target);
       try {
@@ -92,7 +93,7 @@ export async function runScatter(
   const merged = current.merge(result.values);
   if (options.onReport) options.onReport(report(model, operation, result));
   const answered = result.outcomes.filter((o) => o.status === "fulfilled").map((o) => o.target);
-  return finish(r, view, model, current, merged, answered.length > 0 ? answered : plan.targets);
+  return finish(r, view, model, current, merged, answered.length > 0 ? answered : targets);
 }
 
 /** A scatter's child span for one database. */

@@ -1,0 +1,32 @@
+// Where the `shardkit` command line reads and writes: the process's own streams by default, others
+// in tests.
+import type { ProgressStream } from "./progress.js";
+
+/** Where `run` reads and writes: the process's own streams by default. */
+export interface CliIo {
+  stdout: ProgressStream;
+  /** Progress, warnings and error messages. */
+  stderr: ProgressStream;
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  /** The text of standard input (for `analyze -`). */
+  stdin?: () => Promise<string>;
+}
+
+/** The process's own streams, environment and folder. */
+export function processIo(): CliIo {
+  return {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    cwd: process.cwd(),
+    stdin: readStdin,
+  };
+}
+
+/** Standard input, read to its end. */
+export async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}

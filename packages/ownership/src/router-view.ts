@@ -1,0 +1,178 @@
+// The router's view of the partition map: its last copy of every database's records (a database that
+// does not answer keeps its last one, never read as having none), read and applied to the registry
+// shard by shard (placement.ts decides each shard), with the shards whose calls routing refuses and
+// why, and the shards whose owner records them fenced (their writes wait in the router: router-wait.ts).
+import { ShardIdentifier } from "@shardkit/id";
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { databaseIdentities } from "@shardkit/prisma/internal";
+import { scatter } from "@shardkit/scatter";
+import { DatabasesUnansweredError, InvalidMapError } from "./errors.js";
+import type { RouterRepairs } from "./heal.js";
+import { installing, type MapInstall } from "./install.js";
+import { type OwnershipRow, placeShards } from "./placement.js";
+import { bounded, lastLine, raw } from "./raw.js";
+import type { Signals } from "./signals.js";
+
+/** A record as the router reads it: with, for a fenced shard, whether the lease of the move holding the fence lapsed. */
+export type Row = OwnershipRow & { lapsed?: boolean | null };
+
+/**
+ * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
+ * that move's lease lapsed (its mover stopped before the switch).
+ */
+const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
+    CASE WHEN o.state = 'fenced' OR (o.state = 'owned' AND o.peer IS NOT NULL) THEN
+      (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
+         FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed
+  FROM "ShardOwnership" o`;
+
+/** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
+export type Problem =
+  | { kind: "records"; issues: string[] }
+  | { kind: "unanswered"; database: Database<ShardClient>; error: string };
+
+/** A router's copy of the records, and what routing makes of it. */
+export class RouterView<Client extends ShardClient> {
+  /** The last rows read from each database (kept while it does not answer). */
+  readonly rows = new Map<Database<Client>, Row[]>();
+  /** When (in the order reads started) each database's rows in `rows` were read: an older read never replaces a newer. */
+  private readonly readAt = new Map<Database<Client>, number>();
+  private reads = 0;
+  /** Why each database's latest read failed (absent: it answered). */
+  readonly silent = new Map<Database<Client>, string>();
+  /** Shards whose calls routing refuses, and why. */
+  readonly problems = new Map<number, Problem>();
+  /** Shards whose owner (where routing sends them) records them fenced: their writes wait in the router. */
+  readonly fenced = new Set<number>();
+  /** What each database says it is (`server:port/database`), once it has answered. */
+  identities = new Map<Database<Client>, string>();
+  /** When the last read was applied (`performance.now()`). */
+  lastRead = 0;
+
+  constructor(
+    private readonly registry: ShardRegistry<Client>,
+    /** How long one read waits for each database (ms). */
+    private readonly timeoutMs: number,
+    private readonly install: MapInstall<Client>,
+    private readonly repairs: RouterRepairs<Client>,
+    private readonly signals: Signals,
+  ) {}
+
+  /** Reads the records of `only` (default: every database) and applies the map they make with the others' last records. */
+  async read(only?: readonly Database<Client>[]): Promise<void> {
+    const result = await scatter(
+      only ?? this.registry.databases,
+      async (physical) => {
+        // A database read for the first time gets shardkit's functions first (it was down at open).
+        if (!this.install.has(physical)) await this.install.functionsIn(physical);
+        const at = ++this.reads;
+        return { at, rows: await raw(physical).$queryRawUnsafe<Row[]>(RECORDS_SQL) };
+      },
+      { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
+    );
+    for (const outcome of result.outcomes) {
+      if (outcome.status !== "fulfilled") continue;
+      this.silent.delete(outcome.target);
+      // Reads overlap (a full refresh, the poll of held writes): a read that started before the one
+      // these rows came from must not put older records back.
+      if ((this.readAt.get(outcome.target) ?? 0) > outcome.value.at) continue;
+      this.readAt.set(outcome.target, outcome.value.at);
+      this.rows.set(outcome.target, outcome.value.rows);
+    }
+    for (const m of result.missing) {
+      this.silent.set(
+        m.target,
+        m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
+      );
+    }
+    if (!only && this.identities.size < this.registry.databases.length) {
+      for (const [p, id] of await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs })) {
+        this.identities.set(p, id);
+      }
+    }
+    if (
+      !only &&
+      !this.install.recorded &&
+      this.rows.size === this.registry.databases.length &&
+      this.silent.size === 0
+    ) {
+      await bounded(installing(), () => this.install.recordUnrecorded()).catch(() => {});
+      if (this.install.recorded) return this.read();
+    }
+    const changed: ShardIdentifier[] = [];
+    this.problems.clear();
+    const { placements } = placeShards(this.registry, this.rows, this.identities);
+    for (const { shard, owner, epoch, state, configured, issues } of placements) {
+      const problems = [...issues];
+      if (owner !== null && epoch !== null && epoch < this.registry.epochOf(shard))
+        problems.push(
+          `epoch ${epoch} at ${owner.name} is behind epoch ${this.registry.epochOf(shard)} already seen (a record set back?)`,
+        );
+      if (owner === null && state === "unknown" && !this.rows.has(configured)) {
+        this.problems.set(shard.bits, {
+          kind: "unanswered",
+          database: configured as Database<ShardClient>,
+          error: this.silent.get(configured) ?? "not read yet",
+        });
+        continue;
+      }
+      if (owner === null && state === "unknown")
+        problems.push(`no database owns it by the records read (${describeRecords(this.rows, shard)})`);
+      if (owner === null && state === "unrecorded" && this.install.recorded)
+        problems.push(
+          `${configured.name} has no record of it, though the map recorded every shard: its record was deleted`,
+        );
+      if (problems.length > 0) {
+        this.problems.set(shard.bits, { kind: "records", issues: problems });
+        continue;
+      }
+      if (owner === null || epoch === null) continue; // unrecorded before any open recorded it: the configuration holds
+      if (this.registry.databaseOf(shard) === owner && this.registry.epochOf(shard) === epoch) continue;
+      this.registry.assign(shard, owner, epoch);
+      changed.push(shard);
+    }
+    this.fenced.clear();
+    for (const shard of this.registry.shards) {
+      const owner = this.registry.databaseOf(shard);
+      const row = this.rowOf(owner, shard);
+      if (row?.state === "fenced") this.fenced.add(shard.bits);
+      // Armed for a move whose mover stopped (its lease lapsed): no write is refused, so no refusal
+      // will lead a router here; the read gives it back (its writes stop noting their keys).
+      if (row?.state === "owned" && row.peer !== null && row.lapsed) void this.repairs.giveBack(owner, shard);
+    }
+    this.lastRead = performance.now();
+    this.signals.emit({
+      type: "refresh",
+      changed,
+      missing: result.missing.map((m) => m.target.name),
+      problems: [...this.problems.keys()].map((bits) => ShardIdentifier.fromBits(bits)),
+    });
+  }
+
+  /** This router's last copy of `physical`'s record of `shard`. */
+  rowOf(physical: Database<Client>, shard: ShardIdentifier): Row | undefined {
+    return this.rows.get(physical)?.find((r) => r.shard === shard.bits);
+  }
+
+  /** Throws the typed error of a shard whose calls routing refuses (see `problems`). */
+  refuseProblem(shard: ShardIdentifier): void {
+    const problem = this.problems.get(shard.bits);
+    if (!problem) return;
+    if (problem.kind === "records") throw new InvalidMapError(problem.issues, shard);
+    throw new DatabasesUnansweredError(
+      `shard ${shard.key}: its database has not answered the partition map's read, so who owns it is not known`,
+      [{ database: problem.database.name, error: problem.error }],
+    );
+  }
+}
+
+/** The records of a shard, as one line: `a fenced at epoch 2, e incoming at epoch 2`. */
+function describeRecords<Client extends ShardClient>(
+  rows: ReadonlyMap<Database<Client>, readonly Row[]>,
+  shard: ShardIdentifier,
+): string {
+  const held = [...rows].flatMap(([p, list]) =>
+    list.filter((r) => r.shard === shard.bits).map((r) => `${p.name} ${r.state} at epoch ${r.epoch}`),
+  );
+  return held.length > 0 ? held.join(", ") : "none";
+}
