@@ -2,8 +2,8 @@
 // and database) and the `shardkit.calls` counter, per logical shard.
 import type { AsyncLocalStorage } from "node:async_hooks";
 import type { Attributes, Span } from "@opentelemetry/api";
+import type { Placed } from "./place.js";
 import type { Plan } from "./plan.js";
-import type { Placed } from "./planner.js";
 import { ATTR, type Telemetry, tracedLazy } from "./telemetry.js";
 
 /** The telemetry of one routed client's calls. */

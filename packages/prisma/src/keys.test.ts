@@ -12,8 +12,9 @@ import {
 } from "./errors.js";
 import { Executor } from "./executor.js";
 import type { DataModel } from "./internals.js";
+import { place } from "./place.js";
 import type { Obj, Plan } from "./plan.js";
-import { Planner, type PlannerOptions, place } from "./planner.js";
+import { Planner, type PlannerOptions } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
 import { byColumn, byDirectory, byHash, DirectoryCache } from "./strategies.js";
 import { type ClaimRecord, canonicalOf } from "./unique.js";

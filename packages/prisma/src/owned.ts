@@ -2,7 +2,7 @@
 // database that gave it (a former owner refuses instead of answering "not found").
 import { WRITES } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
-import type { Placed } from "./planner.js";
+import type { Placed } from "./place.js";
 
 /**
  * Runs a call with a partition map attached, placed by `place` where its shards are now. On one

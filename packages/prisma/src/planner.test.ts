@@ -10,8 +10,9 @@ import {
   UnsupportedShardOperationError,
 } from "./errors.js";
 import type { DataModel } from "./internals.js";
+import { type Placed, place } from "./place.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
-import { type Placed, Planner, type PlannerOptions, place, routingConfig } from "./planner.js";
+import { Planner, type PlannerOptions, routingConfig } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
 
 // The planner is pure: (model, operation, args, context) -> plan. No PrismaClient, no database:
