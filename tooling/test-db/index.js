@@ -11,9 +11,10 @@
 // This file and index.d.ts are also every create-shardkit template's src/test/test-db.js and
 // src/test/test-db.d.ts, copied unchanged when the templates are built: keep them free of
 // anything that only exists in this repository.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import {
   accessSync,
+  chmodSync,
   constants,
   mkdirSync,
   readdirSync,
@@ -22,6 +23,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import pg from "pg";
 
@@ -525,4 +527,71 @@ export async function createDatabase(port, name, options = {}) {
 export async function dropDatabase(port, name) {
   await dropReplication(port, name);
   await admin(port, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+/** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */
+export function pgBouncerPath() {
+  for (const dir of ["/usr/sbin", "/usr/bin", ...(process.env.PATH ?? "").split(delimiter)]) {
+    try {
+      accessSync(join(dir, "pgbouncer"), constants.X_OK);
+      return join(dir, "pgbouncer");
+    } catch {}
+  }
+  return undefined;
+}
+
+/**
+ * A PgBouncer of the test's own on 127.0.0.1:`port` in front of the server on `targetPort` (every
+ * database, user postgres, no authentication), in `mode` (default `transaction`) with at most
+ * `poolSize` server connections per database. Resolves once it answers; `stop()` ends it (only it)
+ * and removes its folder. As root it runs as the postgres user (PgBouncer refuses to run as root).
+ */
+export async function startPgBouncer(
+  port,
+  { targetPort = MAIN_PORT, poolSize = 2, mode = "transaction" } = {},
+) {
+  const binary = pgBouncerPath();
+  if (!binary) throw new Error("PgBouncer is not installed (Debian: apt-get install -y pgbouncer)");
+  const dir = join(tmpdir(), `sk-pgbouncer-${port}-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { mode: 0o777 });
+  chmodSync(dir, 0o777);
+  const ini = join(dir, "pgbouncer.ini");
+  writeFileSync(
+    ini,
+    [
+      "[databases]",
+      `* = host=127.0.0.1 port=${targetPort} user=postgres`,
+      "[pgbouncer]",
+      "listen_addr = 127.0.0.1",
+      `listen_port = ${port}`,
+      "unix_socket_dir =",
+      "auth_type = any",
+      `pool_mode = ${mode}`,
+      `default_pool_size = ${poolSize}`,
+      "max_client_conn = 500",
+      `logfile = ${join(dir, "pgbouncer.log")}`,
+      `pidfile = ${join(dir, "pgbouncer.pid")}`,
+      "",
+    ].join("\n"),
+    { mode: 0o644 },
+  );
+  const asRoot = process.getuid?.() === 0;
+  const child = spawn(binary, [...(asRoot ? ["-u", "postgres"] : []), ini], { stdio: "ignore" });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const up = await Promise.race([ready(port, 30_000), exited.then(() => false)]);
+  if (!up) {
+    let log = "";
+    try {
+      log = readFileSync(join(dir, "pgbouncer.log"), "utf8").trim().split("\n").slice(-3).join("\n");
+    } catch {}
+    await stop();
+    throw new Error(`PgBouncer on port ${port} did not start${log ? `: ${log}` : ""}`);
+  }
+  return { port, url: (database) => pgUrl(port, database), stop };
 }

@@ -140,6 +140,7 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
       available: s.maxConnections - s.reserved,
     }));
     const over = servers.filter((s) => s.pools * instances > s.available);
+    const pooled = registry.databases.filter((p) => p.pool === undefined);
     for (const s of over)
       findings.push({
         check: "budget",
@@ -149,13 +150,16 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
       });
     checks.push({
       check: "budget",
-      status: over.length > 0 ? "error" : servers.length === 0 ? "skipped" : "ok",
-      summary:
-        servers.length === 0
-          ? "no server answered"
-          : servers
-              .map((s) => `${s.pools * instances} of ${s.available} connections on server ${s.server}`)
-              .join("; "),
+      status: over.length > 0 ? "error" : servers.length === 0 && pooled.length === 0 ? "skipped" : "ok",
+      summary: [
+        ...(servers.length === 0 && pooled.length === 0 ? ["no server answered"] : []),
+        ...servers.map((s) => `${s.pools * instances} of ${s.available} connections on server ${s.server}`),
+        // Behind a transaction-mode pooler, the routers' pools are the pooler's clients (its
+        // max_client_conn bounds them); the server sees the pooler's own pool.
+        ...(pooled.length > 0
+          ? [`${plural(pooled.length, "database")} behind a pooler (pooler: true), not counted on the server`]
+          : []),
+      ].join("; "),
     });
 
     const wal = await ask(up, timeoutMs, async (c) => {

@@ -35,6 +35,20 @@ describe("shardkit doctor", () => {
     );
   });
 
+  it("databases behind a pooler (`pooler: true`) are left out of the server's budget: 100 instances pass where the same pools direct fail", async () => {
+    const pooled = configFile(
+      "doctor-pooler",
+      three().map((e) => ({ ...e, pool: 10, pooler: e.member !== 2 })),
+    );
+    const run = await shardkit(["doctor", "--config", pooled, "--instances", "100", ...SLOW]);
+    expect(run.stdout).toMatch(
+      /^budget\s+FAIL\s+1000 of \d+ connections on server \S+; 2 databases behind a pooler \(pooler: true\), not counted on the server$/m,
+    );
+    const all = configFile("doctor-pooler-all", three().map((e) => ({ ...e, pool: 10, pooler: true })));
+    const ok = await shardkit(["doctor", "--config", all, "--instances", "100", ...SLOW]);
+    expect(ok.stdout).toMatch(/^budget\s+ok\s+3 databases behind a pooler \(pooler: true\), not counted on the server$/m);
+  });
+
   it("finds a database listed twice, pools over the server's budget and schema drift; exit 1", async () => {
     const client = new pg.Client({ connectionString: urls.c });
     await client.connect();

@@ -228,6 +228,46 @@ describe("the partition map", () => {
     watching.close();
   }, 60_000);
 
+  it("an idle router's check is one digest per database per tick; it reads in full only the databases whose records changed or hold a shard in motion", async () => {
+    const mover = make();
+    const watcher = make();
+    const map = await mover.open();
+    const checks: OwnershipSignal[] = [];
+    const watching = await watcher.open({ refreshIntervalMs: 20, onSignal: (s) => checks.push(s) });
+    // Every statement the watcher's map sends, by database and kind (its clients are real; each
+    // call is counted on its way through).
+    const sent = { a: { digest: 0, full: 0 }, b: { digest: 0, full: 0 }, e: { digest: 0, full: 0 } };
+    for (const name of ["a", "b", "e"] as const) {
+      const client = watcher.clients[name];
+      const query = client.$queryRawUnsafe;
+      client.$queryRawUnsafe = function (this: typeof client, sql: string, ...values: unknown[]) {
+        if (sql.startsWith("SELECT md5(")) sent[name].digest++;
+        if (sql.startsWith("WITH d AS")) sent[name].full++;
+        return query.call(this, sql, ...values);
+      } as typeof client.$queryRawUnsafe;
+    }
+    checks.length = 0;
+    watching.start();
+    await eventually("ten checks", () => checks.length >= 10);
+    await watching.stop(); // the check under way ends first: every count below is final
+    expect(checks.every((s) => s.type === "refresh" && s.changed.length === 0)).toBe(true);
+    for (const name of ["a", "b", "e"] as const)
+      expect(sent[name]).toEqual({ digest: checks.length, full: 0 });
+
+    // A change of owner between a and e: a's and e's records change (a holds the shard fenced for
+    // a while), b's do not. The watcher learns of the switch from its checks alone.
+    await bucket(mover);
+    for (const name of ["a", "b", "e"] as const) sent[name] = { digest: 0, full: 0 };
+    watching.start();
+    await transfer(map, S.g0m1, mover.databases.e);
+    await eventually("the watcher sees the switch", () => watcher.registry.databaseOf(S.g0m1).name === "e");
+    await watching.stop();
+    expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
+    expect(sent.a.full + sent.e.full).toBeGreaterThan(0);
+    expect(sent.b.full).toBe(0);
+    map.close();
+  }, 60_000);
+
   it("a shard fenced for longer than the wait: its writes wait in the router (a stale one is refused once, never again), then fail with StaleOwnerError, nothing written", async () => {
     const r = make();
     const map = await r.open({ waitMs: 300 });

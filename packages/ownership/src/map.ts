@@ -41,7 +41,14 @@ export interface PartitionMapOptions<Client extends ShardClient> {
    * one too is allowed, by the column its rows name their shard by.
    */
   tables: readonly FencedTable[];
-  /** How often `start()` re-reads the map: a router's staleness bound between refusals. Default 1000 ms. */
+  /**
+   * How often `start()` checks the map: one small statement per database (a digest of its records),
+   * a full read only where they changed. It bounds how long a read outside a shard transaction may
+   * still be answered by a shard's former owner after a switch (writes, reads in `$transactionOn`
+   * and answers that found nothing are never served by a former owner, whatever it is). Routers x
+   * databases / this interval is what the checks cost the servers: raise it (10-30 s) with many
+   * routers (docs/scaling.md). Default 1000 ms.
+   */
   refreshIntervalMs?: number;
   /**
    * How long one read of the map (and the open) waits for each database. A database that takes
@@ -149,7 +156,9 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.view = new RouterView(this.registry, this.timeoutMs, this.installer, this.repairs, this.signals);
     this.waits = new RouterWaits(this.registry, this.view, this.repairs, () => this.refresh(), {
       waitMs,
-      refreshIntervalMs: this.refreshIntervalMs,
+      // A shard whose calls routing refuses is read again on a call at most once a second, however
+      // long the interval: a database back from down serves again within a second of a call.
+      recheckMs: Math.min(this.refreshIntervalMs, 1000),
     });
   }
 
@@ -221,6 +230,14 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return this.nextReading;
   }
 
+  /** The timer's check: a read under way (a refresh) covers it; else one, which later refreshes wait for. */
+  private check(): Promise<void> {
+    this.reading ??= unbounded(() => this.view.check()).finally(() => {
+      this.reading = undefined;
+    });
+    return this.reading;
+  }
+
   /**
    * The shards whose calls routing refuses now, and why: records that cannot be right (each
    * problem), or a database that has not answered the map's read yet.
@@ -260,13 +277,17 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     });
   }
 
-  /** Re-reads the map every `refreshIntervalMs` until `stop()`; a failed read is retried at the next tick. */
+  /**
+   * Checks the map every `refreshIntervalMs` until `stop()`: one small statement per database (the
+   * digest of its records), and a full read only of a database whose records changed or hold a
+   * shard in motion (see `RouterView.check`). A failed check is retried at the next tick.
+   */
   start(): void {
     if (this.running) return;
     this.running = true;
     const tick = () => {
       this.timer = setTimeout(() => {
-        this.ticking = this.refresh()
+        this.ticking = this.check()
           .catch(() => {})
           .finally(() => {
             this.ticking = undefined;

@@ -17,14 +17,25 @@ import type { Signals } from "./signals.js";
 export type Row = OwnershipRow & { lapsed?: boolean | null };
 
 /**
- * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
- * that move's lease lapsed (its mover stopped before the switch).
+ * What a router's idle check compares: a digest of every field of a database's records that routing
+ * reads (not `updatedAt`), one row however many shards the database holds.
  */
-const RECORDS_SQL = `SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
+const DIGEST = `md5(coalesce(string_agg(shard || ':' || epoch || ':' || state || ':' || coalesce(peer, '') || ':' || coalesce(attempt, ''), ',' ORDER BY shard), ''))`;
+const DIGEST_SQL = `SELECT ${DIGEST} AS digest FROM "ShardOwnership"`;
+
+/**
+ * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
+ * that move's lease lapsed (its mover stopped before the switch), and the records' digest read in
+ * the same statement (one snapshot: a change committed after the read changes the digest the idle
+ * check finds). A database with no records gives one row of nulls with the digest.
+ */
+const RECORDS_SQL = `WITH d AS (SELECT ${DIGEST} AS digest FROM "ShardOwnership")
+  SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
     CASE WHEN o.state = 'fenced' OR (o.state = 'owned' AND o.peer IS NOT NULL) THEN
       (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
-         FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed
-  FROM "ShardOwnership" o`;
+         FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed,
+    d.digest
+  FROM d LEFT JOIN "ShardOwnership" o ON true`;
 
 /** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
 export type Problem =
@@ -46,8 +57,10 @@ export class RouterView<Client extends ShardClient> {
   readonly fenced = new Set<number>();
   /** What each database says it is (`server:port/database`), once it has answered. */
   identities = new Map<Database<Client>, string>();
-  /** When the last read was applied (`performance.now()`). */
+  /** When the last read was applied, or the last check found nothing changed (`performance.now()`). */
   lastRead = 0;
+  /** The digest of each database's records in `rows` (see `DIGEST`). */
+  private readonly digests = new Map<Database<Client>, string>();
 
   constructor(
     private readonly registry: ShardRegistry<Client>,
@@ -66,7 +79,9 @@ export class RouterView<Client extends ShardClient> {
         // A database read for the first time gets shardkit's functions first (it was down at open).
         if (!this.install.has(physical)) await this.install.functionsIn(physical);
         const at = ++this.reads;
-        return { at, rows: await raw(physical).$queryRawUnsafe<Row[]>(RECORDS_SQL) };
+        const read = await raw(physical).$queryRawUnsafe<(Row & { digest: string })[]>(RECORDS_SQL);
+        const rows = read.filter((r) => r.shard !== null).map(({ digest: _, ...row }) => row);
+        return { at, rows, digest: read[0]!.digest };
       },
       { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
     );
@@ -78,6 +93,7 @@ export class RouterView<Client extends ShardClient> {
       if ((this.readAt.get(outcome.target) ?? 0) > outcome.value.at) continue;
       this.readAt.set(outcome.target, outcome.value.at);
       this.rows.set(outcome.target, outcome.value.rows);
+      this.digests.set(outcome.target, outcome.value.digest);
     }
     for (const m of result.missing) {
       this.silent.set(
@@ -147,6 +163,60 @@ export class RouterView<Client extends ShardClient> {
       missing: result.missing.map((m) => m.target.name),
       problems: [...this.problems.keys()].map((bits) => ShardIdentifier.fromBits(bits)),
     });
+  }
+
+  /**
+   * The timer's read, which costs O(changes), not O(databases x time): a database whose last records
+   * are settled (no shard armed or fenced there, so nothing in them changes with the clock) is asked
+   * only for the digest of its records, one small row; it is read in full, with the others' last
+   * records applied, only when that digest changed. A database that holds a shard in motion, did not
+   * answer last time or has not been read yet is read in full. While any shard's records cannot be
+   * right, or the first read of every database is not done (the install records unrecorded shards
+   * then), everything is read.
+   */
+  async check(): Promise<void> {
+    const databases = this.registry.databases;
+    if (
+      this.problems.size > 0 ||
+      !this.install.recorded ||
+      this.identities.size < databases.length ||
+      this.digests.size < databases.length
+    )
+      return this.read();
+    const settled = databases.filter((p) => !this.silent.has(p) && !this.inMotion(p));
+    const result = await scatter(
+      settled,
+      async (physical) => (await raw(physical).$queryRawUnsafe<{ digest: string }[]>(DIGEST_SQL))[0]!.digest,
+      { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
+    );
+    const unchanged = new Set<Database<Client>>();
+    for (const outcome of result.outcomes) {
+      if (outcome.status === "fulfilled" && outcome.value === this.digests.get(outcome.target))
+        unchanged.add(outcome.target);
+    }
+    for (const m of result.missing) {
+      this.silent.set(
+        m.target,
+        m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
+      );
+      unchanged.add(m.target); // kept as last read; read in full at the next check
+    }
+    const read = databases.filter((p) => !unchanged.has(p));
+    if (read.length > 0) return this.read(read);
+    this.lastRead = performance.now();
+    this.signals.emit({
+      type: "refresh",
+      changed: [],
+      missing: result.missing.map((m) => m.target.name),
+      problems: [],
+    });
+  }
+
+  /** Whether `physical`'s last records hold a shard armed or fenced for a move (whose lease may lapse as time passes). */
+  private inMotion(physical: Database<Client>): boolean {
+    return (this.rows.get(physical) ?? []).some(
+      (r) => r.state === "fenced" || (r.state === "owned" && r.peer !== null),
+    );
   }
 
   /** This router's last copy of `physical`'s record of `shard`. */

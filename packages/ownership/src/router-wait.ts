@@ -32,7 +32,7 @@ export class RouterWaits<Client extends ShardClient> {
     private readonly repairs: RouterRepairs<Client>,
     /** The map's shared read of every database (`PartitionMap.refresh`). */
     private readonly refresh: () => Promise<void>,
-    private readonly timing: { waitMs: number; refreshIntervalMs: number },
+    private readonly timing: { waitMs: number; recheckMs: number },
   ) {}
 
   /**
@@ -67,13 +67,13 @@ export class RouterWaits<Client extends ShardClient> {
   /**
    * Before a call to `shard`: nothing for a shard with no problem (the usual case: two set lookups).
    * A shard whose calls routing refuses: the map is read again (at most once per
-   * `refreshIntervalMs`, shared by every such call) and the call refused if the problem is still
+   * `recheckMs`, shared by every such call) and the call refused if the problem is still
    * there. A write to a shard the router knows is fenced: it waits in the router (`hold`).
    */
   admit(shard: ShardIdentifier, call: { write: boolean }): Promise<void> | undefined {
     if (this.view.problems.has(shard.bits))
       return (async () => {
-        if (performance.now() - this.view.lastRead >= this.timing.refreshIntervalMs)
+        if (performance.now() - this.view.lastRead >= this.timing.recheckMs)
           await this.refresh().catch(() => {});
         this.view.refuseProblem(shard);
       })();

@@ -171,8 +171,8 @@ function distinct<Client extends ShardClient>(
  * Adds up the pool sizes of the registry's databases per PostgreSQL server (told apart by the
  * server's own system identifier, so two URL spellings of one server count once) and compares
  * each sum with what the server accepts: `max_connections` less `superuser_reserved_connections`.
- * Databases whose pool size the registry does not know (built from clients, or embedded) are not
- * counted. Read replicas' pools count on their own servers. One process is counted: N instances
+ * Databases whose pool size the registry does not know (built from clients, embedded, or reached
+ * through a transaction-mode pooler: `pooler: true` in the config) are not counted. Read replicas' pools count on their own servers. One process is counted: N instances
  * of a service open N times as many.
  */
 export async function checkConnectionBudget<Client extends ShardClient>(

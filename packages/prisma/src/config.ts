@@ -22,6 +22,11 @@ const shardEntry = z.strictObject({
   url: z.string().min(1),
   /** Connections the database's pool may open (entries with the same URL share one pool). */
   pool: z.int().min(1).max(10_000).optional(),
+  /**
+   * The URL reaches a connection pooler in transaction mode (PgBouncer, Supavisor), not the server:
+   * its pool counts against the pooler's client limit, so the server's connection budget leaves it out.
+   */
+  pooler: z.boolean().optional(),
   /** URLs of the database's read replicas (streaming copies); entries with the same URL give the same list. */
   replicas: z.array(z.string().min(1)).optional(),
 });
@@ -29,6 +34,7 @@ const shardEntry = z.strictObject({
 const spareEntry = z.strictObject({
   url: z.string().min(1),
   pool: z.int().min(1).max(10_000).optional(),
+  pooler: z.boolean().optional(),
   replicas: z.array(z.string().min(1)).optional(),
 });
 
@@ -82,10 +88,12 @@ const registryConfig = z.strictObject({
 });
 
 /**
- * The JSON form of a registry: `[{ group, member, url, pool?, replicas? }]`, or
+ * The JSON form of a registry: `[{ group, member, url, pool?, pooler?, replicas? }]`, or
  * `{ shards, databases?, defaultShard?, unknownShard? }` where `databases` lists spare databases
- * (`{ url, pool?, replicas? }`) that hold no shard yet, the targets of shard moves. `replicas` are
- * the URLs of a database's read replicas; each gets a client with the database's pool size.
+ * (`{ url, pool?, pooler?, replicas? }`) that hold no shard yet, the targets of shard moves.
+ * `replicas` are the URLs of a database's read replicas; each gets a client with the database's
+ * pool size. `pooler: true` says the URL reaches a transaction-mode pooler: its pool is left out of
+ * the server's connection budget.
  */
 export type ShardRegistryConfig = z.input<typeof registryConfig> | z.input<typeof registryConfig>["shards"];
 
@@ -95,6 +103,7 @@ type Replica = { url: string; path: string };
 type ConfigDatabase = {
   shards: ShardIdentifier[];
   pool: number | undefined;
+  pooler?: boolean;
   first: number;
   replicas?: Replica[];
   at?: string;
@@ -202,6 +211,14 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       }
       database.pool = entry.pool;
     }
+    if (entry.pooler !== undefined) {
+      if (database.pooler !== undefined && database.pooler !== entry.pooler) {
+        issues.push(
+          `shards[${i}].pooler: ${entry.pooler} differs from the pooler ${database.pooler} given for the same database (shards[${database.first}]); entries with one URL share one pool`,
+        );
+      }
+      database.pooler = entry.pooler;
+    }
     replicasOf(database, entry.replicas, `shards[${i}]`);
     byUrl.set(entry.url, database);
   });
@@ -224,7 +241,12 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       );
       return;
     }
-    const database: ConfigDatabase = { shards: [], pool: entry.pool, first: -1 };
+    const database: ConfigDatabase = {
+      shards: [],
+      pool: entry.pool,
+      first: -1,
+      ...(entry.pooler === undefined ? {} : { pooler: entry.pooler }),
+    };
     replicasOf(database, entry.replicas, `databases[${i}]`);
     byUrl.set(entry.url, database);
   });
@@ -254,19 +276,21 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   const databases: {
     client: Client;
     name: string;
-    pool: number;
-    replicas: { client: Client; name: string; pool: number }[];
+    pool?: number;
+    replicas: { client: Client; name: string; pool?: number }[];
   }[] = [];
   for (const [url, database] of byUrl) {
     const pool = database.pool ?? DEFAULT_POOL_SIZE;
     const client = options.createClient(url, database.shards, { pool });
     for (const shard of database.shards) shards.push({ shard, client });
+    // Behind a pooler the pool is the pooler's client connections: the server's budget leaves it out.
+    const counted = database.pooler ? {} : { pool };
     const replicas = (database.replicas ?? []).map(({ url: replica }) => ({
       client: options.createClient(replica, database.shards, { pool, replicaOf: url }),
       name: redactUrl(replica),
-      pool,
+      ...counted,
     }));
-    databases.push({ client, name: redactUrl(url), pool, replicas });
+    databases.push({ client, name: redactUrl(url), ...counted, replicas });
   }
   return createShardRegistry({
     shards,

@@ -290,4 +290,31 @@ describe("connection budget", () => {
       }),
     ).toThrow(/shards\[0\]\.pool/);
   });
+
+  it("`pooler: true`: the database's pool is its client's, but the server's budget leaves it out; entries of one URL must agree", () => {
+    const pools: number[] = [];
+    const registry = shardRegistryFromConfig(
+      [
+        { group: 0, member: 0, url: urls.a, pool: 500, pooler: true },
+        { group: 0, member: 1, url: urls.b, pool: 7 },
+      ],
+      {
+        createClient: (_url, _shards, { pool }) => {
+          pools.push(pool);
+          return { $disconnect: async () => {} };
+        },
+      },
+    );
+    expect(pools).toEqual([500, 7]);
+    expect(registry.databases.map((d) => d.pool)).toEqual([undefined, 7]);
+    expect(() =>
+      shardRegistryFromConfig(
+        [
+          { group: 0, member: 0, url: urls.a, pooler: true },
+          { group: 0, member: 1, url: urls.a, pooler: false },
+        ],
+        { createClient: () => ({ $disconnect: async () => {} }) },
+      ),
+    ).toThrow(/shards\[1\]\.pooler: false differs from the pooler true/);
+  });
 });

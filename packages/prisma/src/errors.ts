@@ -209,7 +209,7 @@ export class ConnectionBudgetError extends ShardRoutingError<"CONNECTION_BUDGET"
 }
 
 export function describeBudget(s: ServerBudget): string {
-  return `server ${s.server}: pools add up to ${s.pools} connections (${s.databases.map((d) => `${d.name}: ${d.pool}`).join(", ")}), but it accepts ${s.maxConnections - s.reserved} (max_connections ${s.maxConnections} - ${s.reserved} reserved); lower each database's pool or raise max_connections`;
+  return `server ${s.server}: pools add up to ${s.pools} connections (${s.databases.map((d) => `${d.name}: ${d.pool}`).join(", ")}), but it accepts ${s.maxConnections - s.reserved} (max_connections ${s.maxConnections} - ${s.reserved} reserved); lower each database's pool, raise max_connections, or put a transaction-mode pooler (PgBouncer) in front and mark its URLs \`pooler: true\``;
 }
 
 /** A rollout that stopped at a failing target. `report` says what every target did. */
