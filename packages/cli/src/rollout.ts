@@ -12,6 +12,12 @@ export interface RolloutCommandOptions extends ConfigOptions {
   migrations?: string;
   /** Push even when it would lose data. Default false. */
   acceptDataLoss?: boolean;
+  /**
+   * How many databases the schema engine works on at once. Default 1: one after another in the
+   * configuration's order. Above 1, progress events of different databases interleave (each names
+   * its database and keeps its index); the report keeps the configuration's order.
+   */
+  concurrency?: number;
   /** Each database as it starts and ends. */
   onProgress?: (event: RolloutEvent) => void;
 }
@@ -20,9 +26,11 @@ export type { RolloutEvent, RolloutReport };
 
 /**
  * The schema (or migrations) to every database of the configuration, spare databases included,
- * one at a time in the configuration's order, through `rolloutSchema` of `@shardkit/prisma`.
- * Resolves with the report whether it succeeded or stopped at a failure (`ok: false`, later
- * databases `skipped`).
+ * in the configuration's order (`concurrency` at a time, default one), through `rolloutSchema` of
+ * `@shardkit/prisma`: the schema engine compares every database with the schema (no fingerprint
+ * shortcut: this is how a database changed by hand is repaired), and each records the fingerprint
+ * an open then checks. Resolves with the report whether it succeeded or stopped at a failure
+ * (`ok: false`, databases not started yet `skipped`).
  */
 export async function rollout(options: RolloutCommandOptions): Promise<RolloutReport> {
   if (!options.schema === !options.migrations) {
@@ -49,6 +57,7 @@ export async function rollout(options: RolloutCommandOptions): Promise<RolloutRe
         ...(options.schema ? { schema: options.schema, mode: "push" as const } : {}),
         ...(options.migrations ? { migrations: options.migrations, mode: "migrate" as const } : {}),
         acceptDataLoss: options.acceptDataLoss ?? false,
+        ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
         onProgress: options.onProgress ?? (() => {}),
       });
     } catch (error) {

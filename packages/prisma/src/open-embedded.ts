@@ -43,8 +43,11 @@ export async function openEmbedded<Client extends ShardClient>(
     shard,
     pglite: new PGlite(join(dataDir, `shard-${shard.group}-${shard.member}`)),
   }));
+  // Only where the recorded fingerprint does not match, one database after another: PGlite runs
+  // on this thread, as the engine does, so running several at once would gain nothing.
   await rolloutSchema({
     schema: options.schema,
+    skipUnchanged: true,
     targets: databases.map(({ shard, pglite }) => ({
       name: `shard ${shard.key}`,
       adapter: new PrismaPGlite(pglite),

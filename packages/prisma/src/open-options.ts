@@ -7,8 +7,15 @@ import type { ShardClient, ShardRegistry } from "./registry.js";
 import type { RolloutEvent } from "./schema-rollout.js";
 
 export interface OpenShardsOptions<Client extends ShardClient> {
-  /** The Prisma schema (file or folder) every database gets, pushed at open. */
+  /**
+   * The Prisma schema (file or folder) every database gets, pushed at open. A database whose
+   * fingerprint (recorded by the last rollout there: this schema, the engine's version, and its
+   * schema unchanged since) matches is not pushed again: one cheap statement instead of the schema
+   * engine (its report says `fingerprint: 'matched'`). `shardkit rollout` pushes to every database.
+   */
   schema: string;
+  /** How many databases whose fingerprint does not match are pushed at once. Default 4. */
+  rolloutConcurrency?: number;
   /**
    * Builds the client of one database from its driver adapter: `(adapter) => new PrismaClient({ adapter })`.
    * Called for each read replica too, with `database.replicaOf` naming the database it copies.
@@ -41,6 +48,13 @@ export interface OpenShardsOptions<Client extends ShardClient> {
    * schema. Default 5000.
    */
   connectTimeoutMs?: number;
+  /**
+   * How long a connection of a database's pool may stay idle before it is closed (ms). Pools open
+   * on a database's first call, so a router holds connections only to the databases it uses, and
+   * none once they idle this long. Serverless: `pool: 1` in the configuration and a short value
+   * here. Default 10000 (node-postgres' own).
+   */
+  idleTimeoutMs?: number;
   /** Backoff between the retries of a `starting` database (doubling, capped). Default 500 ms to 10 s. */
   retry?: { baseMs?: number; maxMs?: number };
   /**
@@ -103,6 +117,7 @@ export const stateLine =
 export const progressLine =
   (log: (line: string) => void) =>
   (event: RolloutEvent): void => {
-    if (event.type === "done")
-      log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}`);
+    if (event.type !== "done") return;
+    const matched = event.report.fingerprint === "matched" ? " (fingerprint matched)" : "";
+    log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}${matched}`);
   };

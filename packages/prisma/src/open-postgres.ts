@@ -2,10 +2,11 @@
 // database listed twice, a standby listed as a database, a replica that is not its database's
 // standby, the connection budget), the schema to every database that answered, then the retry
 // loops of `open-recovery.ts` for the others and the replicas.
+import type { SqlDriverAdapter } from "@prisma/driver-adapter-utils";
 import { checkInspected, type Inspected, inspect } from "./budget.js";
 import { redactUrl, shardRegistryFromEnv } from "./config.js";
 import { withDeadline } from "./deadline.js";
-import { DatabaseTimeoutError, RegistryConfigError } from "./errors.js";
+import { DatabaseTimeoutError, RegistryConfigError, SchemaRolloutError } from "./errors.js";
 import { DatabaseGate } from "./gate.js";
 import { type DatabaseState, type DatabaseStatus, shardHealth, summary } from "./health.js";
 import { logOf, type OpenShards, type OpenShardsOptions, progressLine, stateLine } from "./open-options.js";
@@ -20,7 +21,8 @@ import {
   unreachable,
 } from "./open-recovery.js";
 import type { Database, ShardClient, ShardReplica } from "./registry.js";
-import { type RolloutTarget, rolloutSchema } from "./schema-rollout.js";
+import { type CheckedState, checkFingerprintOn } from "./schema-fingerprint.js";
+import { type RolloutTarget, rolloutFingerprint, rolloutSchema, runRollout } from "./schema-rollout.js";
 
 /** `openShards` on the PostgreSQL databases of `shardsJson` (see `openShards`). */
 export async function openPostgres<Client extends ShardClient>(
@@ -30,8 +32,13 @@ export async function openPostgres<Client extends ShardClient>(
   const onProgress = options.onProgress ?? progressLine(logOf(options));
   const onState = options.onState ?? stateLine(logOf(options));
   const timeoutMs = positive(options.connectTimeoutMs, 5000, "connectTimeoutMs");
+  const idleTimeoutMillis = positive(options.idleTimeoutMs, 10_000, "idleTimeoutMs");
   const baseMs = positive(options.retry?.baseMs, 500, "retry.baseMs");
   const maxMs = Math.max(baseMs, positive(options.retry?.maxMs, 10_000, "retry.maxMs"));
+  const concurrency = positive(options.rolloutConcurrency, 4, "rolloutConcurrency");
+  if (!Number.isInteger(concurrency)) {
+    throw new RegistryConfigError([`openShards: rolloutConcurrency must be an integer, got ${concurrency}`]);
+  }
   const budgetOptions = { onExceeded: options.connectionBudget ?? "error" } as const;
   const { PrismaPg } = await import("@prisma/adapter-pg");
   const made = new Map<ShardClient, { gate: DatabaseGate; target: RolloutTarget }>();
@@ -41,7 +48,7 @@ export async function openPostgres<Client extends ShardClient>(
       const name = redactUrl(url);
       const gate = new DatabaseGate(name);
       const client = options.createClient(
-        gate.wrap(new PrismaPg({ connectionString: url, max: pool })),
+        gate.wrap(new PrismaPg({ connectionString: url, max: pool, idleTimeoutMillis })),
         replicaOf === undefined ? { name } : { name, replicaOf: redactUrl(replicaOf) },
       );
       const target = { name, adapter: new PrismaPg({ connectionString: url, max: 1 }), shards };
@@ -90,8 +97,15 @@ export async function openPostgres<Client extends ShardClient>(
   };
   /** The databases that answered so far, with what they said: a late one is checked against them. */
   const known: Recovery["known"] = [];
-  /** Asks a database (or replica) past its gate, through a connection of its own, within `timeoutMs`: the first row. */
-  const ask = <Row = Inspected>(on: { target: RolloutTarget }, sql: string): Promise<Row> =>
+  /**
+   * Asks a database (or replica) past its gate, through a connection of its own, within `timeoutMs`:
+   * the first row. `also` then runs on the same connection (its failure is its own business).
+   */
+  const ask = <Row = Inspected>(
+    on: { target: RolloutTarget },
+    sql: string,
+    also?: (connection: SqlDriverAdapter) => Promise<void>,
+  ): Promise<Row> =>
     withDeadline(
       timeoutMs,
       () => new DatabaseTimeoutError(on.target.name, on.target.shards ?? [], timeoutMs),
@@ -99,21 +113,59 @@ export async function openPostgres<Client extends ShardClient>(
         const connection = await on.target.adapter.connect();
         try {
           const result = await connection.queryRaw({ sql, args: [], argTypes: [] });
+          await also?.(connection).catch(() => {});
           return Object.fromEntries(result.columnNames.map((c, i) => [c, result.rows[0]![i]])) as Row;
         } finally {
           await connection.dispose();
         }
       },
     );
-  /** Asks a database who it is. */
-  const query = (physical: Database<ShardClient>, sql: string) =>
-    ask(databases.find((d) => d.physical === physical)!, sql);
+  /**
+   * The fingerprint this open's schema records, and each database's check of it made on the
+   * connection that asked the database who it is (one connection per database at start, not two).
+   * The rollout that follows takes a database's answer once, and only for that fingerprint.
+   */
+  const fingerprint = rolloutFingerprint({ schema: options.schema });
+  fingerprint.catch(() => {}); // an unreadable schema fails the rollout itself, with its own error
+  const prechecked = new Map<RolloutTarget, { fingerprint: string; state: CheckedState }>();
+  /** Asks a database who it is, and checks its fingerprint through the same connection. */
+  const query = (physical: Database<ShardClient>, sql: string) => {
+    const db = databases.find((d) => d.physical === physical)!;
+    prechecked.delete(db.target);
+    return ask(db, sql, async (connection) => {
+      const expected = await fingerprint;
+      prechecked.set(db.target, {
+        fingerprint: expected,
+        state: await checkFingerprintOn(connection, expected),
+      });
+    });
+  };
   /** Asks a replica who it is. */
   const queryReplica = (replica: ShardReplica<ShardClient>, sql: string) =>
     ask(replicas.find((r) => r.replica === replica)!, sql);
+  /**
+   * The schema for a database: the engine runs only where the fingerprint recorded by the last
+   * rollout does not match (see `rolloutSchema`'s `skipUnchanged`). The check is the one made when
+   * the database was asked who it is, or else one of its own with the open's deadline: a database
+   * that does not answer it in time is not ready yet.
+   */
+  const schemaOptions = {
+    schema: options.schema,
+    skipUnchanged: true,
+    checkWithin: (target: RolloutTarget, check: () => Promise<CheckedState>, expected: string) => {
+      const known = prechecked.get(target);
+      prechecked.delete(target);
+      if (known?.fingerprint === expected) return Promise.resolve(known.state);
+      return withDeadline(
+        timeoutMs,
+        () => new DatabaseTimeoutError(target.name, target.shards ?? [], timeoutMs),
+        check,
+      );
+    },
+  };
   const rollout = (db: Opening, index: number, total: number) =>
     rolloutSchema({
-      schema: options.schema,
+      ...schemaOptions,
       targets: [db.target],
       onProgress: (event) => onProgress({ ...event, index, total }),
     });
@@ -153,17 +205,28 @@ export async function openPostgres<Client extends ShardClient>(
       budgetOptions,
     );
     known.push(...first.answered);
+    // The schema to every database that answered: all fingerprints checked at once (bounded), then
+    // the engine on those that differ, `concurrency` at a time. A database that stops answering
+    // meanwhile is left starting (its retries roll the schema out); any other failure stops the
+    // rollout (no further database starts) and fails the open, as rolloutSchema's does.
     const reachable = databases.filter((d) => first.answered.some((a) => a.physical === d.physical));
+    const { report, failure, errors } = await runRollout({
+      ...schemaOptions,
+      targets: reachable.map((d) => d.target),
+      concurrency,
+      unreachable,
+      onProgress,
+    });
     for (const [index, db] of reachable.entries()) {
-      try {
-        await rollout(db, index, reachable.length);
-      } catch (error) {
-        if (!unreachable(error)) throw error; // the first failure stops the rollout, as rolloutSchema's does
-        set(db, "starting", error);
-        continue;
+      const entry = report.targets[index]!;
+      if (entry.status === "failed" && unreachable(errors.get(index))) set(db, "starting", errors.get(index));
+      else if (entry.status === "applied" || entry.status === "unchanged") {
+        db.gate.open();
+        db.status = { ...db.status, state: "ready", since: new Date() };
       }
-      db.gate.open();
-      db.status = { ...db.status, state: "ready", since: new Date() };
+    }
+    if (report.targets.some((t, i) => t.status === "failed" && !unreachable(errors.get(i)))) {
+      throw new SchemaRolloutError(report, failure);
     }
     for (const u of first.unreachable)
       set(databases.find((d) => d.physical === u.physical)!, "starting", u.error);

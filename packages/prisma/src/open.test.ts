@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
@@ -47,9 +47,15 @@ describe("openShards", () => {
     events.length = 0;
     const again = await open();
     expect(statuses()).toEqual(["unchanged", "unchanged"]);
+    // Known without the schema engine: each database's recorded fingerprint matched.
+    expect(events.flatMap((e) => (e.type === "done" ? [e.report.fingerprint] : []))).toEqual([
+      "matched",
+      "matched",
+    ]);
     expect((await again.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe("kept");
     await again.close();
-  }, 60_000);
+    // Two PGlite pushes are CPU work on this thread: minutes on a host whose cores are all busy.
+  }, 300_000);
 
   it("embedded shards where PGlite is not installed: a RegistryConfigError naming the packages to install, or PostgreSQL to give", async () => {
     const missing = "@shardkit/no-such-package";
@@ -67,6 +73,62 @@ describe("openShards", () => {
       SyntaxError,
     );
   });
+
+  it("a database whose recorded fingerprint matches skips the schema engine; a changed schema, a changed or dropped fingerprint and a schema changed by hand get the push", async () => {
+    const names = [0, 1, 2].map((i) => `sk_open_fp_${i}_${process.pid}`);
+    const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+    const shardsJson = JSON.stringify(urls.map((url, i) => ({ group: i, member: 0, url, pool: 2 })));
+    const sql = async (i: number, statement: string) => {
+      const admin = new pg.Client({ connectionString: urls[i] });
+      await admin.connect();
+      try {
+        await admin.query(statement);
+      } finally {
+        await admin.end();
+      }
+    };
+    /** Opens the three databases with `schemaFile` and closes them: each one's [status, fingerprint], in order. */
+    const openWith = async (schemaFile: string, rolloutConcurrency?: number) => {
+      const done = new Map<number, [string, string | undefined]>();
+      const opened = await openShards({
+        schema: schemaFile,
+        createClient: (adapter) => new PrismaClient({ adapter }),
+        shardsJson,
+        ...(rolloutConcurrency === undefined ? {} : { rolloutConcurrency }),
+        onProgress: (e) => {
+          if (e.type === "done") done.set(e.index, [e.report.status, e.report.fingerprint]);
+        },
+        onState: () => {},
+      });
+      expect(opened.databases().map((d) => d.state)).toEqual(["ready", "ready", "ready"]);
+      await opened.close();
+      return [0, 1, 2].map((i) => done.get(i));
+    };
+    try {
+      expect(await openWith(schema)).toEqual(urls.map(() => ["applied", "absent"]));
+      expect(await openWith(schema)).toEqual(urls.map(() => ["unchanged", "matched"]));
+
+      // Someone changed one fingerprint, dropped another's table, and a column of the third by hand.
+      await sql(0, `UPDATE shardkit."ShardkitSchema" SET fingerprint = 'tampered'`);
+      await sql(1, `DROP TABLE shardkit."ShardkitSchema"`);
+      await sql(2, `ALTER TABLE "Setting" DROP COLUMN "value"`);
+      expect(await openWith(schema, 1)).toEqual([
+        ["unchanged", "changed"],
+        ["unchanged", "absent"],
+        ["applied", "drifted"],
+      ]);
+      expect(await openWith(schema)).toEqual(urls.map(() => ["unchanged", "matched"]));
+
+      // A new version of the schema: every database gets it, once.
+      const dir = mkdtempSync(join(tmpdir(), "sk-open-fp-"));
+      const grown = join(dir, "schema.prisma");
+      writeFileSync(grown, `${readFileSync(schema, "utf8")}\nmodel Note {\n  id Int @id\n}\n`);
+      expect(await openWith(grown)).toEqual(urls.map(() => ["applied", "changed"]));
+      expect(await openWith(grown)).toEqual(urls.map(() => ["unchanged", "matched"]));
+    } finally {
+      for (const name of names) await dropDatabase(MAIN_PORT, name);
+    }
+  }, 180_000);
 
   it("a bad shardsJson is a RegistryConfigError before anything connects", async () => {
     const createClient = () => {

@@ -9,7 +9,7 @@ import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterAll, describe, expect, it } from "vitest";
 import { SCHEMA_MODELS } from "../test/layout.js";
-import { type RolloutEvent, rolloutSchema, SchemaRolloutError } from "./rollout.js";
+import { type RolloutEvent, type RolloutTarget, rolloutSchema, SchemaRolloutError } from "./rollout.js";
 
 const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
 
@@ -51,12 +51,28 @@ describe("rolloutSchema on PGlite (push)", () => {
     for (const db of dbs) {
       expect(await tables((sql) => db.query(sql))).toEqual(SCHEMA_MODELS);
     }
+    // Without skipUnchanged the engine compares every target: no fingerprint check is reported.
+    expect(first.targets.map((t) => t.fingerprint)).toEqual([undefined, undefined]);
     const again = await rolloutSchema({ schema: schemaPath, targets, onProgress: () => {} });
-    expect(again.targets.map((t) => [t.status, t.changes])).toEqual([
-      ["unchanged", 0],
-      ["unchanged", 0],
+    expect(again.targets.map((t) => [t.status, t.changes, t.fingerprint])).toEqual([
+      ["unchanged", 0, undefined],
+      ["unchanged", 0, undefined],
     ]);
-  });
+    // With it, the fingerprint each push recorded answers for the engine.
+    const skipped = await rolloutSchema({
+      schema: schemaPath,
+      targets,
+      skipUnchanged: true,
+      onProgress: () => {},
+    });
+    expect(skipped.targets.map((t) => [t.status, t.fingerprint])).toEqual([
+      ["unchanged", "matched"],
+      ["unchanged", "matched"],
+    ]);
+    for (const db of dbs) {
+      expect(await tables((sql) => db.query(sql))).toEqual(SCHEMA_MODELS);
+    }
+  }, 120_000);
 
   it("refuses a push that would lose data unless acceptDataLoss is set", async () => {
     const db = dbs[0]!;
@@ -74,7 +90,18 @@ describe("rolloutSchema on PGlite (push)", () => {
     expect(error).toBeInstanceOf(SchemaRolloutError);
     expect((error as SchemaRolloutError).report.targets[0]?.error).toMatch(/acceptDataLoss/);
     expect(await tables((sql) => db.query(sql))).toContain("Setting");
-  });
+    // A push not applied records nothing: checked again, the smaller schema is still not the one
+    // the database has, and the engine refuses it again.
+    const checked = await rolloutSchema({
+      schema: smaller,
+      targets: target,
+      skipUnchanged: true,
+      onProgress: () => {},
+    }).catch((e: unknown) => e);
+    expect((checked as SchemaRolloutError).report.targets.map((t) => [t.status, t.fingerprint])).toEqual([
+      ["failed", "changed"],
+    ]);
+  }, 60_000);
 });
 
 describe("rolloutSchema on PostgreSQL (migrate)", () => {
@@ -139,7 +166,106 @@ describe("rolloutSchema on PostgreSQL (migrate)", () => {
       await client.end();
       expect(rows.map((r) => r.column_name)).toEqual(["amount", "id", "memo"]);
     }
+
+    // Each migrate recorded what it applied: checked, nothing runs; a new migration does.
+    const checked = await rolloutSchema({ migrations, targets, skipUnchanged: true, onProgress: () => {} });
+    expect(checked.targets.map((t) => [t.status, t.fingerprint])).toEqual([
+      ["unchanged", "matched"],
+      ["unchanged", "matched"],
+      ["unchanged", "matched"],
+    ]);
+    mkdirSync(join(migrations, "20260103000000_note"));
+    writeFileSync(
+      join(migrations, "20260103000000_note", "migration.sql"),
+      'ALTER TABLE "Ledger" ADD COLUMN "note" TEXT;\n',
+    );
+    const next = await rolloutSchema({ migrations, targets, skipUnchanged: true, onProgress: () => {} });
+    expect(next.targets.map((t) => [t.status, t.fingerprint, t.appliedMigrations])).toEqual(
+      targets.map(() => ["applied", "changed", ["20260103000000_note"]]),
+    );
+  }, 120_000);
+});
+
+describe("rolloutSchema on several databases at once (concurrency)", () => {
+  const names = [0, 1, 2, 3, 4, 5].map((i) => `sk_rollout_par_${process.pid}_${i}`);
+  let urls: string[] = [];
+  afterAll(async () => {
+    for (const name of names) await dropDatabase(MAIN_PORT, name);
   });
+
+  it("reports every target in the targets' order, with progress keeping index and total", async () => {
+    urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+    const targets = urls.map((url, i) => ({
+      name: names[i]!,
+      adapter: new PrismaPg({ connectionString: url }),
+    }));
+    const events: RolloutEvent[] = [];
+    const report = await rolloutSchema({
+      schema: schemaPath,
+      targets,
+      concurrency: 3,
+      onProgress: (e) => events.push(e),
+    });
+    expect(report.targets.map((t) => [t.name, t.status])).toEqual(names.map((n) => [n, "applied"]));
+    // Three start before any ends; each target starts once, then ends once.
+    expect(events.slice(0, 3).map((e) => `${e.type} ${e.index}`)).toEqual(["start 0", "start 1", "start 2"]);
+    for (const [index] of names.entries()) {
+      expect(events.filter((e) => e.index === index).map((e) => e.type)).toEqual(["start", "done"]);
+    }
+    expect(events.every((e) => e.total === names.length)).toBe(true);
+  }, 120_000);
+
+  it("at a failure no further target starts; those under way finish and are reported", async () => {
+    // The second target fails at its first connection; the first waits, inside its own rollout,
+    // until that failure is reported, so it is under way when the rollout stops.
+    let failed!: () => void;
+    const secondFailed = new Promise<void>((resolve) => {
+      failed = resolve;
+    });
+    const waitsForTheFailure = (url: string): RolloutTarget["adapter"] => {
+      const inner = new PrismaPg({ connectionString: url });
+      return {
+        provider: inner.provider,
+        adapterName: inner.adapterName,
+        connect: async () => {
+          await secondFailed;
+          return inner.connect();
+        },
+        connectToShadowDb: () => inner.connectToShadowDb(),
+      };
+    };
+    const failing: RolloutTarget["adapter"] = {
+      provider: "postgres",
+      adapterName: "@prisma/adapter-pg",
+      connect: async () => {
+        throw new Error("refused: no such server");
+      },
+      connectToShadowDb: async () => {
+        throw new Error("no shadow database");
+      },
+    };
+    const targets: RolloutTarget[] = urls.map((url, i) => ({
+      name: names[i]!,
+      adapter:
+        i === 1 ? failing : i === 0 ? waitsForTheFailure(url) : new PrismaPg({ connectionString: url }),
+    }));
+    const error = await rolloutSchema({
+      schema: schemaPath,
+      targets,
+      concurrency: 2,
+      onProgress: (e) => {
+        if (e.type === "done" && e.index === 1) failed();
+      },
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SchemaRolloutError);
+    const report = (error as SchemaRolloutError).report;
+    expect(report.targets.map((t) => [t.name, t.status])).toEqual([
+      [names[0], "unchanged"],
+      [names[1], "failed"],
+      ...names.slice(2).map((n) => [n, "skipped"]),
+    ]);
+    expect(report.targets[1]!.error).toMatch(/no such server/);
+  }, 120_000);
 });
 
 describe("two copies of the package in one process (source and build, as a test runner may load)", () => {

@@ -3,7 +3,12 @@
 export { SchemaRolloutError } from "./errors.js";
 export type { DatabaseState, DatabaseStatus, HealthReport, ShardHealth } from "./health.js";
 export { type OpenShards, type OpenShardsOptions, openShards } from "./open.js";
-export type { RolloutReport, RolloutStatus, RolloutTargetReport } from "./rollout-report.js";
+export type {
+  FingerprintState,
+  RolloutReport,
+  RolloutStatus,
+  RolloutTargetReport,
+} from "./rollout-report.js";
 export {
   type RolloutEvent,
   type RolloutOptions,

@@ -1,13 +1,20 @@
+// Schema rollout: a Prisma schema (push) or a migrations folder (migrate) to every target database
+// through the WebAssembly schema engine (`schema-engine.ts`), a bounded number at a time, with a
+// fingerprint recorded after each success so that a later rollout may skip the engine where the
+// fingerprint still matches (`schema-fingerprint.ts`).
 import { readdir, readFile, stat } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import {
-  bindMigrationAwareSqlAdapterFactory,
-  type SqlMigrationAwareDriverAdapterFactory,
-} from "@prisma/driver-adapter-utils";
+import { join, resolve } from "node:path";
+import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
 import { RolloutOptionsError, SchemaRolloutError } from "./errors.js";
 import type { RolloutReport, RolloutTargetReport } from "./rollout-report.js";
+import { engineVersion, withEngine } from "./schema-engine.js";
+import {
+  type CheckedState,
+  checkFingerprint,
+  fingerprintOf,
+  recordFingerprint,
+} from "./schema-fingerprint.js";
 
 /** One physical database to roll the schema out to. */
 export interface RolloutTarget {
@@ -32,6 +39,21 @@ export interface RolloutOptions {
   migrations?: string;
   /** Push even when it would lose data (drop a column, ...). Default false: such a push fails. */
   acceptDataLoss?: boolean;
+  /**
+   * Skip the schema engine on a target whose recorded fingerprint matches this rollout (same schema
+   * files or migrations, mode and engine version) and whose schema has not changed since: it reports
+   * `unchanged` with `fingerprint: 'matched'`. One cheap statement per target, up to 16 at a time,
+   * before any engine runs. Default false: the engine compares every target with the schema, which
+   * is what repairs a database changed by hand in a way the check cannot see (`shardkit rollout`).
+   * `openShards` always skips.
+   */
+  skipUnchanged?: boolean;
+  /**
+   * How many targets the engine works on at once (each on an engine instance of its own). Default 1:
+   * one after another in the given order. Progress events then interleave; the report keeps the
+   * targets' order either way.
+   */
+  concurrency?: number;
   /** Called as each target starts and ends. Default: one line per event on stderr. */
   onProgress?: (event: RolloutEvent) => void;
 }
@@ -40,18 +62,202 @@ export type RolloutEvent =
   | { type: "start"; index: number; total: number; target: string }
   | { type: "done"; index: number; total: number; target: string; report: RolloutTargetReport };
 
+/** How many fingerprint checks run at once (one connection each). */
+const CHECKS_AT_ONCE = 16;
+
 /**
- * Applies a Prisma schema (push) or a migrations folder (migrate) to every target, one at a time
- * in the given order, through Prisma's WebAssembly schema engine (no native binary). Stops at the
- * first failure (later targets are `skipped`) and throws `SchemaRolloutError` with the report;
- * rerunning is safe: targets already up to date report `unchanged`.
+ * Applies a Prisma schema (push) or a migrations folder (migrate) to every target through Prisma's
+ * WebAssembly schema engine (no native binary), `concurrency` at a time (default one after another,
+ * in the given order), and records a fingerprint of what it applied on each (see `skipUnchanged`).
+ * At the first failure no further target starts (those are `skipped`; ones already under way finish
+ * and are reported) and it throws `SchemaRolloutError` with the report; rerunning is safe: targets
+ * already up to date report `unchanged`.
  */
 export async function rolloutSchema(options: RolloutOptions): Promise<RolloutReport> {
+  const { report, failure } = await runRollout(options);
+  if (!report.ok) throw new SchemaRolloutError(report, failure);
+  return report;
+}
+
+/** What `runRollout` takes beyond `RolloutOptions` (for `openShards`). */
+export interface RolloutRunOptions extends RolloutOptions {
+  /**
+   * Whether an error says the target is unreachable for now. Such a failure does not stop the
+   * rollout (the others go on), and a fingerprint check failing so fails its target at once instead
+   * of running the engine on it. Default: none is (every failure stops the rollout; a check that
+   * fails for any reason lets the engine run).
+   */
+  unreachable?: (error: unknown) => boolean;
+  /**
+   * Runs a target's fingerprint check (against `fingerprint`), e.g. within a deadline, or answers
+   * it from what the caller already asked. Default: runs it as it is.
+   */
+  checkWithin?: (
+    target: RolloutTarget,
+    check: () => Promise<CheckedState>,
+    fingerprint: string,
+  ) => Promise<CheckedState>;
+}
+
+/** `rolloutSchema` without the throw: the report, and each failed target's error by index. */
+export async function runRollout(
+  options: RolloutRunOptions,
+): Promise<{ report: RolloutReport; failure: unknown; errors: Map<number, unknown> }> {
+  const prepared = await prepare(options);
+  const { mode } = prepared;
+  const progress = options.onProgress ?? defaultProgress;
+  const unreachable = options.unreachable ?? (() => false);
+  const total = options.targets.length;
+  const entries: RolloutTargetReport[] = options.targets.map((target) => ({
+    name: target.name,
+    shards: (target.shards ?? []).map((s) => s.key),
+    status: "skipped",
+    changes: 0,
+    appliedMigrations: [],
+    warnings: [],
+    durationMs: 0,
+  }));
+  const report: RolloutReport = { mode, ok: true, targets: entries };
+  const errors = new Map<number, unknown>();
+  /** The first failure that stops the rollout (`null`: failed without an error, a push refused for data loss). */
+  let failure: unknown;
+  let stopped = false;
+  const fail = (index: number, error: unknown) => {
+    entries[index]!.status = "failed";
+    report.ok = false;
+    if (error !== null) errors.set(index, error);
+    if (!stopped && (error === null || !unreachable(error))) {
+      stopped = true;
+      failure = error ?? undefined;
+    }
+  };
+  const done = (index: number, started: number) => {
+    const entry = entries[index]!;
+    entry.durationMs = Math.round(performance.now() - started);
+    progress({ type: "done", index, total, target: options.targets[index]!.name, report: entry });
+  };
+  const startedAt = new Map<number, number>();
+
+  let pending = options.targets.map((_, index) => index);
+  if (options.skipUnchanged) {
+    const checkWithin = options.checkWithin ?? ((_target, check) => check());
+    const unmatched = new Set<number>();
+    await bounded(pending, CHECKS_AT_ONCE, async (index) => {
+      if (stopped) return;
+      const target = options.targets[index]!;
+      const entry = entries[index]!;
+      const started = performance.now();
+      startedAt.set(index, started);
+      try {
+        entry.fingerprint = await checkWithin(
+          target,
+          () => checkFingerprint(target.adapter, prepared.fingerprint),
+          prepared.fingerprint,
+        ).catch((error: unknown) => {
+          if (unreachable(error)) throw error; // the engine would not reach it either
+          entry.warnings.push(`schema fingerprint not read: ${messageOf(error)}`);
+          return "unreadable" as const;
+        });
+      } catch (error) {
+        progress({ type: "start", index, total, target: target.name });
+        entry.error = messageOf(error);
+        fail(index, error);
+        return done(index, started);
+      }
+      if (entry.fingerprint !== "matched") return void unmatched.add(index);
+      progress({ type: "start", index, total, target: target.name });
+      entry.status = "unchanged";
+      done(index, started);
+    });
+    pending = pending.filter((index) => unmatched.has(index));
+  }
+
+  await bounded(pending, positiveInteger(options.concurrency, "concurrency"), async (index) => {
+    if (stopped) return;
+    const target = options.targets[index]!;
+    const entry = entries[index]!;
+    const started = startedAt.get(index) ?? performance.now();
+    progress({ type: "start", index, total, target: target.name });
+    try {
+      await withEngine(prepared.files, target.adapter, async (engine) => {
+        if (mode === "push") {
+          const result = await engine.schemaPush({
+            schema: { files: prepared.files.map(([path, content]) => ({ path, content })) },
+            force: options.acceptDataLoss ?? false,
+            filters: NO_FILTERS,
+          });
+          entry.warnings.push(...result.warnings, ...result.unexecutable);
+          if (result.executedSteps === 0 && entry.warnings.length > 0) {
+            entry.error = `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`;
+          }
+          entry.changes = result.executedSteps;
+        } else {
+          const result = await engine.applyMigrations({
+            migrationsList: prepared.migrationsList!,
+            filters: NO_FILTERS,
+          });
+          entry.appliedMigrations = result.appliedMigrationNames;
+          entry.changes = result.appliedMigrationNames.length;
+        }
+      });
+    } catch (error) {
+      entry.error = messageOf(error);
+      fail(index, error);
+      return done(index, started);
+    }
+    if (entry.error !== undefined) {
+      fail(index, null); // a push refused for data loss: nothing applied, nothing recorded
+      return done(index, started);
+    }
+    entry.status = entry.changes > 0 ? "applied" : "unchanged";
+    // The rollout succeeded: what it applied is what the database has. Failing to record it costs
+    // the next open an engine run, nothing more: a warning, not a failure.
+    await recordFingerprint(target.adapter, {
+      fingerprint: prepared.fingerprint,
+      mode,
+      engine: prepared.engine,
+    }).catch((error: unknown) => {
+      entry.warnings.push(
+        `schema fingerprint not recorded (the next check runs the engine): ${messageOf(error)}`,
+      );
+    });
+    done(index, started);
+  });
+  return { report, failure, errors };
+}
+
+/** Runs `fn` on each item, at most `limit` at a time, starting them in order. `fn` must not reject. */
+async function bounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+function positiveInteger(value: number | undefined, name: string): number {
+  if (value === undefined) return 1;
+  if (!(Number.isInteger(value) && value > 0)) {
+    throw new RolloutOptionsError(`rolloutSchema: ${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/** The fingerprint a rollout with `options` records, and checks with `skipUnchanged`. */
+export async function rolloutFingerprint(options: Omit<RolloutOptions, "targets">): Promise<string> {
+  return (await prepare(options)).fingerprint;
+}
+
+/** What every target gets: the mode, the schema files, the migrations, and their fingerprint. */
+async function prepare(options: Omit<RolloutOptions, "targets">) {
   const mode = options.mode ?? (options.migrations ? "migrate" : "push");
   if (mode === "push" && !options.schema) throw new RolloutOptionsError("rolloutSchema: push needs `schema`");
   if (mode === "migrate" && !options.migrations) {
     throw new RolloutOptionsError("rolloutSchema: migrate needs `migrations`");
   }
+  positiveInteger(options.concurrency, "concurrency"); // before any target is touched
   const files = options.schema
     ? await readSchemaFiles(options.schema).catch((error: unknown) => {
         throw new RolloutOptionsError(
@@ -67,72 +273,31 @@ export async function rolloutSchema(options: RolloutOptions): Promise<RolloutRep
           );
         })
       : undefined;
-  const progress = options.onProgress ?? defaultProgress;
-  const total = options.targets.length;
-  const report: RolloutReport = { mode, ok: true, targets: [] };
-  /** The first failing target's error (`null`: it failed without one, a push refused for data loss). */
-  let failure: unknown;
-  let failed = false;
-  for (const [index, target] of options.targets.entries()) {
-    const entry: RolloutTargetReport = {
-      name: target.name,
-      shards: (target.shards ?? []).map((s) => s.key),
-      status: "skipped",
-      changes: 0,
-      appliedMigrations: [],
-      warnings: [],
-      durationMs: 0,
-    };
-    report.targets.push(entry);
-    if (failed) continue;
-    progress({ type: "start", index, total, target: target.name });
-    const started = performance.now();
-    try {
-      await withEngine(files, target.adapter, async (engine) => {
-        if (mode === "push") {
-          const result = await engine.schemaPush({
-            schema: { files: files.map(([path, content]) => ({ path, content })) },
-            force: options.acceptDataLoss ?? false,
-            filters: NO_FILTERS,
-          });
-          entry.warnings = [...result.warnings, ...result.unexecutable];
-          if (result.executedSteps === 0 && entry.warnings.length > 0) {
-            entry.error = `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`;
-          }
-          entry.changes = result.executedSteps;
-        } else {
-          const result = await engine.applyMigrations({
-            migrationsList: migrationsList!,
-            filters: NO_FILTERS,
-          });
-          entry.appliedMigrations = result.appliedMigrationNames;
-          entry.changes = result.appliedMigrationNames.length;
-        }
-      });
-      entry.status = entry.error !== undefined ? "failed" : entry.changes > 0 ? "applied" : "unchanged";
-    } catch (error) {
-      entry.status = "failed";
-      entry.error = error instanceof Error ? error.message : String(error);
-      failure = error;
-    }
-    if (entry.status === "failed") {
-      report.ok = false;
-      failed = true;
-    }
-    entry.durationMs = Math.round(performance.now() - started);
-    progress({ type: "done", index, total, target: target.name, report: entry });
-  }
-  if (failed) throw new SchemaRolloutError(report, failure);
-  return report;
+  const engine = await engineVersion();
+  // Push: the files' contents, whatever their names or folder (a schema deployed elsewhere is the
+  // same schema). Migrate: each migration's name and SQL, and the lock file; the schema files
+  // then only name the datasource.
+  const parts = migrationsList
+    ? [
+        migrationsList.lockfile.content ?? "",
+        ...migrationsList.migrationDirectories.flatMap((m) => [m.path, m.migrationFile.content.value]),
+      ]
+    : files.map(([, content]) => content).sort();
+  return { mode, files, migrationsList, engine, fingerprint: fingerprintOf(mode, engine, parts) };
 }
 
 function defaultProgress(event: RolloutEvent): void {
   const at = `[${event.index + 1}/${event.total}]`;
-  if (event.type === "start") process.stderr.write(`schema rollout ${at} ${event.target}: applying\n`);
+  if (event.type === "start") process.stderr.write(`schema rollout ${at} ${event.target}: started\n`);
   else {
     const r = event.report;
     const detail =
-      r.error ?? (r.appliedMigrations.length ? r.appliedMigrations.join(", ") : `${r.changes} change(s)`);
+      r.error ??
+      (r.fingerprint === "matched"
+        ? "fingerprint matched"
+        : r.appliedMigrations.length
+          ? r.appliedMigrations.join(", ")
+          : `${r.changes} change(s)`);
     process.stderr.write(
       `schema rollout ${at} ${event.target}: ${r.status} (${detail}) in ${r.durationMs} ms\n`,
     );
@@ -168,148 +333,5 @@ async function readMigrations(dir: string) {
     lockfile: { path: "migration_lock.toml", content: lock },
     shadowDbInitScript: "",
     migrationDirectories,
-  };
-}
-
-// ---- the WebAssembly schema engine -------------------------------------------------------------
-
-type WasmApi = {
-  instantiate(
-    bytes: Uint8Array,
-    imports: object,
-  ): Promise<{ instance: { exports: Record<string, unknown> } }>;
-};
-type Bg = typeof import("@prisma/schema-engine-wasm/schema_engine_bg");
-type Engine = Awaited<ReturnType<Bg["SchemaEngine"]["new"]>>;
-/**
- * One engine per process, shared by every copy of this package in it (a test runner can load
- * both the source and the build): the engine's JS glue is one module with one wasm instance in a
- * global, so a second instantiation would swap the instance under an engine at work. Engines also
- * take turns: each rollout step runs alone.
- */
-const SHARED = Symbol.for("@shardkit/prisma:schema-engine");
-type Shared = { loading?: Promise<Bg>; turn: Promise<unknown> };
-function shared(): Shared {
-  const g = globalThis as { [SHARED]?: Shared };
-  g[SHARED] ??= { turn: Promise.resolve() };
-  return g[SHARED];
-}
-
-/** Runs `fn` when no other engine of this process is at work. */
-function inTurn<T>(fn: () => Promise<T>): Promise<T> {
-  const state = shared();
-  const run = state.turn.then(fn, fn);
-  state.turn = run.catch(() => {});
-  return run;
-}
-
-/** Instantiates the schema engine's wasm once per process (Node 20 cannot import .wasm as ESM). */
-function loadEngine(): Promise<Bg> {
-  const state = shared();
-  state.loading ??= (async () => {
-    // A Rust panic inside the engine reports through this global; without it the message is lost.
-    const g = globalThis as { PRISMA_WASM_PANIC_REGISTRY?: { set_message(m: string): void } };
-    g.PRISMA_WASM_PANIC_REGISTRY ??= { set_message: () => {} };
-    const require = createRequire(import.meta.url);
-    const bgPath = require.resolve("@prisma/schema-engine-wasm/schema_engine_bg");
-    const bg = (await import("@prisma/schema-engine-wasm/schema_engine_bg")) as Bg;
-    const bytes = await readFile(join(dirname(bgPath), "schema_engine_bg.wasm"));
-    // The engine arms long timers (10-60 s) it never clears, which would keep a finished process
-    // alive for up to a minute: give it unref'd timers instead.
-    const imports: Record<string, unknown> = { ...bg };
-    for (const name of Object.keys(imports)) {
-      if (name.startsWith("__wbg_setTimeout_")) {
-        imports[name] = (fn: () => void, ms: number) => setTimeout(fn, ms >>> 0).unref();
-      }
-    }
-    const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
-    const { instance } = await wasm.instantiate(bytes, { "./schema_engine_bg.js": imports });
-    (bg as unknown as { __wbg_set_wasm(exports: unknown): void }).__wbg_set_wasm(instance.exports);
-    (instance.exports as { __wbindgen_start?: () => void }).__wbindgen_start?.();
-    return bg;
-  })();
-  return state.loading;
-}
-
-async function withEngine<T>(
-  files: (readonly [string, string])[],
-  adapter: SqlMigrationAwareDriverAdapterFactory,
-  fn: (engine: Engine) => Promise<T>,
-): Promise<T> {
-  return inTurn(() => runEngine(files, adapter, fn));
-}
-
-async function runEngine<T>(
-  files: (readonly [string, string])[],
-  adapter: SqlMigrationAwareDriverAdapterFactory,
-  fn: (engine: Engine) => Promise<T>,
-): Promise<T> {
-  const bg = await loadEngine();
-  const tracked = trackAdapters(adapter);
-  const engine = await bg.SchemaEngine.new(
-    { datamodels: files.map(([p, c]) => [p, c]) },
-    () => {},
-    bindMigrationAwareSqlAdapterFactory(tracked.factory),
-  );
-  try {
-    return await fn(engine);
-  } finally {
-    engine.free();
-    await tracked.disposeAll();
-  }
-}
-
-/**
- * Wraps the adapter factory so every connection the engine opens is closed afterwards (freeing
- * the engine does not dispose them; a pg pool left open keeps the process alive). For
- * @prisma/adapter-pg 7.10 it also maps PostgreSQL's internal `"char"` type (OID 18), which the
- * engine reads from pg_catalog and the adapter cannot decode, to text.
- */
-function trackAdapters(inner: SqlMigrationAwareDriverAdapterFactory) {
-  const live = new Set<{ dispose(): Promise<void> }>();
-  const fixChar = inner.adapterName === "@prisma/adapter-pg";
-  const patchQueryable = <Q>(q: Q): Q => {
-    const target = q as { performIO?: (query: unknown) => Promise<{ fields?: { dataTypeID: number }[] }> };
-    if (!fixChar || typeof target.performIO !== "function") return q;
-    const performIO = target.performIO.bind(target);
-    target.performIO = async (query) => {
-      const result = await performIO(query);
-      if (result?.fields?.some((f) => f.dataTypeID === 18)) {
-        result.fields = result.fields.map((f) => (f.dataTypeID === 18 ? { ...f, dataTypeID: 25 } : f));
-      }
-      return result;
-    };
-    return q;
-  };
-  const track = <
-    A extends { dispose(): Promise<void>; startTransaction(...args: never[]): Promise<unknown> },
-  >(
-    adapter: A,
-  ): A => {
-    live.add(adapter);
-    patchQueryable(adapter);
-    const startTransaction = adapter.startTransaction.bind(adapter);
-    (adapter as { startTransaction: unknown }).startTransaction = async (...args: never[]) =>
-      patchQueryable(await startTransaction(...args));
-    const dispose = adapter.dispose.bind(adapter);
-    adapter.dispose = async () => {
-      live.delete(adapter);
-      await dispose();
-    };
-    return adapter;
-  };
-  const factory: SqlMigrationAwareDriverAdapterFactory = {
-    provider: inner.provider,
-    adapterName: inner.adapterName,
-    connect: async () => track(await inner.connect()),
-    connectToShadowDb: async () => track(await inner.connectToShadowDb()),
-  };
-  return {
-    factory,
-    async disposeAll() {
-      const all = [...live];
-      live.clear();
-      await Promise.all(all.map((a) => a.dispose()));
-    },
   };
 }
