@@ -1,59 +1,46 @@
-// One poll of one database's outbox: claim a batch (a lease), deliver it in lanes (one per
-// aggregate, in order; lanes side by side), each delivery bounded by its timeout and its outcome
-// recorded on its own (delivered, retried with backoff, or dead), and release what the lease has
-// no time left for. Its span per delivery and its lag and dead-letter metrics.
+// One poll of one database's outbox, in its turn among the relay's databases: claim a batch (a
+// lease), deliver it in lanes (one per aggregate, in order; lanes side by side, each delivery in
+// one of the relay's delivery turns and bounded by its timeout), record the outcomes (delivered,
+// retried with backoff, or dead) a group per statement, and release what the lease has no time
+// left for. Its span per delivery and its lag and dead-letter metrics.
 import { SpanKind } from "@opentelemetry/api";
 import { ShardedUUID } from "@shardkit/id";
 import { decodeJson } from "./codec.js";
+import { withDeadline } from "./deadline.js";
+import { DatabaseTimeoutError } from "./errors.js";
 import type { OutboxMessage } from "./outbox.js";
 import type { Database, ShardClient } from "./registry.js";
-import type { OutboxRelayOptions, RelayDatabaseReport } from "./relay-options.js";
-import { CLAIM, DELIVERED, FAILED, type Raw, RELEASE, type Row } from "./relay-sql.js";
-import { ATTR, endWithError, type Telemetry } from "./telemetry.js";
+import { DeliveryTimeout, type RelayDatabaseReport, type RelaySettings } from "./relay-options.js";
+import { CLAIM, type Raw, RECORD, RELEASE, type Row } from "./relay-sql.js";
+import type { Turn, Turns } from "./relay-turns.js";
+import { ATTR, endWithError, telemetryOf } from "./telemetry.js";
 
-/** A delivery that did not finish within `deliveryTimeoutMs`. */
-export class DeliveryTimeout extends Error {
-  override name = "DeliveryTimeout";
+/** The database's name and the keys of the shards it holds, for reports. */
+export function whose(physical: Database<unknown>): { database: string; shards: string } {
+  return { database: physical.name, shards: physical.shards.map((s) => s.key).join(",") };
 }
 
-/** What a poll takes from its relay: the options, their values with defaults filled in, its helpers. */
-export interface PollSettings<Client extends ShardClient> {
-  options: OutboxRelayOptions<Client>;
-  batchSize: number;
-  maxAttempts: number;
-  baseMs: number;
-  maxMs: number;
-  deliveryTimeoutMs: number;
-  leaseMs: number;
-  deliveryConcurrency: number;
-  retryable(error: unknown): boolean;
-  logger: { warn(message: string): void };
-  /** One of the relay's statements on `physical`, bounded by `queryTimeoutMs`. */
-  bounded<T>(physical: Database<Client>, run: () => PromiseLike<T>): Promise<T>;
-  /** The database's name and the keys of the shards it holds, for reports. */
-  whose(physical: Database<Client>): { database: string; shards: string };
-  telemetry: Telemetry | undefined;
+/** What one delivery came to, recorded with the others of its group. */
+interface Outcome {
+  row: Row;
+  message: OutboxMessage;
+  status: "delivered" | "pending" | "dead";
+  /** The delivery's error, and its text as recorded ("" for a delivery). */
+  error?: unknown;
+  text: string;
+  /** Until a failed delivery is tried again. */
+  delayMs: number;
 }
 
-/** The poll of one database, with the relay's settings and instruments (made once, here). */
+/**
+ * The poll of one database, with the relay's settings and turns (`polls`: databases polled at once;
+ * `deliveries`: deliveries in flight at once), and its instruments (made once, here).
+ */
 export function databasePoller<Client extends ShardClient>(
-  settings: PollSettings<Client>,
-): (physical: Database<Client>) => Promise<RelayDatabaseReport> {
-  const {
-    options,
-    batchSize,
-    maxAttempts,
-    baseMs,
-    maxMs,
-    deliveryTimeoutMs,
-    leaseMs,
-    deliveryConcurrency,
-    retryable,
-    logger,
-    bounded,
-    whose,
-    telemetry,
-  } = settings;
+  settings: RelaySettings<Client>,
+  turns: { polls: Turns; deliveries: Turns },
+): (physical: Database<Client>, wanted?: () => boolean) => Promise<RelayDatabaseReport | undefined> {
+  const telemetry = telemetryOf(settings.telemetry, "@shardkit/prisma");
   const lagHistogram = telemetry?.metering
     ? telemetry.histogram(
         "shardkit.relay.lag",
@@ -65,31 +52,33 @@ export function databasePoller<Client extends ShardClient>(
     ? telemetry.counter("shardkit.relay.dead_letters", "Outbox events moved to the dead-letter state")
     : undefined;
 
+  /** One of the relay's statements on `physical`, bounded by `queryTimeoutMs`. */
+  const bounded = <T>(physical: Database<Client>, run: () => PromiseLike<T>) =>
+    withDeadline(
+      settings.queryTimeoutMs,
+      () => new DatabaseTimeoutError(physical.name, physical.shards, settings.queryTimeoutMs),
+      run,
+    );
+
   async function deliverOne(message: OutboxMessage): Promise<void> {
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const error = new DeliveryTimeout(`delivery timed out after ${deliveryTimeoutMs} ms`);
+        const error = new DeliveryTimeout(`delivery timed out after ${settings.deliveryTimeoutMs} ms`);
         controller.abort(error);
         reject(error);
-      }, deliveryTimeoutMs);
+      }, settings.deliveryTimeoutMs);
     });
     try {
-      await Promise.race([options.deliver(message, { signal: controller.signal }), timeout]);
+      await Promise.race([settings.deliver(message, { signal: controller.signal }), timeout]);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  /** Delivers one claimed event and records its outcome (fenced by its attempt count). */
-  async function deliverRow(
-    physical: Database<Client>,
-    row: Row,
-    report: RelayDatabaseReport,
-  ): Promise<void> {
-    const db = physical.client as unknown as Raw;
-    const databaseName = physical.name;
+  /** Delivers one claimed event: what came of it, to be recorded (it never throws). */
+  async function attempt(physical: Database<Client>, row: Row): Promise<Outcome> {
     const message: OutboxMessage = {
       id: row.id,
       topic: row.topic,
@@ -109,7 +98,7 @@ export function databasePoller<Client extends ShardClient>(
             "shardkit.relay.event_id": row.id,
             "shardkit.relay.attempt": row.attempts,
             [ATTR.shard]: message.shard.key,
-            [ATTR.database]: databaseName,
+            [ATTR.database]: physical.name,
           },
           undefined,
           SpanKind.PRODUCER,
@@ -118,63 +107,101 @@ export function databasePoller<Client extends ShardClient>(
     try {
       await deliverOne(message);
       span?.end();
+      return { row, message, status: "delivered", text: "", delayMs: 0 };
     } catch (error) {
       if (span) endWithError(span, error);
-      const dead = row.attempts >= maxAttempts && !retryable(error);
-      const delay = Math.min(maxMs, baseMs * 2 ** (row.attempts - 1));
-      const text = error instanceof Error ? error.message : String(error);
-      await bounded(physical, () =>
-        db.$executeRawUnsafe(
-          FAILED,
-          row.id,
-          row.attempts,
-          text.slice(0, 2000),
-          dead ? "dead" : "pending",
-          delay,
-        ),
-      );
-      if (dead) {
-        report.dead++;
-        logger.warn(
-          `[shardkit] outbox event ${row.id} (${row.topic}) is dead after ${row.attempts} attempts: ${text.slice(0, 200)}`,
-        );
-        options.onDead?.(message, error);
-        deadLetters?.add(1, { "shardkit.relay.topic": row.topic, [ATTR.database]: databaseName });
-      } else report.retried++;
-      return;
+      const dead = row.attempts >= settings.maxAttempts && !settings.retryable(error);
+      const text = (error instanceof Error ? error.message : String(error)).slice(0, 2000);
+      const delayMs = Math.min(settings.maxMs, settings.baseMs * 2 ** (row.attempts - 1));
+      return { row, message, status: dead ? "dead" : "pending", error, text, delayMs };
     }
-    await bounded(physical, () => db.$executeRawUnsafe(DELIVERED, row.id, row.attempts));
-    report.delivered++;
   }
 
-  async function pollDatabase(physical: Database<Client>): Promise<RelayDatabaseReport> {
-    const report: RelayDatabaseReport = {
-      ...whose(physical),
-      claimed: 0,
-      delivered: 0,
-      retried: 0,
-      dead: 0,
-    };
+  /**
+   * Records outcomes as they come, a group per statement, one statement at a time: the outcomes
+   * that arrive while one runs go in the next. A delivery that hangs holds back no other's record,
+   * and a batch whose deliveries end together is recorded in one statement. Once a statement
+   * fails, `failure` holds its error and nothing more is recorded (those events come back when
+   * their lease ends, to be delivered again).
+   */
+  function recorder(physical: Database<Client>, report: RelayDatabaseReport, turn: Turn) {
     const db = physical.client as unknown as Raw;
-    const leaseEnds = Date.now() + leaseMs;
+    const waiting: Outcome[] = [];
+    let flushing: Promise<void> | undefined;
+    const state = { failure: undefined as unknown };
+    const settled = (outcome: Outcome) => {
+      if (outcome.status === "delivered") report.delivered++;
+      else if (outcome.status === "pending") report.retried++;
+      else {
+        report.dead++;
+        const { row, message, error, text } = outcome;
+        settings.logger.warn(
+          `[shardkit] outbox event ${row.id} (${row.topic}) is dead after ${row.attempts} attempts: ${text.slice(0, 200)}`,
+        );
+        settings.onDead?.(message, error);
+        deadLetters?.add(1, { "shardkit.relay.topic": row.topic, [ATTR.database]: physical.name });
+      }
+    };
+    async function flush() {
+      // The deliveries that end in the same turn of the event loop (a fast consumer) go together.
+      await new Promise((resolve) => setImmediate(resolve));
+      while (waiting.length > 0 && state.failure === undefined) {
+        const group = waiting.splice(0);
+        try {
+          await bounded(physical, () =>
+            db.$executeRawUnsafe(
+              RECORD,
+              group.map((o) => o.row.id),
+              group.map((o) => o.row.attempts),
+              group.map((o) => o.status),
+              group.map((o) => o.text),
+              group.map((o) => o.delayMs),
+            ),
+          );
+        } catch (error) {
+          state.failure = error;
+          break;
+        }
+        turn.progress();
+        for (const outcome of group) settled(outcome);
+      }
+      flushing = undefined;
+    }
+    return {
+      state,
+      add(outcome: Outcome) {
+        waiting.push(outcome);
+        flushing ??= flush();
+      },
+      /** Waits for every outcome added to be recorded; throws the error of a statement that failed. */
+      async drained() {
+        while (flushing) await flushing;
+        if (state.failure !== undefined) throw state.failure;
+      },
+    };
+  }
+
+  async function poll(physical: Database<Client>, turn: Turn): Promise<RelayDatabaseReport> {
+    const report: RelayDatabaseReport = { ...whose(physical), claimed: 0, delivered: 0, retried: 0, dead: 0 };
+    const db = physical.client as unknown as Raw;
+    const leaseEnds = Date.now() + settings.leaseMs;
     const rows = await bounded(physical, () =>
       db.$queryRawUnsafe<Row[]>(
         CLAIM,
-        batchSize,
-        leaseMs,
+        settings.batchSize,
+        settings.leaseMs,
         physical.shards.map((shard) => shard.bits),
       ),
     );
+    turn.progress();
     report.claimed = rows.length;
     lagHistogram?.record(
       rows.length > 0 ? Math.max(0, Date.now() - new Date(rows[0]!.createdAt).getTime()) : 0,
-      {
-        [ATTR.database]: physical.name,
-      },
+      { [ATTR.database]: physical.name },
     );
-    // One lane per aggregate: its events are delivered in order, and lanes run side by side (at
-    // most `deliveryConcurrency`), so an event whose consumer waits on a slow or frozen database
-    // holds up only its own aggregate, never the rest of the batch.
+    // One lane per aggregate: its events are delivered in order, and lanes run side by side (each
+    // delivery in one of the relay's `deliveryConcurrency` turns), so an event whose consumer waits
+    // on a slow or frozen database holds up only its own aggregate, never the rest of the batch.
     const lanes = new Map<string, Row[]>();
     for (const row of rows) {
       const lane = lanes.get(row.aggregateId);
@@ -183,19 +210,28 @@ export function databasePoller<Client extends ShardClient>(
     }
     const queue = [...lanes.values()];
     const released: Row[] = [];
+    const outcomes = recorder(physical, report, turn);
     const work = async () => {
       for (let lane = queue.shift(); lane; lane = queue.shift()) {
         for (const [i, row] of lane.entries()) {
-          if (Date.now() + deliveryTimeoutMs > leaseEnds) {
-            // No time left to deliver within the lease: let the rest be claimed again at once.
+          const delivery = await turns.deliveries.take();
+          // Outcomes that cannot be recorded would be delivered again: deliver no more (the lease
+          // brings the rest back). No time left to deliver within the lease: let the rest be
+          // claimed again at once.
+          if (outcomes.state.failure !== undefined) return delivery.release();
+          if (Date.now() + settings.deliveryTimeoutMs > leaseEnds) {
+            delivery.release();
             released.push(...lane.slice(i));
             break;
           }
-          await deliverRow(physical, row, report);
+          const outcome = await attempt(physical, row).finally(delivery.release);
+          turn.progress();
+          outcomes.add(outcome);
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(deliveryConcurrency, queue.length) }, work));
+    await Promise.all(Array.from({ length: Math.min(settings.deliveryConcurrency, queue.length) }, work));
+    await outcomes.drained();
     if (released.length > 0) {
       await bounded(physical, () =>
         db.$executeRawUnsafe(
@@ -209,5 +245,16 @@ export function databasePoller<Client extends ShardClient>(
     return report;
   }
 
-  return pollDatabase;
+  /**
+   * Polls `physical` in its turn (see `Turns.take` for when a stalled poll gives it up), unless
+   * `wanted()` says no when the turn comes (the relay stopped meanwhile): then `undefined`.
+   */
+  return async function pollDatabase(physical: Database<Client>, wanted = () => true) {
+    const turn = await turns.polls.take(settings.stallMs);
+    try {
+      return wanted() ? await poll(physical, turn) : undefined;
+    } finally {
+      turn.release();
+    }
+  };
 }

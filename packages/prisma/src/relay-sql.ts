@@ -1,6 +1,6 @@
-// The relay's SQL on one database's outbox: claiming a batch, recording an outcome, releasing what
-// a batch had no time for, the lag and the redrive of dead letters; each only on the shards the
-// database owns now.
+// The relay's SQL on one database's outbox: claiming a batch, recording a group of outcomes,
+// releasing what a batch had no time for, the lag and the redrive of dead letters; each only on the
+// shards the database owns now.
 import { shardBitsSql } from "./sql.js";
 
 /** The raw SQL a shard's client runs for the relay. */
@@ -36,10 +36,18 @@ export const CLAIM = `WITH claimed AS (
     RETURNING id, topic, "aggregateId", payload, "createdAt", attempts)
   SELECT id::text AS id, topic, "aggregateId"::text AS "aggregateId", payload, "createdAt", attempts
   FROM claimed ORDER BY "createdAt", id`;
-export const DELIVERED = `UPDATE "OutboxEvent" SET status = 'delivered', "deliveredAt" = now()
-  WHERE id = $1::uuid AND attempts = $2 AND status = 'pending'`;
-export const FAILED = `UPDATE "OutboxEvent" SET "lastError" = $3, status = $4, "availableAt" = now() + ($5::int * interval '1 millisecond')
-  WHERE id = $1::uuid AND attempts = $2 AND status = 'pending'`;
+/**
+ * The outcomes of a group of deliveries, in one statement: `delivered`, or failed (`pending` again
+ * after its delay in ms, or `dead`) with its error. Each is fenced by its attempt count, as above.
+ * (Arrays, one element per event: ids, attempts, statuses, errors ("" for a delivery), delays.)
+ */
+export const RECORD = `UPDATE "OutboxEvent" o SET status = r.status,
+    "deliveredAt" = CASE WHEN r.status = 'delivered' THEN now() ELSE o."deliveredAt" END,
+    "lastError" = CASE WHEN r.status = 'delivered' THEN o."lastError" ELSE r.error END,
+    "availableAt" = CASE WHEN r.status = 'delivered' THEN o."availableAt"
+                         ELSE now() + (r.delay * interval '1 millisecond') END
+  FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[]) AS r(id, attempts, status, error, delay)
+  WHERE o.id = r.id AND o.attempts = r.attempts AND o.status = 'pending'`;
 /** Claimed events the batch had no time left to deliver: back to pending, the attempt not counted. */
 export const RELEASE = `UPDATE "OutboxEvent" o SET "availableAt" = now(), attempts = o.attempts - 1
   FROM unnest($1::uuid[], $2::int[]) AS r(id, attempts)

@@ -1,16 +1,20 @@
 // `createOutboxRelay`: a relay that polls every shard database's outbox and delivers each event at
-// least once. Here: its options' defaults and checks, one loop per database, `lag()` and
-// `redrive()`. A poll of one database is `relay-poll.ts`, its SQL `relay-sql.ts`, the options and
-// reports `relay-options.ts`.
+// least once. Here: the schedule of each database's polls (turns, idle pauses, `notify()`),
+// `runOnce()`, `lag()` and `redrive()`. A poll of one database is `relay-poll.ts`, its SQL
+// `relay-sql.ts`, the turns `relay-turns.ts`, the options, their defaults and the reports
+// `relay-options.ts`.
 import { scatter } from "@shardkit/scatter";
-import { withDeadline } from "./deadline.js";
-import { DatabaseTimeoutError, RoutingOptionsError } from "./errors.js";
-import type { Database, ShardClient } from "./registry.js";
-import type { OutboxRelay, OutboxRelayOptions, RedriveFilter, RelayPollReport } from "./relay-options.js";
-import { DeliveryTimeout, databasePoller } from "./relay-poll.js";
+import { type Database, type ShardClient, type ShardRef, toShard } from "./registry.js";
+import {
+  type OutboxRelay,
+  type OutboxRelayOptions,
+  type RedriveFilter,
+  type RelayPollReport,
+  relaySettings,
+} from "./relay-options.js";
+import { databasePoller, whose } from "./relay-poll.js";
 import { LAG, type Raw, REDRIVE } from "./relay-sql.js";
-import { telemetryOf } from "./telemetry.js";
-import { isShardUnavailable } from "./unavailable.js";
+import { Turns } from "./relay-turns.js";
 
 export type {
   OutboxLag,
@@ -23,73 +27,45 @@ export type {
 } from "./relay-options.js";
 
 /**
+ * The pause before a database's next poll, after one that claimed `claimed` events, the last
+ * `emptyPolls` of its polls in a row having claimed none. A full batch: none (the database polls
+ * again at its next turn; the turns of the databases already waiting come first). Some events:
+ * `pollIntervalMs`. Nothing: `pollIntervalMs`, doubling with each empty poll up to `maxIdleMs`, so an
+ * idle fleet costs a claim per database every `maxIdleMs` rather than every `pollIntervalMs`.
+ */
+export function pauseAfter(
+  claimed: number,
+  emptyPolls: number,
+  settings: { batchSize: number; pollIntervalMs: number; maxIdleMs: number },
+): number {
+  if (claimed >= settings.batchSize) return 0;
+  const doublings = Math.min(Math.max(emptyPolls - 1, 0), 30);
+  return Math.min(settings.maxIdleMs, settings.pollIntervalMs * 2 ** doublings);
+}
+
+/**
  * A relay that polls every shard database's outbox and delivers each event at least once: claims
- * are leases (no lock held while delivering), every delivery has a timeout, every outcome is
- * recorded on its own, each database has its own loop, and an event whose failure retrying can
- * fix (its shard down, a timeout) is retried until it is delivered.
+ * are leases (no lock held while delivering), every delivery has a timeout, outcomes are recorded a
+ * group per statement as they come, and an event whose failure retrying can fix (its shard down, a
+ * timeout) is retried until it is delivered. Its work is bounded for the whole fleet: at most
+ * `pollConcurrency` databases polled and `deliveryConcurrency` deliveries in flight at once, the
+ * databases taking turns.
  */
 export function createOutboxRelay<Client extends ShardClient>(
   options: OutboxRelayOptions<Client>,
 ): OutboxRelay {
-  const batchSize = options.batchSize ?? 100;
-  const maxAttempts = options.maxAttempts ?? 10;
-  const baseMs = options.backoff?.baseMs ?? 500;
-  const maxMs = options.backoff?.maxMs ?? 60_000;
-  const pollIntervalMs = options.pollIntervalMs ?? 1000;
-  const deliveryTimeoutMs = options.deliveryTimeoutMs ?? 10_000;
-  const leaseMs = options.leaseMs ?? 60_000;
-  const lagTimeoutMs = options.lagTimeoutMs ?? 5000;
-  const queryTimeoutMs = options.queryTimeoutMs ?? 30_000;
-  if (!(Number.isFinite(queryTimeoutMs) && queryTimeoutMs > 0)) {
-    throw new RoutingOptionsError([
-      `queryTimeoutMs must be a positive number of milliseconds, got ${JSON.stringify(options.queryTimeoutMs)}`,
-    ]);
-  }
-  const deliveryConcurrency = options.deliveryConcurrency ?? 8;
-  if (!(Number.isSafeInteger(deliveryConcurrency) && deliveryConcurrency >= 1)) {
-    throw new RoutingOptionsError([
-      `deliveryConcurrency must be an integer >= 1, got ${JSON.stringify(options.deliveryConcurrency)}`,
-    ]);
-  }
-  if (!(leaseMs > deliveryTimeoutMs)) {
-    throw new RoutingOptionsError([
-      `leaseMs (${leaseMs}) must be longer than deliveryTimeoutMs (${deliveryTimeoutMs}): a claim must outlast a delivery`,
-    ]);
-  }
-  const retryable =
-    options.retryable ?? ((error: unknown) => error instanceof DeliveryTimeout || isShardUnavailable(error));
-  const logger = options.logger ?? console;
-  const databases = options.registry.databases;
-  /** Keys of the shards a database holds; databases themselves are keyed by index (names may repeat in a spare's ""). */
-  const shardsOf = (p: Database<Client>) => p.shards.map((s) => s.key).join(",");
+  const settings = relaySettings(options);
+  const { registry, pollIntervalMs, maxMs, lagTimeoutMs } = settings;
+  const databases = registry.databases;
+  /** Databases are keyed by index (names may repeat in a spare's ""). */
   const keyOf = (p: Database<Client>) => String(p.index);
-  const whose = (p: Database<Client>) => ({ database: p.name, shards: shardsOf(p) });
-  /** One of the relay's statements on `physical`, bounded by `queryTimeoutMs`. */
-  const bounded = <T>(physical: Database<Client>, run: () => PromiseLike<T>) =>
-    withDeadline(
-      queryTimeoutMs,
-      () => new DatabaseTimeoutError(physical.name, physical.shards, queryTimeoutMs),
-      run,
-    );
-  const telemetry = telemetryOf(options.telemetry, "@shardkit/prisma");
-  const pollDatabase = databasePoller({
-    options,
-    batchSize,
-    maxAttempts,
-    baseMs,
-    maxMs,
-    deliveryTimeoutMs,
-    leaseMs,
-    deliveryConcurrency,
-    retryable,
-    logger,
-    bounded,
-    whose,
-    telemetry,
+  const pollDatabase = databasePoller(settings, {
+    polls: new Turns(settings.pollConcurrency),
+    deliveries: new Turns(settings.deliveryConcurrency),
   });
 
   async function runOnce(): Promise<RelayPollReport> {
-    const result = await scatter(databases, (physical) => pollDatabase(physical), {
+    const result = await scatter(databases, async (physical) => (await pollDatabase(physical))!, {
       policy: "partial",
       key: keyOf,
     });
@@ -101,30 +77,52 @@ export function createOutboxRelay<Client extends ShardClient>(
 
   let loops: Promise<void>[] | undefined;
   let stopping = false;
-  const wakers = new Set<() => void>();
-  const pause = (ms: number) =>
+  /** Bumped by each `start()`: a loop of an earlier start that still waits for its turn ends then. */
+  let generation = 0;
+  /** Per database (by index): whether it was notified since its last claim, and how to end its pause. */
+  const notified = databases.map(() => false);
+  const wakers = new Map<number, () => void>();
+  const pause = (index: number, ms: number) =>
     new Promise<void>((resolve) => {
       const wake = () => {
         clearTimeout(timer);
-        wakers.delete(wake);
+        wakers.delete(index);
         resolve();
       };
-      const timer = setTimeout(wake, ms);
-      wakers.add(wake);
+      // Past what a timer holds (about 24.8 days; a `maxIdleMs` of Infinity), Node would fire at once.
+      const timer = setTimeout(wake, Math.min(ms, 2 ** 31 - 1));
+      wakers.set(index, wake);
     });
+  const notifyDatabase = (index: number) => {
+    notified[index] = true;
+    wakers.get(index)?.();
+  };
 
-  /** One database's loop: a database that is down backs off on its own; the others go on. */
-  async function loop(physical: Database<Client>): Promise<void> {
+  /**
+   * One database's schedule: its polls, each in its turn, with `pauseAfter` between them; a
+   * `notify()` ends a pause. A database that fails backs off on its own; the others go on.
+   */
+  async function loop(physical: Database<Client>, started: number): Promise<void> {
+    const running = () => !stopping && generation === started;
     let failures = 0;
-    while (!stopping) {
+    let empty = 0;
+    while (running()) {
+      notified[physical.index] = false;
+      let wait: number;
       try {
-        const report = await pollDatabase(physical);
+        const report = await pollDatabase(physical, running);
+        if (!report) break;
         failures = 0;
-        if (report.claimed < batchSize && !stopping) await pause(pollIntervalMs);
+        empty = report.claimed === 0 ? empty + 1 : 0;
+        wait = pauseAfter(report.claimed, empty, settings);
       } catch (error) {
         failures++;
-        options.onError?.(error, physical.name, shardsOf(physical));
-        if (!stopping) await pause(Math.min(maxMs, pollIntervalMs * 2 ** Math.min(failures - 1, 10)));
+        settings.onError?.(error, physical.name, whose(physical).shards);
+        wait = Math.min(maxMs, pollIntervalMs * 2 ** Math.min(failures - 1, 10));
+      }
+      // Events written while the claim ran (`notify()` then) would wait a whole pause: poll again.
+      if (wait > 0 && running() && !(notified[physical.index] && failures === 0)) {
+        await pause(physical.index, wait);
       }
     }
   }
@@ -134,11 +132,16 @@ export function createOutboxRelay<Client extends ShardClient>(
     start() {
       if (loops) return;
       stopping = false;
-      loops = databases.map((physical) => loop(physical));
+      generation++;
+      loops = databases.map((physical) => loop(physical, generation));
+    },
+    notify(shardOrId?: ShardRef) {
+      if (shardOrId === undefined) for (const physical of databases) notifyDatabase(physical.index);
+      else notifyDatabase(registry.databaseOf(toShard(shardOrId)).index);
     },
     async stop(timeoutMs = 10_000) {
       stopping = true;
-      for (const wake of [...wakers]) wake();
+      for (const wake of [...wakers.values()]) wake();
       const running = loops ?? [];
       loops = undefined;
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -182,6 +185,9 @@ export function createOutboxRelay<Client extends ShardClient>(
           ),
         { policy: "partial", deadlineMs: lagTimeoutMs, key: keyOf },
       );
+      // What came back to pending goes out at its database's next turn, not after an idle pause.
+      for (const o of result.outcomes)
+        if (o.status === "fulfilled" && o.value > 0) notifyDatabase(o.target.index);
       return result.outcomes.map((o) =>
         o.status === "fulfilled"
           ? { ...whose(o.target), redriven: o.value }

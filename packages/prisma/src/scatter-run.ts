@@ -3,9 +3,11 @@
 import type { AsyncLocalStorage } from "node:async_hooks";
 import type { Attributes, Span } from "@opentelemetry/api";
 import { type ScatterResult, scatter } from "@shardkit/scatter";
+import { DatabaseTimeoutError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
 import type { Obj, PlanTarget, ScatterRead } from "./plan.js";
 import { type Planner, targetKey } from "./planner.js";
+import { LegDeadlines } from "./scatter/deadlines.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
 import type { Call, View } from "./scope.js";
 import { ATTR, endWithError, type Telemetry } from "./telemetry.js";
@@ -20,6 +22,8 @@ export interface ScatterRunner {
   readonly nullable: Map<string, boolean>;
   readonly call: Call;
   databaseName(index: number): string | undefined;
+  /** How long one statement shardkit sends may wait for its database (a leg's deadline). */
+  readonly timeoutMs: number;
   bounded<T>(database: number, run: () => PromiseLike<T>): Promise<T>;
   /** Runs a read on database `database` (its client, or a replica of it). */
   on(view: View, database: number, model: string, operation: string, args: unknown): PromiseLike<unknown>;
@@ -54,7 +58,7 @@ export async function runScatter(
       }
     }
     const next = step.resume(row, nullable);
-    if (next === null) return finish(r, view, model, read, read.merge([]), targets);
+    if (next === null) return finish(r, view, model, read, read.merge([]), () => targets);
     read = next;
   }
   const current = read;
@@ -63,27 +67,56 @@ export async function runScatter(
   // would: a client must not be able to pass its own mistake off as an outage.
   let refused: { error: unknown } | undefined;
   const parent = r.telemetry ? r.spans.getStore() : undefined;
+  // Nothing a leg is asked depends on its database but its target's args: the args of a keyless
+  // read (the same object for every target) are made once and shared by every leg, and an `in`
+  // list cut per database gets its own. Prisma neither keeps nor changes the args it is given.
+  const asked = new Map<Obj, Obj>();
+  const argsOf = (target: PlanTarget): Obj => {
+    let args = asked.get(target.args);
+    if (args === undefined) {
+      args = current.argsFor(target);
+      asked.set(target.args, args);
+    }
+    return args;
+  };
+  // Each leg bounded by `timeoutMs` (as `bounded` bounds one statement), one timer for all of them.
+  const deadlines = new LegDeadlines(
+    r.timeoutMs,
+    (database) => {
+      const shards = r.planner.placement.databases[database]?.shards ?? [];
+      return new DatabaseTimeoutError(r.databaseName(database) ?? `#${database}`, shards, r.timeoutMs);
+    },
+    (error) => {
+      if (!refused && !isShardUnavailable(error)) refused = { error };
+    },
+  );
   const result = await scatter(
     targets,
-    async (target) => {
-      const child = parent && scatterChild(r, parent, model, current.operation, target);
-      try {
-        const value = await r.bounded(target.database, () =>
-          r.on(view, target.database, model, current.operation, current.argsFor(target)),
-        );
-        child?.end();
-        return value;
-      } catch (error) {
-        if (!refused && !isShardUnavailable(error)) refused = { error };
-        if (child) endWithError(child, error);
-        throw error;
-      }
+    (target): Promise<unknown> => {
+      const { database } = target;
+      const args = argsOf(target);
+      const leg = deadlines.run(database, () => r.on(view, database, model, current.operation, args));
+      if (!parent) return leg;
+      // Telemetry on: a child span per database (none is made, nor anything else per leg, when off).
+      const child = scatterChild(r, parent, model, current.operation, target);
+      return leg.then(
+        (value) => {
+          child.end();
+          return value;
+        },
+        (error: unknown) => {
+          endWithError(child, error);
+          throw error;
+        },
+      );
     },
     {
       policy: options.policy ?? "fail",
       ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
       ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
       key: targetKey,
+      // A Prisma query cannot be cancelled once sent: no AbortSignal per leg.
+      abortable: false,
     },
   ).catch((error: unknown) => {
     throw refused ? refused.error : error;
@@ -92,8 +125,10 @@ export async function runScatter(
   if (r.telemetry) noteScatter(r, parent, result);
   const merged = current.merge(result.values);
   if (options.onReport) options.onReport(report(model, operation, result));
-  const answered = result.outcomes.filter((o) => o.status === "fulfilled").map((o) => o.target);
-  return finish(r, view, model, current, merged, answered.length > 0 ? answered : targets);
+  return finish(r, view, model, current, merged, () => {
+    const answered = result.outcomes.filter((o) => o.status === "fulfilled").map((o) => o.target);
+    return answered.length > 0 ? answered : targets;
+  });
 }
 
 /** A scatter's child span for one database. */
@@ -154,10 +189,10 @@ function finish(
   model: string,
   read: { orThrow?: boolean },
   merged: unknown,
-  answered: readonly PlanTarget[],
+  answered: () => readonly PlanTarget[],
 ): unknown {
   if (merged !== null || !read.orThrow) return merged;
-  return boundedCall(r, view, answered[0]!.database, model, "findFirstOrThrow", {
+  return boundedCall(r, view, answered()[0]!.database, model, "findFirstOrThrow", {
     where: { id: { in: [] } },
   });
 }

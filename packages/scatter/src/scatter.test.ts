@@ -120,6 +120,7 @@ describe("scatter: parallelism and the concurrency limit", () => {
     expect(() => scatter([1], fn, { targetTimeoutMs: Number.NaN })).toThrow(/targetTimeoutMs/);
     expect(() => scatter([1], fn, { policy: "best-effort" as never })).toThrow(/policy/);
     expect(() => scatter([1, 2], fn, { key: () => "same" })).toThrow(/both named "same"/);
+    expect(() => scatter([1], fn, { abortable: "no" as never })).toThrow(/abortable/);
     try {
       scatter([1], fn, { concurrency: -1 });
     } catch (err) {
@@ -350,5 +351,63 @@ describe("scatter: deadlines, timeouts and cancellation", () => {
       expect(vi.getTimerCount()).toBe(0);
     }
     expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+  });
+});
+
+describe("scatter: calls that cannot be cancelled (abortable: false)", () => {
+  it("gives every call one signal that never aborts, and still reports stopped calls missing at once", async () => {
+    vi.useFakeTimers();
+    const signals: AbortSignal[] = [];
+    let late!: (value: string) => void;
+    const run = scatter(
+      ["fast", "slow", "waiting"],
+      (t, signal) => {
+        signals.push(signal);
+        if (t === "fast") return "ok";
+        return new Promise<string>((resolve) => {
+          if (t === "slow") late = resolve;
+        });
+      },
+      { abortable: false, concurrency: 2, deadlineMs: 100, policy: "partial", key: (t) => t },
+    );
+    const result = await afterMs(100, run);
+    expect(result.values).toEqual(["ok"]);
+    expect(result.missing.map((m) => [m.key, m.reason])).toEqual([
+      ["slow", "deadline"],
+      ["waiting", "deadline"],
+    ]);
+    expect(signals).toHaveLength(3);
+    expect(new Set(signals).size).toBe(1);
+    expect(signals[0]?.aborted).toBe(false);
+    // The slow call answers after the scatter gave up on it: ignored.
+    late("too late");
+    await Promise.resolve();
+    expect(result.outcomes[1]).toMatchObject({ status: "missing", reason: "deadline" });
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("per-target timeouts and failFast report as with signals", async () => {
+    vi.useFakeTimers();
+    const hang = () => new Promise<never>(() => {});
+    const timed = scatter([1, 2], (t) => (t === 2 ? hang() : t), {
+      abortable: false,
+      targetTimeoutMs: 20,
+      policy: "partial",
+    });
+    const result = await afterMs(20, timed);
+    expect(result.values).toEqual([1]);
+    expect(result.missing.map((m) => [m.index, m.reason])).toEqual([[1, "timeout"]]);
+    const err = await caught(
+      scatter(["a", "b"], (t) => (t === "b" ? Promise.reject(new Error("b is down")) : hang()), {
+        abortable: false,
+        failFast: true,
+        key: (t) => t,
+      }),
+    );
+    expect(err.missing.map((m) => [m.key, m.reason])).toEqual([
+      ["a", "cancelled"],
+      ["b", "error"],
+    ]);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });

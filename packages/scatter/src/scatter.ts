@@ -29,7 +29,18 @@ export interface ScatterOptions<Target, Value> {
   rows?: (value: Value) => number | undefined;
   /** With policy `'fail'`: at the first failure, abort the other targets (reported as `'cancelled'`) instead of waiting for them. */
   failFast?: boolean;
+  /**
+   * Default true: each call gets its own AbortSignal. `false` for calls that cannot be cancelled
+   * (a Prisma query, once sent, runs to its end): no signal is made per call (making one is most
+   * of the scatter's own cost per target) and every call gets one that never aborts. A call
+   * stopped by its timeout, the deadline, the caller's signal or `failFast` is still reported
+   * missing at once, and its late answer is ignored.
+   */
+  abortable?: boolean;
 }
+
+/** The signal of the calls of a scatter with `abortable: false`: it never aborts. */
+const NEVER_ABORTED = new AbortController().signal;
 
 /** What happened to one target. Times are in ms; `startedMs` is relative to the start of the scatter. */
 export type TargetOutcome<Target, Value> =
@@ -108,9 +119,13 @@ export function scatter<Target, Value>(
   const t0 = performance.now();
   const since = () => performance.now() - t0;
 
+  const abortable = options.abortable ?? true;
+
   return new Promise((resolve, reject) => {
     const outcomes: (TargetOutcome<Target, Value> | undefined)[] = new Array(n);
-    const inflight = new Map<number, Slot>();
+    // The running calls by index (a sparse array: cheaper than a Map at one entry per target).
+    const inflight: (Slot | undefined)[] = new Array(n);
+    let running = 0;
     let next = 0;
     let settled = 0;
     let stop: { reason: MissingReason; error: unknown } | null = null;
@@ -123,8 +138,6 @@ export function scatter<Target, Value>(
         new ScatterAbortedError("scatter aborted by the caller", { cause: callerSignal?.reason }),
       );
 
-    /** Which target an outcome is of: the target, its key and its index. */
-    const named = (i: number) => ({ target: list[i] as Target, key: keys[i] as string, index: i });
     const missingOutcome = (
       i: number,
       reason: MissingReason,
@@ -132,7 +145,9 @@ export function scatter<Target, Value>(
       startedMs: number | null,
     ): TargetOutcome<Target, Value> => ({
       status: "missing",
-      ...named(i),
+      target: list[i] as Target,
+      key: keys[i] as string,
+      index: i,
       reason,
       error,
       startedMs,
@@ -143,10 +158,11 @@ export function scatter<Target, Value>(
       if (outcomes[i] !== undefined) return;
       outcomes[i] = outcome;
       settled++;
-      const slot = inflight.get(i);
+      const slot = inflight[i];
       if (slot) {
         if (slot.timer !== undefined) clearTimeout(slot.timer);
-        inflight.delete(i);
+        inflight[i] = undefined;
+        running--;
       }
       if (
         outcome.status === "missing" &&
@@ -166,32 +182,34 @@ export function scatter<Target, Value>(
     }
 
     function launch(): void {
-      while (stop === null && inflight.size < limit && next < n) start(next++);
+      while (stop === null && running < limit && next < n) start(next++);
     }
 
     function start(i: number): void {
-      const controller = new AbortController();
+      const controller = abortable ? new AbortController() : undefined;
       const startedMs = since();
-      const slot: Slot = { controller, startedMs };
-      inflight.set(i, slot);
+      const slot: Slot = { controller, startedMs, timer: undefined };
+      inflight[i] = slot;
+      running++;
       const timeout = options.targetTimeoutMs;
       if (timeout !== undefined) {
         slot.timer = setTimeout(() => {
           const error = new ScatterDeadlineError(
             `target ${JSON.stringify(keys[i])} exceeded its ${timeout} ms timeout`,
           );
-          controller.abort(error);
+          controller?.abort(error);
           settle(i, missingOutcome(i, "timeout", error, startedMs));
         }, timeout);
       }
       let pending: PromiseLike<Value>;
       try {
-        pending = Promise.resolve(fn(list[i] as Target, controller.signal));
+        pending = Promise.resolve(fn(list[i] as Target, controller ? controller.signal : NEVER_ABORTED));
       } catch (error) {
         pending = Promise.reject(error);
       }
       pending.then(
         (value) => {
+          if (outcomes[i] !== undefined) return; // given up on: its late answer is ignored
           const durationMs = since() - startedMs;
           let rows: number | undefined;
           try {
@@ -202,7 +220,9 @@ export function scatter<Target, Value>(
           }
           settle(i, {
             status: "fulfilled",
-            ...named(i),
+            target: list[i] as Target,
+            key: keys[i] as string,
+            index: i,
             value,
             rows,
             startedMs,
@@ -217,20 +237,24 @@ export function scatter<Target, Value>(
       if (done || stop !== null) return;
       stop = { reason, error };
       // Record every stopped target before aborting: an abort listener may settle synchronously.
-      const stopped = [...inflight];
-      inflight.clear();
-      for (const [i, slot] of stopped) {
+      const stopped: Slot[] = [];
+      for (let i = 0; i < next; i++) {
+        const slot = inflight[i];
+        if (slot === undefined) continue;
+        inflight[i] = undefined;
+        stopped.push(slot);
         if (slot.timer !== undefined) clearTimeout(slot.timer);
         if (outcomes[i] === undefined) {
           outcomes[i] = missingOutcome(i, reason, error, slot.startedMs);
           settled++;
         }
       }
+      running = 0;
       for (; next < n; next++) {
         outcomes[next] = missingOutcome(next, reason, error, null);
         settled++;
       }
-      for (const [, slot] of stopped) slot.controller.abort(error);
+      for (const slot of stopped) slot.controller?.abort(error);
       finish();
     }
 
@@ -296,9 +320,10 @@ export function scatter<Target, Value>(
 }
 
 interface Slot {
-  readonly controller: AbortController;
+  /** Absent with `abortable: false`. */
+  readonly controller: AbortController | undefined;
   readonly startedMs: number;
-  timer?: ReturnType<typeof setTimeout>;
+  timer: ReturnType<typeof setTimeout> | undefined;
 }
 
 function validate<T, V>(options: ScatterOptions<T, V>, policy: unknown, limit: number): void {
@@ -306,6 +331,8 @@ function validate<T, V>(options: ScatterOptions<T, V>, policy: unknown, limit: n
     throw new InvalidScatterOptionsError(`policy must be 'fail' or 'partial', got ${String(policy)}`);
   if (!(limit === Number.POSITIVE_INFINITY || (Number.isInteger(limit) && limit >= 1)))
     throw new InvalidScatterOptionsError(`concurrency must be a positive integer, got ${String(limit)}`);
+  if (options.abortable !== undefined && typeof options.abortable !== "boolean")
+    throw new InvalidScatterOptionsError(`abortable must be a boolean, got ${String(options.abortable)}`);
   for (const name of ["deadlineMs", "targetTimeoutMs"] as const) {
     const v = options[name];
     if (v !== undefined && !(typeof v === "number" && Number.isFinite(v) && v >= 0))

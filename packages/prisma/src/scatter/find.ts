@@ -45,15 +45,17 @@ export function planFind(model: ModelInfo, operation: string, args: Obj): Scatte
   const read = (after: Obj | undefined): ScatterRead => ({
     operation: "findMany",
     argsFor(target: PlanTarget) {
-      const a: Obj = { ...target.args, ...selection, orderBy };
-      delete a.skip;
-      delete a.cursor;
-      if (take === undefined) delete a.take;
-      else a.take = skip + take;
-      const where = and(a.where, after);
-      if (where === undefined) delete a.where;
-      else a.where = where;
-      return a;
+      // Built whole, without `delete`: an object that loses properties turns into a slow
+      // dictionary for every leg that reads it.
+      const { skip: _skip, cursor: _cursor, take: _take, where: own, ...rest } = target.args;
+      const where = and(own, after);
+      return {
+        ...rest,
+        ...selection,
+        orderBy,
+        ...(take === undefined ? {} : { take: skip + take }),
+        ...(where === undefined ? {} : { where }),
+      };
     },
     merge(values) {
       const rows = mergeSorted(values as Obj[][], keys, { offset: skip, limit: take });
