@@ -95,12 +95,7 @@ export class RouterView<Client extends ShardClient> {
       this.rows.set(outcome.target, outcome.value.rows);
       this.digests.set(outcome.target, outcome.value.digest);
     }
-    for (const m of result.missing) {
-      this.silent.set(
-        m.target,
-        m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
-      );
-    }
+    this.unanswered(result.missing);
     if (!only && this.identities.size < this.registry.databases.length) {
       for (const [p, id] of await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs })) {
         this.identities.set(p, id);
@@ -194,13 +189,9 @@ export class RouterView<Client extends ShardClient> {
       if (outcome.status === "fulfilled" && outcome.value === this.digests.get(outcome.target))
         unchanged.add(outcome.target);
     }
-    for (const m of result.missing) {
-      this.silent.set(
-        m.target,
-        m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
-      );
-      unchanged.add(m.target); // kept as last read; read in full at the next check
-    }
+    this.unanswered(result.missing);
+    // Kept as last read; read in full at the next check.
+    for (const m of result.missing) unchanged.add(m.target);
     const read = databases.filter((p) => !unchanged.has(p));
     if (read.length > 0) return this.read(read);
     this.lastRead = performance.now();
@@ -210,6 +201,17 @@ export class RouterView<Client extends ShardClient> {
       missing: result.missing.map((m) => m.target.name),
       problems: [],
     });
+  }
+
+  /** Notes why each database that did not answer a read or a check is silent. */
+  private unanswered(
+    missing: readonly { target: Database<Client>; reason: string; error?: unknown }[],
+  ): void {
+    for (const m of missing)
+      this.silent.set(
+        m.target,
+        m.reason === "timeout" ? `no answer in ${this.timeoutMs} ms` : lastLine(m.error),
+      );
   }
 
   /** Whether `physical`'s last records hold a shard armed or fenced for a move (whose lease may lapse as time passes). */
