@@ -94,12 +94,11 @@ export async function runScatter(
     targets,
     (target): Promise<unknown> => {
       const { database } = target;
-      const args = argsOf(target);
-      const leg = deadlines.run(database, () => r.on(view, database, model, current.operation, args));
-      if (!parent) return leg;
+      const run = () => r.on(view, database, model, current.operation, argsOf(target));
+      if (!parent) return deadlines.run(database, run);
       // Telemetry on: a child span per database (none is made, nor anything else per leg, when off).
       const child = scatterChild(r, parent, model, current.operation, target);
-      return leg.then(
+      return deadlines.run(database, run).then(
         (value) => {
           child.end();
           return value;

@@ -11,7 +11,7 @@ interface Leg {
 
 /**
  * Bounds each leg of one scatter by the same `timeoutMs`, counted from the leg's start, as
- * `withDeadline` bounds one statement: past it, the leg fails with its `late()` error (the
+ * `withDeadline` bounds one statement: past it, the leg fails with `late(database)` (the
  * statement itself goes on: it cannot be taken back). One timeout for every leg means deadlines
  * come in the order the legs start, so one timer, armed for the oldest unsettled leg, serves them
  * all, where a timer and three promises per leg cost as much as the rest of shardkit's work on it.
