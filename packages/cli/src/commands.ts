@@ -61,6 +61,12 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
     .option("--schema <path>", "a schema.prisma file or a folder of .prisma files: push it")
     .option("--migrations <folder>", "a Prisma migrations folder: apply it")
     .option("--accept-data-loss", "push even when it drops data")
+    .option(
+      "--concurrency <n>",
+      "how many databases the schema engine works on at once",
+      positiveInt("--concurrency"),
+      1,
+    )
     .option("--no-progress", "no progress on stderr")
     .action(
       execute<
@@ -69,24 +75,26 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
           schema?: string;
           migrations?: string;
           acceptDataLoss?: boolean;
+          concurrency: number;
           progress: boolean;
         },
         RolloutReport
       >("rollout", async (o) => {
         const { rollout, renderRollout, describeRolloutEvent } = await import("./rollout.js");
         const progress = createProgress(io.stderr, { title: "rollout", total: 0, enabled: o.progress });
+        // The bar counts databases finished: with several at once they finish in any order.
+        let finished = 0;
         try {
           const report = await rollout({
             ...config(o),
             ...(o.schema !== undefined ? { schema: o.schema } : {}),
             ...(o.migrations !== undefined ? { migrations: o.migrations } : {}),
             acceptDataLoss: o.acceptDataLoss ?? false,
+            concurrency: o.concurrency,
             onProgress: (event) => {
               progress.setTotal(event.total);
-              progress.update(
-                event.type === "start" ? event.index : event.index + 1,
-                describeRolloutEvent(event),
-              );
+              if (event.type !== "start") finished++;
+              progress.update(finished, describeRolloutEvent(event));
             },
           });
           return [report, renderRollout];

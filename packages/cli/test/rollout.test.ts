@@ -87,6 +87,25 @@ describe("shardkit rollout", () => {
     ]);
   });
 
+  it("--concurrency works on several databases at once; progress counts the databases finished", async () => {
+    const run = await shardkit(["rollout", "--config", config, "--schema", SCHEMA, "--concurrency", "3"]);
+    expect(run.code).toBe(0);
+    const lines = run.stderr.trimEnd().split("\n");
+    // Three starts and three ends, in whatever order the databases finish; each end counts one more.
+    expect(lines.filter((l) => l.endsWith(": rolling out"))).toHaveLength(3);
+    const ends = lines.filter((l) => !l.endsWith(": rolling out"));
+    expect(ends.map((l) => l.slice(0, "rollout [1/3]".length))).toEqual([
+      "rollout [1/3]",
+      "rollout [2/3]",
+      "rollout [3/3]",
+    ]);
+    expect(ends.map((l) => l.split(" ")[2]!.replace(/:$/, "")).sort()).toEqual([...urls].sort());
+    expect(run.stdout).toContain("push: 0 applied, 3 unchanged, 3 databases");
+    const bad = await shardkit(["rollout", "--config", config, "--schema", SCHEMA, "--concurrency", "0"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--concurrency must be a positive integer");
+  });
+
   it("on a terminal, progress is a bar redrawn in place", () => {
     // `script` gives the command a pseudo-terminal, as a person's shell would.
     const command = [process.execPath, BIN, "rollout", "--config", config, "--schema", SCHEMA]

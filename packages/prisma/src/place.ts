@@ -50,16 +50,18 @@ function targetsOf(spread: Spread, placement: Placement): PlanTarget[] {
 }
 
 /**
- * The targets of a spread over every shard held now (a keyless read; an `in` list that names them
- * all), read off the databases instead of shard by shard: 64 databases of 16 shards are 64 steps,
+ * The targets of a spread over every shard held now (a keyless read, marked `every`; an `in` list
+ * that names them all), read off the databases instead of shard by shard: 64 databases of 16 shards are 64 steps,
  * not 1024 lookups. A spread names distinct registered shards, and each registered shard is held
  * by exactly one database, so a spread as long as every database's shards together is all of them.
  * Null for any other spread.
  */
 function everyDatabase(spread: Spread, placement: Placement): PlanTarget[] | null {
-  let held = 0;
-  for (const p of placement.databases) held += p.shards.length;
-  if (spread.shards.length !== held) return null;
+  if (!spread.every) {
+    let held = 0;
+    for (const p of placement.databases) held += p.shards.length;
+    if (spread.shards.length !== held) return null;
+  }
   const targets: PlanTarget[] = [];
   for (const p of placement.databases) {
     if (p.shards.length === 0) continue;

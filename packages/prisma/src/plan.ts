@@ -23,6 +23,8 @@ export interface PlanTarget {
  */
 export interface Spread {
   readonly shards: readonly ShardIdentifier[];
+  /** Every shard registered (a keyless call): placed as every database holding shards now. */
+  readonly every?: true;
   argsFor(shards: readonly ShardIdentifier[]): Obj;
 }
 

@@ -1770,6 +1770,21 @@ describe("Planner.plan", () => {
     expect(registry.databaseOf(plan.read.prepare!.row!.shard).index).toBe(1);
   });
 
+  it("a keyless scatter is placed off the databases: its list of every shard is made only when asked", () => {
+    const plan = scattering.plan("Wallet", "findMany", { take: 2 });
+    if (plan.kind !== "shards") throw new Error(`expected a scatter, got ${plan.kind}`);
+    expect(plan.spread.every).toBe(true);
+    const { shape, targets } = place(plan, registry);
+    expect(shape).toBe("scatter");
+    expect(targets.map((t) => [t.database, t.shards.map((s) => s.key)])).toEqual([
+      [0, ["0/0", "0/1"]],
+      [1, ["0/2", "1/0"]],
+      [2, ["1/1", "1/2"]],
+    ]);
+    // Asked, it is every shard, in shard order.
+    expect(plan.spread.shards.map((s) => s.key)).toEqual(["0/0", "0/1", "0/2", "1/0", "1/1", "1/2"]);
+  });
+
   it("never throws for bad input: refusals are plans", () => {
     for (const c of [...refusalCases, ...keylessCases, ...unsupportedCases, ...withinCases]) {
       expect(() => (c.planner ?? strict).plan(c.model, c.operation, c.args, c.context)).not.toThrow();

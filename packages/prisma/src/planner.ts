@@ -323,12 +323,22 @@ function spreadOf(named: Extract<Named, { kind: "in" | "rows" }>, args: Obj): Sp
   };
 }
 
-/** Every shard held by a database now (a keyless call), each asked the call's own args. */
+/**
+ * Every shard held by a database now (a keyless call), each asked the call's own args. Placed, it
+ * is read off the databases (see `every`); its list of shards is made only when something asks.
+ */
 function everyShard(placement: Placement, args: Obj): Spread {
-  const shards = holding(placement)
-    .flatMap((p) => p.shards)
-    .sort((x, y) => x.bits - y.bits);
-  return { shards, argsFor: () => args };
+  let shards: ShardIdentifier[] | undefined;
+  return {
+    every: true,
+    get shards() {
+      shards ??= holding(placement)
+        .flatMap((p) => p.shards)
+        .sort((x, y) => x.bits - y.bits);
+      return shards;
+    },
+    argsFor: () => args,
+  };
 }
 
 /** Whether `shards` are on more than one database now. */
