@@ -43,6 +43,9 @@ export const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_s
  * What `inspect` learnt: the databases that answered, and the ones that did not with why; and, for
  * the connection budget, the read replicas that answered (their pools count on their own servers).
  */
+/** Databases asked who they are at once. */
+const INSPECT_CONCURRENCY = 16;
+
 export interface Inspection<Client, Target = Database<Client>> {
   answered: { physical: Target; row: Inspected }[];
   unreachable: { physical: Target; error: unknown }[];
@@ -50,8 +53,9 @@ export interface Inspection<Client, Target = Database<Client>> {
 }
 
 /**
- * Asks each database who it is, all at once; a database that fails or does not answer within
- * `timeoutMs` (when given) is listed apart with its error.
+ * Asks each database who it is, `INSPECT_CONCURRENCY` at a time (a fleet's first connections are
+ * opened in waves, not all at once against its servers); a database that fails or does not answer
+ * within `timeoutMs` (default 5 s, from its own start) is listed apart with its error.
  */
 export async function inspect<Client extends ShardClient, Target extends { client: Client; name: string }>(
   databases: readonly Target[],
@@ -72,6 +76,8 @@ export async function inspect<Client extends ShardClient, Target extends { clien
       policy: "partial",
       key: (physical) => physical.name,
       targetTimeoutMs: options.timeoutMs ?? 5000,
+      concurrency: INSPECT_CONCURRENCY,
+      abortable: false,
     },
   );
   return {
