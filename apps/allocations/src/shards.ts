@@ -1,7 +1,7 @@
 import { PGlite } from "@electric-sql/pglite";
 import { ShardIdentifier } from "@shardkit/id";
 import { type FencedTable, PartitionMap } from "@shardkit/ownership";
-import { createShardRegistry, shardRouting } from "@shardkit/prisma";
+import { createShardRegistry, type LoadOption, shardRouting } from "@shardkit/prisma";
 import { openShards, rolloutSchema } from "@shardkit/prisma/rollout";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "./generated/prisma/client.js";
@@ -51,13 +51,22 @@ export async function embeddedDatabases(
  * A router over the databases: its own Prisma clients, the registry, the routed client and the
  * partition map (attached to routing). A service instance, a desk or a mover each has its own.
  */
-export async function openRouter(databases: readonly Database[], options: { poll?: boolean } = {}) {
+export async function openRouter(
+  databases: readonly Database[],
+  options: { poll?: boolean; load?: LoadOption } = {},
+) {
   const clients = databases.map((d) => new PrismaClient({ adapter: new PrismaPGlite(d.pglite) }));
   const registry = createShardRegistry({
     shards: databases.flatMap((d, i) => d.shards.map((shard) => ({ shard, client: clients[i]! }))),
     databases: databases.map((d, i) => ({ client: clients[i]!, name: d.name })),
   });
-  const db = clients[0]!.$extends(shardRouting({ registry, models: routingModels }));
+  const db = clients[0]!.$extends(
+    shardRouting({
+      registry,
+      models: routingModels,
+      ...(options.load !== undefined ? { load: options.load } : {}),
+    }),
+  );
   const map = await PartitionMap.open({ registry, tables: FENCED_TABLES });
   if (options.poll) map.start();
   return {
@@ -85,6 +94,8 @@ export async function openServiceRouter(options: {
   dataDir: string;
   /** Re-read the partition map every second (default true); without, a move is learnt of when refused. */
   poll?: boolean;
+  /** Load counting (`shardRouting`'s `load`): default on, flushed every 10 s. */
+  load?: LoadOption;
 }) {
   const opened = await openShards({
     schema: SCHEMA_DIR,
@@ -96,7 +107,13 @@ export async function openServiceRouter(options: {
     },
   });
   const { registry } = opened;
-  const db = registry.databases[0]!.client.$extends(shardRouting({ registry, models: routingModels }));
+  const db = registry.databases[0]!.client.$extends(
+    shardRouting({
+      registry,
+      models: routingModels,
+      ...(options.load !== undefined ? { load: options.load } : {}),
+    }),
+  );
   const map = await PartitionMap.open({ registry, tables: FENCED_TABLES });
   if (options.poll ?? true) map.start();
   return {

@@ -30,3 +30,12 @@ export async function readStdin(): Promise<string> {
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
 }
+
+/**
+ * Runs a command and prints its report (JSON or text); its `ok` decides 0 or 1, an error its exit
+ * code (`run.ts`).
+ */
+export type Execute = <O, R extends { ok: boolean }>(
+  name: string,
+  fn: (options: O) => Promise<[R, (report: R) => string]>,
+) => (options: O & { json?: boolean }) => Promise<void>;

@@ -3,7 +3,8 @@
 // Prisma). Printing the report, the exit code and errors are `run.ts`'s.
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { AnalyzeReport } from "./analyze.js";
-import { type CliIo, readStdin } from "./cli-io.js";
+import { type CliIo, type Execute, readStdin } from "./cli-io.js";
+import { addBalanceCommands } from "./commands-balance.js";
 import type { DoctorReport } from "./doctor.js";
 import type { MoveReport } from "./move.js";
 import { createProgress } from "./progress.js";
@@ -11,14 +12,7 @@ import type { RedriveReport } from "./redrive.js";
 import type { RolloutReport } from "./rollout.js";
 import type { StatusReport } from "./status.js";
 
-/**
- * Runs a command and prints its report (JSON or text); its `ok` decides 0 or 1, an error its exit
- * code (`run.ts`).
- */
-export type Execute = <O, R extends { ok: boolean }>(
-  name: string,
-  fn: (options: O) => Promise<[R, (report: R) => string]>,
-) => (options: O & { json?: boolean }) => Promise<void>;
+export type { Execute };
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -213,6 +207,8 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
         }
       })(o);
     });
+
+  addBalanceCommands(program, io, execute, common, config);
 
   common(program.command("redrive"))
     .description("dead letters back to pending, for the services' relays to deliver again")

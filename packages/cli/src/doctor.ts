@@ -28,7 +28,7 @@ export interface DoctorOptions extends ConfigOptions {
   strict?: boolean;
 }
 
-export type DoctorCheck = "reachable" | "distinct" | "budget" | "wal_level" | "drift" | "moves";
+export type DoctorCheck = "reachable" | "distinct" | "budget" | "wal_level" | "drift" | "moves" | "placement";
 
 export interface DoctorFinding {
   check: DoctorCheck;
@@ -74,7 +74,8 @@ async function ask<T>(
  * twice under two URLs (`checkDistinctDatabases`); the pools fit each server's `max_connections`
  * (`checkConnectionBudget`, times `instances`); `wal_level` is `logical` (live moves need it: a
  * warning); and every database has the same schema (tables, columns, indexes, constraints, enums,
- * applied migrations), each database that differs from the most common schema listed with how.
+ * applied migrations), each database that differs from the most common schema listed with how;
+ * and every shard sits on a database its group's placement rule allows (`placement` in the config).
  */
 export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport> {
   const timeoutMs = options.timeoutMs ?? 5000;
@@ -243,6 +244,34 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
           ? `${plural(view.stopped.length, "stopped move")}, ${plural(view.leftovers.length, "replication object")} no move holds`
           : `${plural(live.length, "move")} under way, nothing left behind`,
     });
+
+    // Placement rules: a shard whose database (its owner by the records, else where the
+    // configuration puts it) has labels its group's rule does not allow is already in the wrong place.
+    if (registry.placement.empty)
+      checks.push({ check: "placement", status: "skipped", summary: "no placement rules" });
+    else {
+      let misplaced = 0;
+      for (const p of view.shards) {
+        const at = p.owner ?? p.configured;
+        const rule = registry.placement.allows(p.shard, at);
+        if (rule === undefined) continue;
+        misplaced++;
+        findings.push({
+          check: "placement",
+          severity: "error",
+          message: `shard ${p.shard.key} is on ${at.name}, which breaks ${rule}: move it (shardkit move ${p.shard.key} --to ...) to a database the rule allows`,
+          databases: [at.name],
+        });
+      }
+      checks.push({
+        check: "placement",
+        status: misplaced > 0 ? "error" : "ok",
+        summary:
+          misplaced > 0
+            ? `${misplaced} of ${plural(view.shards.length, "shard")} on a database their rule does not allow`
+            : `${plural(view.shards.length, "shard")} checked against ${plural(registry.placement.rules.length, "rule")}, none misplaced`,
+      });
+    }
 
     const strict = options.strict ?? false;
     const ok = !findings.some((f) => f.severity === "error" || (strict && f.severity === "warning"));

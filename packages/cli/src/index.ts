@@ -5,6 +5,15 @@ export {
   type CandidateReport,
   type KeyStability,
 } from "./analyze.js";
+export {
+  type BalanceCommandOptions,
+  type BalanceEvent,
+  type BalanceMoveDone,
+  type BalanceReport,
+  balance,
+  type LoadMeasure,
+  type MeasuredShard,
+} from "./balance.js";
 export type { ConfigOptions } from "./config.js";
 export {
   type DoctorCheck,

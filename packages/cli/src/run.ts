@@ -39,6 +39,7 @@ const USAGE_CODES = new Set([
   "INVALID_OWNERSHIP_OPTIONS",
   "INVALID_ROLLOUT_OPTIONS",
   "INVALID_ROUTING_OPTIONS",
+  "BALANCE_INPUT",
 ]);
 
 /** The exit code for an error a command threw. */

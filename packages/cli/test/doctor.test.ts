@@ -44,9 +44,14 @@ describe("shardkit doctor", () => {
     expect(run.stdout).toMatch(
       /^budget\s+FAIL\s+1000 of \d+ connections on server \S+; 2 databases behind a pooler \(pooler: true\), not counted on the server$/m,
     );
-    const all = configFile("doctor-pooler-all", three().map((e) => ({ ...e, pool: 10, pooler: true })));
+    const all = configFile(
+      "doctor-pooler-all",
+      three().map((e) => ({ ...e, pool: 10, pooler: true })),
+    );
     const ok = await shardkit(["doctor", "--config", all, "--instances", "100", ...SLOW]);
-    expect(ok.stdout).toMatch(/^budget\s+ok\s+3 databases behind a pooler \(pooler: true\), not counted on the server$/m);
+    expect(ok.stdout).toMatch(
+      /^budget\s+ok\s+3 databases behind a pooler \(pooler: true\), not counted on the server$/m,
+    );
   });
 
   it("finds a database listed twice, pools over the server's budget and schema drift; exit 1", async () => {

@@ -61,9 +61,9 @@ export interface MoveCheck<Client extends ShardClient = ShardClient> {
    */
   resume: { target: string; step: string; holder: string; action: "finish" | "undo" } | null;
   /**
-   * Every problem that would make `moveShard` refuse to start: the precheck's (`MovePrecheckError`
-   * lists the same ones), records that cannot be right, a database that did not answer. Empty:
-   * the move can start.
+   * Every problem that would make `moveShard` refuse to start: a placement rule the target breaks
+   * (`PlacementRuleError`), the precheck's (`MovePrecheckError` lists the same ones), records that
+   * cannot be right, a database that did not answer. Empty: the move can start.
    */
   issues: string[];
 }
@@ -108,7 +108,13 @@ export async function checkMove<Client extends ShardClient>(
   const { tables } = resolved;
   const placement = view.placementOf(shard);
   const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
-  const found = [...view.issues, ...resolved.issues];
+  // The registry's placement rules: `moveShard` refuses a target the shard's group may not live on.
+  const rule = registry.placement.allows(shard, to);
+  const found = [
+    ...(rule !== undefined ? [`${to.name} may not hold shard ${shard.key}: ${rule}`] : []),
+    ...view.issues,
+    ...resolved.issues,
+  ];
   // A move whose lease is live: this one would be refused. One whose lease lapsed: `moveShard`
   // takes it over and finishes it (it switched) or undoes it (it did not) before anything else.
   const live = moves.found.find(isLive);

@@ -4,7 +4,8 @@ import { createShardRegistry } from "@shardkit/prisma";
 import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { reset, router, S } from "../test/world.js";
+import { reset, router, S, TABLES } from "../test/world.js";
+import { planBalance } from "./balance/plan.js";
 import * as errors from "./errors.js";
 import { PartitionMap } from "./map.js";
 import { moveShard } from "./move.js";
@@ -150,6 +151,36 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
       } finally {
         map.close();
         await moving.close();
+      }
+    },
+  ],
+  BALANCE_INPUT: [
+    errors.BalanceInputError,
+    () =>
+      planBalance(
+        { "0/1": { load: -1 } },
+        { databases: [{ name: "a" }], shards: [{ shard: "0/1", database: "a" }] },
+      ),
+  ],
+  PLACEMENT_RULE: [
+    errors.PlacementRuleError,
+    async () => {
+      // Group 0 may live only in the eu region; e is in the us one.
+      await reset();
+      const registry = createShardRegistry({
+        shards: [{ shard: S.g0m1, client: r.clients.a }],
+        databases: [
+          { client: r.clients.a, name: "a", labels: { region: "eu" } },
+          { client: r.clients.e, name: "e", labels: { region: "us" } },
+        ],
+        placement: [{ groups: 0, labels: { region: "eu" } }],
+      });
+      const map = await PartitionMap.open({ registry, tables: TABLES });
+      try {
+        const e = registry.databases.find((d) => d.name === "e")!;
+        await moveShard({ map, shard: S.g0m1, to: e, mode: "offline", onProgress: () => {} });
+      } finally {
+        map.close();
       }
     },
   ],

@@ -231,6 +231,44 @@ export class MoveTimeoutError extends OwnershipError<"MOVE_TIMEOUT"> {
   }
 }
 
+/** One thing wrong with the input of `planBalance`: the field (`load["0/1"].load`, `options.threshold`) and what. */
+export interface BalanceInputIssue {
+  field: string;
+  problem: string;
+}
+
+/**
+ * The input of `planBalance` cannot be planned from (a negative or non-finite load, a shard placed
+ * on a database the placement does not list, a shard placed twice, an option out of range): every
+ * problem found, each naming its field. Nothing was planned.
+ */
+export class BalanceInputError extends OwnershipError<"BALANCE_INPUT"> {
+  readonly issues: BalanceInputIssue[];
+  constructor(issues: BalanceInputIssue[]) {
+    super("BALANCE_INPUT", `Cannot plan a balance:\n${list(issues.map((i) => `${i.field}: ${i.problem}`))}`);
+    this.issues = issues;
+  }
+}
+
+/**
+ * A move to a database the shard's group may not live on: the target's labels break a placement rule
+ * of the registry (`registry.placement`). `rule` says which and what the target has. Refused before
+ * anything was read or changed.
+ */
+export class PlacementRuleError extends OwnershipError<"PLACEMENT_RULE"> {
+  readonly shard: ShardIdentifier;
+  /** The target's name. */
+  readonly database: string;
+  /** The rule broken and what the target has (`placement[0]: group 1 may live only on region=eu; ...`). */
+  readonly rule: string;
+  constructor(shard: ShardIdentifier, database: string, rule: string) {
+    super("PLACEMENT_RULE", `shard ${shard.key} may not move to ${database}: ${rule} (nothing was changed)`);
+    this.shard = shard;
+    this.database = database;
+    this.rule = rule;
+  }
+}
+
 /** Which class throws which code. */
 export interface OwnershipErrorByCode {
   STALE_OWNER: StaleOwnerError;
@@ -244,6 +282,8 @@ export interface OwnershipErrorByCode {
   MOVE_IN_PROGRESS: MoveInProgressError;
   MOVE_LEASE_LOST: MoveLeaseLostError;
   MOVE_FAILED: MoveFailedError;
+  PLACEMENT_RULE: PlacementRuleError;
+  BALANCE_INPUT: BalanceInputError;
 }
 
 /**

@@ -1,5 +1,30 @@
+export { planBalance } from "./balance/plan.js";
+export {
+  type BalanceEvent,
+  type BalanceMoveDone,
+  type BalanceRun,
+  type LoadMeasure,
+  type MeasuredShard,
+  type RunBalanceOptions,
+  runBalance,
+} from "./balance/run.js";
+export type {
+  BalanceDatabase,
+  BalanceFigures,
+  BalanceMove,
+  BalanceOptions,
+  BalancePlacement,
+  BalancePlan,
+  BalanceStop,
+  DatabaseLoad,
+  PlacementRule,
+  ShardLoad,
+  ShardLoads,
+} from "./balance/types.js";
 export { checkMove, type MoveCheck, type MoveCheckOptions } from "./check.js";
 export {
+  BalanceInputError,
+  type BalanceInputIssue,
   DatabasesUnansweredError,
   EpochConflictError,
   InvalidMapError,
@@ -14,6 +39,7 @@ export {
   type OwnershipErrorByCode,
   type OwnershipErrorCode,
   OwnershipOptionsError,
+  PlacementRuleError,
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
@@ -37,6 +63,12 @@ export type {
 export { refusalOf } from "./refusal.js";
 export type { MoveObject } from "./replication.js";
 export type { OwnershipCounters, OwnershipSignal } from "./signals.js";
+export {
+  type MeasureShardSizesOptions,
+  measureShardSizes,
+  type ShardSize,
+  type ShardSizes,
+} from "./sizes.js";
 export { type FencedTable, STALE_OWNER_SQLSTATE } from "./sql.js";
 export { SHARDKIT_TABLES } from "./tables.js";
 export {

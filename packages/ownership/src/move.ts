@@ -7,7 +7,7 @@ import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient, ShardRef } from "@shardkit/prisma";
 import { toShard } from "@shardkit/prisma/internal";
 import { moveOptionIssues, outsideIdentity, precheck } from "./check.js";
-import { MovePrecheckError, MoveTimeoutError, OwnershipOptionsError } from "./errors.js";
+import { MovePrecheckError, MoveTimeoutError, OwnershipOptionsError, PlacementRuleError } from "./errors.js";
 import { ShardLease } from "./lease.js";
 import type { LeaseOptions } from "./lease-take.js";
 import type { PartitionMap } from "./map.js";
@@ -115,7 +115,8 @@ export interface MoveResult {
  * shard once its lease has lapsed, and finished (it had switched) or undone (it had not). At every
  * point exactly one database accepts the shard's writes, or none, for at most the lease, between
  * the fence and the switch. A failure says where, what it left, and what a rerun does
- * (`MoveFailedError`).
+ * (`MoveFailedError`). A target whose labels break a placement rule of the registry for the shard's
+ * group is refused first (`PlacementRuleError`), before any database is read.
  */
 export async function moveShard<Client extends ShardClient>(
   options: MoveOptions<Client>,
@@ -190,6 +191,10 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   if (shard && map?.registry && !map.registry.has(shard))
     issues.push(`shard ${shard.key} is not in the registry`);
   if (issues.length > 0 || !shard) throw new OwnershipOptionsError(issues);
+  // The registry's placement rules, before any database is read or written: a move never puts a
+  // shard where its group may not live.
+  const rule = map.registry.placement.allows(shard, options.to);
+  if (rule !== undefined) throw new PlacementRuleError(shard, options.to.name, rule);
   const moving = shard;
   const clock = new MoveClock(moving);
   return bounded(clock, () => moveWithin(options, map, moving, mode, copyTimeoutMs, freezeBudgetMs, clock));

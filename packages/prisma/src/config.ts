@@ -2,6 +2,16 @@ import { MAX_GROUP, MAX_MEMBER, ShardIdentifier } from "@shardkit/id";
 import { z } from "zod";
 import { DEFAULT_POOL_SIZE } from "./budget.js";
 import { RegistryConfigError } from "./errors.js";
+import {
+  type DatabaseLabels,
+  formatLabels,
+  freezeLabels,
+  labelsSchema,
+  type PlacementRuleInput,
+  placementRuleSchema,
+  readPlacementRules,
+  sameLabels,
+} from "./placement.js";
 import { createShardRegistry, type ShardClient, type ShardRegistry } from "./registry.js";
 
 const shardKey = z.string().refine(
@@ -29,6 +39,8 @@ const shardEntry = z.strictObject({
   pooler: z.boolean().optional(),
   /** URLs of the database's read replicas (streaming copies); entries with the same URL give the same list. */
   replicas: z.array(z.string().min(1)).optional(),
+  /** The database's labels (`{ region: "eu" }`), which `placement` rules match; entries with the same URL give the same. */
+  labels: labelsSchema.optional(),
 });
 
 const spareEntry = z.strictObject({
@@ -36,6 +48,7 @@ const spareEntry = z.strictObject({
   pool: z.int().min(1).max(10_000).optional(),
   pooler: z.boolean().optional(),
   replicas: z.array(z.string().min(1)).optional(),
+  labels: labelsSchema.optional(),
 });
 
 type ShardEntry = z.infer<typeof shardEntry>;
@@ -46,6 +59,8 @@ interface Salvaged {
   databases?: (SpareEntry | null)[] | undefined;
   defaultShard?: string | undefined;
   unknownShard?: "fail" | "default" | undefined;
+  /** The placement rules as given; a rule zod refused is null (its issues are zod's). */
+  placement?: unknown;
 }
 
 /**
@@ -76,6 +91,10 @@ function salvage(input: unknown): Salvaged {
       return "url" in e ? (e as SpareEntry) : null;
     }),
     ...(top as Pick<Salvaged, "defaultShard" | "unknownShard">),
+    // Rules zod refused are left out (null) here: its issues name them already.
+    placement: Array.isArray(raw.placement)
+      ? raw.placement.map((rule) => (placementRuleSchema.safeParse(rule).success ? rule : null))
+      : undefined,
   };
 }
 
@@ -85,12 +104,17 @@ const registryConfig = z.strictObject({
   databases: z.array(spareEntry).optional(),
   defaultShard: shardKey.optional(),
   unknownShard: z.enum(["fail", "default"]).optional(),
+  /** Placement rules: which databases (by their labels) the data of shard groups may live on. */
+  placement: z.array(placementRuleSchema).optional(),
 });
 
 /**
- * The JSON form of a registry: `[{ group, member, url, pool?, pooler?, replicas? }]`, or
- * `{ shards, databases?, defaultShard?, unknownShard? }` where `databases` lists spare databases
- * (`{ url, pool?, pooler?, replicas? }`) that hold no shard yet, the targets of shard moves.
+ * The JSON form of a registry: `[{ group, member, url, pool?, pooler?, replicas?, labels? }]`, or
+ * `{ shards, databases?, defaultShard?, unknownShard?, placement? }` where `databases` lists spare
+ * databases (`{ url, pool?, pooler?, replicas?, labels? }`) that hold no shard yet, the targets of
+ * shard moves. `labels` (`{ region: "eu" }`) describe a database; `placement` rules
+ * (`[{ groups: [1, 2], labels: { region: ["eu", "ch"] } }]`) say which labels the databases holding
+ * those groups' data must have.
  * `replicas` are the URLs of a database's read replicas; each gets a client with the database's
  * pool size. `pooler: true` says the URL reaches a transaction-mode pooler: its pool is left out of
  * the server's connection budget.
@@ -107,6 +131,9 @@ type ConfigDatabase = {
   first: number;
   replicas?: Replica[];
   at?: string;
+  labels?: DatabaseLabels;
+  /** Where its labels were given. */
+  labelsAt?: string;
 };
 
 export interface FromConfigOptions<Client extends ShardClient> {
@@ -182,6 +209,20 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     database.replicas = valid;
     database.at = path;
   };
+  /** Records an entry's labels on its database (entries of one URL must agree). */
+  const labelsOf = (database: ConfigDatabase, labels: Record<string, string> | undefined, path: string) => {
+    if (labels === undefined) return;
+    const given = freezeLabels(labels);
+    if (database.labels !== undefined) {
+      if (!sameLabels(database.labels, given))
+        issues.push(
+          `${path}.labels: ${formatLabels(given)} differ from the labels ${formatLabels(database.labels)} given for the same database (${database.labelsAt}); entries with one URL share one database and its labels`,
+        );
+      return;
+    }
+    database.labels = given;
+    database.labelsAt = path;
+  };
   const seen = new Map<string, number>();
   value.shards.forEach((entry, i) => {
     if (!entry) return;
@@ -220,6 +261,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       database.pooler = entry.pooler;
     }
     replicasOf(database, entry.replicas, `shards[${i}]`);
+    labelsOf(database, entry.labels, `shards[${i}]`);
     byUrl.set(entry.url, database);
   });
   (value.databases ?? []).forEach((entry, i) => {
@@ -248,6 +290,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       ...(entry.pooler === undefined ? {} : { pooler: entry.pooler }),
     };
     replicasOf(database, entry.replicas, `databases[${i}]`);
+    labelsOf(database, entry.labels, `databases[${i}]`);
     byUrl.set(entry.url, database);
   });
   const replicaOf = new Map<string, string>();
@@ -270,6 +313,13 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   if (value.unknownShard === "default" && value.defaultShard === undefined) {
     issues.push("defaultShard: required when unknownShard is 'default'");
   }
+  // The rules against the databases' labels (their type problems, if any, are zod's above).
+  const placement = readPlacementRules(
+    value.placement,
+    [...byUrl].map(([url, d]) => ({ name: redactUrl(url), labels: d.labels ?? {} })),
+    { parse: false },
+  );
+  issues.push(...placement.issues);
   if (issues.length > 0 || !parsed.success) throw new RegistryConfigError(issues);
 
   const shards: { shard: ShardIdentifier; client: Client }[] = [];
@@ -277,6 +327,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     client: Client;
     name: string;
     pool?: number;
+    labels?: Record<string, string>;
     replicas: { client: Client; name: string; pool?: number }[];
   }[] = [];
   for (const [url, database] of byUrl) {
@@ -290,7 +341,13 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
       name: redactUrl(replica),
       ...counted,
     }));
-    databases.push({ client, name: redactUrl(url), ...counted, replicas });
+    databases.push({
+      client,
+      name: redactUrl(url),
+      ...counted,
+      ...(database.labels ? { labels: { ...database.labels } } : {}),
+      replicas,
+    });
   }
   return createShardRegistry({
     shards,
@@ -298,6 +355,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     ...(value.defaultShard !== undefined ? { defaultShard: value.defaultShard } : {}),
     ...(value.unknownShard !== undefined ? { unknownShard: value.unknownShard } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(value.placement !== undefined ? { placement: value.placement as PlacementRuleInput[] } : {}),
   });
 }
 

@@ -15,6 +15,8 @@ import { callModel, DEFAULT_TIMEOUT_MS, Executor } from "./executor.js";
 import type { IdempotentOutcome } from "./idempotency.js";
 import { dataModelOf } from "./internals.js";
 import type { ModelRouting } from "./keys.js";
+import { type LoadOption, loadOptionsOf, registryLoad } from "./load/options.js";
+import { type LoadFlushResult, LoadRecorder } from "./load/recorder.js";
 import { Planner, routingConfig } from "./planner.js";
 import type { ShardClient, ShardRef, ShardRegistry } from "./registry.js";
 import { own, routedClient } from "./routed-client.js";
@@ -64,6 +66,29 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
    * unavailable. A point call is Prisma's own statement: bound it with `withShardDeadline`.
    */
   timeoutMs?: number;
+  /**
+   * Load per logical shard, counted by this router: calls, writes, rows written, time in the
+   * database with a latency sketch (p50/p95/p99 within 2%) and the heaviest routing keys, written
+   * every `intervalMs` (default 10 s) to `shardkit."ShardLoad"` on each database holding the shards
+   * (one statement per database with counts; the table is made on the first flush). Read it with
+   * `readShardLoad` and `summarizeLoad`. Default on (`openShards({ load })` sets the default for its
+   * registry); `false` turns it off. The README's "Load per shard" says more.
+   */
+  load?: LoadOption;
+}
+
+/** `db.$shardLoad()`: this router's load counting (undefined with `load: false`). */
+export interface ShardLoadHandle {
+  /** This router's id in the table: `host:pid:random`. */
+  readonly router: string;
+  /** The digest of the shard configuration its rows carry. */
+  readonly config: string;
+  /** Ends the window now and writes it to every database with counts (what the timer does); never rejects. */
+  flush(): Promise<LoadFlushResult[]>;
+  /** The counts of the window not yet flushed, per shard key. */
+  current(): Map<string, { calls: number; writes: number; rowsWritten: number; dbMs: number }>;
+  /** Resolves once no flush statement is in flight (one a slow database has not answered yet included). */
+  idle(): Promise<void>;
 }
 
 /**
@@ -88,6 +113,13 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
     throw new RoutingOptionsError([`timeoutMs: expected a positive number of ms, got ${String(timeoutMs)}`]);
   }
+  const loadIssues: string[] = [];
+  const loadOptions = loadOptionsOf(
+    options.load !== undefined ? options.load : registryLoad(registry),
+    "load",
+    loadIssues,
+  );
+  if (loadIssues.length > 0) throw new RoutingOptionsError(loadIssues);
   return Prisma.defineExtension((base) => {
     if (!registry.databases.some((p) => (p.client as unknown) === base)) {
       throw new RoutingOptionsError([
@@ -212,6 +244,21 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
             backfillOptions,
           );
         },
+        /**
+         * This router's load counting per logical shard (`load` option): `flush()` writes the
+         * window now (tests, a CLI, before a planned stop), `current()` shows it. Undefined with `load: false`.
+         */
+        $shardLoad(this: unknown): ShardLoadHandle | undefined {
+          const load = own(this).executor.load;
+          if (!load || load.options === null) return undefined;
+          return {
+            router: load.router,
+            config: load.config,
+            flush: () => load.flush(),
+            current: () => load.current(),
+            idle: () => load.idle(),
+          };
+        },
         /** The client of the database that holds the shard or ID (with the extensions added after routing; never a replica). */
         $shard(shardOrId: ShardRef): Client {
           const routed = own(this);
@@ -275,14 +322,31 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         },
       },
     });
+    const telemetry = telemetryOf(options.telemetry);
+    const executor = new Executor(
+      planner,
+      callModel,
+      telemetry,
+      (index) => registry.databases[index]?.name,
+      timeoutMs,
+    );
+    if (LoadRecorder.needed(loadOptions, telemetry)) {
+      const load = new LoadRecorder(
+        {
+          placement: planner.placement,
+          databases: registry.databases,
+          keysOf: (model) => planner.keys.keysOf(model),
+          telemetry,
+        },
+        loadOptions,
+      );
+      executor.load = load;
+      // The registry's disconnect (`openShards`' close too) flushes the last window first.
+      // (A registry-like object without the hook: the timer's flushes only.)
+      if (loadOptions) registry.beforeDisconnect?.add(() => load.close());
+    }
     return routedClient({
-      executor: new Executor(
-        planner,
-        callModel,
-        telemetryOf(options.telemetry),
-        (index) => registry.databases[index]?.name,
-        timeoutMs,
-      ),
+      executor,
       registry: registry as ShardRegistry<ShardClient>,
       view: {
         clients: registry.databases.map((p) => p.client),

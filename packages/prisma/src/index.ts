@@ -45,7 +45,12 @@ export {
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-export { type ScatterPage, type ShardRoutingOptions, shardRouting } from "./extension.js";
+export {
+  type ScatterPage,
+  type ShardLoadHandle,
+  type ShardRoutingOptions,
+  shardRouting,
+} from "./extension.js";
 export {
   type DatabaseState,
   type DatabaseStatus,
@@ -62,8 +67,27 @@ export {
   idempotent,
 } from "./idempotency.js";
 export type { ModelRouting } from "./keys.js";
+export type { LoadOption, LoadOptions } from "./load/options.js";
+export {
+  type ReadShardLoadOptions,
+  readShardLoad,
+  type ShardLoadSummary,
+  type ShardLoadWindow,
+  summarizeLoad,
+} from "./load/read.js";
+export type { LoadFlushResult } from "./load/recorder.js";
+export { LatencySketch, type SketchData } from "./load/sketch.js";
+export { LOAD_TABLE } from "./load/sql.js";
+export { mergeTopKeys, type TopKey } from "./load/top-keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
 export type { OwnershipHook } from "./ownership.js";
+export {
+  type DatabaseLabels,
+  type LabelledDatabase,
+  type PlacementRule,
+  type PlacementRuleInput,
+  PlacementRules,
+} from "./placement.js";
 export {
   createShardRegistry,
   type Database,

@@ -3,6 +3,7 @@
 // Its classes are the main entry's (one shared chunk).
 export { databaseIdentities } from "./budget.js";
 export { withDeadline } from "./deadline.js";
+export { CREATE_LOAD_TABLE, FLUSH_LOAD } from "./load/sql.js";
 export { toShard } from "./registry.js";
 export { backoff, type RetryOptions, retry } from "./retry.js";
 export { LOCKS, SHARDKIT_TABLES, type ShardkitTable } from "./shared.js";

@@ -3,6 +3,7 @@
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { DatabaseStatus, HealthReport } from "./health.js";
+import type { LoadOption } from "./load/options.js";
 import type { ShardClient, ShardRegistry } from "./registry.js";
 import type { RolloutEvent } from "./schema-rollout.js";
 
@@ -71,6 +72,12 @@ export interface OpenShardsOptions<Client extends ShardClient> {
    * `@prisma/adapter-pg` not on one version (`prismaVersionWarning`). Default: a line (`log`).
    */
   onWarning?: (message: string) => void;
+  /**
+   * The default `load` of every `shardRouting` on the registry returned (see
+   * `ShardRoutingOptions.load`): `false` turns load counting off, `{ intervalMs, ... }` tunes it.
+   * `close()` flushes each router's last window before it disconnects.
+   */
+  load?: LoadOption;
 }
 
 export interface OpenShards<Client extends ShardClient> {

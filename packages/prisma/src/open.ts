@@ -1,6 +1,7 @@
 // `openShards`: one way to start a sharded service, embedded PGlite shards or real PostgreSQL by
 // configuration. The PostgreSQL open is `open-postgres.ts` (its retry loops `open-recovery.ts`),
 // the embedded one `open-embedded.ts`; what it takes and gives back, `open-options.ts`.
+import { setRegistryLoad } from "./load/options.js";
 import { openEmbedded } from "./open-embedded.js";
 import { logOf, type OpenShards, type OpenShardsOptions } from "./open-options.js";
 import { openPostgres } from "./open-postgres.js";
@@ -27,6 +28,10 @@ export async function openShards<Client extends ShardClient>(
 ): Promise<OpenShards<Client>> {
   const warning = prismaVersionWarning();
   if (warning) (options.onWarning ?? logOf(options))(warning);
-  if (options.shardsJson !== undefined) return openPostgres(options, options.shardsJson);
-  return openEmbedded(options);
+  const opened =
+    options.shardsJson !== undefined
+      ? await openPostgres(options, options.shardsJson)
+      : await openEmbedded(options);
+  if (options.load !== undefined) setRegistryLoad(opened.registry, options.load);
+  return opened;
 }

@@ -1,6 +1,15 @@
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { RegistryConfigError, UnknownShardError } from "./errors.js";
 import type { OwnershipHook } from "./ownership.js";
+import {
+  type DatabaseLabels,
+  freezeLabels,
+  labelsSchema,
+  type PlacementRuleInput,
+  type PlacementRules,
+  readPlacementRules,
+  sameLabels,
+} from "./placement.js";
 
 /**
  * Anything that names a shard: a ShardIdentifier, its key ("1/5"), `{ group, member }`, or a
@@ -27,6 +36,11 @@ export interface ShardRegistryOptions<Client extends ShardClient> {
     name?: string;
     pool?: number;
     /**
+     * Labels of the database (`{ region: "eu" }`), which `placement` rules match. Default: none. A
+     * client listed twice gives the same labels (or leaves them out).
+     */
+    labels?: Record<string, string>;
+    /**
      * Read replicas of this database (streaming copies, read-only): each a client, or the client
      * with a name for messages and its pool size for `checkConnectionBudget`. Reads made outside
      * any transaction or action go to them in turn (see `shardRouting`); everything else stays on
@@ -43,6 +57,14 @@ export interface ShardRegistryOptions<Client extends ShardClient> {
   unknownShard?: "fail" | "default";
   /** Receives the warnings `unknownShard: 'default'` logs. Default: `console.warn`. */
   logger?: { warn(message: string): void };
+  /**
+   * Placement rules: `[{ groups: [1, 2], labels: { region: "eu" } }]` (a value list, `region: ["eu",
+   * "ch"]`, means any of them): the data of those groups may live only on databases whose `labels`
+   * match. A rule naming a label no database has, or matching no database, or a group under two
+   * rules, is refused (`RegistryConfigError`); a shard the registry places on a database that breaks
+   * its rule is not (it is there already): `shardkit doctor` reports it, and moves refuse to make more.
+   */
+  placement?: readonly PlacementRuleInput[];
 }
 
 /** A read replica as given to `createShardRegistry` with its name and pool (else the bare client). */
@@ -74,6 +96,8 @@ export interface Database<Client> {
   pool: number | undefined;
   /** Its read replicas, in the order given (empty without any). */
   replicas: readonly ShardReplica<Client>[];
+  /** Its labels (`{ region: "eu" }`), which placement rules match; empty when none were given. */
+  labels: DatabaseLabels;
 }
 
 /**
@@ -89,6 +113,11 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   readonly databases: readonly Database<Client>[];
   readonly defaultShard: ShardIdentifier | undefined;
   readonly unknownShard: "fail" | "default";
+  /**
+   * The placement rules (`options.placement`): `registry.placement.violation(shard, labels)` says why
+   * a database may not hold a shard; `registry.placement.allows` is the same over a `Database`.
+   */
+  readonly placement: PlacementRules;
   /** The partition map's hook, when one is attached. */
   ownership: OwnershipHook | undefined;
   private readonly byBits: (Database<Client> | undefined)[] = new Array(1 << 14);
@@ -117,7 +146,15 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       seen.set(shard.bits, i);
       let physical = physicalByClient.get(entry.client);
       if (!physical) {
-        physical = { client: entry.client, shards: [], index: 0, name: "", pool: undefined, replicas: [] };
+        physical = {
+          client: entry.client,
+          shards: [],
+          index: 0,
+          name: "",
+          pool: undefined,
+          replicas: [],
+          labels: NO_LABELS,
+        };
         physicalByClient.set(entry.client, physical);
       }
       physical.shards.push(shard);
@@ -140,6 +177,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     const spares: Database<Client>[] = [];
     /** Each database's replicas as given, with where they were given (the first time). */
     const given = new Map<Database<Client>, { at: number; replicas: readonly unknown[] }>();
+    const labelsAt = new Map<Database<Client>, { at: number; labels: DatabaseLabels }>();
     for (const [i, described] of (options.databases ?? []).entries()) {
       if (!described?.client || typeof described.client.$disconnect !== "function") {
         issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
@@ -154,6 +192,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
           name: "",
           pool: undefined,
           replicas: [],
+          labels: NO_LABELS,
         };
         physicalByClient.set(described.client, physical);
         spares.push(physical);
@@ -175,6 +214,25 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       }
       physical.pool = described.pool;
       if (described.name !== undefined) physical.name = described.name;
+      if (described.labels !== undefined) {
+        const parsed = labelsSchema.safeParse(described.labels);
+        if (!parsed.success) {
+          issues.push(
+            `databases[${i}].labels: expected { [name]: string } with non-empty names, got ${JSON.stringify(described.labels)}`,
+          );
+        } else {
+          const labels = freezeLabels(parsed.data);
+          const before = labelsAt.get(physical);
+          if (before && !sameLabels(before.labels, labels))
+            issues.push(
+              `databases[${i}].labels: differ from the labels given for the same client in databases[${before.at}]`,
+            );
+          else {
+            labelsAt.set(physical, { at: i, labels });
+            physical.labels = labels;
+          }
+        }
+      }
     }
     const replicaAt = new Map<unknown, string>();
     for (const [physical, { at, replicas }] of given) {
@@ -224,6 +282,9 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
       });
       for (const shard of p.shards) this.byBits[shard.bits] = p;
     });
+    const placement = readPlacementRules(options.placement, physical);
+    if (placement.issues.length > 0) throw new RegistryConfigError(placement.issues);
+    this.placement = placement.rules;
     this.databases = physical;
     this.shards = physical.flatMap((p) => p.shards).sort((a, b) => a.bits - b.bits);
     this.defaultShard = defaultShard;
@@ -306,7 +367,13 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   }
 
   /** Disconnects every physical database's client, and its replicas' clients. */
+  /** Run (and awaited, failures ignored) before `disconnect` closes the clients: a router's last load flush. */
+  readonly beforeDisconnect = new Set<() => Promise<unknown>>();
+
   async disconnect(): Promise<void> {
+    const last = [...this.beforeDisconnect];
+    this.beforeDisconnect.clear();
+    await Promise.all(last.map((run) => run().catch(() => {})));
     await Promise.all(
       this.databases.flatMap((p) => [
         p.client.$disconnect(),
@@ -315,6 +382,8 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     );
   }
 }
+
+const NO_LABELS: DatabaseLabels = Object.freeze({});
 
 /** Builds a registry (see `ShardRegistry`). Throws `RegistryConfigError` listing every problem. */
 export function createShardRegistry<Client extends ShardClient>(

@@ -93,6 +93,7 @@ export function routedClient(routed: Routed): object {
 
 const OWN = new Set([
   "$shardRegistry",
+  "$shardLoad",
   "$scatter",
   "$scatterPage",
   "$primary",

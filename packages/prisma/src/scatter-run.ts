@@ -5,6 +5,7 @@ import type { Attributes, Span } from "@opentelemetry/api";
 import { type ScatterResult, scatter } from "@shardkit/scatter";
 import { DatabaseTimeoutError } from "./errors.js";
 import { isPrismaValidationError } from "./internals.js";
+import type { LoadRecorder } from "./load/recorder.js";
 import type { Obj, PlanTarget, ScatterRead } from "./plan.js";
 import { type Planner, targetKey } from "./planner.js";
 import { LegDeadlines } from "./scatter/deadlines.js";
@@ -25,6 +26,8 @@ export interface ScatterRunner {
   /** How long one statement shardkit sends may wait for its database (a leg's deadline). */
   readonly timeoutMs: number;
   bounded<T>(database: number, run: () => PromiseLike<T>): Promise<T>;
+  /** Load per logical shard: each leg counts on the shards it holds. */
+  readonly load?: LoadRecorder | undefined;
   /** Runs a read on database `database` (its client, or a replica of it). */
   on(view: View, database: number, model: string, operation: string, args: unknown): PromiseLike<unknown>;
 }
@@ -94,7 +97,15 @@ export async function runScatter(
     targets,
     (target): Promise<unknown> => {
       const { database } = target;
-      const run = () => r.on(view, database, model, current.operation, argsOf(target));
+      const load = r.load;
+      const run = load
+        ? () =>
+            load.timed(
+              r.on(view, database, model, current.operation, argsOf(target)),
+              target.shards,
+              current.operation,
+            )
+        : () => r.on(view, database, model, current.operation, argsOf(target));
       if (!parent) return deadlines.run(database, run);
       // Telemetry on: a child span per database (none is made, nor anything else per leg, when off).
       const child = scatterChild(r, parent, model, current.operation, target);

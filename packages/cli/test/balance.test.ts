@@ -1,0 +1,203 @@
+import { LatencySketch } from "@shardkit/prisma";
+import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
+import { MAIN_PORT } from "@shardkit/test-db";
+import pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
+import { configFile, shardkit, testDatabases } from "./cli.js";
+import { rowsPerShard, seed } from "./seed.js";
+
+// `shardkit balance` and `shardkit drain` on the machine's server, with offline moves (no logical
+// replication needed): a holds 0/0, 0/1 and 0/2, b holds 0/3, c is a spare. The load is windows in
+// `shardkit."ShardLoad"`, written with the statement routers flush with.
+const { names, urls } = testDatabases("balance", { a: MAIN_PORT, b: MAIN_PORT, c: MAIN_PORT });
+const TABLES = ["--table", "Wallet"];
+const ROWS = { "0/0": 40, "0/1": 30, "0/2": 20, "0/3": 10 } as const;
+let config = "";
+
+async function sql<T = Record<string, unknown>>(
+  url: string,
+  text: string,
+  values: unknown[] = [],
+): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows as T[];
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * One router's window on `url`: `dbMs` of database time per shard over the last minute, each call
+ * taking `latencyMs`.
+ */
+async function recordLoad(
+  url: string,
+  dbMs: Record<string, number>,
+  options: { config?: string; latencyMs?: number; router?: string } = {},
+) {
+  for (const statement of CREATE_LOAD_TABLE) await sql(url, statement);
+  const start = new Date(Date.now() - 60_000).toISOString();
+  const rows = Object.entries(dbMs).map(([key, ms]) => {
+    const [group, member] = key.split("/").map(Number) as [number, number];
+    const calls = Math.round(ms / (options.latencyMs ?? 2));
+    const sketch = new LatencySketch();
+    sketch.record(options.latencyMs ?? 2, calls);
+    return {
+      shard: (group << 6) | member,
+      window_start: start,
+      window_ms: 10_000,
+      router: options.router ?? "test:1:r1",
+      calls,
+      writes: calls,
+      rows_written: calls,
+      db_ms: ms,
+      sketch: sketch.toJSON(),
+      top: [],
+      config: options.config ?? "cfg-one",
+    };
+  });
+  await sql(url, FLUSH_LOAD, [JSON.stringify(rows), new Date(Date.now() - 86_400_000).toISOString()]);
+}
+
+async function owners(): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const [name, url] of Object.entries(urls)) {
+    const rows = await sql<{ shard: number; state: string }>(
+      url,
+      `SELECT shard, state FROM "ShardOwnership"`,
+    );
+    for (const r of rows) if (r.state === "owned") out[`0/${r.shard & 63}`] = name;
+  }
+  return out;
+}
+
+async function allRows(): Promise<Record<string, number>> {
+  const sum: Record<string, number> = {};
+  for (const url of Object.values(urls))
+    for (const [k, n] of Object.entries(await rowsPerShard(url))) sum[k] = (sum[k] ?? 0) + n;
+  return sum;
+}
+
+beforeAll(async () => {
+  await seed(urls.a, { "0/0": ROWS["0/0"], "0/1": ROWS["0/1"], "0/2": ROWS["0/2"] });
+  await seed(urls.b, { "0/3": ROWS["0/3"] });
+  config = configFile("balance", {
+    shards: [
+      { group: 0, member: 0, url: urls.a },
+      { group: 0, member: 1, url: urls.a },
+      { group: 0, member: 2, url: urls.a },
+      { group: 0, member: 3, url: urls.b },
+    ],
+    databases: [{ url: urls.c }],
+  });
+});
+
+describe("shardkit balance", () => {
+  it("refuses what cannot work before touching a database: exit 2, saying why", async () => {
+    const runs = await Promise.all([
+      shardkit(["balance", "--config", config]),
+      shardkit(["balance", "--config", config, ...TABLES, "--by", "bytes"]),
+      shardkit(["balance", "--config", config, ...TABLES, "--threshold", "-1"]),
+      shardkit(["balance", "--config", config, ...TABLES, "--threshold", "11"]),
+      shardkit(["drain", "sk_nowhere", "--config", config, ...TABLES]),
+    ]);
+    for (const run of runs) expect(run.code, run.stderr).toBe(2);
+    const [tables, by, negative, high, unknown] = runs.map((r) => r.stderr);
+    expect(tables).toContain("--table: list every table of yours holding shard rows");
+    expect(by).toContain("argument 'bytes' is invalid. Allowed choices are time, calls, writes.");
+    expect(negative).toContain("--threshold must be a number >= 0.");
+    expect(high).toMatch(/threshold/);
+    expect(unknown).toContain('no database "sk_nowhere" in the configuration');
+    expect(await allRows()).toEqual(ROWS);
+  });
+
+  it("with no load recorded yet it says so and moves nothing", async () => {
+    const run = await shardkit(["balance", "--config", config, ...TABLES, "--json"]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report.moves).toEqual([]);
+    expect(report.plan.moves).toEqual([]);
+    expect(report.reason).toMatch(/no load recorded yet/);
+  });
+
+  it("load windows from routers with different configurations: refused, nothing moved", async () => {
+    await recordLoad(urls.b, { "0/3": 100 }, { config: "cfg-other", router: "test:2:other" });
+    await recordLoad(urls.b, { "0/3": 100 }, { config: "cfg-one", router: "test:3:one" });
+    const run = await shardkit(["balance", "--config", config, ...TABLES]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/routers with 2 different shard configurations/);
+    expect(await owners()).toEqual({});
+    await sql(urls.b, `DELETE FROM shardkit."ShardLoad"`);
+  });
+
+  it("--dry-run shows the plan off the hottest database and changes nothing", async () => {
+    // 20, 15 and 10 ms of database time a second on a; 5 on b; none on the spare c.
+    await recordLoad(urls.a, { "0/0": 6000, "0/1": 4500, "0/2": 3000 });
+    await recordLoad(urls.b, { "0/3": 1500 });
+    const run = await shardkit(["balance", "--config", config, ...TABLES, "--dry-run", "--json"]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report.problems).toEqual([]);
+    const byShard = Object.fromEntries(
+      report.shards.map((s: { shard: string; load: number; rows: number }) => [s.shard, [s.load, s.rows]]),
+    );
+    // Rows: the wallets, and the three outbox events `seed` writes per shard (shardkit's own table).
+    expect(byShard).toEqual({ "0/0": [20, 43], "0/1": [15, 33], "0/2": [10, 23], "0/3": [5, 13] });
+    expect(report.plan.moves.length).toBeGreaterThan(0);
+    // The first move takes load off a (2.7x the mean); later ones may even out the others.
+    expect(report.plan.moves[0].from).toBe(urls.a);
+    expect(report.plan.before.ratio).toBeCloseTo(2.7, 5);
+    expect(report.plan.after.ratio).toBeLessThan(report.plan.before.ratio);
+    // The shard that alone is above the mean load stays where it is, reported hot.
+    expect(report.plan.hot.map((h: { shard: string }) => h.shard)).toEqual(["0/0"]);
+    expect(report.moves).toEqual([]);
+    expect(await owners()).toEqual({});
+    const text = await shardkit(["balance", "--config", config, ...TABLES, "--dry-run"]);
+    expect(text.stdout).toMatch(/^DATABASE\s+SHARDS\s+LOAD \(db ms\/s\)\s+OF MEAN\s+AFTER\s+SIZE$/m);
+    expect(text.stdout).toMatch(/^hot: shard 0\/0 /m);
+  });
+
+  it("runs the plan one move at a time; every row is where its shard is; a second run finds nothing to do", async () => {
+    const run = await shardkit(["balance", "--config", config, ...TABLES, "--mode", "offline", "--json"], {
+      timeoutMs: 120_000,
+    });
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report.moves.length).toBeGreaterThan(0);
+    for (const move of report.moves) expect(move.status).toBe("moved");
+    expect(run.stderr).toMatch(/^balance \[1\/\d+\] moved 0\/\d /m);
+    const placed = await owners();
+    // Each shard's rows are all on its owner, none lost, none doubled.
+    expect(await allRows()).toEqual(ROWS);
+    for (const [shard, name] of Object.entries(placed))
+      expect((await rowsPerShard(urls[name as "a" | "b" | "c"]))[shard]).toBe(
+        ROWS[shard as keyof typeof ROWS],
+      );
+    expect(placed["0/0"]).toBe("a");
+    expect(Object.values(placed)).toContain("c");
+    // The load is per shard, not per database: measured again after the moves, nothing to do.
+    const again = await shardkit(["balance", "--config", config, ...TABLES, "--dry-run", "--json"]);
+    const second = JSON.parse(again.stdout);
+    expect(second.plan.moves).toEqual([]);
+    expect(second.plan.before.ratio).toBeCloseTo(report.plan.after.ratio, 5);
+  });
+
+  it("drain moves every shard off a database, honouring nothing but the other databases", async () => {
+    const run = await shardkit(
+      ["drain", names.c, "--config", config, ...TABLES, "--mode", "offline", "--json"],
+      {
+        timeoutMs: 120_000,
+      },
+    );
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report.drain).toBe(urls.c);
+    expect(report.moves.every((m: { kind: string }) => m.kind === "drain")).toBe(true);
+    const placed = await owners();
+    expect(Object.values(placed)).not.toContain("c");
+    expect(Object.keys(placed).sort()).toEqual(["0/0", "0/1", "0/2", "0/3"]);
+    expect(await allRows()).toEqual(ROWS);
+  });
+});

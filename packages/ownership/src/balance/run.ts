@@ -1,0 +1,334 @@
+// A balance run: measure each logical shard's load (the windows routers flush to
+// `shardkit."ShardLoad"`) and size, plan with `planBalance`, and run the plan one move at a time
+// through `moveShard`, measuring again between moves. `shardkit balance` and `shardkit drain` are
+// this over the CLI's configuration; an app or a test runs it over its own registry (PGlite too).
+import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { OwnershipOptionsError } from "../errors.js";
+import { PartitionMap } from "../map.js";
+import { type MoveProgress, moveShard } from "../move.js";
+import { lastLine } from "../raw.js";
+import type { FencedTable } from "../sql.js";
+import { type LoadMeasure, type MeasuredShard, type Measurement, measure } from "./measure.js";
+import { waitForCalm } from "./pause.js";
+import { planBalance } from "./plan.js";
+import type { BalanceMove, BalancePlan, BalanceStop } from "./types.js";
+
+export type { LoadMeasure, MeasuredShard };
+
+export interface RunBalanceOptions<Client extends ShardClient> {
+  /** The databases and where the configuration places each shard (the records say where they are now). */
+  registry: ShardRegistry<Client>;
+  /**
+   * The partition map the moves go through: one the caller has open over `registry` (it is left
+   * open). Default: the run opens its own, when it has a move to make, and closes it.
+   */
+  map?: PartitionMap<Client>;
+  /** Every table of the app holding shard rows (as for `moveShard`); shardkit's own are added. */
+  tables: readonly FencedTable[];
+  /** Every shard leaves this database (`drain`), none is moved onto it. */
+  drain?: Database<Client>;
+  /** Measure and plan; change nothing. */
+  dryRun?: boolean;
+  /** The load measured: the windows of the last `windowMs` ms. Default 300000 (5 minutes). */
+  windowMs?: number;
+  /** Default `time`. */
+  by?: LoadMeasure;
+  /** Nothing to do while the most loaded database is within this fraction of the mean. Default 0.10. */
+  threshold?: number;
+  /** A move must lower the higher of its two databases' loads by this fraction of the mean. Default 0.02. */
+  minImprovement?: number;
+  /** Moves in this run. Default 4 (`drain`: every shard of the database). */
+  maxMoves?: number;
+  /** Bytes moved in this run. Default unlimited. */
+  maxBytes?: number;
+  /**
+   * Before each move, wait while a shard not being moved has a p99 (over the last minute of
+   * windows) above this, in ms; give up after `maxPauseMs`. Default: no pause.
+   */
+  maxP99Ms?: number;
+  /** How long one pause may last before the run stops (`stoppedBy: "p99"`). Default 300000. */
+  maxPauseMs?: number;
+  /** `live` (default; PostgreSQL with `wal_level = logical`) or `offline` (PGlite too). */
+  mode?: "live" | "offline";
+  /** For live moves: how the target's server reaches the source (a libpq URL). Required for `live`. */
+  sourceConnection?: (source: Database<Client>) => string;
+  verify?: boolean;
+  cleanup?: boolean;
+  /** How long each database may take to answer a read (the map, the load). Default 10 s. */
+  timeoutMs?: number;
+  /** How long each database may take to count its shards' rows (full scans). Default 60 s. */
+  sizeTimeoutMs?: number;
+  copyTimeoutMs?: number;
+  leaseMs?: number;
+  freezeBudgetMs?: number;
+  /** Aborted: the move under way ends (moved, or undone), no other starts. */
+  signal?: AbortSignal;
+  onEvent?: (event: BalanceEvent) => void;
+}
+
+/** Progress of a balance run. */
+export type BalanceEvent =
+  | { type: "measured"; plan: BalancePlan }
+  | { type: "move"; index: number; shard: string; from: string; to: string; reason: string }
+  | { type: "step"; index: number; shard: string; progress: MoveProgress }
+  | { type: "moved"; index: number; shard: string; durationMs: number; freezeMs: number }
+  | { type: "pause"; shard: string; p99Ms: number; boundMs: number; waitedMs: number };
+
+/** A move the run made or tried. */
+export interface BalanceMoveDone {
+  shard: string;
+  from: string;
+  to: string;
+  kind: "drain" | "balance";
+  reason: string;
+  status: "moved" | "failed";
+  durationMs: number;
+  freezeMs: number;
+  epoch: number | null;
+  error?: string;
+  /**
+   * A failed move that could not undo itself (`MoveFailedError` with `left: "half-done"`): the
+   * shard may be fenced until its lease lapses. Running the balance (or the move) again finishes or
+   * undoes it first.
+   */
+  halfDone?: boolean;
+}
+
+export interface BalanceRun {
+  ok: boolean;
+  dryRun: boolean;
+  /** The database drained, else null. */
+  drain: string | null;
+  by: LoadMeasure;
+  windowMs: number;
+  /** What stopped the run from starting (or going on): the map or the load could not be read as they should. */
+  problems: string[];
+  /** The first measurement. */
+  shards: MeasuredShard[];
+  /** The plan made from the first measurement (a dry run's answer); null when `problems` kept it from planning. */
+  plan: BalancePlan | null;
+  /** Moves run, in order (none in a dry run). */
+  moves: BalanceMoveDone[];
+  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused";
+  reason: string;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/**
+ * Measures, plans and runs a balance over `registry` (see `RunBalanceOptions`). The load of each
+ * logical shard is what routers recorded in the last `windowMs`, wherever they flushed it (it is
+ * per shard, so it needs no moving with the shard); shards are placed where the ownership records
+ * say. Each move is `moveShard` (its lease fences a second mover; placement rules refuse a target
+ * that breaks them), one at a time, the load measured again after each. A run stopped (aborted, a
+ * failure, a crash) is resumed by running it again: it plans from where shards are then, and a
+ * move that stopped half-way is finished or undone by the next move of its shard. Settings out of
+ * range throw `BalanceInputError` before any database is read.
+ */
+export async function runBalance<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+): Promise<BalanceRun> {
+  const by = options.by ?? "time";
+  const windowMs = options.windowMs ?? 300_000;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const mode = options.mode ?? "live";
+  const issues: string[] = [];
+  if (!["time", "calls", "writes"].includes(by))
+    issues.push(`by: expected time, calls or writes, got ${JSON.stringify(by)}`);
+  if (mode !== "live" && mode !== "offline")
+    issues.push(`mode: expected live or offline, got ${JSON.stringify(mode)}`);
+  for (const [name, value] of [
+    ["windowMs", windowMs],
+    ["timeoutMs", timeoutMs],
+    ["sizeTimeoutMs", options.sizeTimeoutMs],
+    ["maxP99Ms", options.maxP99Ms],
+    ["maxPauseMs", options.maxPauseMs],
+  ] as const)
+    if (value !== undefined && !(Number.isFinite(value) && value > 0))
+      issues.push(`${name}: expected a positive number of ms, got ${value}`);
+  if (mode === "live" && !options.dryRun && !options.sourceConnection)
+    issues.push("sourceConnection: required for live moves (how the target's server reaches the source)");
+  if (options.map && options.map.registry !== options.registry)
+    issues.push("map: a partition map over another registry");
+  if (options.drain && !options.registry.databases.includes(options.drain))
+    issues.push(`drain: ${options.drain.name} is not a database of the registry`);
+  if (issues.length > 0) throw new OwnershipOptionsError(issues);
+  const settings = {
+    ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
+    ...(options.minImprovement !== undefined ? { minImprovement: options.minImprovement } : {}),
+    ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+  };
+  const limit = options.maxMoves ?? (options.drain ? Number.POSITIVE_INFINITY : 4);
+  // The planner's own checks of its settings (`BalanceInputError`), before any database is read.
+  planBalance({}, { databases: [], shards: [] }, { ...settings, maxMoves: limit });
+  const { registry } = options;
+  const allows = registry.placement.allows;
+  // A shard is never planned back onto a database it left: one its tombstone is on, or one this
+  // run moved it off (no flapping on stable load).
+  const plan = (m: Measurement, maxMoves: number) =>
+    planBalance(m.loads, m.placement, {
+      ...settings,
+      maxMoves,
+      allows,
+      recentMoves: [...m.recent, ...report.moves.map((mv) => ({ shard: mv.shard, from: mv.from }))],
+    });
+  const measureNow = () =>
+    measure(registry, options.tables, {
+      by,
+      windowMs,
+      timeoutMs,
+      sizeTimeoutMs: options.sizeTimeoutMs ?? 60_000,
+      drain: options.drain,
+    });
+  let m = await measureNow();
+  const report: BalanceRun = {
+    ok: true,
+    dryRun: options.dryRun ?? false,
+    drain: options.drain?.name ?? null,
+    by,
+    windowMs,
+    problems: m.problems,
+    shards: m.shards,
+    plan: null,
+    moves: [],
+    stoppedBy: "dry-run",
+    reason: "",
+  };
+  if (m.problems.length > 0) {
+    return {
+      ...report,
+      ok: false,
+      stoppedBy: "refused",
+      reason: "the balance did not start: the map or the load could not be read as they should",
+    };
+  }
+  report.plan = plan(m, limit);
+  options.onEvent?.({ type: "measured", plan: report.plan });
+  if (report.dryRun) return { ...report, reason: `dry run: ${report.plan.reason}` };
+  if (report.plan.moves.length === 0)
+    return { ...report, stoppedBy: report.plan.stoppedBy, reason: report.plan.reason };
+
+  const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
+  const interrupted = () => `interrupted after ${plural(report.moves.length, "move")}: run it again to go on`;
+  try {
+    let current = report.plan;
+    for (;;) {
+      if (options.signal?.aborted) {
+        report.stoppedBy = "interrupted";
+        report.reason = interrupted();
+        break;
+      }
+      const next = current.moves[0];
+      if (!next) {
+        report.stoppedBy = current.stoppedBy;
+        report.reason = current.reason;
+        break;
+      }
+      if (options.maxP99Ms !== undefined) {
+        const calm = await waitForCalm(
+          registry,
+          next.shard,
+          { ...options, onPause: (pause) => options.onEvent?.({ type: "pause", ...pause }) },
+          timeoutMs,
+        );
+        if (calm !== true) {
+          report.stoppedBy = calm === "aborted" ? "interrupted" : "p99";
+          report.reason = calm === "aborted" ? interrupted() : calm;
+          break;
+        }
+      }
+      const index = report.moves.length;
+      options.onEvent?.({
+        type: "move",
+        index,
+        shard: next.shard,
+        from: next.from,
+        to: next.to,
+        reason: next.reason,
+      });
+      const done = await runMove(map, next, options, (progress) =>
+        options.onEvent?.({ type: "step", index, shard: next.shard, progress }),
+      );
+      report.moves.push(done);
+      if (done.status === "failed") {
+        report.ok = false;
+        report.stoppedBy = "failed";
+        report.reason = `the move of ${next.shard} to ${next.to} failed: ${done.error}`;
+        break;
+      }
+      options.onEvent?.({
+        type: "moved",
+        index,
+        shard: next.shard,
+        durationMs: done.durationMs,
+        freezeMs: done.freezeMs,
+      });
+      if (report.moves.length >= limit) {
+        report.stoppedBy = "max-moves";
+        report.reason = `${plural(report.moves.length, "move")} made (maxMoves): run it again to go on`;
+        break;
+      }
+      m = await measureNow();
+      if (m.problems.length > 0) {
+        report.ok = false;
+        report.problems = m.problems;
+        report.stoppedBy = "refused";
+        report.reason = `stopped after ${plural(report.moves.length, "move")}: the map or the load could not be read as they should`;
+        break;
+      }
+      current = plan(m, limit - report.moves.length);
+    }
+  } finally {
+    if (!options.map) map.close();
+  }
+  return report;
+}
+
+/** Runs one planned move through `moveShard`; a failure is reported, not thrown. */
+async function runMove<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  next: BalanceMove,
+  options: RunBalanceOptions<Client>,
+  onProgress: (progress: MoveProgress) => void,
+): Promise<BalanceMoveDone> {
+  const { registry } = options;
+  const mode = options.mode ?? "live";
+  const to = registry.databases.find((d) => d.name === next.to)!;
+  const shard = registry.shards.find((s) => s.key === next.shard)!;
+  const started = Date.now();
+  const base = { shard: next.shard, from: next.from, to: next.to, kind: next.kind, reason: next.reason };
+  try {
+    const from = registry.databaseOf(shard);
+    const result = await moveShard({
+      map,
+      shard,
+      to,
+      mode,
+      ...(mode === "live" ? { sourceConnection: options.sourceConnection!(from) } : {}),
+      ...(options.verify !== undefined ? { verify: options.verify } : {}),
+      ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
+      ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),
+      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      ...(options.freezeBudgetMs !== undefined ? { freezeBudgetMs: options.freezeBudgetMs } : {}),
+      onProgress,
+    });
+    return {
+      ...base,
+      from: result.from,
+      status: "moved",
+      durationMs: result.durationMs,
+      freezeMs: result.freezeMs,
+      epoch: result.epoch,
+    };
+  } catch (error) {
+    return {
+      ...base,
+      status: "failed",
+      durationMs: Date.now() - started,
+      freezeMs: 0,
+      epoch: null,
+      error: lastLine(error),
+      ...((error as { left?: unknown })?.left === "half-done" ? { halfDone: true } : {}),
+    };
+  }
+}

@@ -1,0 +1,72 @@
+// One window's counts per shard, as the recorder counts them and as they wait to be written (merged
+// with later windows after a failed flush), and the names a router writes them under.
+import { createHash, randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type { Placement } from "../planner.js";
+import { LatencySketch } from "./sketch.js";
+import { mergeTopKeys, SpaceSaving, type TopKey } from "./top-keys.js";
+
+/** One shard's counts in the window being counted. */
+export class ShardCounts {
+  calls = 0;
+  writes = 0;
+  rows = 0;
+  dbMs = 0;
+  readonly sketch = new LatencySketch();
+  readonly top: SpaceSaving;
+  constructor(k: number) {
+    this.top = new SpaceSaving(k);
+  }
+}
+
+/** One shard's counts taken from a window, as they wait to be written (merged with later ones after a failed flush). */
+export interface Taken {
+  calls: number;
+  writes: number;
+  rows: number;
+  dbMs: number;
+  sketch: LatencySketch;
+  top: TopKey[];
+}
+
+/** A database's rows waiting to be written: from the start of the first window not yet written. */
+export interface Batch {
+  start: number;
+  end: number;
+  rows: Map<number, Taken>;
+}
+
+/** Per-process router id: host, pid and a random part (two routed clients of one process are two routers). */
+export function routerId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
+}
+
+/** A digest of where every shard lives, so windows from routers with other configurations stand out. */
+export function configDigest(placement: Placement, names: readonly string[]): string {
+  const hash = createHash("sha256");
+  for (const p of placement.databases) {
+    const keys = p.shards.map((s) => s.key).sort();
+    hash.update(`${names[p.index] ?? p.index}=${keys.join(",")};`);
+  }
+  return hash.digest("hex").slice(0, 16);
+}
+
+export function copy(sketch: LatencySketch): LatencySketch {
+  const c = new LatencySketch();
+  c.merge(sketch);
+  return c;
+}
+
+export function merge(rows: Map<number, Taken>, bits: number, t: Taken, k: number): void {
+  const m = rows.get(bits);
+  if (!m) {
+    rows.set(bits, t);
+    return;
+  }
+  m.calls += t.calls;
+  m.writes += t.writes;
+  m.rows += t.rows;
+  m.dbMs += t.dbMs;
+  m.sketch.merge(t.sketch);
+  m.top = mergeTopKeys([m.top, t.top], k);
+}
