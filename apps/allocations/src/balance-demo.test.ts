@@ -1,14 +1,7 @@
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
-import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  MAIN_PORT,
-  testCluster,
-} from "@shardkit/test-db";
+import { createDatabase, dropCluster, dropDatabase, ensureCluster, testCluster } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -17,7 +10,7 @@ const run = promisify(execFile);
 async function demo(env: Record<string, string> = {}) {
   const { stdout } = await run(process.execPath, ["--import", "tsx", "src/balance-demo.ts"], {
     cwd: new URL("..", import.meta.url).pathname,
-    env: { ...process.env, SHARDKIT_DEMO_PHASE_MS: "4000", ...env },
+    env: { ...process.env, ...env },
     encoding: "utf8",
   });
   return stdout;
@@ -55,34 +48,33 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
   }, 180_000);
 
   describe("on PostgreSQL (SHARDKIT_SHARDS): client processes, live moves", () => {
-    // The hot database is the moves' source: its server needs wal_level = logical (a cluster of the
-    // project's own, dropped after the test). Where the test may not make one, it is skipped.
-    const LOGICAL = testCluster(
-      `${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name}-balance`,
-    );
-    const dbs = [
-      { port: LOGICAL.port, name: `sk_alloc_bal_a_${process.pid}` },
-      { port: MAIN_PORT, name: `sk_alloc_bal_b_${process.pid}` },
-      { port: MAIN_PORT, name: `sk_alloc_bal_c_${process.pid}` },
-    ];
+    // Any database may be a move's source, and a subscription cannot reach a database of its own
+    // server: each database on a wal_level = logical server of the project's own (dropped after
+    // the test). Where the test may not make them, it is skipped.
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name;
+    const servers = ["a", "b", "c"].map((k) => ({ k, ...testCluster(`${pkg}-balance-${k}`) }));
     const urls: string[] = [];
     let skipped = "";
     beforeAll(async () => {
-      skipped = await ensureCluster(LOGICAL.cluster, LOGICAL.port, { logical: true }).then(
-        () => "",
-        (err: unknown) => {
-          if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-          return (err as Error).message;
-        },
-      );
-      if (skipped) return console.warn(`skipping the balance on PostgreSQL: ${skipped}`);
-      for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
-    }, 120_000);
+      for (const server of servers) {
+        skipped = await ensureCluster(server.cluster, server.port, { logical: true }).then(
+          () => "",
+          (err: unknown) => {
+            if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
+            return (err as Error).message;
+          },
+        );
+        if (skipped) return console.warn(`skipping the balance on PostgreSQL: ${skipped}`);
+      }
+      for (const server of servers)
+        urls.push(await createDatabase(server.port, `sk_alloc_bal_${server.k}_${process.pid}`));
+    }, 180_000);
     afterAll(async () => {
-      if (skipped) return;
-      for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
-      await dropCluster(LOGICAL.cluster);
-    }, 120_000);
+      for (const server of servers) {
+        await dropDatabase(server.port, `sk_alloc_bal_${server.k}_${process.pid}`).catch(() => {});
+        await dropCluster(server.cluster).catch(() => {});
+      }
+    }, 180_000);
 
     it("moves shards live off the hot database while three client processes decide: the same guarantees", async ({
       skip,

@@ -22,7 +22,8 @@ import { AllocationsError } from "./errors.js";
 import { embeddedDatabases, FENCED_TABLES, openRouter, openServiceRouter, type Router } from "./shards.js";
 
 const say = (line = "") => process.stdout.write(`${line}\n`);
-const PHASE_MS = Number(process.env.SHARDKIT_DEMO_PHASE_MS ?? 6000);
+/** Decisions per phase (before and after the balance), all clients together: phases end by work done, not by time. */
+const PHASE_DECISIONS = Number(process.env.SHARDKIT_DEMO_DECISIONS ?? 600);
 const CLIENTS = Number(process.env.SHARDKIT_DEMO_CLIENTS ?? 3);
 /** Routers write their load every second here (10 s by default), so a short demo has figures. */
 const LOAD: LoadOption = { intervalMs: 1000 };
@@ -38,6 +39,8 @@ interface Report {
 
 /** A client of the demo: in this process or another. */
 interface Client {
+  /** Decisions it has made so far. */
+  count(): Promise<number>;
   /** The latencies of its decisions since the last mark (its load flushed first). */
   mark(): Promise<number[]>;
   /** Finishes the decision under way, flushes its load, and reports. */
@@ -100,6 +103,7 @@ function traffic(router: Router, buckets: readonly string[], name: string) {
   })();
   let marked = 0;
   return {
+    count: async () => report.latencies.length,
     async mark() {
       await router.db.$shardLoad()?.flush();
       const since = report.latencies.slice(marked);
@@ -116,20 +120,25 @@ function traffic(router: Router, buckets: readonly string[], name: string) {
 }
 
 /** A client in a process of its own (PostgreSQL): this file run with `client <name>`. */
-function processClient(name: string, buckets: readonly string[]): Client {
+async function processClient(name: string, buckets: readonly string[]): Promise<Client> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ["client", name, ...buckets], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const replies: ((value: unknown) => void)[] = [];
   child.on("message", (message) => replies.shift()?.(message));
-  const ready = new Promise((resolve) => replies.push(resolve));
-  const ask = async <T>(what: string): Promise<T> => {
-    await ready;
+  // Its first message says its router is open and it is deciding.
+  await new Promise((resolve) => replies.push(resolve));
+  // One question at a time per client (the parent asks in turn), so answers come in order.
+  const ask = <T>(what: string): Promise<T> => {
     const reply = new Promise<T>((resolve) => replies.push(resolve as (value: unknown) => void));
     child.send(what);
     return reply;
   };
-  return { mark: () => ask<number[]>("mark"), stop: () => ask<Report>("stop") };
+  return {
+    count: () => ask<number>("count"),
+    mark: () => ask<number[]>("mark"),
+    stop: () => ask<Report>("stop"),
+  };
 }
 
 async function clientProcess(name: string, buckets: string[]) {
@@ -141,6 +150,7 @@ async function clientProcess(name: string, buckets: string[]) {
   const t = traffic(router, buckets, name);
   process.send!("ready");
   process.on("message", async (message) => {
+    if (message === "count") process.send!(await t.count());
     if (message === "mark") process.send!(await t.mark());
     if (message === "stop") {
       process.send!(await t.stop());
@@ -185,7 +195,7 @@ async function main() {
       poll: false,
       load: false,
     });
-    openClient = async (name, buckets) => processClient(name, buckets);
+    openClient = processClient;
     const config = JSON.parse(pg) as
       | { shards?: { url: string }[]; databases?: { url: string }[] }
       | { url: string }[];
@@ -240,8 +250,16 @@ async function main() {
   const clients = await Promise.all(
     Array.from({ length: CLIENTS }, (_, i) => openClient(`client-${i + 1}`, buckets)),
   );
-  const phase = () => new Promise((r) => setTimeout(r, PHASE_MS));
-  await phase();
+  // A phase lasts until the clients have made PHASE_DECISIONS more decisions, however long that
+  // takes on this machine; its length is the window of load measured.
+  const decided = async () => (await Promise.all(clients.map((c) => c.count()))).reduce((a, b) => a + b, 0);
+  const phase = async () => {
+    const started = Date.now();
+    const from = await decided();
+    while ((await decided()) - from < PHASE_DECISIONS) await new Promise((r) => setTimeout(r, 100));
+    return Date.now() - started;
+  };
+  const beforeMs = await phase();
   const before = (await Promise.all(clients.map((c) => c.mark()))).flat();
 
   const balanceStarted = Date.now();
@@ -249,7 +267,8 @@ async function main() {
     registry,
     map: mover.map,
     tables: FENCED_TABLES,
-    windowMs: PHASE_MS,
+    // The windows flushed at the phase's end; one load interval more takes in the one it began in.
+    windowMs: beforeMs + 1000,
     mode,
     ...(sourceConnection ? { sourceConnection: (source) => sourceConnection!(source.name) } : {}),
     onEvent: (event) => {
@@ -259,13 +278,13 @@ async function main() {
     },
   });
   const during = (await Promise.all(clients.map((c) => c.mark()))).flat();
-  await phase();
+  const afterMs = await phase();
   const after = (await Promise.all(clients.map((c) => c.mark()))).flat();
   const reports = await Promise.all(clients.map((c) => c.stop()));
   const measuredAfter = await runBalance({
     registry,
     tables: FENCED_TABLES,
-    windowMs: PHASE_MS,
+    windowMs: afterMs, // the phase after the balance only
     dryRun: true,
   });
 

@@ -175,8 +175,15 @@ export function renderBalance(report: BalanceReport): string {
           plan.moves.map((mv) => [mv.shard, mv.from, mv.to, rate(mv.load), formatBytes(mv.bytes), mv.reason]),
         ),
       );
-    for (const h of plan.hot)
+    for (const h of plan.hot) {
       lines.push(`hot: shard ${h.shard} on ${h.database} (${rate(h.load)} ${unit}): ${h.reason}`);
+      // Which keys make it hot: each one's share of the shard's calls (a heavy hitter's count may
+      // exceed its true count by its error).
+      const shard = report.shards.find((s) => s.shard === h.shard);
+      for (const k of shard?.top.slice(0, 3) ?? [])
+        if (shard && shard.calls > 0)
+          lines.push(`  key ${k.key}: ${Math.round((100 * k.count) / shard.calls)}% of its calls`);
+    }
     for (const s of plan.skipped) lines.push(`skipped: shard ${s.shard}: ${s.reason}`);
     lines.push(
       `plan: ${plural(plan.moves.length, "move")}, max/mean ${plan.before.ratio.toFixed(2)}x -> ${plan.after.ratio.toFixed(2)}x`,

@@ -51,12 +51,13 @@ export function exitCodeOf(error: unknown): ExitCode {
 
 const HELP_AFTER = `
 Configuration: --config <file>, or the SHARDKIT_SHARDS environment variable: the apps' own JSON,
-[{ "group", "member", "url", "pool"? }, ...] or { "shards": [...], "databases": [...] }.
+[{ "group", "member", "url", "pool"?, "labels"? }, ...] or { "shards": [...], "databases": [...],
+"placement"?: [{ "groups", "labels" }] }.
 
 Exit codes: 0 ok; 1 problems found (doctor; status with unreachable databases, ownership
 records that cannot be right, a stopped move or replication objects no move holds; move --dry-run
-whose precheck fails; redrive with a database that did not answer) or the operation failed with
-nothing left half-done (a move refused, or undone); 2 usage, configuration or input errors; 3 a
+whose precheck fails; redrive with a database that did not answer; a balance that could not
+plan) or the operation failed with nothing left half-done (a move refused, or undone); 2 usage, configuration or input errors; 3 a
 move left half-done (run the same move again: it finishes or undoes it first). --json prints
 one JSON document on stdout; progress and messages go to stderr (a bar on a terminal, plain lines
 otherwise).`;

@@ -1,9 +1,10 @@
+import { spawn } from "node:child_process";
 import { LatencySketch } from "@shardkit/prisma";
 import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
 import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
-import { configFile, shardkit, testDatabases } from "./cli.js";
+import { BIN, configFile, shardkit, testDatabases } from "./cli.js";
 import { rowsPerShard, seed } from "./seed.js";
 
 // `shardkit balance` and `shardkit drain` on the machine's server, with offline moves (no logical
@@ -159,6 +160,67 @@ describe("shardkit balance", () => {
     expect(text.stdout).toMatch(/^hot: shard 0\/0 /m);
   });
 
+  it("placement rules: a planned move never goes where the shard's group may not live", async () => {
+    // The same databases, c labelled region=us while group 0 must stay in region eu.
+    const ruled = configFile("balance-ruled", {
+      shards: [
+        { group: 0, member: 0, url: urls.a, labels: { region: "eu" } },
+        { group: 0, member: 1, url: urls.a },
+        { group: 0, member: 2, url: urls.a },
+        { group: 0, member: 3, url: urls.b, labels: { region: "eu" } },
+      ],
+      databases: [{ url: urls.c, labels: { region: "us" } }],
+      placement: [{ groups: [0], labels: { region: "eu" } }],
+    });
+    const run = await shardkit(["balance", "--config", ruled, ...TABLES, "--dry-run", "--json"]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    for (const move of report.plan.moves) expect(move.to).not.toBe(urls.c);
+    // Draining b: its shard may go to a, not to c.
+    const drain = await shardkit(["drain", names.b, "--config", ruled, ...TABLES, "--dry-run", "--json"]);
+    expect(drain.code, drain.stdout + drain.stderr).toBe(0);
+    const drained = JSON.parse(drain.stdout);
+    expect(drained.plan.moves.length).toBeGreaterThan(0);
+    for (const move of drained.plan.moves) expect(move.to).toBe(urls.a);
+  });
+
+  it("Ctrl-C stops it after the move under way: that move ends, no other starts, and nothing is lost", async () => {
+    const child = spawn(
+      process.execPath,
+      [BIN, "balance", "--config", config, ...TABLES, "--mode", "offline", "--json"],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let stdout = "";
+    let stderr = "";
+    let interrupted = false;
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => {
+      stderr += d;
+      // The first move has started: interrupt, as a person at the terminal would.
+      if (!interrupted && /\] move 0\/\d: /.test(stderr)) {
+        interrupted = true;
+        child.kill("SIGINT");
+      }
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(interrupted, stderr).toBe(true);
+    expect(code, stdout + stderr).toBe(0);
+    expect(stderr).toContain("stopping after the move under way");
+    const report = JSON.parse(stdout);
+    expect(report.stoppedBy).toBe("interrupted");
+    expect(report.plan.moves.length).toBeGreaterThan(1);
+    expect(report.moves).toHaveLength(1);
+    expect(report.moves[0].status).toBe("moved");
+    expect(report.reason).toMatch(/^interrupted after 1 move: run it again to go on$/);
+    const placed = await owners();
+    expect(placed[report.moves[0].shard]).toBe(
+      Object.entries(urls).find(([, u]) => u === report.moves[0].to)![0],
+    );
+    expect(await allRows()).toEqual(ROWS);
+  });
+
   it("runs the plan one move at a time; every row is where its shard is; a second run finds nothing to do", async () => {
     const run = await shardkit(["balance", "--config", config, ...TABLES, "--mode", "offline", "--json"], {
       timeoutMs: 120_000,
@@ -184,7 +246,7 @@ describe("shardkit balance", () => {
     expect(second.plan.before.ratio).toBeCloseTo(report.plan.after.ratio, 5);
   });
 
-  it("drain moves every shard off a database, honouring nothing but the other databases", async () => {
+  it("drain moves every shard off a database; every row is where its shard is", async () => {
     const run = await shardkit(
       ["drain", names.c, "--config", config, ...TABLES, "--mode", "offline", "--json"],
       {

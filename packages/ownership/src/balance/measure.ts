@@ -7,6 +7,7 @@ import {
   type ShardLoadSummary,
   type ShardRegistry,
   summarizeLoad,
+  type TopKey,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import { lastLine } from "../raw.js";
@@ -30,6 +31,8 @@ export interface MeasuredShard {
   /** Time in the database (ms) over the window. */
   dbMs: number;
   p99Ms: number | null;
+  /** Its heaviest routing keys over the window (hashes unless the routers keep plain keys). */
+  top: TopKey[];
   rows: number;
   bytes: number;
 }
@@ -125,6 +128,7 @@ export async function measure<Client extends ShardClient>(
       writes: s?.writes ?? 0,
       dbMs: s?.dbMs ?? 0,
       p99Ms: s?.p99 ?? null,
+      top: s?.top ?? [],
       ...size,
     });
   }
