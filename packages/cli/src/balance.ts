@@ -7,50 +7,32 @@ import {
   type BalanceRun,
   type LoadMeasure,
   type MeasuredShard,
+  type RunBalanceOptions,
   runBalance,
 } from "@shardkit/ownership";
-import { type ConfigOptions, findDatabase, openConfig } from "./config.js";
-import { UsageError } from "./errors.js";
+import { type ConfigOptions, findDatabase, openConfig, type RawClient } from "./config.js";
 import { duration, bytes as formatBytes, plural, table } from "./format.js";
 import { parseTables } from "./move.js";
 
 export type { BalanceEvent, BalanceMoveDone, LoadMeasure, MeasuredShard };
 
-export interface BalanceCommandOptions extends ConfigOptions {
+/**
+ * `runBalance`'s options (see `RunBalanceOptions` of `@shardkit/ownership`), over the CLI's
+ * configuration: tables as `move` takes them, the database to drain by name, and live moves'
+ * targets reach each source by its configured URL.
+ */
+export interface BalanceCommandOptions
+  extends ConfigOptions,
+    Omit<
+      RunBalanceOptions<RawClient>,
+      "registry" | "map" | "tables" | "drain" | "sourceConnection" | "freezeBudgetMs"
+    > {
   /** Every table of the app holding shard rows, as for `move` (`Table`, `Table:column`, `Table:column:bits`). */
   tables: readonly string[];
   /** `drain`: every shard leaves this database (URL, printed name or database name). */
   drain?: string;
-  /** Measure and print the plan; change nothing. */
-  dryRun?: boolean;
-  /** The load measured: the windows of the last `windowMs` ms. Default 300000 (5 minutes). */
-  windowMs?: number;
-  /** Default `time`. */
-  by?: LoadMeasure;
-  /** Nothing to do while the most loaded database is within this fraction of the mean. Default 0.10. */
-  threshold?: number;
-  /** A move must lower the higher of its two databases' loads by this fraction of the mean. Default 0.02. */
-  minImprovement?: number;
-  /** Moves in this run. Default 4 (`drain`: every shard of the database). */
-  maxMoves?: number;
-  /** Bytes moved in this run. Default unlimited. */
-  maxBytes?: number;
-  /** Before each move, wait while another shard's p99 over the last minute is above this (ms). */
-  maxP99Ms?: number;
-  /** How long one such wait may last before the balance stops. Default 300000. */
-  maxPauseMs?: number;
-  /** As `move`: live (default) or offline. Live moves' targets reach each source by its configured URL. */
-  mode?: "live" | "offline";
-  verify?: boolean;
-  cleanup?: boolean;
-  /** How long each database may take to answer a read (the map, the load). Default 10 s. */
-  timeoutMs?: number;
-  copyTimeoutMs?: number;
-  leaseMs?: number;
+  /** As `move`: how long the shard's writes may wait, fence to switch (`freezeBudgetMs`). */
   maxFreezeMs?: number;
-  /** Aborted (Ctrl-C): the move under way ends (moved, or undone), no other starts. */
-  signal?: AbortSignal;
-  onEvent?: (event: BalanceEvent) => void;
 }
 
 /** What `balance` (or `drain`) did: `runBalance`'s report. */
@@ -61,51 +43,26 @@ export type BalanceReport = BalanceRun;
  * `runBalance` of `@shardkit/ownership`), over the configuration. `dryRun` only reads.
  */
 export async function balance(options: BalanceCommandOptions): Promise<BalanceReport> {
-  const issues: string[] = [];
-  for (const [name, value] of [
-    ["--window", options.windowMs],
-    ["--timeout", options.timeoutMs],
-    ["--copy-timeout", options.copyTimeoutMs],
-    ["--lease", options.leaseMs],
-    ["--max-freeze", options.maxFreezeMs],
-    ["--max-p99", options.maxP99Ms],
-    ["--max-pause", options.maxPauseMs],
-  ] as const)
-    if (value !== undefined && !(Number.isFinite(value) && value > 0))
-      issues.push(`${name}: expected a positive number of ms, got ${value}`);
-  let tables: ReturnType<typeof parseTables> = [];
-  try {
-    tables = parseTables(options.tables);
-  } catch (error) {
-    issues.push(...(error as UsageError).issues);
-  }
-  if (issues.length > 0) throw new UsageError(issues);
+  const {
+    config: _config,
+    env: _env,
+    cwd: _cwd,
+    tables: specs,
+    drain: name,
+    maxFreezeMs,
+    ...settings
+  } = options;
+  const tables = parseTables(specs);
   const opened = openConfig(options);
   try {
-    const drain = options.drain !== undefined ? findDatabase(opened, options.drain) : undefined;
+    const drain = name !== undefined ? findDatabase(opened, name) : undefined;
     return await runBalance({
+      ...settings,
       registry: opened.registry,
       tables,
       ...(drain ? { drain } : {}),
+      ...(maxFreezeMs !== undefined ? { freezeBudgetMs: maxFreezeMs } : {}),
       sourceConnection: (source) => opened.urlOf(source),
-      ...(options.dryRun !== undefined ? { dryRun: options.dryRun } : {}),
-      ...(options.windowMs !== undefined ? { windowMs: options.windowMs } : {}),
-      ...(options.by !== undefined ? { by: options.by } : {}),
-      ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
-      ...(options.minImprovement !== undefined ? { minImprovement: options.minImprovement } : {}),
-      ...(options.maxMoves !== undefined ? { maxMoves: options.maxMoves } : {}),
-      ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
-      ...(options.maxP99Ms !== undefined ? { maxP99Ms: options.maxP99Ms } : {}),
-      ...(options.maxPauseMs !== undefined ? { maxPauseMs: options.maxPauseMs } : {}),
-      ...(options.mode !== undefined ? { mode: options.mode } : {}),
-      ...(options.verify !== undefined ? { verify: options.verify } : {}),
-      ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
-      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
-      ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),
-      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
-      ...(options.maxFreezeMs !== undefined ? { freezeBudgetMs: options.maxFreezeMs } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.onEvent ? { onEvent: options.onEvent } : {}),
     });
   } finally {
     await opened.close();
@@ -124,7 +81,7 @@ export function describeBalanceEvent(event: BalanceEvent): string {
     case "moved":
       return `moved ${event.shard} in ${duration(event.durationMs)}, writes held ${duration(event.freezeMs)}`;
     case "pause":
-      return `paused: shard ${event.shard}'s p99 is ${event.p99Ms.toFixed(1)} ms (above ${event.boundMs} ms), waited ${duration(event.waitedMs)}`;
+      return `paused ${duration(event.waitedMs)}: ${event.why}`;
   }
 }
 
@@ -193,7 +150,7 @@ export function renderBalance(report: BalanceReport): string {
     lines.push(
       mv.status === "moved"
         ? `moved ${mv.shard}: ${mv.from} -> ${mv.to}, epoch ${mv.epoch}, writes held ${duration(mv.freezeMs)}, ${duration(mv.durationMs)}`
-        : `failed ${mv.shard}: ${mv.from} -> ${mv.to}: ${mv.error}${mv.halfDone ? " (left half-done: run the balance again to finish or undo it)" : ""}`,
+        : `failed ${mv.shard}: ${mv.from} -> ${mv.to}: ${mv.error}${mv.halfDone ? ` (left half-done: \`shardkit move ${mv.shard} --to ${mv.to}\` finishes or undoes it)` : ""}`,
     );
   lines.push(report.reason);
   return `${lines.join("\n")}\n`;

@@ -160,6 +160,25 @@ describe("shardkit balance", () => {
     expect(text.stdout).toMatch(/^hot: shard 0\/0 /m);
   });
 
+  it("a window a router kept through failed flushes counts for its part inside the window measured", async () => {
+    // Started 10 minutes ago and 10 minutes long (flushes failed until now): half of it is in the
+    // last 5 minutes, so half of its 6000 ms, over 300 s, adds 10 ms/s to 0/3's 5.
+    const sketch = new LatencySketch();
+    sketch.record(2, 3000);
+    for (const statement of CREATE_LOAD_TABLE) await sql(urls.c, statement);
+    await sql(
+      urls.c,
+      `INSERT INTO shardkit."ShardLoad" (shard, window_start, window_ms, router, calls, writes, rows_written, db_ms, sketch, top, config)
+       VALUES (3, now() - interval '10 minutes', 600000, 'kept:1:x', 3000, 3000, 3000, 6000, $1::jsonb, '[]', 'cfg-one')`,
+      [JSON.stringify(sketch.toJSON())],
+    );
+    const run = await shardkit(["balance", "--config", config, ...TABLES, "--dry-run", "--json"]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const shard = JSON.parse(run.stdout).shards.find((s: { shard: string }) => s.shard === "0/3");
+    expect(shard.load).toBeCloseTo(15, 0);
+    await sql(urls.c, `DELETE FROM shardkit."ShardLoad" WHERE router = 'kept:1:x'`);
+  });
+
   it("placement rules: a planned move never goes where the shard's group may not live", async () => {
     // The same databases, c labelled region=us while group 0 must stay in region eu.
     const ruled = configFile("balance-ruled", {
@@ -182,6 +201,23 @@ describe("shardkit balance", () => {
     const drained = JSON.parse(drain.stdout);
     expect(drained.plan.moves.length).toBeGreaterThan(0);
     for (const move of drained.plan.moves) expect(move.to).toBe(urls.a);
+    // Only a may hold group 0: a drain of a cannot be done, and says so (exit 1), naming what stays.
+    const stuck = configFile("balance-stuck", {
+      shards: [
+        { group: 0, member: 0, url: urls.a, labels: { region: "eu" } },
+        { group: 0, member: 1, url: urls.a },
+        { group: 0, member: 2, url: urls.a },
+        { group: 0, member: 3, url: urls.b },
+      ],
+      databases: [{ url: urls.c, labels: { region: "us" } }],
+      placement: [{ groups: [0], labels: { region: "eu" } }],
+    });
+    const blocked = await shardkit(["drain", names.a, "--config", stuck, ...TABLES, "--dry-run", "--json"]);
+    expect(blocked.code, blocked.stdout + blocked.stderr).toBe(1);
+    const refused = JSON.parse(blocked.stdout);
+    expect(refused.ok).toBe(false);
+    expect(refused.reason).toContain(`the drain is not done: ${urls.a} still holds 0/0, 0/1, 0/2`);
+    expect(await owners()).toEqual({});
   });
 
   it("Ctrl-C stops it after the move under way: that move ends, no other starts, and nothing is lost", async () => {

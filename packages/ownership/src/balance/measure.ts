@@ -10,7 +10,7 @@ import {
   type TopKey,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
-import { lastLine } from "../raw.js";
+import { lastLine, raw } from "../raw.js";
 import { measureShardSizes } from "../sizes.js";
 import type { FencedTable } from "../sql.js";
 import { SHARDKIT_TABLES } from "../tables.js";
@@ -40,17 +40,28 @@ export interface MeasuredShard {
 /** A measurement: the load and placement `planBalance` takes, or why there is none. */
 export interface Measurement {
   /**
-   * Where each shard was moved away from, by the tombstones (`moved` records) the databases keep:
-   * `planBalance`'s `recentMoves`, so a balance never sends a shard back where it came from.
+   * Where shards were moved away from in the last `RECENT_LEFT_MS` (the `moved` records, their
+   * tombstones): `planBalance`'s `recentMoves`, so a balance does not send a shard straight back.
    */
   recent: { shard: string; from: string }[];
   problems: string[];
   shards: MeasuredShard[];
   loads: ShardLoads;
   placement: BalancePlacement;
+  /** Each shard's size, by shard key: measured once per run (a full scan), kept for the next measures. */
+  sizes: Map<string, { rows: number; bytes: number }>;
 }
 
-/** Each shard's load and size, where the records place it. */
+/** How long a shard is not planned back onto a database it left. */
+export const RECENT_LEFT_MS = 24 * 60 * 60 * 1000;
+
+const RECENT_LEFT_SQL = `SELECT shard FROM "ShardOwnership" WHERE state = 'moved'
+  AND "updatedAt" > now() - $1::float8 * interval '1 millisecond'`;
+
+/**
+ * Each shard's load and size, where the records place it. `sizes`: those of an earlier measure of
+ * the same run (a shard's size does not change by moving it), else measured here.
+ */
 export async function measure<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   tables: readonly FencedTable[],
@@ -60,21 +71,32 @@ export async function measure<Client extends ShardClient>(
     timeoutMs: number;
     sizeTimeoutMs: number;
     drain: Database<Client> | undefined;
+    sizes?: Measurement["sizes"] | undefined;
   },
 ): Promise<Measurement> {
   const problems: string[] = [];
   const own = SHARDKIT_TABLES.filter((t) => !tables.some((u) => u.table === t.table));
-  const [view, windows, sizes] = await Promise.all([
+  const [view, windows, measured, left] = await Promise.all([
     readPartitionMap(registry, { timeoutMs: options.timeoutMs }),
     readLoad(registry.databases, options.windowMs, options.timeoutMs),
-    measureShardSizes(registry, { tables: [...tables, ...own], timeoutMs: options.sizeTimeoutMs }),
+    options.sizes
+      ? undefined
+      : measureShardSizes(registry, { tables: [...tables, ...own], timeoutMs: options.sizeTimeoutMs }),
+    recentlyLeft(registry.databases, options.timeoutMs),
   ]);
   problems.push(...view.issues);
   for (const d of view.databases)
     if (d.status === "unavailable") problems.push(`${d.database} did not answer: ${d.error}`);
   for (const d of windows.unanswered) problems.push(`${d.database}: its load could not be read: ${d.error}`);
-  for (const d of sizes.unanswered)
+  for (const d of measured?.unanswered ?? [])
     problems.push(`${d.database}: its shards' sizes could not be read: ${d.error}`);
+  // Windows as long as the window measured cannot say how the load is spread within it.
+  const lengths = windows.windows.map((w) => w.windowMs).sort((x, y) => x - y);
+  const typical = lengths[Math.floor(lengths.length / 2)];
+  if (typical !== undefined && typical * 2 > options.windowMs)
+    problems.push(
+      `the window measured (${options.windowMs} ms) is shorter than two of the routers' load windows (${typical} ms): measure over a longer window`,
+    );
   const summaries = summarizeLoad(windows.windows);
   const configs = new Set(summaries.flatMap((s) => s.configs));
   if (configs.size > 1) {
@@ -99,23 +121,34 @@ export async function measure<Client extends ShardClient>(
   const loads: Record<string, { load: number; bytes: number; rows: number }> = {};
   const shards: MeasuredShard[] = [];
   const recent: Measurement["recent"] = [];
+  const sizes: Measurement["sizes"] = options.sizes ?? new Map();
+  const stopped = new Map(view.stopped.map((m) => [m.shard.key, m]));
   for (const p of view.shards) {
     const key = p.shard.key;
-    if (p.movingTo !== null)
+    const halted = stopped.get(key);
+    if (halted)
+      problems.push(
+        `a move of shard ${key} to ${halted.to} stopped half-way (${halted.step}, its lease lapsed): \`shardkit move ${key} --to ${halted.to}\` finishes or undoes it`,
+      );
+    else if (p.movingTo !== null)
       problems.push(`shard ${key} is moving to ${p.movingTo}: wait for that move to end`);
     const owner = p.owner ?? (p.state === "unrecorded" ? p.configured : null);
     if (!owner) {
       problems.push(`shard ${key}: where it lives is unknown (${p.state})`);
       continue;
     }
-    for (const r of p.records) if (r.state === "moved") recent.push({ shard: key, from: r.database });
+    for (const database of left.get(p.shard.bits) ?? []) recent.push({ shard: key, from: database });
+    if (!options.sizes) {
+      const size = { rows: 0, bytes: 0 };
+      for (const z of measured!.sizes)
+        if (z.shard.bits === p.shard.bits && z.database === owner.name) {
+          size.rows += z.rows;
+          size.bytes += z.bytes;
+        }
+      sizes.set(key, size);
+    }
+    const size = sizes.get(key) ?? { rows: 0, bytes: 0 };
     const s = byKey.get(key);
-    const size = { rows: 0, bytes: 0 };
-    for (const z of sizes.sizes)
-      if (z.shard.bits === p.shard.bits && z.database === owner.name) {
-        size.rows += z.rows;
-        size.bytes += z.bytes;
-      }
     const figure = !s ? 0 : options.by === "time" ? s.dbMs : options.by === "calls" ? s.calls : s.writes;
     const load = figure / seconds;
     loads[key] = { load, ...size };
@@ -132,25 +165,72 @@ export async function measure<Client extends ShardClient>(
       ...size,
     });
   }
-  return { problems, shards, loads, placement, recent };
+  return { problems, shards, loads, placement, recent, sizes };
 }
 
-/** The load windows of the last `windowMs` on every database; those that did not answer, apart. */
+/**
+ * The load windows that overlap the last `windowMs` on every database, each counted for the part
+ * of it inside (a window a router kept while its flushes failed is longer, and began earlier);
+ * the databases that did not answer, apart.
+ */
 export async function readLoad<Client extends ShardClient>(
   databases: readonly Database<Client>[],
   windowMs: number,
   timeoutMs: number,
 ) {
+  const now = Date.now();
+  const since = now - windowMs;
   const result = await scatter(
     databases,
-    (d) => readShardLoad(d.client as unknown as Parameters<typeof readShardLoad>[0], { sinceMs: windowMs }),
+    (d) =>
+      readShardLoad(d.client as unknown as Parameters<typeof readShardLoad>[0], {
+        since: new Date(since),
+        overlapping: true,
+      }),
     { policy: "partial", targetTimeoutMs: timeoutMs, key: (d) => String(d.index), abortable: false },
   );
+  const windows = result.values.flat().map((w) => {
+    const start = w.windowStart.getTime();
+    const inside = Math.min(start + w.windowMs, now) - Math.max(start, since);
+    const share = w.windowMs > 0 ? Math.max(0, Math.min(1, inside / w.windowMs)) : 1;
+    return share === 1
+      ? w
+      : {
+          ...w,
+          calls: w.calls * share,
+          writes: w.writes * share,
+          rowsWritten: w.rowsWritten * share,
+          dbMs: w.dbMs * share,
+        };
+  });
   return {
-    windows: result.values.flat(),
+    windows,
     unanswered: result.missing.map((m) => ({
       database: m.target.name,
       error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(m.error),
     })),
   };
+}
+
+/** By shard bits, the databases each shard was moved off in the last `RECENT_LEFT_MS`. */
+async function recentlyLeft<Client extends ShardClient>(
+  databases: readonly Database<Client>[],
+  timeoutMs: number,
+): Promise<Map<number, string[]>> {
+  const result = await scatter(
+    databases,
+    async (d) => {
+      try {
+        const rows = await raw(d).$queryRawUnsafe<{ shard: number }[]>(RECENT_LEFT_SQL, RECENT_LEFT_MS);
+        return rows.map((r) => ({ bits: Number(r.shard), database: d.name }));
+      } catch {
+        return []; // no ShardOwnership table: it records no shard
+      }
+    },
+    { policy: "partial", targetTimeoutMs: timeoutMs, key: (d) => String(d.index), abortable: false },
+  );
+  const left = new Map<number, string[]>();
+  for (const { bits, database } of result.values.flat())
+    left.set(bits, [...(left.get(bits) ?? []), database]);
+  return left;
 }

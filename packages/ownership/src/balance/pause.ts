@@ -4,7 +4,10 @@ import { readLoad } from "./measure.js";
 
 /** A pause: which shard's p99 is above the bound, and how long the run has waited. */
 export interface Pause {
+  /** The shard whose p99 is above the bound ("" when a database does not answer). */
   shard: string;
+  /** Why the run waits, in a sentence. */
+  why: string;
   p99Ms: number;
   boundMs: number;
   waitedMs: number;
@@ -32,15 +35,26 @@ export async function waitForCalm<Client extends ShardClient>(
   const maxPause = options.maxPauseMs ?? 300_000;
   const started = Date.now();
   for (;;) {
-    const { windows } = await readLoad(registry.databases, RECENT_MS, timeoutMs);
+    const { windows, unanswered } = await readLoad(registry.databases, RECENT_MS, timeoutMs);
     const hot = summarizeLoad(windows)
       .filter((s) => s.key !== moving && s.p99 !== undefined && s.p99 > bound)
       .sort((x, y) => y.p99! - x.p99!)[0];
-    if (!hot) return true;
+    // A database that does not answer is not calm either: its shards' p99 is unknown.
+    const silent = unanswered[0];
+    if (!hot && !silent) return true;
+    const why = hot
+      ? `shard ${hot.key}'s p99 (${hot.p99!.toFixed(1)} ms) is above the bound of ${bound} ms`
+      : `${silent!.database} does not answer (${silent!.error}): its shards' p99 is unknown`;
     const waited = Date.now() - started;
     if (waited >= maxPause)
-      return `paused ${Math.round(waited / 1000)} s for shard ${hot.key}'s p99 (${hot.p99!.toFixed(1)} ms, above the bound of ${bound} ms): run it again when the load is lower`;
-    options.onPause?.({ shard: hot.key, p99Ms: hot.p99!, boundMs: bound, waitedMs: waited });
+      return `paused ${Math.round(waited / 1000)} s: ${why}; run it again when the load is lower`;
+    options.onPause?.({
+      shard: hot?.key ?? "",
+      p99Ms: hot?.p99 ?? Number.NaN,
+      boundMs: bound,
+      waitedMs: waited,
+      why,
+    });
     if (!(await sleep(Math.min(PAUSE_POLL_MS, maxPause - waited), options.signal))) return "aborted";
   }
 }

@@ -72,7 +72,7 @@ export type BalanceEvent =
   | { type: "move"; index: number; shard: string; from: string; to: string; reason: string }
   | { type: "step"; index: number; shard: string; progress: MoveProgress }
   | { type: "moved"; index: number; shard: string; durationMs: number; freezeMs: number }
-  | { type: "pause"; shard: string; p99Ms: number; boundMs: number; waitedMs: number };
+  | { type: "pause"; shard: string; p99Ms: number; boundMs: number; waitedMs: number; why: string };
 
 /** A move the run made or tried. */
 export interface BalanceMoveDone {
@@ -88,8 +88,8 @@ export interface BalanceMoveDone {
   error?: string;
   /**
    * A failed move that could not undo itself (`MoveFailedError` with `left: "half-done"`): the
-   * shard may be fenced until its lease lapses. Running the balance (or the move) again finishes or
-   * undoes it first.
+   * shard may be fenced until its lease lapses. The next move of the shard (`shardkit move`)
+   * finishes or undoes it first; until then a balance refuses to plan.
    */
   halfDone?: boolean;
 }
@@ -143,6 +143,9 @@ export async function runBalance<Client extends ShardClient>(
     ["sizeTimeoutMs", options.sizeTimeoutMs],
     ["maxP99Ms", options.maxP99Ms],
     ["maxPauseMs", options.maxPauseMs],
+    ["copyTimeoutMs", options.copyTimeoutMs],
+    ["leaseMs", options.leaseMs],
+    ["freezeBudgetMs", options.freezeBudgetMs],
   ] as const)
     if (value !== undefined && !(Number.isFinite(value) && value > 0))
       issues.push(`${name}: expected a positive number of ms, got ${value}`);
@@ -150,6 +153,10 @@ export async function runBalance<Client extends ShardClient>(
     issues.push("sourceConnection: required for live moves (how the target's server reaches the source)");
   if (options.map && options.map.registry !== options.registry)
     issues.push("map: a partition map over another registry");
+  // A map of the run's own would replace the one attached to the registry's routing, and detach it
+  // when closed: the app would stop following moves.
+  if (!options.map && !options.dryRun && options.registry.ownership)
+    issues.push("map: the registry has a partition map attached (its routing follows it): pass it as `map`");
   if (options.drain && !options.registry.databases.includes(options.drain))
     issues.push(`drain: ${options.drain.name} is not a database of the registry`);
   if (issues.length > 0) throw new OwnershipOptionsError(issues);
@@ -163,8 +170,8 @@ export async function runBalance<Client extends ShardClient>(
   planBalance({}, { databases: [], shards: [] }, { ...settings, maxMoves: limit });
   const { registry } = options;
   const allows = registry.placement.allows;
-  // A shard is never planned back onto a database it left: one its tombstone is on, or one this
-  // run moved it off (no flapping on stable load).
+  // A shard is not planned back onto a database it left: recently (its tombstone there is younger
+  // than RECENT_LEFT_MS), or in this run (no flapping on stable load).
   const plan = (m: Measurement, maxMoves: number) =>
     planBalance(m.loads, m.placement, {
       ...settings,
@@ -172,15 +179,17 @@ export async function runBalance<Client extends ShardClient>(
       allows,
       recentMoves: [...m.recent, ...report.moves.map((mv) => ({ shard: mv.shard, from: mv.from }))],
     });
-  const measureNow = () =>
+  const measureNow = (sizes?: Measurement["sizes"]) =>
     measure(registry, options.tables, {
       by,
       windowMs,
       timeoutMs,
       sizeTimeoutMs: options.sizeTimeoutMs ?? 60_000,
       drain: options.drain,
+      sizes,
     });
   let m = await measureNow();
+  const sizes = m.sizes;
   const report: BalanceRun = {
     ok: true,
     dryRun: options.dryRun ?? false,
@@ -204,9 +213,9 @@ export async function runBalance<Client extends ShardClient>(
   }
   report.plan = plan(m, limit);
   options.onEvent?.({ type: "measured", plan: report.plan });
-  if (report.dryRun) return { ...report, reason: `dry run: ${report.plan.reason}` };
+  if (report.dryRun) return drained({ ...report, reason: `dry run: ${report.plan.reason}` }, m);
   if (report.plan.moves.length === 0)
-    return { ...report, stoppedBy: report.plan.stoppedBy, reason: report.plan.reason };
+    return drained({ ...report, stoppedBy: report.plan.stoppedBy, reason: report.plan.reason }, m);
 
   const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
   const interrupted = () => `interrupted after ${plural(report.moves.length, "move")}: run it again to go on`;
@@ -268,7 +277,7 @@ export async function runBalance<Client extends ShardClient>(
         report.reason = `${plural(report.moves.length, "move")} made (maxMoves): run it again to go on`;
         break;
       }
-      m = await measureNow();
+      m = await measureNow(sizes);
       if (m.problems.length > 0) {
         report.ok = false;
         report.problems = m.problems;
@@ -276,12 +285,46 @@ export async function runBalance<Client extends ShardClient>(
         report.reason = `stopped after ${plural(report.moves.length, "move")}: the map or the load could not be read as they should`;
         break;
       }
-      current = plan(m, limit - report.moves.length);
+      try {
+        current = plan(m, limit - report.moves.length);
+      } catch (error) {
+        // Figures the planner refuses (`BalanceInputError`): stop, keeping the report of the moves made.
+        report.ok = false;
+        report.stoppedBy = "refused";
+        report.reason = `stopped after ${plural(report.moves.length, "move")}: ${lastLine(error)}`;
+        break;
+      }
     }
   } finally {
     if (!options.map) map.close();
   }
-  return report;
+  return drained(report, m);
+}
+
+/**
+ * A drain is done when the database holds no shard: until then its report is not `ok`, whatever
+ * stopped it (a shard no rule lets go elsewhere, a limit, Ctrl-C), so `drain && decommission`
+ * never decommissions a database that still holds data.
+ */
+function drained(report: BalanceRun, m: Measurement): BalanceRun {
+  if (report.drain === null) return report;
+  // A dry run: what its plan would leave there.
+  const moves = report.dryRun
+    ? (report.plan?.moves ?? [])
+    : report.moves.filter((mv) => mv.status === "moved");
+  const moved = new Map(moves.map((mv) => [mv.shard, mv.to]));
+  const left = m.shards
+    .filter((s) => (moved.get(s.shard) ?? s.database) === report.drain)
+    .map((s) => s.shard);
+  if (left.length === 0) return report;
+  const skipped = report.plan?.skipped.filter((s) => left.includes(s.shard)) ?? [];
+  return {
+    ...report,
+    ok: false,
+    reason: `${report.reason}; the drain is not done: ${report.drain} still holds ${left.join(", ")}${
+      skipped.length > 0 ? ` (${skipped.map((s) => `${s.shard}: ${s.reason}`).join("; ")})` : ""
+    }`,
+  };
 }
 
 /** Runs one planned move through `moveShard`; a failure is reported, not thrown. */
@@ -298,7 +341,19 @@ async function runMove<Client extends ShardClient>(
   const started = Date.now();
   const base = { shard: next.shard, from: next.from, to: next.to, kind: next.kind, reason: next.reason };
   try {
+    // The plan was made from what the records said then; another mover (a second balance, a person)
+    // may have moved the shard since: move it only from where the plan has it.
+    await map.refresh();
     const from = registry.databaseOf(shard);
+    if (from.name !== next.from)
+      return {
+        ...base,
+        status: "failed",
+        durationMs: Date.now() - started,
+        freezeMs: 0,
+        epoch: null,
+        error: `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
+      };
     const result = await moveShard({
       map,
       shard,

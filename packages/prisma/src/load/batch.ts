@@ -41,14 +41,18 @@ export function routerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
 }
 
-/** A digest of where every shard lives, so windows from routers with other configurations stand out. */
+/**
+ * A digest of the shard configuration (its databases and its shards), so windows from routers with
+ * another configuration stand out. Not of which database holds which shard now: that changes with
+ * every move, and routers opened before and after one have the same configuration.
+ */
 export function configDigest(placement: Placement, names: readonly string[]): string {
-  const hash = createHash("sha256");
-  for (const p of placement.databases) {
-    const keys = p.shards.map((s) => s.key).sort();
-    hash.update(`${names[p.index] ?? p.index}=${keys.join(",")};`);
-  }
-  return hash.digest("hex").slice(0, 16);
+  const databases = placement.databases.map((p) => names[p.index] ?? String(p.index)).sort();
+  const shards = placement.databases.flatMap((p) => p.shards.map((s) => s.bits)).sort((x, y) => x - y);
+  return createHash("sha256")
+    .update(`${databases.join("\n")}\n--\n${shards.join(",")}`)
+    .digest("hex")
+    .slice(0, 16);
 }
 
 export function copy(sketch: LatencySketch): LatencySketch {

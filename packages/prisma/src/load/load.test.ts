@@ -249,6 +249,21 @@ describe("load per logical shard", () => {
     );
   });
 
+  it("a router with a short retainMs deletes no window of the last hour, its own or another router's", async () => {
+    const db = router({ retainMs: 60_000 });
+    await db.customer.findUnique({ where: { id: customer(S.b).id } });
+    await db.$shardLoad()!.flush();
+    await clients[1]!.$executeRawUnsafe(
+      `INSERT INTO shardkit."ShardLoad" (shard, window_start, window_ms, router, calls, writes, rows_written, db_ms, sketch, top, config)
+       VALUES ($1, now() - interval '30 minutes', 10000, 'recent:1:x', 7, 0, 0, 1, '{"alpha":0.02,"min":0.001,"buckets":[]}', '[]', 'x')`,
+      S.b.bits,
+    );
+    await db.customer.findUnique({ where: { id: customer(S.b).id } });
+    await db.$shardLoad()!.flush();
+    const hour = new Date(Date.now() - 60 * 60 * 1000);
+    expect((await readShardLoad(clients[1]!, { since: hour })).some((w) => w.router === "recent:1:x")).toBe(true);
+  });
+
   it("the table stays out of the schema rollout: the fingerprint still matches and a push leaves it and its rows", async () => {
     const target = () => [{ name: dbs[0].name, adapter: new PrismaPg({ connectionString: urls[0]! }) }];
     const schema = new URL("../../test/schema.prisma", import.meta.url).pathname;

@@ -33,6 +33,11 @@ export interface ReadShardLoadOptions {
   sinceMs?: number;
   /** Windows that started before this time (default: no end). */
   until?: Date;
+  /**
+   * Also the windows that started earlier but end after `since` (a window a router kept while its
+   * flushes failed grows until one succeeds): what a reader that pro-rates by overlap wants.
+   */
+  overlapping?: boolean;
 }
 
 type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
@@ -49,7 +54,12 @@ export async function readShardLoad(
   const since = options.since ?? new Date(Date.now() - (options.sinceMs ?? 3_600_000));
   let rows: unknown;
   try {
-    rows = await client.$queryRawUnsafe(READ_LOAD, since.toISOString(), options.until?.toISOString() ?? null);
+    rows = await client.$queryRawUnsafe(
+      READ_LOAD,
+      since.toISOString(),
+      options.until?.toISOString() ?? null,
+      options.overlapping === true,
+    );
   } catch (error) {
     if (missingLoadTable(error)) return [];
     throw error;

@@ -41,6 +41,9 @@ export interface LoadFlushResult {
  * latency sketch per logical shard, plus its heaviest routing keys; written every `intervalMs` to
  * `shardkit."ShardLoad"` on the database holding each shard, one statement per database.
  */
+/** Windows younger than this are never deleted by a flush, whatever its router's `retainMs`. */
+const MIN_RETAINED_MS = 3_600_000;
+
 export class LoadRecorder {
   readonly router = routerId();
   readonly config: string;
@@ -331,7 +334,10 @@ export class LoadRecorder {
     }
     const client = this.target.databases[database]!.client as Raw;
     const json = JSON.stringify(rows);
-    const cut = new Date(cutoff).toISOString();
+    // Windows are deleted by any router's flush, so one router with a short `retainMs` (a developer's
+    // machine pointed at the fleet) would take every router's history: never those of the last
+    // hour, what a balance reads.
+    const cut = new Date(Math.min(cutoff, now - MIN_RETAINED_MS)).toISOString();
     const send = async () => {
       try {
         await client.$executeRawUnsafe(FLUSH_LOAD, json, cut);

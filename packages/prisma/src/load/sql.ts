@@ -60,10 +60,17 @@ ON CONFLICT (shard, window_start, router) DO UPDATE SET
   rows_written = EXCLUDED.rows_written, db_ms = EXCLUDED.db_ms, sketch = EXCLUDED.sketch,
   top = EXCLUDED.top, config = EXCLUDED.config`;
 
-/** The windows that started at or after `$1` (and before `$2` unless null), oldest first. */
+/**
+ * The windows that started at or after `$1` (and before `$2` unless null), oldest first; with `$3`
+ * true, those that end after `$1` (a window a failed flush kept and lengthened started earlier).
+ */
 export const READ_LOAD = `SELECT shard, window_start, window_ms, router, calls::float8 AS calls, writes::float8 AS writes,
   rows_written::float8 AS rows_written, db_ms, sketch, top, config
-FROM ${LOAD_TABLE} WHERE window_start >= $1::timestamptz AND ($2::timestamptz IS NULL OR window_start < $2::timestamptz)
+FROM ${LOAD_TABLE}
+WHERE CASE WHEN $3::boolean
+  THEN window_start + window_ms * interval '1 millisecond' > $1::timestamptz
+  ELSE window_start >= $1::timestamptz END
+  AND ($2::timestamptz IS NULL OR window_start < $2::timestamptz)
 ORDER BY window_start, shard, router`;
 
 /** Whether `error` says the table (or its schema) does not exist. */
