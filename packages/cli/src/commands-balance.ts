@@ -1,23 +1,10 @@
 // `shardkit balance` and `shardkit drain`: their flags, and how they call `balance.ts` (imported
 // when they run). Ctrl-C stops them after the move under way.
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, Option } from "commander";
 import type { BalanceReport } from "./balance.js";
 import type { CliIo, Execute } from "./cli-io.js";
+import { collect, fraction, positiveInt } from "./flags.js";
 import { createProgress } from "./progress.js";
-
-const positiveInt = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!(Number.isInteger(n) && n > 0)) throw new InvalidArgumentError(`${name} must be a positive integer.`);
-  return n;
-};
-
-const fraction = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!(Number.isFinite(n) && n >= 0)) throw new InvalidArgumentError(`${name} must be a number >= 0.`);
-  return n;
-};
-
-const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 /** Adds `balance` and `drain` to `program` (`common`: the flags every command has; `config`: where the configuration is read). */
 export function addBalanceCommands(

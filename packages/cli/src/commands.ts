@@ -6,6 +6,7 @@ import type { AnalyzeReport } from "./analyze.js";
 import { type CliIo, type Execute, readStdin } from "./cli-io.js";
 import { addBalanceCommands } from "./commands-balance.js";
 import type { DoctorReport } from "./doctor.js";
+import { collect, positiveInt } from "./flags.js";
 import type { MoveReport } from "./move.js";
 import { createProgress } from "./progress.js";
 import type { RedriveReport } from "./redrive.js";
@@ -13,14 +14,6 @@ import type { RolloutReport } from "./rollout.js";
 import type { StatusReport } from "./status.js";
 
 export type { Execute };
-
-const positiveInt = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!(Number.isInteger(n) && n > 0)) throw new InvalidArgumentError(`${name} must be a positive integer.`);
-  return n;
-};
-
-const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 /** Adds every command of `shardkit` to `program`. */
 export function addCommands(program: Command, io: CliIo, execute: Execute): void {

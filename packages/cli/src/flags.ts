@@ -1,0 +1,19 @@
+// The parsers of the flags `shardkit`'s commands share: commander calls each with the flag's text.
+import { InvalidArgumentError } from "commander";
+
+/** A positive integer (`--timeout`, `--max-moves`...), else commander's usage error naming the flag. */
+export const positiveInt = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!(Number.isInteger(n) && n > 0)) throw new InvalidArgumentError(`${name} must be a positive integer.`);
+  return n;
+};
+
+/** A number >= 0 (`--threshold`, `--min-improvement`), else commander's usage error naming the flag. */
+export const fraction = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!(Number.isFinite(n) && n >= 0)) throw new InvalidArgumentError(`${name} must be a number >= 0.`);
+  return n;
+};
+
+/** A flag given once per value (`--table A --table B`): the values in order. */
+export const collect = (value: string, previous: string[] = []) => [...previous, value];
