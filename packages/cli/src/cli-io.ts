@@ -11,6 +11,8 @@ export interface CliIo {
   cwd?: string;
   /** The text of standard input (for `analyze -`). */
   stdin?: () => Promise<string>;
+  /** Ends a command that runs until stopped (`dashboard`) as Ctrl-C does. */
+  signal?: AbortSignal;
 }
 
 /** The process's own streams, environment and folder. */

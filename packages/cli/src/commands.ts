@@ -5,6 +5,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import type { AnalyzeReport } from "./analyze.js";
 import { type CliIo, type Execute, readStdin } from "./cli-io.js";
 import { addBalanceCommands } from "./commands-balance.js";
+import { addDashboardCommand } from "./commands-dashboard.js";
 import type { DoctorReport } from "./doctor.js";
 import { collect, positiveInt } from "./flags.js";
 import type { MoveReport } from "./move.js";
@@ -304,4 +305,6 @@ and fans out.`,
         },
       ),
     );
+
+  addDashboardCommand(program, io, execute, common, config);
 }

@@ -1,8 +1,10 @@
+import { type AddressInfo, createServer } from "node:net";
 import { isShardkitError as isAnyShardkitError, ShardIdentifier } from "@shardkit/id";
 import { MoveFailedError, MoveInProgressError } from "@shardkit/ownership";
 import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import { analyze } from "./analyze.js";
+import { startDashboard } from "./dashboard/server.js";
 import * as errors from "./errors.js";
 import { isShardkitError, UsageError } from "./errors.js";
 import { move } from "./move.js";
@@ -25,6 +27,20 @@ const byCode: ErrorTable<errors.CliErrorCode> = {
   UNKNOWN_DATABASE: [
     errors.UnknownDatabaseError,
     () => move({ env, shard: "0/0", to: "nowhere", tables: ["Wallet"] }),
+  ],
+  ADDRESS_IN_USE: [
+    errors.AddressInUseError,
+    async () => {
+      // A port taken by another program: the dashboard refuses before it reads any database.
+      const taken = createServer();
+      await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+      try {
+        const { port } = taken.address() as AddressInfo;
+        return await startDashboard({ env, port });
+      } finally {
+        taken.close();
+      }
+    },
   ],
 };
 

@@ -51,12 +51,28 @@ export class UnknownDatabaseError extends CliError<"UNKNOWN_DATABASE"> {
   }
 }
 
+/** `ADDRESS_IN_USE`: `shardkit dashboard` cannot listen where it was asked (the port is taken). Exit code 2. */
+export class AddressInUseError extends CliError<"ADDRESS_IN_USE"> {
+  readonly host: string;
+  readonly port: number;
+  constructor(host: string, port: number, options?: { cause?: unknown }) {
+    super(
+      "ADDRESS_IN_USE",
+      `cannot listen on ${host}:${port}: the port is taken (another dashboard or program uses it); pass --port <n>, or --port 0 for any free one`,
+      options,
+    );
+    this.host = host;
+    this.port = port;
+  }
+}
+
 /** Which class throws which code: each code of @shardkit/cli is thrown by exactly one class. */
 export interface CliErrorByCode {
   INVALID_USAGE: UsageError;
   CONFIG_UNAVAILABLE: ConfigUnavailableError;
   INVALID_SAMPLE_FILE: SampleFileError;
   UNKNOWN_DATABASE: UnknownDatabaseError;
+  ADDRESS_IN_USE: AddressInUseError;
 }
 
 /**

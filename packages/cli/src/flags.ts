@@ -17,3 +17,11 @@ export const fraction = (name: string) => (value: string) => {
 
 /** A flag given once per value (`--table A --table B`): the values in order. */
 export const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** A TCP port: 0..65535 (0: any free one). */
+export const port = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!(/^\d+$/.test(value) && n <= 65535))
+    throw new InvalidArgumentError(`${name}: expected a port, 0..65535`);
+  return n;
+};

@@ -14,7 +14,23 @@ export {
   type LoadMeasure,
   type MeasuredShard,
 } from "./balance.js";
+export type { DashboardReport } from "./commands-dashboard.js";
 export type { ConfigOptions } from "./config.js";
+export {
+  type Dashboard,
+  type DashboardOptions,
+  type DashboardSnapshot,
+  startDashboard,
+} from "./dashboard/server.js";
+export type {
+  DashboardDatabase,
+  DashboardMove,
+  DashboardMoveEnded,
+  DashboardPlan,
+  DashboardProblem,
+  DashboardRun,
+  DashboardShard,
+} from "./dashboard/types.js";
 export {
   type DoctorCheck,
   type DoctorFinding,
@@ -24,6 +40,7 @@ export {
 } from "./doctor.js";
 export type { DriftReport, SchemaDifference } from "./drift.js";
 export {
+  AddressInUseError,
   CliError,
   type CliErrorByCode,
   type CliErrorCode,

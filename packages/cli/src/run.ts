@@ -40,6 +40,7 @@ const USAGE_CODES = new Set([
   "INVALID_ROLLOUT_OPTIONS",
   "INVALID_ROUTING_OPTIONS",
   "BALANCE_INPUT",
+  "ADDRESS_IN_USE",
 ]);
 
 /** The exit code for an error a command threw. */

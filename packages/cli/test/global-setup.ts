@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { dropCluster, ensureCluster, MAIN_PORT, pgUrl } from "@shardkit/test-db";
 import pg from "pg";
-import { DOWN, LIVE } from "./clusters.js";
+import { DASH, DOWN, LIVE } from "./clusters.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
@@ -46,6 +46,7 @@ export default async function setup() {
   const clusters = Promise.all([
     mainServer(),
     ensureCluster(DOWN.cluster, DOWN.port),
+    ensureCluster(DASH.cluster, DASH.port),
     ensureCluster(LIVE.source.cluster, LIVE.source.port, { logical: true }),
     ensureCluster(LIVE.target.cluster, LIVE.target.port, { logical: true }),
   ]);
@@ -56,6 +57,6 @@ export default async function setup() {
     execFileSync("pnpm", ["run", "--silent", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
   await clusters;
   return async () => {
-    await Promise.all([DOWN, LIVE.source, LIVE.target].map((c) => dropCluster(c.cluster)));
+    await Promise.all([DOWN, DASH, LIVE.source, LIVE.target].map((c) => dropCluster(c.cluster)));
   };
 }

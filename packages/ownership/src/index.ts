@@ -43,6 +43,14 @@ export {
   type Refusal,
   StaleOwnerError,
 } from "./errors.js";
+export {
+  MOVE_JOURNAL_TABLE,
+  type MoveJournal,
+  type MoveJournalEntry,
+  type MoveOutcome,
+  type ReadMoveJournalOptions,
+  readMoveJournal,
+} from "./journal.js";
 export { ShardLease } from "./lease.js";
 export type { LeaseOptions } from "./lease-take.js";
 export { type MapEntry, PartitionMap, type PartitionMapOptions } from "./map.js";

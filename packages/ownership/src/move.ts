@@ -8,6 +8,7 @@ import type { Database, ShardClient, ShardRef } from "@shardkit/prisma";
 import { toShard } from "@shardkit/prisma/internal";
 import { moveOptionIssues, outsideIdentity, precheck } from "./check.js";
 import { MovePrecheckError, MoveTimeoutError, OwnershipOptionsError, PlacementRuleError } from "./errors.js";
+import { endStoppedMove, MoveJournalWriter } from "./journal.js";
 import { ShardLease } from "./lease.js";
 import type { LeaseOptions } from "./lease-take.js";
 import type { PartitionMap } from "./map.js";
@@ -220,8 +221,10 @@ async function moveWithin<Client extends ShardClient>(
   const progress = options.onProgress ?? progressLine;
   let last = performance.now();
   let current: MoveStep = "precheck";
+  let journal: MoveJournalWriter<Client> | undefined; // from the lease on (journal.ts): never waited for but at the end
   const step = (name: MoveStep, extra: Omit<MoveProgress, "step" | "elapsedMs"> = {}) => {
     current = name;
+    journal?.report(name, extra);
     // The caller's code runs outside the move's deadline (a statement it sends is its own).
     unbounded(() => progress({ step: name, elapsedMs: Math.round(performance.now() - started), ...extra }));
   };
@@ -248,11 +251,16 @@ async function moveWithin<Client extends ShardClient>(
     clock.phase("resuming a stopped move", copyTimeoutMs);
     const held = await ShardLease.takeOver(map, record, lease);
     held.start();
+    let stopped: { error: unknown } | undefined;
     try {
       resumed = await resume(map, held, options.cleanup ?? true);
+    } catch (error) {
+      stopped = { error };
     } finally {
       held.stop();
     }
+    await endStoppedMove(held, stopped ?? resumed!, copyTimeoutMs); // its journal row, if it has one
+    if (stopped) throw stopped.error;
     await done("resume");
     await map.refresh();
     if (resumed === "rolled-forward" && held.to === to && map.registry.databaseOf(shard) === to) {
@@ -298,6 +306,8 @@ async function moveWithin<Client extends ShardClient>(
   // (undone) rather than hold writes for longer than its budget. An offline move copies inside it.
   held.freezeBudget = freezeBudgetMs;
   held.start();
+  journal = new MoveJournalWriter(held, { mode, cleanup: options.cleanup ?? true, started, copyTimeoutMs });
+  journal.report("lease");
 
   let copyStarted: number | undefined;
   const move: MoveRun<Client> = {
@@ -330,6 +340,7 @@ async function moveWithin<Client extends ShardClient>(
     freezeMs: 0,
     decided: false,
   };
+  let failure: { error: unknown } | undefined;
   try {
     await done("lease");
     for (const next of stepsOf(mode, { cleanup: options.cleanup ?? true })) {
@@ -346,10 +357,13 @@ async function moveWithin<Client extends ShardClient>(
     await held.release();
   } catch (error) {
     clock.phase(move.decided ? "reading the switch" : "undoing the move", copyTimeoutMs);
-    throw await failed(held, shard, current, error, move.decided);
+    failure = { error: await failed(held, shard, current, error, move.decided).catch((e: unknown) => e) };
   } finally {
     held.stop();
   }
+  const durationMs = Math.round(performance.now() - started);
+  await journal.finish(failure ?? move, durationMs);
+  if (failure) throw failure.error;
   step("done");
   const { epoch, rows, freezeMs, changedRows } = move;
   return {
@@ -360,7 +374,7 @@ async function moveWithin<Client extends ShardClient>(
     mode,
     rows,
     freezeMs,
-    durationMs: Math.round(performance.now() - started),
+    durationMs,
     resumed,
     changedRows,
     steps,

@@ -61,6 +61,14 @@ export interface RunBalanceOptions<Client extends ShardClient> {
   copyTimeoutMs?: number;
   leaseMs?: number;
   freezeBudgetMs?: number;
+  /**
+   * The moves to make, in order, instead of planning them: a plan someone looked at and approved
+   * (a dry run's `plan.moves`, e.g. shown on `shardkit dashboard`). The map and the load are still
+   * read first (the run refuses when they cannot be), the plan made from them is still reported
+   * (`plan`), and each move is still refused when its shard is no longer on its `from` (another
+   * mover moved it) or its target breaks a placement rule. `maxMoves` does not apply.
+   */
+  moves?: readonly BalanceMove[];
   /** Aborted: the move under way ends (moved, or undone), no other starts. */
   signal?: AbortSignal;
   onEvent?: (event: BalanceEvent) => void;
@@ -109,7 +117,8 @@ export interface BalanceRun {
   plan: BalancePlan | null;
   /** Moves run, in order (none in a dry run). */
   moves: BalanceMoveDone[];
-  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused";
+  /** `done`: every move of `moves` was made. */
+  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused" | "done";
   reason: string;
 }
 
@@ -159,6 +168,14 @@ export async function runBalance<Client extends ShardClient>(
     issues.push("map: the registry has a partition map attached (its routing follows it): pass it as `map`");
   if (options.drain && !options.registry.databases.includes(options.drain))
     issues.push(`drain: ${options.drain.name} is not a database of the registry`);
+  options.moves?.forEach((mv, i) => {
+    const names = options.registry.databases.map((d) => d.name);
+    if (!options.registry.shards.some((s) => s.key === mv?.shard))
+      issues.push(`moves[${i}].shard: ${JSON.stringify(mv?.shard)} is not a shard of the registry`);
+    for (const end of ["from", "to"] as const)
+      if (!names.includes(mv?.[end]))
+        issues.push(`moves[${i}].${end}: ${JSON.stringify(mv?.[end])} is not a database of the registry`);
+  });
   if (issues.length > 0) throw new OwnershipOptionsError(issues);
   const settings = {
     ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
@@ -214,7 +231,10 @@ export async function runBalance<Client extends ShardClient>(
   report.plan = plan(m, limit);
   options.onEvent?.({ type: "measured", plan: report.plan });
   if (report.dryRun) return drained({ ...report, reason: `dry run: ${report.plan.reason}` }, m);
-  if (report.plan.moves.length === 0)
+  // The moves approved, when given: made as they are, one after another, without planning again.
+  const approved = options.moves ? [...options.moves] : null;
+  if (approved?.length === 0) return drained({ ...report, stoppedBy: "done", reason: "no move to make" }, m);
+  if (!approved && report.plan.moves.length === 0)
     return drained({ ...report, stoppedBy: report.plan.stoppedBy, reason: report.plan.reason }, m);
 
   const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
@@ -227,10 +247,12 @@ export async function runBalance<Client extends ShardClient>(
         report.reason = interrupted();
         break;
       }
-      const next = current.moves[0];
+      const next = approved ? approved[0] : current.moves[0];
       if (!next) {
-        report.stoppedBy = current.stoppedBy;
-        report.reason = current.reason;
+        report.stoppedBy = approved ? "done" : current.stoppedBy;
+        report.reason = approved
+          ? `the ${plural(report.moves.length, "move")} approved made`
+          : current.reason;
         break;
       }
       if (options.maxP99Ms !== undefined) {
@@ -272,6 +294,10 @@ export async function runBalance<Client extends ShardClient>(
         durationMs: done.durationMs,
         freezeMs: done.freezeMs,
       });
+      if (approved) {
+        approved.shift();
+        continue;
+      }
       if (report.moves.length >= limit) {
         report.stoppedBy = "max-moves";
         report.reason = `${plural(report.moves.length, "move")} made (maxMoves): run it again to go on`;

@@ -1,0 +1,318 @@
+// What the dashboard shows, gathered: each piece (each database's probe, the ownership records, the
+// outbox, the load windows, the move journal) has its own loop, each read bounded by `timeoutMs`, so
+// a database that does not answer slows only its own column; a snapshot is assembled from the last
+// answer of each piece every `refreshMs` and handed to the listeners.
+
+import {
+  type BalanceMove,
+  type MoveJournalEntry,
+  type PartitionView,
+  readMoveJournal,
+  readPartitionMap,
+  runBalance,
+} from "@shardkit/ownership";
+import {
+  createOutboxRelay,
+  type Database,
+  type OutboxLag,
+  readShardLoad,
+  type ShardLoadWindow,
+} from "@shardkit/prisma";
+import { scatter } from "@shardkit/scatter";
+import type { OpenedConfig, RawClient } from "../config.js";
+import { oneLine } from "../format.js";
+import { type Names, namesOf } from "./names.js";
+import { assembleSnapshot, type CollectSettings, HISTORY, type Probe, planOf } from "./snapshot.js";
+
+export type { CollectSettings };
+
+import type { DashboardPlan, DashboardRun, DashboardSnapshot } from "./types.js";
+
+const PROBE_SQL = `SELECT
+  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())::int AS database,
+  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS server,
+  (current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int) AS max`;
+
+const LATE = Symbol("late");
+
+/** `promise`'s answer, or LATE once `ms` have passed (the promise itself goes on). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof LATE> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<typeof LATE>((resolve) => {
+      timer = setTimeout(() => resolve(LATE), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** The dashboard's data: started once, read by the server, stopped on close. */
+export class Collector {
+  readonly names: Names;
+  private readonly probes = new Map<Database<RawClient>, Probe>();
+  private readonly inflight = new Map<Database<RawClient>, Promise<unknown>>();
+  private view: PartitionView<RawClient> | null = null;
+  private viewError: string | null = null;
+  private lag: OutboxLag[] | null = null;
+  private windows = new Map<Database<RawClient>, ShardLoadWindow[]>();
+  private loadErrors = new Map<Database<RawClient>, string>();
+  private journal: MoveJournalEntry[] = [];
+  private planned: { plan: DashboardPlan; moves: BalanceMove[] } | null = null;
+  private planning: Promise<void> | null = null;
+  private seq = 0;
+  private stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly wakers = new Set<() => void>();
+  private readonly listeners = new Set<(snapshot: DashboardSnapshot) => void>();
+  private last: DashboardSnapshot | null = null;
+  /** The balance or drain started from the page. */
+  run: DashboardRun | null = null;
+
+  constructor(
+    private readonly opened: OpenedConfig,
+    readonly settings: CollectSettings,
+  ) {
+    this.names = namesOf(opened);
+    for (const physical of opened.registry.databases)
+      this.probes.set(physical, { up: null, latencyMs: null, answeredAt: null, connections: null });
+  }
+
+  get registry() {
+    return this.opened.registry;
+  }
+
+  /** Starts every loop; resolves once each piece was read once (answered or not). */
+  async start(): Promise<void> {
+    const first = [
+      ...this.registry.databases.map((physical) => this.loop(() => this.probe(physical))),
+      this.loop(() => this.readView()),
+      this.loop(() => this.readLag()),
+      this.loop(() => this.readLoad()),
+      this.loop(() => this.readJournal()),
+    ];
+    await Promise.all(first);
+    this.emit();
+    const tick = () => {
+      if (this.stopped) return;
+      this.emit();
+      this.schedule(tick, this.settings.refreshMs);
+    };
+    this.schedule(tick, this.settings.refreshMs);
+    void this.replan();
+  }
+
+  /** The last snapshot (one is made at once when none was). */
+  snapshot(): DashboardSnapshot {
+    return this.last ?? this.emit();
+  }
+
+  /** Calls `listener` with each snapshot from now on; returns how to stop. */
+  subscribe(listener: (snapshot: DashboardSnapshot) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Ends every loop (reads under way finish on their own). */
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    for (const wake of this.wakers) wake();
+    this.listeners.clear();
+  }
+
+  /** The plan shown now, and the moves it approves. */
+  get plan() {
+    return this.planned;
+  }
+
+  /** Makes a new balancer plan (a dry run over the window); one at a time. */
+  replan(): Promise<void> {
+    if (this.planning) return this.planning;
+    this.planning = (async () => {
+      try {
+        const run = await runBalance({
+          registry: this.registry,
+          tables: this.settings.tables,
+          dryRun: true,
+          windowMs: this.settings.windowMs,
+          by: this.settings.by,
+          timeoutMs: this.settings.timeoutMs,
+        });
+        this.planned = { plan: planOf(this.names, run), moves: run.plan?.moves ?? [] };
+      } catch (error) {
+        this.planned = {
+          plan: {
+            at: new Date().toISOString(),
+            reason: `no plan: ${this.names.clean(oneLine(error))}`,
+            stoppedBy: "refused",
+            moves: [],
+            databases: [],
+            hot: [],
+            skipped: [],
+            problems: [this.names.clean(oneLine(error))],
+          },
+          moves: [],
+        };
+      } finally {
+        this.planning = null;
+      }
+      this.emit();
+    })();
+    return this.planning;
+  }
+
+  /** Runs `read` now and then every `refreshMs` until stopped; resolves after the first. */
+  private loop(read: () => Promise<void>): Promise<void> {
+    const once = async () => {
+      try {
+        await read();
+      } catch {
+        // Each read records its own failure; a loop never ends on one.
+      }
+    };
+    const again = async () => {
+      while (!this.stopped) {
+        await this.pause(this.settings.refreshMs);
+        if (this.stopped) return;
+        await once();
+      }
+    };
+    return once().then(() => {
+      void again();
+    });
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        this.wakers.delete(wake);
+        resolve();
+      };
+      this.wakers.add(wake);
+      this.schedule(wake, ms);
+    });
+  }
+
+  private schedule(fn: () => void, ms: number) {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  /** One database's probe: a round trip and its connections. A probe still running is waited for, never doubled. */
+  private async probe(physical: Database<RawClient>): Promise<void> {
+    const probe = this.probes.get(physical)!;
+    const started = performance.now();
+    let running = this.inflight.get(physical);
+    if (!running) {
+      running =
+        physical.client.$queryRawUnsafe<{ database: number; server: number; max: number }[]>(PROBE_SQL);
+      this.inflight.set(physical, running);
+      running
+        .finally(() => {
+          if (this.inflight.get(physical) === running) this.inflight.delete(physical);
+        })
+        .catch(() => {});
+    }
+    try {
+      const answer = await within(running, this.settings.timeoutMs);
+      if (answer === LATE) {
+        probe.up = false;
+        probe.error = `did not answer in ${this.settings.timeoutMs} ms`;
+        return;
+      }
+      const [row] = answer as { database: number; server: number; max: number }[];
+      probe.up = true;
+      delete probe.error;
+      probe.latencyMs = Math.round((performance.now() - started) * 10) / 10;
+      probe.answeredAt = new Date();
+      probe.connections = row ? { database: row.database, server: row.server, max: row.max } : null;
+    } catch (error) {
+      probe.up = false;
+      probe.error = this.names.clean(oneLine(error));
+    }
+  }
+
+  private async readView(): Promise<void> {
+    try {
+      const view = await readPartitionMap(this.registry, { timeoutMs: this.settings.timeoutMs });
+      // The registry routes to the shards' owners by the records (this process only): the outbox and
+      // load are read where the shards are now.
+      view.apply();
+      this.view = view;
+      this.viewError = null;
+    } catch (error) {
+      this.viewError = this.names.clean(oneLine(error));
+    }
+  }
+
+  private async readLag(): Promise<void> {
+    const relay = createOutboxRelay({
+      registry: this.registry,
+      // Never called: the dashboard only reads the outbox's counts.
+      deliver: async () => {},
+      lagTimeoutMs: this.settings.timeoutMs,
+    });
+    this.lag = await relay.lag();
+  }
+
+  private async readLoad(): Promise<void> {
+    const since = new Date(Date.now() - this.settings.windowMs);
+    const result = await scatter(
+      this.registry.databases,
+      (physical) => readShardLoad(physical.client, { since, overlapping: true }),
+      { policy: "partial", targetTimeoutMs: this.settings.timeoutMs, key: (p) => p.name },
+    );
+    for (const outcome of result.outcomes) {
+      if (outcome.status === "fulfilled") {
+        this.windows.set(outcome.target, outcome.value);
+        this.loadErrors.delete(outcome.target);
+      } else {
+        this.loadErrors.set(outcome.target, this.names.clean(oneLine(outcome.error ?? outcome.reason)));
+      }
+    }
+  }
+
+  private async readJournal(): Promise<void> {
+    const journal = await readMoveJournal(this.registry, {
+      timeoutMs: this.settings.timeoutMs,
+      limit: HISTORY,
+    });
+    // A database that did not answer keeps the entries it gave last.
+    const { entries, unanswered } = journal;
+    const silent = new Set(unanswered.map((u) => u.database));
+    const kept = this.journal.filter((e) => silent.has(e.database));
+    this.journal = [...entries, ...kept];
+  }
+
+  /** Assembles a snapshot from the last answer of each piece and hands it to the listeners. */
+  private emit(): DashboardSnapshot {
+    const snapshot = this.assemble();
+    this.last = snapshot;
+    for (const listener of this.listeners) listener(snapshot);
+    return snapshot;
+  }
+
+  /** Assembles a snapshot from the last answer of each piece. */
+  private assemble(): DashboardSnapshot {
+    return assembleSnapshot({
+      registry: this.registry,
+      names: this.names,
+      settings: this.settings,
+      source: this.opened.source,
+      seq: ++this.seq,
+      probes: this.probes,
+      view: this.view,
+      viewError: this.viewError,
+      lag: this.lag,
+      windows: this.windows,
+      loadErrors: this.loadErrors,
+      journal: this.journal,
+      plan: this.planned?.plan ?? null,
+      run: this.run,
+    });
+  }
+}

@@ -1,0 +1,306 @@
+// `shardkit dashboard`'s web server (Fastify): the page and its assets, the snapshot as JSON and as
+// server-sent events, and the actions. Bound to 127.0.0.1 unless told otherwise; anywhere else it
+// needs a token, and with a token every request without it is answered 401. Actions only with
+// `allowActions`, each a POST naming itself in a header (a form or an image on another site cannot
+// send one) from the page's own origin.
+import { createHash, timingSafeEqual } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { isIP } from "node:net";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { constants, createGzip, gzipSync } from "node:zlib";
+import type { LoadMeasure } from "@shardkit/ownership";
+import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import { type ConfigOptions, openConfig } from "../config.js";
+import { AddressInUseError, UsageError } from "../errors.js";
+import { parseTables } from "../move.js";
+import { Actions } from "./actions.js";
+import { Collector } from "./collect.js";
+import type { DashboardSnapshot } from "./types.js";
+
+export type { DashboardSnapshot } from "./types.js";
+
+/** Options of `startDashboard` (`shardkit dashboard`'s flags). */
+export interface DashboardOptions extends ConfigOptions {
+  /** The address to listen on. Default 127.0.0.1; any other needs `token`. */
+  host?: string;
+  /** The port. Default 7420; 0: any free one (the answer says which). */
+  port?: number;
+  /**
+   * Required of every request when set (a cookie the page gets from `/?token=...`, or
+   * `Authorization: Bearer ...`); required to listen anywhere but the loopback.
+   */
+  token?: string;
+  /** Lets the page start a balance of the plan it shows, pause and resume it, and drain a database. */
+  allowActions?: boolean;
+  /** How often each piece is read again and the page updated (ms). Default 2000. */
+  refreshMs?: number;
+  /** The load shown: the windows of the last `windowMs` (ms). Default 300000. */
+  windowMs?: number;
+  /** What a shard's load is: time in the database, calls or writes (per second). Default `time`. */
+  by?: LoadMeasure;
+  /** How long each database may take to answer each read (ms). Default 5000. */
+  timeoutMs?: number;
+  /** The app's tables holding shard rows (`Table[:column[:bits]]`, as for `move`): the balancer's sizes, and moves. */
+  tables?: readonly string[];
+  /** How a balance or drain started from the page moves shards. Default `live`. */
+  mode?: "live" | "offline";
+}
+
+/** A dashboard that listens. */
+export interface Dashboard {
+  /** The address to open (with `?token=` when a token is set). */
+  url: string;
+  host: string;
+  port: number;
+  /** The last snapshot. */
+  snapshot(): DashboardSnapshot;
+  /** Stops listening and reading; a balance under way ends its move first. */
+  close(): Promise<void>;
+}
+
+const COOKIE = "shardkit_dashboard";
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-store",
+};
+
+interface Asset {
+  type: string;
+  plain: Buffer;
+  gzip: Buffer;
+}
+
+/** The page and its assets, read once (the page's files ship in the package's `dashboard/`). */
+function loadAssets(): Map<string, Asset> {
+  // The package's `dashboard/` folder: beside `dist/` when built, two up from `src/dashboard/` in the repository.
+  const here = dirname(fileURLToPath(import.meta.url));
+  const folder =
+    [resolve(here, "../dashboard"), resolve(here, "../../dashboard")].find((d) =>
+      existsSync(resolve(d, "index.html")),
+    ) ?? resolve(here, "../dashboard");
+  const page = (file: string) => resolve(folder, file);
+  const require = createRequire(import.meta.url);
+  const uplot = (file: string) => require.resolve(`uplot/dist/${file}`);
+  const files: [string, string, string][] = [
+    ["/", page("index.html"), "text/html; charset=utf-8"],
+    ["/assets/app.js", page("app.js"), "text/javascript; charset=utf-8"],
+    ["/assets/app.css", page("app.css"), "text/css; charset=utf-8"],
+    ["/assets/uplot.js", uplot("uPlot.iife.min.js"), "text/javascript; charset=utf-8"],
+    ["/assets/uplot.css", uplot("uPlot.min.css"), "text/css; charset=utf-8"],
+  ];
+  return new Map(
+    files.map(([path, file, type]) => {
+      const plain = readFileSync(file);
+      return [path, { type, plain, gzip: gzipSync(plain, { level: 9 }) }];
+    }),
+  );
+}
+
+const digest = (text: string) => createHash("sha256").update(text).digest();
+
+/** Whether `given` is the token (compared in constant time). */
+function tokenMatches(token: string, given: string | undefined): boolean {
+  return given !== undefined && timingSafeEqual(digest(token), digest(given));
+}
+
+function cookieOf(request: FastifyRequest): string | undefined {
+  for (const part of (request.headers.cookie ?? "").split(";")) {
+    const [name, ...value] = part.trim().split("=");
+    if (name === COOKIE) return decodeURIComponent(value.join("="));
+  }
+  return undefined;
+}
+
+const gzipAccepted = (request: FastifyRequest) =>
+  /\bgzip\b/.test(String(request.headers["accept-encoding"] ?? ""));
+
+/**
+ * Starts `shardkit dashboard`: reads the configuration, listens, then reads every database in the
+ * background (a database that does not answer is shown down; the rest go on). Throws `UsageError`
+ * for settings that make no sense (another address than the loopback without a token),
+ * `AddressInUseError` when the port is taken, and the configuration's own errors.
+ */
+export async function startDashboard(options: DashboardOptions = {}): Promise<Dashboard> {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 7420;
+  const token = options.token === "" ? undefined : options.token;
+  const issues: string[] = [];
+  if (!LOOPBACK.has(host) && token === undefined)
+    issues.push(
+      `--host ${host}: listening beyond this machine needs a token (--token <secret> or SHARDKIT_DASHBOARD_TOKEN): every request without it is refused`,
+    );
+  if (!LOOPBACK.has(host) && isIP(host) === 0 && host !== "0.0.0.0")
+    issues.push(`--host ${host}: expected an IP address to listen on`);
+  if (token !== undefined && token.length < 16)
+    issues.push("--token: at least 16 characters (a random one: openssl rand -hex 16)");
+  if (!(Number.isInteger(port) && port >= 0 && port <= 65535))
+    issues.push(`--port: expected 0..65535, got ${port}`);
+  for (const [flag, value] of [
+    ["--refresh", options.refreshMs],
+    ["--window", options.windowMs],
+    ["--timeout", options.timeoutMs],
+  ] as const)
+    if (value !== undefined && !(Number.isFinite(value) && value > 0))
+      issues.push(`${flag}: expected a positive number of ms, got ${value}`);
+  if (options.allowActions && (options.tables ?? []).length === 0)
+    issues.push(
+      "--allow-actions: list every table of yours holding shard rows (--table Wallet --table Transfer): the moves a balance or drain makes copy them",
+    );
+  if (issues.length > 0) throw new UsageError(issues);
+  // Read-only, the tables only size the balancer's moves: none is fine (shardkit's own are counted).
+  const tables = (options.tables ?? []).length > 0 ? parseTables(options.tables!) : [];
+  const assets = loadAssets();
+  const opened = openConfig(options);
+  const collector = new Collector(opened, {
+    refreshMs: options.refreshMs ?? 2000,
+    windowMs: options.windowMs ?? 300_000,
+    by: options.by ?? "time",
+    timeoutMs: options.timeoutMs ?? 5000,
+    tables,
+    mode: options.mode ?? "live",
+    allowActions: options.allowActions ?? false,
+  });
+  const actions = new Actions(opened, collector);
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
+  const streams = new Set<() => void>();
+
+  // DNS rebinding: on the loopback, only requests addressed to the loopback.
+  const hostAllowed = (request: FastifyRequest) => {
+    if (!LOOPBACK.has(host)) return true;
+    const name = String(request.headers.host ?? "")
+      .replace(/:\d+$/, "")
+      .replace(/^\[(.*)\]$/, "$1");
+    return LOOPBACK.has(name);
+  };
+
+  app.addHook("onRequest", async (request, reply) => {
+    void reply.headers(SECURITY_HEADERS);
+    if (!hostAllowed(request)) return reply.code(421).type("text/plain").send("wrong host\n");
+    if (token === undefined) return;
+    const url = new URL(request.url, "http://dashboard");
+    const bearer = /^Bearer (.+)$/.exec(String(request.headers.authorization ?? ""))?.[1];
+    if (tokenMatches(token, cookieOf(request)) || tokenMatches(token, bearer)) return;
+    // The address printed at start carries the token once: it becomes a cookie, and leaves the URL.
+    if (
+      request.method === "GET" &&
+      url.pathname === "/" &&
+      tokenMatches(token, url.searchParams.get("token") ?? undefined)
+    ) {
+      return reply
+        .code(303)
+        .header("set-cookie", `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`)
+        .header("location", "/")
+        .send();
+    }
+    return reply
+      .code(401)
+      .header("www-authenticate", 'Bearer realm="shardkit dashboard"')
+      .type("text/plain")
+      .send("not authorised: open the address `shardkit dashboard` printed (it carries the token)\n");
+  });
+
+  const sendAsset = (path: string) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const asset = assets.get(path)!;
+    void reply.type(asset.type).header("vary", "accept-encoding");
+    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(asset.gzip);
+    return reply.send(asset.plain);
+  };
+  for (const path of assets.keys()) app.get(path, sendAsset(path));
+
+  app.get("/api/state", async (request, reply) => {
+    const body = JSON.stringify(collector.snapshot());
+    void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
+    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
+    return reply.send(body);
+  });
+
+  app.get("/api/events", (request, reply) => {
+    const gzip = gzipAccepted(request);
+    reply.raw.writeHead(200, {
+      ...SECURITY_HEADERS,
+      "content-type": "text/event-stream; charset=utf-8",
+      connection: "keep-alive",
+      ...(gzip ? { "content-encoding": "gzip", vary: "accept-encoding" } : {}),
+    });
+    // Each event is flushed through the compressor as it is written: the page gets it at once.
+    const zip = gzip ? createGzip({ flush: constants.Z_SYNC_FLUSH }) : null;
+    if (zip) zip.pipe(reply.raw);
+    const out = zip ?? reply.raw;
+    const send = (snapshot: DashboardSnapshot) => {
+      out.write(`event: snapshot\ndata: ${JSON.stringify(snapshot)}\n\n`);
+    };
+    send(collector.snapshot());
+    const unsubscribe = collector.subscribe(send);
+    const end = () => {
+      unsubscribe();
+      streams.delete(end);
+      out.end();
+    };
+    streams.add(end);
+    request.raw.on("close", end);
+    reply.hijack();
+  });
+
+  app.post<{ Params: { name: string }; Body: Record<string, unknown> | undefined }>(
+    "/api/actions/:name",
+    async (request, reply) => {
+      const { name } = request.params;
+      const refuse = (status: number, message: string) => reply.code(status).send({ ok: false, message });
+      if (request.headers["x-shardkit-action"] !== name)
+        return refuse(400, "an action names itself in the X-Shardkit-Action header");
+      const origin = request.headers.origin;
+      if (origin !== undefined && new URL(origin).host !== request.headers.host)
+        return refuse(403, "an action comes from the dashboard's own page");
+      const body = request.body ?? {};
+      if (name === "plan") {
+        const answer = await actions.plan();
+        return reply.code(answer.status).send({ ok: answer.ok, message: answer.message });
+      }
+      if (!["balance", "pause", "resume", "drain"].includes(name)) return refuse(404, `no action ${name}`);
+      if (!collector.settings.allowActions)
+        return refuse(403, "actions are off: start the dashboard with --allow-actions");
+      const answer =
+        name === "balance"
+          ? actions.balance(body.planAt)
+          : name === "pause"
+            ? actions.pause()
+            : name === "resume"
+              ? actions.resume()
+              : actions.drainDatabase(body.database);
+      return reply.code(answer.status).send({ ok: answer.ok, message: answer.message });
+    },
+  );
+
+  try {
+    await app.listen({ host, port });
+  } catch (error) {
+    await opened.close();
+    if ((error as { code?: unknown }).code === "EADDRINUSE")
+      throw new AddressInUseError(host, port, { cause: error });
+    throw error;
+  }
+  const address = app.server.address();
+  const bound = typeof address === "object" && address ? address.port : port;
+  await collector.start();
+  const shown = host.includes(":") ? `[${host}]` : host;
+  const url = `http://${shown}:${bound}/${token !== undefined ? `?token=${encodeURIComponent(token)}` : ""}`;
+  return {
+    url,
+    host,
+    port: bound,
+    snapshot: () => collector.snapshot(),
+    async close() {
+      collector.stop();
+      for (const end of [...streams]) end();
+      await app.close();
+      await actions.close();
+      await opened.close();
+    },
+  };
+}
