@@ -1192,6 +1192,16 @@ function drawRun(snap) {
           )
         : null,
       run.reason ? h("p", { class: run.state === "failed" ? "bad" : "muted", text: run.reason }) : null,
+      run.left.length > 0 && (run.state === "paused" || run.state === "pausing")
+        ? h(
+            "p",
+            { "data-testid": "run-left" },
+            "left: ",
+            ...run.left.map((m, i) =>
+              h("span", null, i > 0 ? ", " : "", h("code", { text: m.shard }), ` ${arrow(m.from, m.to)}`),
+            ),
+          )
+        : null,
     );
   });
   const ended = run.state === "done" || run.state === "failed";
@@ -1262,10 +1272,16 @@ async function askPause() {
 async function askResume() {
   const run = page.snapshot?.run;
   const what = run?.kind === "drain" ? `the drain of ${run.database ?? "the database"}` : "the balance";
-  const left = run
-    ? `: ${plural(Math.max(0, run.total - run.done), "move", "moves")} left of ${run.total}`
-    : "";
-  if (await confirmOnPage("Resume", `Resume ${what}${left}?`)) await post("resume", {}, buttons.resume);
+  const moves = run?.left ?? [];
+  const left =
+    moves.length > 0
+      ? `: ${moves.map((m) => `${m.shard} ${m.from} -> ${m.to}`).join(", ")}`
+      : run
+        ? `: ${plural(Math.max(0, run.total - run.done), "move", "moves")} left of ${run.total}`
+        : "";
+  // The server makes exactly the moves this dialog named, or refuses.
+  if (await confirmOnPage("Resume", `Resume ${what}${left}?`))
+    await post("resume", { left: moves.map((m) => m.shard) }, buttons.resume);
 }
 
 /** @param {string} name @param {HTMLButtonElement} button */

@@ -3,7 +3,7 @@
 import { type Command, Option } from "commander";
 import type { BalanceReport } from "./balance.js";
 import type { CliIo, Execute } from "./cli-io.js";
-import { collect, fraction, positiveInt } from "./flags.js";
+import { byOption, collect, fraction, positiveInt } from "./flags.js";
 import { createProgress } from "./progress.js";
 
 /** Adds `balance` and `drain` to `program` (`common`: the flags every command has; `config`: where the configuration is read). */
@@ -28,14 +28,7 @@ export function addBalanceCommands(
         positiveInt("--window"),
         300_000,
       )
-      .addOption(
-        new Option(
-          "--by <measure>",
-          "what a shard's load is: time in the database, calls or writes (per second)",
-        )
-          .choices(["time", "calls", "writes"])
-          .default("time"),
-      )
+      .addOption(byOption())
       .option(
         "--threshold <fraction>",
         "nothing to do while the most loaded database is within this fraction of the mean (default 0.1)",

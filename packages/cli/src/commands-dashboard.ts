@@ -2,7 +2,7 @@
 // It runs until Ctrl-C (or the io's signal), then closes: a balance under way ends its move first.
 import { type Command, Option } from "commander";
 import type { CliIo, Execute } from "./cli-io.js";
-import { collect, port, positiveInt } from "./flags.js";
+import { byOption, collect, port, positiveInt } from "./flags.js";
 
 const TOKEN_VARIABLE = "SHARDKIT_DASHBOARD_TOKEN";
 
@@ -51,14 +51,7 @@ export function addDashboardCommand(
       positiveInt("--window"),
       300_000,
     )
-    .addOption(
-      new Option(
-        "--by <measure>",
-        "what a shard's load is: time in the database, calls or writes (per second)",
-      )
-        .choices(["time", "calls", "writes"])
-        .default("time"),
-    )
+    .addOption(byOption())
     .option(
       "--timeout <ms>",
       "how long each database may take to answer each read",
@@ -115,6 +108,11 @@ export function addDashboardCommand(
           process.on("SIGINT", stop);
           process.on("SIGTERM", stop);
         });
+        const moving = dashboard.running();
+        if (moving)
+          io.stderr.write(
+            `shardkit dashboard: stopping after the move under way (${moving.shard} ${moving.from} -> ${moving.to}); Ctrl-C again to exit now\n`,
+          );
         await dashboard.close();
         return [
           { ok: true, url: dashboard.url.replace(/\?token=.*$/, "") },

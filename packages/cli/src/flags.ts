@@ -1,5 +1,5 @@
 // The parsers of the flags `shardkit`'s commands share: commander calls each with the flag's text.
-import { InvalidArgumentError } from "commander";
+import { InvalidArgumentError, Option } from "commander";
 
 /** A positive integer (`--timeout`, `--max-moves`...), else commander's usage error naming the flag. */
 export const positiveInt = (name: string) => (value: string) => {
@@ -25,3 +25,9 @@ export const port = (name: string) => (value: string) => {
     throw new InvalidArgumentError(`${name}: expected a port, 0..65535`);
   return n;
 };
+
+/** `--by`: what a shard's load is (`balance`, `drain`, `dashboard`). */
+export const byOption = () =>
+  new Option("--by <measure>", "what a shard's load is: time in the database, calls or writes (per second)")
+    .choices(["time", "calls", "writes"])
+    .default("time");

@@ -11,6 +11,7 @@ import { type RunningDashboard, startDashboardCli } from "./browser.js";
 import { configFile, scratch, shardkit, testDatabases } from "./cli.js";
 
 const TOKEN = "t0ken-for-the-dashboard-test-4e1b";
+const ROLE = "ghost_role_dash_cli";
 const { urls } = testDatabases("dashcli", { a: MAIN_PORT });
 let config = "";
 
@@ -19,6 +20,8 @@ beforeAll(() => {
     { group: 0, member: 0, url: urls.a },
     // A database nobody listens on: the dashboard starts anyway and shows it down.
     { group: 0, member: 1, url: "postgresql://postgres:hunter2-secret@127.0.0.1:1/nowhere" },
+    // A role the server does not know: its error names the role, which no answer may carry.
+    { group: 0, member: 2, url: urls.a.replace("postgresql://postgres@", `postgresql://${ROLE}:pw@`) },
   ]);
 });
 
@@ -71,6 +74,8 @@ describe("shardkit dashboard with a token", () => {
       /127\.0\.0\.1:1\/nowhere does not answer \(.+\); its column shows it down/,
     );
     expect(dashboard.stderr()).not.toContain("hunter2-secret");
+    expect(dashboard.stderr()).toContain('role "***" does not exist');
+    expect(dashboard.stderr()).not.toContain(ROLE);
   });
 
   it("answers 401 to every request without the token, or with a wrong one", async () => {
@@ -97,6 +102,10 @@ describe("shardkit dashboard with a token", () => {
     expect(first.headers.get("location")).toBe("/");
     const cookie = first.headers.get("set-cookie")!;
     expect(cookie).toMatch(/HttpOnly; SameSite=Strict/);
+    // The cookie is this dashboard's (its port in its name), and holds no token.
+    const port = new URL(dashboard.origin).port;
+    expect(cookie.startsWith(`shardkit_dashboard_${port}=`)).toBe(true);
+    expect(cookie).not.toContain(TOKEN);
     const page = await fetch(`${dashboard.origin}/`, { headers: { cookie: cookie.split(";")[0]! } });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain("<html");
@@ -109,6 +118,13 @@ describe("shardkit dashboard with a token", () => {
     expect(down).toMatchObject({ up: false });
     expect(snapshot.problems.some((p) => p.kind === "down")).toBe(true);
     expect(JSON.stringify(snapshot)).not.toContain("hunter2-secret");
+    expect(JSON.stringify(snapshot)).not.toContain(ROLE);
+    // HEAD of the event stream answers, and subscribes nothing.
+    const head = await fetch(`${dashboard.origin}/api/events`, {
+      method: "HEAD",
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(head.status).toBe(200);
   });
 
   it("refuses actions unless --allow-actions, and any action not naming itself or from another origin", async () => {
@@ -119,14 +135,16 @@ describe("shardkit dashboard with a token", () => {
         headers: { ...auth, ...headers },
         body: "{}",
       });
-    const [off, unnamed, foreign] = await Promise.all([
+    const [off, unnamed, foreign, sandboxed] = await Promise.all([
       post("pause", { "x-shardkit-action": "pause" }),
       post("pause", {}),
       post("pause", { "x-shardkit-action": "pause", origin: "http://evil.example" }),
+      post("plan", { "x-shardkit-action": "plan", origin: "null" }),
     ]);
     expect(off.status).toBe(403);
     expect(((await off.json()) as { message: string }).message).toContain("--allow-actions");
     expect(unnamed.status).toBe(400);
     expect(foreign.status).toBe(403);
+    expect(sandboxed.status).toBe(403);
   });
 });

@@ -330,6 +330,10 @@ describe("shardkit dashboard in a browser", () => {
     );
     const state = (await (await fetch(`${dashboard.origin}/api/state`)).json()) as DashboardSnapshot;
     expect(state.run).toMatchObject({ state: "paused", done: 1, total: planned.length });
+    // The moves left are on the page: resume makes exactly those.
+    expect(state.run!.left.map((m) => m.shard)).toEqual(rest.map((m) => m.shard));
+    const left = await page.locator("[data-testid=run-left]").textContent();
+    for (const m of rest) expect(left).toContain(m.shard);
     for (const m of rest) expect(state.history.some((h) => h.shard === m.shard)).toBe(false);
     await page.locator("[data-action=resume]").click();
     await page.locator("[data-testid=confirm]").click();

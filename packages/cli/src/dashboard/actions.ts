@@ -87,13 +87,25 @@ export class Actions {
     return { ok: true, status: 202, message: "pausing: the move under way ends first" };
   }
 
-  /** Goes on with the moves a paused run had left. */
-  resume(): ActionAnswer {
+  /**
+   * Goes on with the moves a paused run had left: exactly those the page showed (`left`, their
+   * shards in order), or none.
+   */
+  resume(left: unknown): ActionAnswer {
     const run = this.collector.run;
     if (run?.state !== "paused") return refuse(409, "no paused balance to resume");
     if (run.kind === "balance" && this.remaining.length === 0) return refuse(409, "nothing left to resume");
+    const shown = Array.isArray(left) ? left : [];
+    if (run.kind === "balance" && shown.join(",") !== this.remaining.map((m) => m.shard).join(","))
+      return refuse(409, "the moves left are not those the page showed: look at them again");
     this.start(run.kind, run.kind === "balance" ? [...this.remaining] : null, run);
     return { ok: true, status: 202, message: "resumed" };
+  }
+
+  /** The move a run from the page is making now. */
+  current(): { shard: string; from: string; to: string } | null {
+    const now = this.running ? this.collector.run?.current : null;
+    return now ? { shard: now.shard, from: now.from, to: now.to } : null;
   }
 
   /** Waits for a run under way to end (the dashboard closing). */
@@ -132,6 +144,7 @@ export class Actions {
       total: done + (moves?.length ?? 0),
       current: null,
       reason: null,
+      left: this.leftShown(),
     };
     const settings = collector.settings;
     const onEvent = (event: BalanceEvent) => {
@@ -152,7 +165,7 @@ export class Actions {
         collector.run = { ...run, current: { ...run.current, step: event.progress.step } };
       else if (event.type === "moved") {
         this.remaining = this.remaining.filter((m) => m.shard !== event.shard);
-        collector.run = { ...run, done: run.done + 1, current: null };
+        collector.run = { ...run, done: run.done + 1, current: null, left: this.leftShown() };
       } else if (event.type === "pause") collector.run = { ...run, reason: collector.names.clean(event.why) };
     };
     this.running = (async () => {
@@ -186,8 +199,14 @@ export class Actions {
       };
       this.controller = null;
       this.running = null;
-      await collector.replan();
+      // Shards moved: the plan shown is made again (not when the dashboard is closing).
+      await collector.replan(true);
     })();
+  }
+
+  /** The moves left, as the page shows them. */
+  private leftShown(): { shard: string; from: string; to: string }[] {
+    return this.remaining.map((m) => ({ shard: m.shard, from: this.nameOf(m.from), to: this.nameOf(m.to) }));
   }
 
   private nameOf(registryName: string): string {

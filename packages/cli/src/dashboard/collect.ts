@@ -28,6 +28,9 @@ export type { CollectSettings };
 
 import type { DashboardPlan, DashboardRun, DashboardSnapshot } from "./types.js";
 
+/** A plan asked for within this long of the last one is the last one (each plan scans every table). */
+const PLAN_INTERVAL_MS = 15_000;
+
 const PROBE_SQL = `SELECT
   (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())::int AS database,
   (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS server,
@@ -59,12 +62,15 @@ export class Collector {
   private journal: MoveJournalEntry[] = [];
   private planned: { plan: DashboardPlan; moves: BalanceMove[] } | null = null;
   private planning: Promise<void> | null = null;
+  private planAgain = false;
+  private plannedAt = 0;
   private seq = 0;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly wakers = new Set<() => void>();
   private readonly listeners = new Set<(snapshot: DashboardSnapshot) => void>();
   private last: DashboardSnapshot | null = null;
+  private text: string | null = null;
   /** The balance or drain started from the page. */
   run: DashboardRun | null = null;
 
@@ -126,37 +132,53 @@ export class Collector {
     return this.planned;
   }
 
-  /** Makes a new balancer plan (a dry run over the window); one at a time. */
-  replan(): Promise<void> {
-    if (this.planning) return this.planning;
+  /**
+   * Makes a new balancer plan (a dry run over the window, which sizes every shard with a scan of
+   * its tables). One at a time: asked for while one runs, another follows it, so the plan shown
+   * is never older than the ask. Asked again within `PLAN_INTERVAL_MS` of the last (a Re-plan
+   * button pressed over and over), the plan shown stands, unless `fresh` (after a run moved shards).
+   */
+  replan(fresh = false): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.planning) {
+      this.planAgain = true;
+      return this.planning;
+    }
+    if (!fresh && this.planned && Date.now() - this.plannedAt < PLAN_INTERVAL_MS) return Promise.resolve();
     this.planning = (async () => {
-      try {
-        const run = await runBalance({
-          registry: this.registry,
-          tables: this.settings.tables,
-          dryRun: true,
-          windowMs: this.settings.windowMs,
-          by: this.settings.by,
-          timeoutMs: this.settings.timeoutMs,
-        });
-        this.planned = { plan: planOf(this.names, run), moves: run.plan?.moves ?? [] };
-      } catch (error) {
-        this.planned = {
-          plan: {
-            at: new Date().toISOString(),
-            reason: `no plan: ${this.names.clean(oneLine(error))}`,
-            stoppedBy: "refused",
+      do {
+        this.planAgain = false;
+        // Stamped when measured: the figures are those of this moment.
+        const at = new Date();
+        this.plannedAt = at.getTime();
+        try {
+          const run = await runBalance({
+            registry: this.registry,
+            tables: this.settings.tables,
+            dryRun: true,
+            windowMs: this.settings.windowMs,
+            by: this.settings.by,
+            timeoutMs: this.settings.timeoutMs,
+          });
+          this.planned = { plan: planOf(this.names, run, at), moves: run.plan?.moves ?? [] };
+        } catch (error) {
+          const why = this.names.clean(oneLine(error));
+          this.planned = {
+            plan: {
+              at: at.toISOString(),
+              reason: `no plan: ${why}`,
+              stoppedBy: "refused",
+              moves: [],
+              databases: [],
+              hot: [],
+              skipped: [],
+              problems: [why],
+            },
             moves: [],
-            databases: [],
-            hot: [],
-            skipped: [],
-            problems: [this.names.clean(oneLine(error))],
-          },
-          moves: [],
-        };
-      } finally {
-        this.planning = null;
-      }
+          };
+        }
+      } while (this.planAgain && !this.stopped);
+      this.planning = null;
       this.emit();
     })();
     return this.planning;
@@ -288,12 +310,29 @@ export class Collector {
     this.journal = [...entries, ...kept];
   }
 
-  /** Assembles a snapshot from the last answer of each piece and hands it to the listeners. */
+  /**
+   * Assembles a snapshot from the last answer of each piece and hands it to the listeners. Figures
+   * that cannot be drawn (a record no snapshot can hold) keep the last snapshot, never end the
+   * dashboard.
+   */
   private emit(): DashboardSnapshot {
-    const snapshot = this.assemble();
+    let snapshot: DashboardSnapshot;
+    try {
+      snapshot = this.assemble();
+    } catch (error) {
+      if (this.last) return this.last;
+      throw error;
+    }
     this.last = snapshot;
+    this.text = null;
     for (const listener of this.listeners) listener(snapshot);
     return snapshot;
+  }
+
+  /** The last snapshot as JSON, made once however many pages listen. */
+  snapshotText(): string {
+    this.text ??= JSON.stringify(this.snapshot());
+    return this.text;
   }
 
   /** Assembles a snapshot from the last answer of each piece. */

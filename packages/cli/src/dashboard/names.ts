@@ -46,8 +46,11 @@ export function namesOf(opened: OpenedConfig): Names {
     clean(text) {
       let out = text;
       for (const [from, to] of replacements) out = out.split(from).join(to);
-      // Any other URL with credentials (a replica's, one a driver quotes): its user and password go.
-      return out.replace(/\b(postgres(?:ql)?:\/\/)[^\s/@]*@/gi, "$1");
+      // Any other URL with credentials (a replica's, one a driver quotes): its user and password go;
+      // and a role PostgreSQL names in an error (`role "x" does not exist`, `for user "x"`).
+      return out
+        .replace(/\b(postgres(?:ql)?:\/\/)[^\s/@]*@/gi, "$1")
+        .replace(/\b(role|user) "(?:[^"]|"")*"/gi, '$1 "***"');
     },
   };
 }

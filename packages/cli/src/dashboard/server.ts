@@ -3,7 +3,7 @@
 // needs a token, and with a token every request without it is answered 401. Actions only with
 // `allowActions`, each a POST naming itself in a header (a form or an image on another site cannot
 // send one) from the page's own origin.
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { isIP } from "node:net";
@@ -56,11 +56,19 @@ export interface Dashboard {
   port: number;
   /** The last snapshot. */
   snapshot(): DashboardSnapshot;
+  /** The move a run started from the page is making now (what closing waits for). */
+  running(): { shard: string; from: string; to: string } | null;
   /** Stops listening and reading; a balance under way ends its move first. */
   close(): Promise<void>;
 }
 
-const COOKIE = "shardkit_dashboard";
+/** Cookies are shared by every port of a host: each dashboard's has its port in its name. */
+const cookieName = (port: number) => `shardkit_dashboard_${port}`;
+/** What the cookie holds: a MAC of the token, never the token (another service of the host sees its cookies). */
+const cookieValue = (token: string) =>
+  createHmac("sha256", token).update("shardkit dashboard cookie").digest("hex");
+/** An event stream whose client has not read this much is ended (it reconnects, and gets the newest). */
+const MAX_UNREAD_BYTES = 1 << 20;
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
 const SECURITY_HEADERS = {
   "content-security-policy":
@@ -109,12 +117,22 @@ function tokenMatches(token: string, given: string | undefined): boolean {
   return given !== undefined && timingSafeEqual(digest(token), digest(given));
 }
 
-function cookieOf(request: FastifyRequest): string | undefined {
+/** The value of the cookie `name` (as sent: the dashboard's cookies are hex, never encoded). */
+function cookieOf(request: FastifyRequest, name: string): string | undefined {
   for (const part of (request.headers.cookie ?? "").split(";")) {
-    const [name, ...value] = part.trim().split("=");
-    if (name === COOKIE) return decodeURIComponent(value.join("="));
+    const [key, ...value] = part.trim().split("=");
+    if (key === name) return value.join("=");
   }
   return undefined;
+}
+
+/** The host (with port) an Origin header names; undefined when it names none ("null", garbage). */
+function originHost(origin: string): string | undefined {
+  try {
+    return new URL(origin).host || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 const gzipAccepted = (request: FastifyRequest) =>
@@ -179,25 +197,25 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     return LOOPBACK.has(name);
   };
 
+  // The port is known once listening (`--port 0`): the hook reads it then.
+  let cookie = "";
   app.addHook("onRequest", async (request, reply) => {
     void reply.headers(SECURITY_HEADERS);
     if (!hostAllowed(request)) return reply.code(421).type("text/plain").send("wrong host\n");
     if (token === undefined) return;
     const url = new URL(request.url, "http://dashboard");
-    const bearer = /^Bearer (.+)$/.exec(String(request.headers.authorization ?? ""))?.[1];
-    if (tokenMatches(token, cookieOf(request)) || tokenMatches(token, bearer)) return;
-    // The address printed at start carries the token once: it becomes a cookie, and leaves the URL.
-    if (
-      request.method === "GET" &&
-      url.pathname === "/" &&
-      tokenMatches(token, url.searchParams.get("token") ?? undefined)
-    ) {
+    const given = url.searchParams.get("token");
+    // The address printed at start carries the token once: it becomes a cookie, and leaves the URL
+    // (whatever cookie the browser had).
+    if (request.method === "GET" && url.pathname === "/" && given !== null && tokenMatches(token, given)) {
       return reply
         .code(303)
-        .header("set-cookie", `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`)
+        .header("set-cookie", `${cookie}=${cookieValue(token)}; HttpOnly; SameSite=Strict; Path=/`)
         .header("location", "/")
         .send();
     }
+    const bearer = /^Bearer (.+)$/.exec(String(request.headers.authorization ?? ""))?.[1];
+    if (tokenMatches(cookieValue(token), cookieOf(request, cookie)) || tokenMatches(token, bearer)) return;
     return reply
       .code(401)
       .header("www-authenticate", 'Bearer realm="shardkit dashboard"')
@@ -214,13 +232,14 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   for (const path of assets.keys()) app.get(path, sendAsset(path));
 
   app.get("/api/state", async (request, reply) => {
-    const body = JSON.stringify(collector.snapshot());
+    const body = collector.snapshotText();
     void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
     if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
     return reply.send(body);
   });
 
   app.get("/api/events", (request, reply) => {
+    if (request.method === "HEAD") return reply.type("text/event-stream; charset=utf-8").send();
     const gzip = gzipAccepted(request);
     reply.raw.writeHead(200, {
       ...SECURITY_HEADERS,
@@ -232,18 +251,24 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     const zip = gzip ? createGzip({ flush: constants.Z_SYNC_FLUSH }) : null;
     if (zip) zip.pipe(reply.raw);
     const out = zip ?? reply.raw;
-    const send = (snapshot: DashboardSnapshot) => {
-      out.write(`event: snapshot\ndata: ${JSON.stringify(snapshot)}\n\n`);
-    };
-    send(collector.snapshot());
-    const unsubscribe = collector.subscribe(send);
     const end = () => {
+      if (!streams.delete(end)) return;
       unsubscribe();
-      streams.delete(end);
       out.end();
     };
+    const send = () => {
+      // A client that stopped reading (asleep, a half-open connection) is not buffered for: its
+      // stream ends, and the page's EventSource reconnects to the newest snapshot.
+      if (out.writableLength + (zip ? reply.raw.writableLength : 0) > MAX_UNREAD_BYTES) return end();
+      out.write(`event: snapshot\ndata: ${collector.snapshotText()}\n\n`);
+    };
     streams.add(end);
+    const unsubscribe = collector.subscribe(send);
+    send();
     request.raw.on("close", end);
+    // A client gone mid-write: the stream ends, the dashboard goes on.
+    out.on("error", end);
+    if (zip) reply.raw.on("error", end);
     reply.hijack();
   });
 
@@ -254,8 +279,10 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
       const refuse = (status: number, message: string) => reply.code(status).send({ ok: false, message });
       if (request.headers["x-shardkit-action"] !== name)
         return refuse(400, "an action names itself in the X-Shardkit-Action header");
+      // A browser names the page an action comes from: it must be the dashboard's own (a sandboxed
+      // frame sends "null"). Scripts (curl) send none, and need the token like any request.
       const origin = request.headers.origin;
-      if (origin !== undefined && new URL(origin).host !== request.headers.host)
+      if (origin !== undefined && originHost(origin) !== request.headers.host)
         return refuse(403, "an action comes from the dashboard's own page");
       const body = request.body ?? {};
       if (name === "plan") {
@@ -271,7 +298,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
           : name === "pause"
             ? actions.pause()
             : name === "resume"
-              ? actions.resume()
+              ? actions.resume(body.left)
               : actions.drainDatabase(body.database);
       return reply.code(answer.status).send({ ok: answer.ok, message: answer.message });
     },
@@ -287,6 +314,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   }
   const address = app.server.address();
   const bound = typeof address === "object" && address ? address.port : port;
+  cookie = cookieName(bound);
   await collector.start();
   const shown = host.includes(":") ? `[${host}]` : host;
   const url = `http://${shown}:${bound}/${token !== undefined ? `?token=${encodeURIComponent(token)}` : ""}`;
@@ -295,11 +323,13 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     host,
     port: bound,
     snapshot: () => collector.snapshot(),
+    running: () => actions.current(),
     async close() {
+      // A run under way ends its move first; the page keeps showing it meanwhile.
+      await actions.close();
       collector.stop();
       for (const end of [...streams]) end();
       await app.close();
-      await actions.close();
       await opened.close();
     },
   };

@@ -78,6 +78,34 @@ export interface Pieces {
   run: DashboardRun | null;
 }
 
+/** A date as ISO 8601; null for none, or one that is no date (a record holding `infinity`). */
+function iso(date: Date | null | undefined): string | null {
+  return date && Number.isFinite(date.getTime()) ? date.toISOString() : null;
+}
+
+/**
+ * The part of a window inside the load shown (from `since`): the window itself, or its figures
+ * pro-rated (as the balancer counts them), or nothing. Latencies stay as they are.
+ */
+function insideOf(w: ShardLoadWindow, since: number): ShardLoadWindow[] {
+  const start = w.windowStart.getTime();
+  const length = Math.max(1, w.windowMs);
+  const inside = Math.min(length, start + length - since);
+  if (inside <= 0) return [];
+  if (inside === length) return [w];
+  const f = inside / length;
+  return [
+    {
+      ...w,
+      calls: w.calls * f,
+      writes: w.writes * f,
+      rowsWritten: w.rowsWritten * f,
+      dbMs: w.dbMs * f,
+      top: w.top.map((k) => ({ ...k, count: k.count * f, error: k.error * f })),
+    },
+  ];
+}
+
 /** The snapshot the page receives, from the last answer of each piece. */
 export function assembleSnapshot(input: Pieces): DashboardSnapshot {
   const { registry } = input;
@@ -90,7 +118,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
   // Load per shard, over every database's windows of the window.
   const since = now - settings.windowMs;
   const allWindows = [...input.windows.values()].flat();
-  const inWindow = allWindows.filter((w) => w.windowStart.getTime() + w.windowMs > since);
+  const inWindow = allWindows.flatMap((w) => insideOf(w, since));
   const summaries = new Map(summarizeLoad(inWindow, { topKeys: TOP_KEYS }).map((s) => [s.key, s]));
   const loadOf = (key: string) => {
     const s = summaries.get(key);
@@ -138,16 +166,21 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
   const databases: DashboardDatabase[] = registry.databases.map((physical) => {
     const probe = input.probes.get(physical)!;
     const name = names.of(physical);
-    const windows = (input.windows.get(physical) ?? []).filter(
-      (w) => w.windowStart.getTime() + w.windowMs > since,
-    );
     const buckets = Math.ceil(settings.windowMs / bucketMs);
     const first = Math.floor(since / bucketMs) * bucketMs;
     const t = Array.from({ length: buckets + 1 }, (_, i) => first + i * bucketMs);
     const v = t.map(() => 0);
-    for (const w of windows) {
-      const i = Math.floor((w.windowStart.getTime() - first) / bucketMs);
-      if (i >= 0 && i < v.length) v[i]! += measure(w) / (bucketMs / 1000);
+    // Each window's figure spread over the buckets it overlaps, in proportion (a router's window
+    // is 10 s; a bucket may be shorter, or a window a failed flush kept may span several).
+    for (const w of input.windows.get(physical) ?? []) {
+      const start = w.windowStart.getTime();
+      const length = Math.max(1, w.windowMs);
+      const from = Math.max(0, Math.floor((start - first) / bucketMs));
+      const to = Math.min(v.length - 1, Math.floor((start + length - 1 - first) / bucketMs));
+      for (let i = from; i <= to; i++) {
+        const overlap = Math.min(start + length, t[i]! + bucketMs) - Math.max(start, t[i]!);
+        if (overlap > 0) v[i]! += (measure(w) * (overlap / length)) / (bucketMs / 1000);
+      }
     }
     const load = shards.filter((s) => s.database === name).reduce((sum, s) => sum + s.load, 0);
     const lag = lagOf.get(physical.name);
@@ -189,14 +222,14 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
         rowsTotal: null,
         lagBytes: entry?.lagBytes ?? null,
         holder: m.holder,
-        startedAt: entry?.startedAt.toISOString() ?? null,
+        startedAt: iso(entry?.startedAt),
         live: m.live,
       };
     }),
   );
 
   const history: DashboardMoveEnded[] = input.journal
-    .filter((e) => e.outcome !== null && e.endedAt !== null)
+    .filter((e) => e.outcome !== null && iso(e.endedAt) !== null)
     .sort((a, b) => b.endedAt!.getTime() - a.endedAt!.getTime())
     .slice(0, HISTORY)
     .map((e) => ({
@@ -208,7 +241,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
       freezeMs: e.freezeMs,
       durationMs: e.durationMs,
       rows: e.rows,
-      endedAt: e.endedAt!.toISOString(),
+      endedAt: iso(e.endedAt)!,
       ...(e.error ? { error: names.clean(e.error) } : {}),
     }));
 
@@ -317,9 +350,9 @@ export function nameOf(names: Names, registryName: string): string {
   return physical ? names.of(physical) : names.clean(registryName);
 }
 
-export function planOf(names: Names, run: BalanceRun): DashboardPlan {
+export function planOf(names: Names, run: BalanceRun, measuredAt: Date): DashboardPlan {
   const plan = run.plan;
-  const at = new Date().toISOString();
+  const at = measuredAt.toISOString();
   const problems = run.problems.map((p) => names.clean(p));
   if (!plan)
     return {

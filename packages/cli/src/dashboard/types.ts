@@ -172,6 +172,8 @@ export interface DashboardRun {
   total: number;
   /** The move under way. */
   current: { shard: string; from: string; to: string; step: string } | null;
+  /** A balance's moves not made yet, in order: what resume makes (a drain plans its own). */
+  left: { shard: string; from: string; to: string }[];
   /** How it ended, or why it waits. */
   reason: string | null;
 }

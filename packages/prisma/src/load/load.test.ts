@@ -261,7 +261,9 @@ describe("load per logical shard", () => {
     await db.customer.findUnique({ where: { id: customer(S.b).id } });
     await db.$shardLoad()!.flush();
     const hour = new Date(Date.now() - 60 * 60 * 1000);
-    expect((await readShardLoad(clients[1]!, { since: hour })).some((w) => w.router === "recent:1:x")).toBe(true);
+    expect((await readShardLoad(clients[1]!, { since: hour })).some((w) => w.router === "recent:1:x")).toBe(
+      true,
+    );
   });
 
   it("the table stays out of the schema rollout: the fingerprint still matches and a push leaves it and its rows", async () => {
