@@ -352,6 +352,7 @@ export class Collector {
       journal: this.journal,
       plan: this.planned?.plan ?? null,
       run: this.run,
+      now: Date.now(),
     });
   }
 }

@@ -315,7 +315,14 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   const address = app.server.address();
   const bound = typeof address === "object" && address ? address.port : port;
   cookie = cookieName(bound);
-  await collector.start();
+  try {
+    await collector.start();
+  } catch (error) {
+    collector.stop();
+    await app.close();
+    await opened.close();
+    throw error;
+  }
   const shown = host.includes(":") ? `[${host}]` : host;
   const url = `http://${shown}:${bound}/${token !== undefined ? `?token=${encodeURIComponent(token)}` : ""}`;
   return {

@@ -76,6 +76,8 @@ export interface Pieces {
   journal: MoveJournalEntry[];
   plan: DashboardPlan | null;
   run: DashboardRun | null;
+  /** The time of the snapshot (ms since the epoch): the load shown ends there. */
+  now: number;
 }
 
 /** A date as ISO 8601; null for none, or one that is no date (a record holding `infinity`). */
@@ -110,7 +112,7 @@ function insideOf(w: ShardLoadWindow, since: number): ShardLoadWindow[] {
 export function assembleSnapshot(input: Pieces): DashboardSnapshot {
   const { registry } = input;
   const { names, settings } = input;
-  const now = Date.now();
+  const { now } = input;
   const seconds = settings.windowMs / 1000;
   const measure = (w: { calls: number; writes: number; dbMs: number }) =>
     settings.by === "time" ? w.dbMs : settings.by === "calls" ? w.calls : w.writes;
