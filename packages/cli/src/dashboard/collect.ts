@@ -64,6 +64,8 @@ export class Collector {
   private planning: Promise<void> | null = null;
   private planAgain = false;
   private plannedAt = 0;
+  /** Where the records placed each shard when the plan was made (a plan over another placement is made again). */
+  private plannedPlacement = "";
   private seq = 0;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -136,7 +138,8 @@ export class Collector {
    * Makes a new balancer plan (a dry run over the window, which sizes every shard with a scan of
    * its tables). One at a time: asked for while one runs, another follows it, so the plan shown
    * is never older than the ask. Asked again within `PLAN_INTERVAL_MS` of the last (a Re-plan
-   * button pressed over and over), the plan shown stands, unless `fresh` (after a run moved shards).
+   * button pressed over and over), the plan shown stands, unless `fresh` (after a run moved shards)
+   * or a shard has moved since (another mover).
    */
   replan(fresh = false): Promise<void> {
     if (this.stopped) return Promise.resolve();
@@ -144,13 +147,15 @@ export class Collector {
       this.planAgain = true;
       return this.planning;
     }
-    if (!fresh && this.planned && Date.now() - this.plannedAt < PLAN_INTERVAL_MS) return Promise.resolve();
+    const recent = this.planned && Date.now() - this.plannedAt < PLAN_INTERVAL_MS;
+    if (!fresh && recent && this.plannedPlacement === this.placement()) return Promise.resolve();
     this.planning = (async () => {
       do {
         this.planAgain = false;
         // Stamped when measured: the figures are those of this moment.
         const at = new Date();
         this.plannedAt = at.getTime();
+        this.plannedPlacement = this.placement();
         try {
           const run = await runBalance({
             registry: this.registry,
@@ -182,6 +187,11 @@ export class Collector {
       this.emit();
     })();
     return this.planning;
+  }
+
+  /** Each shard's owner and epoch, as last read. */
+  private placement(): string {
+    return (this.view?.shards ?? []).map((p) => `${p.shard.key}:${p.owner?.name ?? ""}:${p.epoch}`).join(",");
   }
 
   /** Runs `read` now and then every `refreshMs` until stopped; resolves after the first. */
