@@ -156,8 +156,8 @@ export class Actions {
           ...run,
           current: {
             shard: event.shard,
-            from: this.nameOf(event.from),
-            to: this.nameOf(event.to),
+            from: this.collector.names.show(event.from),
+            to: this.collector.names.show(event.to),
             step: "precheck",
           },
         };
@@ -206,11 +206,10 @@ export class Actions {
 
   /** The moves left, as the page shows them. */
   private leftShown(): { shard: string; from: string; to: string }[] {
-    return this.remaining.map((m) => ({ shard: m.shard, from: this.nameOf(m.from), to: this.nameOf(m.to) }));
-  }
-
-  private nameOf(registryName: string): string {
-    const physical = this.collector.names.find(registryName);
-    return physical ? this.collector.names.of(physical) : this.collector.names.clean(registryName);
+    return this.remaining.map((m) => ({
+      shard: m.shard,
+      from: this.collector.names.show(m.from),
+      to: this.collector.names.show(m.to),
+    }));
   }
 }

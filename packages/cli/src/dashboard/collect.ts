@@ -15,6 +15,7 @@ import {
   createOutboxRelay,
   type Database,
   type OutboxLag,
+  type OutboxRelay,
   readShardLoad,
   type ShardLoadWindow,
 } from "@shardkit/prisma";
@@ -52,6 +53,7 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof LATE> {
 /** The dashboard's data: started once, read by the server, stopped on close. */
 export class Collector {
   readonly names: Names;
+  private readonly relay: OutboxRelay;
   private readonly probes = new Map<Database<RawClient>, Probe>();
   private readonly inflight = new Map<Database<RawClient>, Promise<unknown>>();
   private view: PartitionView<RawClient> | null = null;
@@ -81,6 +83,12 @@ export class Collector {
     readonly settings: CollectSettings,
   ) {
     this.names = namesOf(opened);
+    this.relay = createOutboxRelay({
+      registry: opened.registry,
+      // Never called: the dashboard only reads the outbox's counts (`lag()`), every refresh.
+      deliver: async () => {},
+      lagTimeoutMs: settings.timeoutMs,
+    });
     for (const physical of opened.registry.databases)
       this.probes.set(physical, { up: null, latencyMs: null, answeredAt: null, connections: null });
   }
@@ -282,13 +290,7 @@ export class Collector {
   }
 
   private async readLag(): Promise<void> {
-    const relay = createOutboxRelay({
-      registry: this.registry,
-      // Never called: the dashboard only reads the outbox's counts.
-      deliver: async () => {},
-      lagTimeoutMs: this.settings.timeoutMs,
-    });
-    this.lag = await relay.lag();
+    this.lag = await this.relay.lag();
   }
 
   private async readLoad(): Promise<void> {

@@ -22,6 +22,8 @@ export interface Names {
   find(name: string): Database<RawClient> | undefined;
   /** Replaces every registry name (a redacted URL) and URL in `text` by its display name. */
   clean(text: string): string;
+  /** A registry name as the page shows it: its database's display name, else the name cleaned. */
+  show(registryName: string): string;
 }
 
 export function namesOf(opened: OpenedConfig): Names {
@@ -43,6 +45,10 @@ export function namesOf(opened: OpenedConfig): Names {
   return {
     of: (physical) => byPhysical.get(physical)!,
     find: (name) => [...byPhysical].find(([p, n]) => n === name || p.name === name)?.[0],
+    show(registryName) {
+      const physical = this.find(registryName);
+      return physical ? this.of(physical) : this.clean(registryName);
+    },
     clean(text) {
       let out = text;
       for (const [from, to] of replacements) out = out.split(from).join(to);

@@ -149,7 +149,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
       database: owner ? names.of(owner) : null,
       state,
       epoch: p?.epoch ?? null,
-      movingTo: p?.movingTo ? nameOf(input.names, p.movingTo) : null,
+      movingTo: p?.movingTo ? input.names.show(p.movingTo) : null,
       load,
       heat: hottest > 0 ? load / hottest : 0,
       calls: s?.calls ?? 0,
@@ -215,7 +215,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
       return {
         shard: m.shard.key,
         from: names.of(d.physical),
-        to: nameOf(input.names, m.to),
+        to: input.names.show(m.to),
         mode,
         step: entry?.step ?? m.step,
         stepIndex: entry ? entry.stepIndex + 1 : 0,
@@ -236,8 +236,8 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
     .slice(0, HISTORY)
     .map((e) => ({
       shard: e.shard,
-      from: nameOf(input.names, e.from),
-      to: nameOf(input.names, e.to),
+      from: input.names.show(e.from),
+      to: input.names.show(e.to),
       outcome: e.outcome!,
       mode: e.mode,
       freezeMs: e.freezeMs,
@@ -302,7 +302,7 @@ function problemsOf(
           level: "error",
           kind: "stopped-move",
           shard: m.shard.key,
-          text: `the move of ${m.shard.key} to ${nameOf(input.names, m.to)} stopped at ${m.step}: the next \`shardkit move\` of the shard finishes or undoes it`,
+          text: `the move of ${m.shard.key} to ${input.names.show(m.to)} stopped at ${m.step}: the next \`shardkit move\` of the shard finishes or undoes it`,
         });
   for (const s of shards)
     if (s.violates)
@@ -316,8 +316,8 @@ function problemsOf(
     problems.push({
       level: "warning",
       kind: "leftover",
-      database: nameOf(input.names, o.database),
-      text: `${nameOf(input.names, o.database)}: ${o.kind} ${o.name} is held by no move${o.walBytes !== undefined ? ` and holds ${o.walBytes} bytes of WAL` : ""}: the next \`shardkit move\` of its shard drops it`,
+      database: input.names.show(o.database),
+      text: `${input.names.show(o.database)}: ${o.kind} ${o.name} is held by no move${o.walBytes !== undefined ? ` and holds ${o.walBytes} bytes of WAL` : ""}: the next \`shardkit move\` of its shard drops it`,
     });
   for (const d of databases)
     if (d.outbox.dead)
@@ -346,12 +346,6 @@ function problemsOf(
   return problems;
 }
 
-/** A registry name (a redacted URL) as the page shows it. */
-export function nameOf(names: Names, registryName: string): string {
-  const physical = names.find(registryName);
-  return physical ? names.of(physical) : names.clean(registryName);
-}
-
 export function planOf(names: Names, run: BalanceRun, measuredAt: Date): DashboardPlan {
   const plan = run.plan;
   const at = measuredAt.toISOString();
@@ -374,8 +368,8 @@ export function planOf(names: Names, run: BalanceRun, measuredAt: Date): Dashboa
     stoppedBy: plan.stoppedBy,
     moves: plan.moves.map((m) => ({
       shard: m.shard,
-      from: nameOf(names, m.from),
-      to: nameOf(names, m.to),
+      from: names.show(m.from),
+      to: names.show(m.to),
       kind: m.kind,
       reason: names.clean(m.reason),
       load: m.load,
@@ -384,7 +378,7 @@ export function planOf(names: Names, run: BalanceRun, measuredAt: Date): Dashboa
       after: m.after,
     })),
     databases: plan.before.databases.map((d) => ({
-      name: nameOf(names, d.name),
+      name: names.show(d.name),
       before: d.perCapacity,
       after: after.get(d.name)?.perCapacity ?? d.perCapacity,
       ratioBefore: d.ratio,
@@ -392,7 +386,7 @@ export function planOf(names: Names, run: BalanceRun, measuredAt: Date): Dashboa
     })),
     hot: plan.hot.map((h) => ({
       ...h,
-      database: nameOf(names, h.database),
+      database: names.show(h.database),
       reason: names.clean(h.reason),
     })),
     skipped: plan.skipped.map((s) => ({ shard: s.shard, reason: names.clean(s.reason) })),
