@@ -992,7 +992,8 @@ buttons.resume.addEventListener("click", askResume);
 /** @param {Snapshot} snap */
 function drawPlan(snap) {
   const plan = snap.plan;
-  const runnable = snap.actions && plan !== null && plan.moves.length > 0;
+  // A plan made before shards moved is not offered to run: a new one is on its way.
+  const runnable = snap.actions && plan !== null && plan.moves.length > 0 && !plan.stale;
   place(byId("plan-buttons"), runnable ? [buttons.plan, buttons.balance] : [buttons.plan]);
   drawRun(snap);
   whenChanged("plan", [plan, snap.unit], () => {
@@ -1015,6 +1016,7 @@ function drawPlan(snap) {
         }),
       ),
     ];
+    if (plan.stale) parts.push(h("p", { class: "plan-stale warn", text: `Stale: ${plan.stale}` }));
     if (plan.problems.length) {
       parts.push(
         h("ul", { class: "plan-problems" }, ...plan.problems.map((p) => h("li", { class: "bad", text: p }))),

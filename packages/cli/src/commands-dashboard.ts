@@ -32,6 +32,7 @@ export function addDashboardCommand(
     timeout: number;
     table?: string[];
     mode: "live" | "offline";
+    maxStreams: number;
   };
   common(program.command("dashboard"))
     .description(
@@ -63,6 +64,12 @@ export function addDashboardCommand(
       "a table of yours holding shard rows (repeat for each), as for move: the balancer's sizes and moves",
       collect,
     )
+    .option(
+      "--max-streams <n>",
+      "event streams (open pages) one client address may hold; each costs at most one snapshot of memory",
+      positiveInt("--max-streams"),
+      16,
+    )
     .addOption(
       new Option("--mode <mode>", "how moves started from the page copy: live or offline")
         .choices(["live", "offline"])
@@ -88,6 +95,7 @@ export function addDashboardCommand(
           timeoutMs: o.timeout,
           tables: o.table ?? [],
           mode: o.mode,
+          maxStreams: o.maxStreams,
         });
         const down = dashboard.snapshot().databases.filter((d) => !d.up);
         for (const d of down)

@@ -5,6 +5,7 @@ import { writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { MAIN_PORT } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DashboardSnapshot } from "../src/index.js";
 import { type RunningDashboard, startDashboardCli } from "./browser.js";
@@ -125,6 +126,31 @@ describe("shardkit dashboard with a token", () => {
       headers: { authorization: `Bearer ${TOKEN}` },
     });
     expect(head.status).toBe(200);
+  });
+
+  it("holds at most 16 event streams per client address, and a stream closed frees its place", async () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const events = (signal: AbortSignal) =>
+      fetch(`${dashboard.origin}/api/events`, { headers: auth, signal });
+    const held = Array.from({ length: 16 }, () => new AbortController());
+    try {
+      const open = await Promise.all(held.map((c) => events(c.signal)));
+      for (const response of open) expect(response.status).toBe(200);
+      const refused = await fetch(`${dashboard.origin}/api/events`, { headers: auth });
+      expect(refused.status).toBe(429);
+      expect(await refused.text()).toContain("too many event streams from 127.0.0.1: 16 are open");
+      held[0]!.abort();
+      const extra = new AbortController();
+      held.push(extra);
+      await eventually("the place of a closed stream is given back", async () => {
+        const again = await events(extra.signal);
+        if (again.status === 200) return true;
+        await again.body?.cancel();
+        return false;
+      });
+    } finally {
+      for (const c of held) c.abort();
+    }
   });
 
   it("refuses actions unless --allow-actions, and any action not naming itself or from another origin", async () => {

@@ -5,6 +5,7 @@
 // on, the balancer's plan runs from the page, and no answer ever carries a password.
 import { ShardIdentifier } from "@shardkit/id";
 import { MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -174,7 +175,8 @@ describe("shardkit dashboard in a browser", () => {
     await screenshot(page, "dashboard-map");
   });
 
-  it("a move started from the CLI shows its step and progress, then its outcome in the history", async () => {
+  it("a move started from the CLI shows its step and progress, then its outcome in the history, and the plan is made again", async () => {
+    const startedAt = Date.now();
     const held = await holdShardAt(urls.b, urls.a, "0/1");
     const moving = shardkit([
       "move",
@@ -218,6 +220,17 @@ describe("shardkit dashboard in a browser", () => {
         document.querySelector(`[data-testid=move][data-shard="0/1"]`) === null,
       null,
     );
+    // The plan made before the move is stale once the dashboard reads the move: it is made again,
+    // from where the shard is now, without anyone pressing Re-plan.
+    await eventually("the plan is made again after the move from the CLI", async () => {
+      const { plan } = (await (await fetch(`${dashboard.origin}/api/state`)).json()) as DashboardSnapshot;
+      return (
+        plan !== null &&
+        Date.parse(plan.at) > startedAt &&
+        plan.stale === null &&
+        plan.moves.every((m) => m.shard !== "0/1" || m.from === shown("b"))
+      );
+    });
   });
 
   it("the map shows each shard where the ownership records say, with its epoch", async () => {

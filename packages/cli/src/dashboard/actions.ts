@@ -46,6 +46,8 @@ export class Actions {
     if (!shown || typeof planAt !== "string" || shown.plan.at !== planAt)
       return refuse(409, "the plan changed since the page showed it: look at the new one and run it again");
     if (shown.moves.length === 0) return refuse(409, `nothing to run: ${shown.plan.reason}`);
+    const stale = this.collector.staleness();
+    if (stale) return refuse(409, `the plan is stale (${stale}): run the new one`);
     const moving = this.movingShards();
     const clash = shown.moves.find((m) => moving.has(m.shard));
     if (clash)

@@ -66,8 +66,8 @@ export class Collector {
   private planning: Promise<void> | null = null;
   private planAgain = false;
   private plannedAt = 0;
-  /** Where the records placed each shard when the plan was made (a plan over another placement is made again). */
-  private plannedPlacement = "";
+  /** Where the records placed each shard when the plan was made (a plan over another placement is stale). */
+  private plannedPlacement = new Map<string, string>();
   private seq = 0;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -156,7 +156,7 @@ export class Collector {
       return this.planning;
     }
     const recent = this.planned && Date.now() - this.plannedAt < PLAN_INTERVAL_MS;
-    if (!fresh && recent && this.plannedPlacement === this.placement()) return Promise.resolve();
+    if (!fresh && recent && this.movedSincePlan().length === 0) return Promise.resolve();
     this.planning = (async () => {
       do {
         this.planAgain = false;
@@ -180,6 +180,7 @@ export class Collector {
             plan: {
               at: at.toISOString(),
               reason: `no plan: ${why}`,
+              stale: null,
               stoppedBy: "refused",
               moves: [],
               databases: [],
@@ -198,8 +199,24 @@ export class Collector {
   }
 
   /** Each shard's owner and epoch, as last read. */
-  private placement(): string {
-    return (this.view?.shards ?? []).map((p) => `${p.shard.key}:${p.owner?.name ?? ""}:${p.epoch}`).join(",");
+  private placement(): Map<string, string> {
+    return new Map((this.view?.shards ?? []).map((p) => [p.shard.key, `${p.owner?.name ?? ""}:${p.epoch}`]));
+  }
+
+  /** The shards whose owner or epoch changed since the plan shown was made (it is stale then). */
+  private movedSincePlan(): string[] {
+    if (!this.planned) return [];
+    const now = this.placement();
+    const keys = new Set([...now.keys(), ...this.plannedPlacement.keys()]);
+    return [...keys].filter((k) => now.get(k) !== this.plannedPlacement.get(k)).sort();
+  }
+
+  /** Why the plan shown is stale, or null. */
+  staleness(): string | null {
+    const moved = this.movedSincePlan();
+    if (moved.length === 0) return null;
+    const named = moved.slice(0, 5).join(", ") + (moved.length > 5 ? ` and ${moved.length - 5} more` : "");
+    return `made before ${moved.length === 1 ? "shard" : "shards"} ${named} moved: ${this.planning ? "a new plan is being made" : "Re-plan makes a new one"}`;
   }
 
   /** Runs `read` now and then every `refreshMs` until stopped; resolves after the first. */
@@ -284,6 +301,10 @@ export class Collector {
       view.apply();
       this.view = view;
       this.viewError = null;
+      // A plan made before a move is stale: it is made again (not while a run from the page is
+      // moving shards: the run re-plans when it ends).
+      const moving = this.run?.state === "running" || this.run?.state === "pausing";
+      if (!moving && !this.planning && this.movedSincePlan().length > 0) void this.replan();
     } catch (error) {
       this.viewError = this.names.clean(oneLine(error));
     }
@@ -362,7 +383,7 @@ export class Collector {
       windows: this.windows,
       loadErrors: this.loadErrors,
       journal: this.journal,
-      plan: this.planned?.plan ?? null,
+      plan: this.planned ? { ...this.planned.plan, stale: this.staleness() } : null,
       run: this.run,
       now: Date.now(),
     });

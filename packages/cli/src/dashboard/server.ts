@@ -17,6 +17,7 @@ import { AddressInUseError, UsageError } from "../errors.js";
 import { parseTables } from "../move.js";
 import { Actions } from "./actions.js";
 import { Collector } from "./collect.js";
+import { SnapshotStream, StreamLimit, type StreamStats } from "./stream.js";
 import type { DashboardSnapshot } from "./types.js";
 
 export type { DashboardSnapshot } from "./types.js";
@@ -44,6 +45,11 @@ export interface DashboardOptions extends ConfigOptions {
   timeoutMs?: number;
   /** The app's tables holding shard rows (`Table[:column[:bits]]`, as for `move`): the balancer's sizes, and moves. */
   tables?: readonly string[];
+  /**
+   * Event streams one client address may hold open (each costs at most one snapshot of memory,
+   * however slowly its client reads). Default 16.
+   */
+  maxStreams?: number;
   /** How a balance or drain started from the page moves shards. Default `live`. */
   mode?: "live" | "offline";
 }
@@ -56,6 +62,8 @@ export interface Dashboard {
   port: number;
   /** The last snapshot. */
   snapshot(): DashboardSnapshot;
+  /** The event streams open, and what their clients have not read yet. */
+  streams(): StreamStats;
   /** The move a run started from the page is making now (what closing waits for). */
   running(): { shard: string; from: string; to: string } | null;
   /** Stops listening and reading; a balance under way ends its move first. */
@@ -67,8 +75,6 @@ const cookieName = (port: number) => `shardkit_dashboard_${port}`;
 /** What the cookie holds: a MAC of the token, never the token (another service of the host sees its cookies). */
 const cookieValue = (token: string) =>
   createHmac("sha256", token).update("shardkit dashboard cookie").digest("hex");
-/** An event stream whose client has not read this much is ended (it reconnects, and gets the newest). */
-const MAX_UNREAD_BYTES = 1 << 20;
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
 const SECURITY_HEADERS = {
   "content-security-policy":
@@ -166,6 +172,8 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   ] as const)
     if (value !== undefined && !(Number.isFinite(value) && value > 0))
       issues.push(`${flag}: expected a positive number of ms, got ${value}`);
+  if (options.maxStreams !== undefined && !(Number.isInteger(options.maxStreams) && options.maxStreams > 0))
+    issues.push(`--max-streams: expected a positive whole number, got ${options.maxStreams}`);
   if (options.allowActions && (options.tables ?? []).length === 0)
     issues.push(
       "--allow-actions: list every table of yours holding shard rows (--table Wallet --table Transfer): the moves a balance or drain makes copy them",
@@ -186,7 +194,9 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   });
   const actions = new Actions(opened, collector);
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
-  const streams = new Set<() => void>();
+  /** Each open event stream, and how to end it. */
+  const streams = new Map<SnapshotStream, () => void>();
+  const limit = new StreamLimit(options.maxStreams ?? 16);
 
   // DNS rebinding: on the loopback, only requests addressed to the loopback.
   const hostAllowed = (request: FastifyRequest) => {
@@ -240,6 +250,14 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
 
   app.get("/api/events", (request, reply) => {
     if (request.method === "HEAD") return reply.type("text/event-stream; charset=utf-8").send();
+    const client = request.ip;
+    if (!limit.take(client))
+      return reply
+        .code(429)
+        .type("text/plain")
+        .send(
+          `too many event streams from ${client}: ${limit.max} are open (close a tab, or start the dashboard with a higher --max-streams)\n`,
+        );
     const gzip = gzipAccepted(request);
     reply.raw.writeHead(200, {
       ...SECURITY_HEADERS,
@@ -251,20 +269,21 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     const zip = gzip ? createGzip({ flush: constants.Z_SYNC_FLUSH }) : null;
     if (zip) zip.pipe(reply.raw);
     const out = zip ?? reply.raw;
+    const stream = new SnapshotStream(
+      out,
+      () => out.writableLength + (zip ? zip.readableLength + reply.raw.writableLength : 0),
+      () => collector.snapshotText(),
+      zip ? [zip, reply.raw] : [reply.raw],
+    );
     const end = () => {
-      if (!streams.delete(end)) return;
+      if (!streams.delete(stream)) return;
+      limit.give(client);
       unsubscribe();
-      out.end();
+      stream.end();
     };
-    const send = () => {
-      // A client that stopped reading (asleep, a half-open connection) is not buffered for: its
-      // stream ends, and the page's EventSource reconnects to the newest snapshot.
-      if (out.writableLength + (zip ? reply.raw.writableLength : 0) > MAX_UNREAD_BYTES) return end();
-      out.write(`event: snapshot\ndata: ${collector.snapshotText()}\n\n`);
-    };
-    streams.add(end);
-    const unsubscribe = collector.subscribe(send);
-    send();
+    streams.set(stream, end);
+    const unsubscribe = collector.subscribe(() => stream.offer());
+    stream.offer();
     request.raw.on("close", end);
     // A client gone mid-write: the stream ends, the dashboard goes on.
     out.on("error", end);
@@ -331,11 +350,15 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     port: bound,
     snapshot: () => collector.snapshot(),
     running: () => actions.current(),
+    streams: () => ({
+      open: streams.size,
+      unreadBytes: [...streams.keys()].reduce((sum, s) => sum + s.unreadBytes(), 0),
+    }),
     async close() {
       // A run under way ends its move first; the page keeps showing it meanwhile.
       await actions.close();
       collector.stop();
-      for (const end of [...streams]) end();
+      for (const end of [...streams.values()]) end();
       await app.close();
       await opened.close();
     },

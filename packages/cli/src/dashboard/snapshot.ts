@@ -354,6 +354,7 @@ export function planOf(names: Names, run: BalanceRun, measuredAt: Date): Dashboa
     return {
       at,
       reason: names.clean(run.reason),
+      stale: null,
       stoppedBy: run.stoppedBy,
       moves: [],
       databases: [],
@@ -365,6 +366,7 @@ export function planOf(names: Names, run: BalanceRun, measuredAt: Date): Dashboa
   return {
     at,
     reason: names.clean(plan.reason),
+    stale: null,
     stoppedBy: plan.stoppedBy,
     moves: plan.moves.map((m) => ({
       shard: m.shard,

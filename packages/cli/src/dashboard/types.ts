@@ -138,6 +138,8 @@ export interface DashboardPlan {
   at: string;
   /** One sentence on the outcome ("balanced: the busiest database is within 10% of the mean"). */
   reason: string;
+  /** Why the plan no longer holds (shards moved since it was made; a new one is being made), or null. */
+  stale: string | null;
   stoppedBy: string;
   moves: {
     shard: string;
