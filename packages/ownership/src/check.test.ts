@@ -81,6 +81,28 @@ describe("checkMove", () => {
     expect(offline.issues).toEqual([]);
   });
 
+  it("every replication slot of the source taken: a live move's issue, named before anything starts", async () => {
+    const r = make();
+    const [{ free }] = await r.clients.a.$queryRawUnsafe<{ free: number }[]>(
+      "SELECT current_setting('max_replication_slots')::int - (SELECT count(*)::int FROM pg_replication_slots) AS free",
+    );
+    const names = Array.from({ length: free }, (_, i) => `sk_check_taken_${i}`);
+    try {
+      for (const name of names)
+        await r.clients.a.$queryRawUnsafe(`SELECT 1 FROM pg_create_physical_replication_slot('${name}')`);
+      const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });
+      expect(check.issues).toEqual([
+        expect.stringMatching(/^a: all \d+ replication slots are taken \(max_replication_slots\); a live move needs one$/),
+      ]);
+    } finally {
+      for (const name of names)
+        await r.clients.a.$queryRawUnsafe(`SELECT 1 FROM pg_drop_replication_slot('${name}')`).catch(() => {});
+    }
+    // Two databases of one server are no issue: the move makes its slot apart.
+    const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });
+    expect(check.issues).toEqual([]);
+  });
+
   it("a table missing at the target and leftover rows of the shard there: each named; moveShard refuses with the same issues", async () => {
     const r = make();
     await r.clients.e.$executeRawUnsafe(

@@ -252,6 +252,37 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
     map.close();
   }, 120_000);
 
+  it("moves a shard live between two databases of one server (its slot made apart) while it takes writes: nothing lost or doubled, nothing left behind", async () => {
+    const r = make();
+    const map = await r.open();
+    const buckets = await seed(r);
+    const load = writers(r, [{ buckets, desk: "one-server" }]);
+    const result = await moveShard({
+      map,
+      shard: S.g0m1,
+      to: r.databases.b,
+      sourceConnection: urls.a,
+      onProgress: quiet,
+    });
+    await load.stop();
+    expect(load.failures).toEqual([]);
+    expect(result).toMatchObject({ shard: "0/1", from: "a", to: "b", mode: "live", resumed: null });
+    expect(r.registry.databaseOf(S.g0m1).name).toBe("b");
+    // Every acknowledged write is at b exactly once, and none of the shard's rows is left at a.
+    const atB = (await r.clients.b.confirmation.findMany({ select: { id: true } })).map((c) => c.id);
+    expect(new Set(atB).size).toBe(atB.length);
+    for (const id of load.acked) expect(atB.includes(id), id).toBe(true);
+    expect(atB.length).toBe(150 + load.acked.size);
+    expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0);
+    // No slot, publication or subscription of the move on the server.
+    const [left] = await r.clients.a.$queryRawUnsafe<{ slots: number; pubs: number; subs: number }[]>(
+      `SELECT (SELECT count(*)::int FROM pg_replication_slots) AS slots,
+              (SELECT count(*)::int FROM pg_publication) AS pubs,
+              (SELECT count(*)::int FROM pg_subscription) AS subs`,
+    );
+    expect(left).toEqual({ slots: 0, pubs: 0, subs: 0 });
+  });
+
   it("refuses to start when a pre-check fails, naming each problem, and changes nothing", async () => {
     const r = make();
     const map = await r.open();

@@ -27,16 +27,27 @@ export async function publish(tx: Raw, tables: readonly FencedTable[], shard: Sh
   );
 }
 
-/** The target's subscription to `publication`, with the initial copy and synchronous commits. */
+/**
+ * The target's subscription to `publication`, with the initial copy and synchronous commits. Its
+ * slot is made apart first, at the source, under the subscription's name: a `CREATE SUBSCRIPTION`
+ * that makes its own slot hangs when both databases are on one server (making a logical slot waits
+ * for every transaction holding an xid on the server to end, the `CREATE SUBSCRIPTION`'s own among
+ * them). One way for every pair of databases. The statement names the slot in its text, so a
+ * teardown finds it still running (`pg_stat_activity`) and cancels it.
+ */
 export async function subscribe<Client extends ShardClient>(
+  from: Database<Client>,
   to: Database<Client>,
   name: string,
   sourceConnection: string,
   publication: string,
 ) {
+  await raw(from).$queryRawUnsafe(
+    `SELECT slot_name::text AS slot FROM pg_create_logical_replication_slot(${literal(name)}, 'pgoutput')`,
+  );
   await raw(to).$executeRawUnsafe(
     `CREATE SUBSCRIPTION "${name}" CONNECTION ${literal(sourceConnection)} PUBLICATION "${publication}"
-     WITH (copy_data = true, synchronous_commit = 'on')`,
+     WITH (copy_data = true, synchronous_commit = 'on', create_slot = false, slot_name = ${literal(name)})`,
   );
 }
 
@@ -109,25 +120,13 @@ export async function teardown<Client extends ShardClient>(
   const patterns = only === undefined ? shardPatterns(shard) : [only, only];
   // The statement's text as the mover sent it: `CREATE SUBSCRIPTION "<name>" ...` (names are
   // [a-z0-9_], so they need no escaping in a regular expression).
-  const creating = `^CREATE SUBSCRIPTION "${only ?? `shardkit_move_${shard.bits}(_[0-9a-f]+)?`}"`;
+  const name = only ?? `shardkit_move_${shard.bits}(_[0-9a-f]+)?`;
   const problems: { database: string; error: string }[] = [];
   const targetClean = await (async () => {
-    // Cancels each such statement still running, and says how many there were: until none is left.
-    const cancelRunning = () =>
-      raw(to).$queryRawUnsafe<{ cancelled: boolean }[]>(
-        `SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity
-         WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
-        creating,
-      );
-    for (let round = 0; (await cancelRunning()).length > 0; round++) {
-      if (round >= 50) {
-        problems.push({
-          database: to.name,
-          error: `a CREATE SUBSCRIPTION of shard ${shard.key} still runs after 5 s`,
-        });
-        return false;
-      }
-      await new Promise((r) => setTimeout(r, 100));
+    const cancelled = await cancelRunning(to, `^CREATE SUBSCRIPTION "${name}"`);
+    if (!cancelled) {
+      problems.push({ database: to.name, error: `a CREATE SUBSCRIPTION of shard ${shard.key} still runs after 5 s` });
+      return false;
     }
     const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
       `SELECT subname::text AS name FROM pg_subscription
@@ -141,6 +140,10 @@ export async function teardown<Client extends ShardClient>(
     return false;
   });
   try {
+    // A slot of the shard still being made (its maker waits for the server's transactions to end):
+    // cancelled, which drops it.
+    if (!(await cancelRunning(from, `pg_create_logical_replication_slot\\('${name}'`)))
+      problems.push({ database: from.name, error: `the slot of shard ${shard.key} is still being made after 5 s` });
     for (let round = 0; ; round++) {
       const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
         `SELECT slot_name::text AS name, active FROM pg_replication_slots
@@ -179,6 +182,23 @@ export async function teardown<Client extends ShardClient>(
       `shard ${shard.key}: its move's replication could not be torn down`,
       problems,
     );
+}
+
+/**
+ * Cancels every statement of this database matching `pattern` (a regular expression over its text)
+ * until none runs; false when one still does after 5 s.
+ */
+async function cancelRunning<Client extends ShardClient>(db: Database<Client>, pattern: string): Promise<boolean> {
+  for (let round = 0; ; round++) {
+    const running = await raw(db).$queryRawUnsafe<{ cancelled: boolean }[]>(
+      `SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity
+       WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
+      pattern,
+    );
+    if (running.length === 0) return true;
+    if (round >= 50) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /**

@@ -162,9 +162,9 @@ const LIVE: readonly Step[] = [
   },
   {
     name: "subscribe",
-    async run({ held, to, sourceConnection }) {
+    async run({ held, from, to, sourceConnection }) {
       const { publication, subscription } = held.names;
-      await subscribe(to, subscription, sourceConnection!, publication);
+      await subscribe(from, to, subscription, sourceConnection!, publication);
       await held.renew(); // a mover that lost its lease meanwhile drops what it just made, in `failed`
     },
   },

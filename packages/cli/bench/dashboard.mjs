@@ -1,0 +1,137 @@
+// `pnpm --filter @shardkit/cli bench`: the dashboard at fleet size, as ratios against a small fleet
+// measured in the same run: 1,024 logical shards over 8 databases against 64 shards on 1, each
+// with 5 minutes of load windows from its routers. Figures: time to the first snapshot (what
+// `startDashboard` waits for), the CPU one refresh costs (process.cpuUsage over refreshes, per
+// second of wall time), the snapshot's size, and the heap held with 100 event streams that never read.
+import { connect } from "node:net";
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { startDashboard } from "../dist/index.js";
+import { ShardIdentifier } from "@shardkit/id";
+import { LatencySketch } from "@shardkit/prisma";
+import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
+import pg from "pg";
+
+/** Load windows as a router's flush writes them. */
+async function recordLoad(url, entries, options) {
+  const rows = entries.map((e) => {
+    const sketch = new LatencySketch();
+    sketch.record(e.msPerCall, e.calls);
+    return {
+      shard: ShardIdentifier.parse(e.shard).bits,
+      window_start: new Date(Date.now() - options.agoMs).toISOString(),
+      window_ms: 10_000,
+      router: options.router,
+      calls: e.calls,
+      writes: 0,
+      rows_written: 0,
+      db_ms: e.calls * e.msPerCall,
+      sketch: sketch.toJSON(),
+      top: [],
+      config: "bench",
+    };
+  });
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const statement of CREATE_LOAD_TABLE) await client.query(statement);
+    await client.query(FLUSH_LOAD, [JSON.stringify(rows), new Date(Date.now() - 86_400_000).toISOString()]);
+  } finally {
+    await client.end();
+  }
+}
+
+const schema = fileURLToPath(new URL("../test/schema.prisma", import.meta.url));
+/** The dashboard's default refresh. */
+const REFRESH_MS = 2000;
+const SAMPLE_MS = 20_000;
+
+async function makeFleet(label, databases, shards, routers) {
+  const names = Array.from({ length: databases }, (_, i) => `sk_cli_benchdash_${label}_${i}_${process.pid}`);
+  const urls = await Promise.all(names.map((n) => createDatabase(MAIN_PORT, n)));
+  await rolloutSchema({
+    schema,
+    targets: urls.map((url, i) => ({ name: names[i], adapter: new PrismaPg({ connectionString: url }) })),
+    onProgress: () => {},
+  });
+  const entries = Array.from({ length: shards }, (_, i) => ({
+    group: Math.floor(i / 64),
+    member: i % 64,
+    url: urls[i % databases],
+  }));
+  // 30 windows of 10 s per router and shard: 5 minutes.
+  for (let d = 0; d < databases; d++) {
+    const mine = entries.filter((_, i) => i % databases === d);
+    for (let r = 0; r < routers; r++)
+      for (let w = 1; w <= 30; w++)
+        await recordLoad(
+          urls[d],
+          mine.map((e, i) => ({ shard: `${e.group}/${e.member}`, calls: 10 + ((i * 7) % 50), msPerCall: 1 + (i % 3) })),
+          { agoMs: w * 10_000, router: `router-${r}` },
+        );
+  }
+  const config = join(tmpdir(), `shardkit-benchdash-${label}-${process.pid}.json`);
+  writeFileSync(config, JSON.stringify(entries));
+  return { label, config, names };
+}
+
+async function measure(fleet) {
+  const started = performance.now();
+  const dashboard = await startDashboard({ config: fleet.config, port: 0, refreshMs: REFRESH_MS, timeoutMs: 60_000, maxStreams: 100 });
+  const firstMs = performance.now() - started;
+  const size = JSON.stringify(dashboard.snapshot()).length;
+  const cpu0 = process.cpuUsage();
+  const wall0 = performance.now();
+  await new Promise((r) => setTimeout(r, SAMPLE_MS));
+  const cpu = process.cpuUsage(cpu0);
+  const cpuShare = (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
+  // 100 event streams whose clients never read.
+  globalThis.gc?.();
+  const heap0 = process.memoryUsage().heapUsed;
+  const rss0 = process.memoryUsage().rss;
+  const sockets = Array.from({ length: 100 }, () => {
+    const s = connect(dashboard.port, "127.0.0.1");
+    s.on("error", () => {});
+    s.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    s.pause();
+    return s;
+  });
+  // Several snapshots go out while they do not read.
+  await new Promise((r) => setTimeout(r, 5 * REFRESH_MS));
+  globalThis.gc?.();
+  const heapGrowth = process.memoryUsage().heapUsed - heap0;
+  const rssGrowth = process.memoryUsage().rss - rss0;
+  const streams = dashboard.streams();
+  for (const s of sockets) s.destroy();
+  await dashboard.close();
+  return { firstMs, size, cpuShare, heapGrowth, rssGrowth, streams };
+}
+
+const small = await makeFleet("small", 1, 64, 1);
+const large = await makeFleet("large", 8, 1024, 4);
+try {
+  const a = await measure(small);
+  const b = await measure(large);
+  const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+  console.log(
+    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread |",
+  );
+  console.log("|---|---|---|---|---|");
+  for (const [label, m] of [
+    ["64 shards, 1 database, 1 router (baseline)", a],
+    ["1,024 shards, 8 databases, 4 routers", b],
+  ])
+    console.log(
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) |`,
+    );
+} finally {
+  for (const f of [small, large]) {
+    for (const n of f.names) await dropDatabase(MAIN_PORT, n);
+    rmSync(f.config, { force: true });
+  }
+}
