@@ -1,6 +1,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, emitEvent, type OutboxMessage } from "@shardkit/prisma";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, describe, expect, inject, it, onTestFinished } from "vitest";
 import type { Deposit, NatsScope, World } from "../test/world.js";
 import {
@@ -115,11 +116,10 @@ describe("consumeEvents: each event applied once", () => {
     // The relay delivers the first event again (its lease lost, say): once the window has passed,
     // JetStream stores it again.
     const message = (await outboxMessages(w)).find((m) => m.aggregateId === accounts[0])!;
-    const deadline = Date.now() + 10_000;
-    while ((await publish(message)).duplicate) {
-      if (Date.now() > deadline) throw new Error("JetStream kept treating the redelivery as a duplicate");
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await eventually(
+      "JetStream stores the redelivery once its duplicate window has passed",
+      async () => !(await publish(message)).duplicate,
+    );
     expect(await n.stored()).toHaveLength(3);
     const { outcomes, done } = await ledger();
     await done.reached(3);

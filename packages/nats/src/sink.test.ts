@@ -1,6 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, decodeJson, type OutboxMessage } from "@shardkit/prisma";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { describe, expect, inject, it } from "vitest";
 import { privateNatsServer } from "../test/nats-server.js";
 import type { Deposit, NatsScope, World } from "../test/world.js";
@@ -34,17 +35,14 @@ function relayWith(deliver: (m: OutboxMessage) => Promise<unknown>, options: { m
   });
 }
 
-/** Polls the relay until it has delivered `n` events in all (bounded). */
-async function deliverAll(relay: ReturnType<typeof relayWith>, n: number, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
+/** Runs the relay until it has delivered `n` events in all. */
+async function deliverAll(relay: ReturnType<typeof relayWith>, n: number) {
   let delivered = 0;
-  while (delivered < n) {
-    if (Date.now() > deadline)
-      throw new Error(`the relay delivered ${delivered} of ${n} within ${timeoutMs} ms`);
+  await eventually(`the relay delivers ${n} events`, async () => {
     const report = await relay.runOnce();
     delivered += report.databases.reduce((sum, d) => sum + d.delivered, 0);
-    if (delivered < n) await new Promise((r) => setTimeout(r, 50));
-  }
+    return delivered >= n;
+  });
   return delivered;
 }
 

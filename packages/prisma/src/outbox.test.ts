@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
@@ -153,13 +154,28 @@ describe("relay", () => {
   it("two relays polling at once never deliver the same event twice (claims skip locked rows)", async () => {
     await seed(30, [S.g0m0, S.g1m0]);
     const seen: string[] = [];
-    const slow = async (m: OutboxMessage) => {
-      seen.push(m.id);
-      await new Promise((r) => setTimeout(r, 5));
+    const by = { one: 0, two: 0 };
+    // A barrier: each relay's first delivery waits until the other relay is delivering too, so both
+    // hold claims at the same time (the race happens, or the test hangs and fails).
+    const gate = () => {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      return { promise, resolve };
     };
-    const one = createOutboxRelay({ registry, deliver: slow, batchSize: 5 });
-    const two = createOutboxRelay({ registry, deliver: slow, batchSize: 5 });
+    const started = { one: gate(), two: gate() };
+    const deliverAs = (me: "one" | "two", other: "one" | "two") => async (m: OutboxMessage) => {
+      started[me].resolve();
+      await started[other].promise;
+      seen.push(m.id);
+      by[me]++;
+    };
+    const one = createOutboxRelay({ registry, deliver: deliverAs("one", "two"), batchSize: 5 });
+    const two = createOutboxRelay({ registry, deliver: deliverAs("two", "one"), batchSize: 5 });
     for (let round = 0; round < 6; round++) await Promise.all([one.runOnce(), two.runOnce()]);
+    expect(by.one).toBeGreaterThan(0);
+    expect(by.two).toBeGreaterThan(0);
     expect(seen).toHaveLength(30);
     expect(new Set(seen).size).toBe(30);
   });
@@ -246,10 +262,11 @@ describe("relay", () => {
     const seen: string[] = [];
     const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
     // The killed relay's lease ends (2.5 s): its undelivered events are claimed again.
-    for (let i = 0; i < 100 && seen.length < 6; i++) {
-      await relay.runOnce();
-      if (seen.length < 6) await new Promise((r) => setTimeout(r, 100));
-    }
+    await eventually(
+      "the killed relay's undelivered events are delivered again",
+      async () => (await relay.runOnce(), seen.length >= 6),
+      { everyMs: 100 },
+    );
     expect(seen).toHaveLength(6);
     expect(seen).toContain(firstRun[2]); // the one it hung on: delivered again, at least once
     expect(seen).not.toContain(firstRun[0]); // recorded as delivered: not delivered twice
@@ -524,7 +541,7 @@ describe("relay", () => {
     });
     relay.start();
     await seed(3);
-    for (let i = 0; i < 100 && seen.length < 6; i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually("the polling relay delivers the events seeded after start()", () => seen.length >= 6);
     await relay.stop();
     expect(seen).toHaveLength(6);
   });
