@@ -6,11 +6,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
 
-/** Runs the balance demo (tsx src/balance-demo.ts) with `env` and returns what it printed. */
-async function demo(env: Record<string, string> = {}) {
+/**
+ * Runs the balance demo (tsx src/balance-demo.ts) with `env` and returns what it printed. `signal` is the test's: a
+ * test that times out or is cancelled kills the demo, and its client processes end with it.
+ */
+async function demo(signal: AbortSignal, env: Record<string, string> = {}) {
   const { stdout } = await run(process.execPath, ["--import", "tsx", "src/balance-demo.ts"], {
     cwd: new URL("..", import.meta.url).pathname,
     env: { ...process.env, ...env },
+    signal,
+    killSignal: "SIGKILL",
     encoding: "utf8",
   });
   return stdout;
@@ -41,43 +46,42 @@ function expectBalanced(output: string, mode: "live" | "offline") {
 }
 
 describe("the balance demo (tsx src/balance-demo.ts)", () => {
-  it("embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled", async () => {
-    const output = await demo();
+  it("embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled", async ({ signal }) => {
+    const output = await demo(signal);
     expect(output).toContain("databases: db-a (0/0 0/1 0/2 0/3), db-b (0/4 0/5), db-c (0/6 0/7)");
     expectBalanced(output, "offline");
   }, 180_000);
 
   describe("on PostgreSQL (SHARDKIT_SHARDS): client processes, live moves", () => {
-    // Any database may be a move's source, and a subscription cannot reach a database of its own
-    // server: each database on a wal_level = logical server of the project's own (dropped after
-    // the test). Where the test may not make them, it is skipped.
+    // Any database may be a move's source: three databases of one wal_level = logical server of the
+    // project's own (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another; dropped after the test), so
+    // every move is between two databases of one server. Where the test may not make the server, it
+    // is skipped.
     const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name;
-    const servers = ["a", "b", "c"].map((k) => ({ k, ...testCluster(`${pkg}-balance-${k}`) }));
+    const server = testCluster(`${pkg}-balance`);
+    const names = ["a", "b", "c"].map((k) => `sk_alloc_bal_${k}_${process.pid}`);
     const urls: string[] = [];
     let skipped = "";
     beforeAll(async () => {
-      for (const server of servers) {
-        skipped = await ensureCluster(server.cluster, server.port, { logical: true }).then(
-          () => "",
-          (err: unknown) => {
-            if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-            return (err as Error).message;
-          },
-        );
-        if (skipped) return console.warn(`skipping the balance on PostgreSQL: ${skipped}`);
-      }
-      for (const server of servers)
-        urls.push(await createDatabase(server.port, `sk_alloc_bal_${server.k}_${process.pid}`));
+      skipped = await ensureCluster(server.cluster, server.port, { logical: true }).then(
+        () => "",
+        (err: unknown) => {
+          if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
+          return (err as Error).message;
+        },
+      );
+      if (skipped) return console.warn(`skipping the balance on PostgreSQL: ${skipped}`);
+      for (const name of names) urls.push(await createDatabase(server.port, name));
     }, 180_000);
     afterAll(async () => {
-      for (const server of servers) {
-        await dropDatabase(server.port, `sk_alloc_bal_${server.k}_${process.pid}`).catch(() => {});
-        await dropCluster(server.cluster).catch(() => {});
-      }
+      if (skipped) return;
+      for (const name of names) await dropDatabase(server.port, name).catch(() => {});
+      await dropCluster(server.cluster);
     }, 180_000);
 
     it("moves shards live off the hot database while three client processes decide: the same guarantees", async ({
       skip,
+      signal,
     }) => {
       skip(skipped !== "", skipped);
       const shards = JSON.stringify({
@@ -87,7 +91,7 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
           ...[6, 7].map((member) => ({ group: 0, member, url: urls[2] })),
         ],
       });
-      const output = await demo({ SHARDKIT_SHARDS: shards });
+      const output = await demo(signal, { SHARDKIT_SHARDS: shards });
       expect(output).toContain("3 clients (processes)");
       expectBalanced(output, "live");
       // The clients went on deciding while the shards moved.

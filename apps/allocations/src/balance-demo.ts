@@ -119,11 +119,19 @@ function traffic(router: Router, buckets: readonly string[], name: string) {
   };
 }
 
+/** The client processes this demo started and that have not exited: ended when the demo ends, however it ends. */
+const children = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
 /** A client in a process of its own (PostgreSQL): this file run with `client <name>`. */
 async function processClient(name: string, buckets: readonly string[]): Promise<Client> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ["client", name, ...buckets], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
+  children.add(child);
+  child.on("exit", () => children.delete(child));
   const replies: ((value: unknown) => void)[] = [];
   child.on("message", (message) => replies.shift()?.(message));
   // Its first message says its router is open and it is deciding.
@@ -149,6 +157,9 @@ async function clientProcess(name: string, buckets: string[]) {
   });
   const t = traffic(router, buckets, name);
   process.send!("ready");
+  // A client never outlives the demo that started it: when the demo goes away (it ended, failed or
+  // was killed), the channel closes and so does the client.
+  process.on("disconnect", () => process.exit(0));
   process.on("message", async (message) => {
     if (message === "count") process.send!(await t.count());
     if (message === "mark") process.send!(await t.mark());

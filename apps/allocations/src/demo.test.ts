@@ -13,11 +13,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
 
-/** Runs the demo (tsx src/demo.ts) with `env` and returns what it printed. */
-async function demo(env: Record<string, string> = {}) {
+/**
+ * Runs the demo (tsx src/demo.ts) with `env` and returns what it printed. `signal` is the test's: a
+ * test that times out or is cancelled kills the demo, and its client processes end with it.
+ */
+async function demo(signal: AbortSignal, env: Record<string, string> = {}) {
   const { stdout } = await run(process.execPath, ["--import", "tsx", "src/demo.ts"], {
     cwd: new URL("..", import.meta.url).pathname,
     env: { ...process.env, ...env },
+    signal,
+    killSignal: "SIGKILL",
     encoding: "utf8",
   });
   return stdout;
@@ -39,8 +44,8 @@ function expectSoldOutOnce(output: string, mode: "live" | "offline") {
 }
 
 describe("the demo (tsx src/demo.ts)", () => {
-  it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async () => {
-    const output = await demo();
+  it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async ({ signal }) => {
+    const output = await demo(signal);
     expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
     expect(output).toContain("confirmations: 1000 answered, 1000 recorded in db-new (capacity 1000)");
     expectSoldOutOnce(output, "offline");
@@ -77,7 +82,7 @@ describe("the demo (tsx src/demo.ts)", () => {
       await dropCluster(LOGICAL.cluster);
     }, 120_000);
 
-    it("moves the shard live while the desks confirm: the same guarantees", async ({ skip }) => {
+    it("moves the shard live while the desks confirm: the same guarantees", async ({ skip, signal }) => {
       skip(skipped !== "", skipped);
       const shards = JSON.stringify({
         shards: [
@@ -87,7 +92,7 @@ describe("the demo (tsx src/demo.ts)", () => {
         ],
         databases: [{ url: urls[2] }],
       });
-      const output = await demo({ SHARDKIT_SHARDS: shards });
+      const output = await demo(signal, { SHARDKIT_SHARDS: shards });
       expect(output).toContain(`recorded in ${urls[2]}`);
       expectSoldOutOnce(output, "live");
     }, 120_000);
