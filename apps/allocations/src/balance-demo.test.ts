@@ -46,7 +46,9 @@ function expectBalanced(output: string, mode: "live" | "offline") {
 }
 
 describe("the balance demo (tsx src/balance-demo.ts)", () => {
-  it("embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled", async ({ signal }) => {
+  it("embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled", async ({
+    signal,
+  }) => {
     const output = await demo(signal);
     expect(output).toContain("databases: db-a (0/0 0/1 0/2 0/3), db-b (0/4 0/5), db-c (0/6 0/7)");
     expectBalanced(output, "offline");

@@ -44,7 +44,9 @@ function expectSoldOutOnce(output: string, mode: "live" | "offline") {
 }
 
 describe("the demo (tsx src/demo.ts)", () => {
-  it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async ({ signal }) => {
+  it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async ({
+    signal,
+  }) => {
     const output = await demo(signal);
     expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
     expect(output).toContain("confirmations: 1000 answered, 1000 recorded in db-new (capacity 1000)");
