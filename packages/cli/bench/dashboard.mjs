@@ -3,19 +3,20 @@
 // with 5 minutes of load windows from its routers. Figures: time to the first snapshot (what
 // `startDashboard` waits for), the CPU one refresh costs (process.cpuUsage over refreshes, per
 // second of wall time), the snapshot's size, and the heap held with 100 event streams that never read.
-import { connect } from "node:net";
+
 import { rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
-import { startDashboard } from "../dist/index.js";
 import { ShardIdentifier } from "@shardkit/id";
 import { LatencySketch } from "@shardkit/prisma";
 import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
+import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
+import { startDashboard } from "../dist/index.js";
 
 /** Load windows as a router's flush writes them. */
 async function recordLoad(url, entries, options) {
@@ -71,7 +72,11 @@ async function makeFleet(label, databases, shards, routers) {
       for (let w = 1; w <= 30; w++)
         await recordLoad(
           urls[d],
-          mine.map((e, i) => ({ shard: `${e.group}/${e.member}`, calls: 10 + ((i * 7) % 50), msPerCall: 1 + (i % 3) })),
+          mine.map((e, i) => ({
+            shard: `${e.group}/${e.member}`,
+            calls: 10 + ((i * 7) % 50),
+            msPerCall: 1 + (i % 3),
+          })),
           { agoMs: w * 10_000, router: `router-${r}` },
         );
   }
@@ -82,7 +87,13 @@ async function makeFleet(label, databases, shards, routers) {
 
 async function measure(fleet) {
   const started = performance.now();
-  const dashboard = await startDashboard({ config: fleet.config, port: 0, refreshMs: REFRESH_MS, timeoutMs: 60_000, maxStreams: 100 });
+  const dashboard = await startDashboard({
+    config: fleet.config,
+    port: 0,
+    refreshMs: REFRESH_MS,
+    timeoutMs: 60_000,
+    maxStreams: 100,
+  });
   const firstMs = performance.now() - started;
   const size = JSON.stringify(dashboard.snapshot()).length;
   const cpu0 = process.cpuUsage();

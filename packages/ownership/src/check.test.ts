@@ -90,13 +90,22 @@ describe("checkMove", () => {
     try {
       for (const name of names)
         await r.clients.a.$queryRawUnsafe(`SELECT 1 FROM pg_create_physical_replication_slot('${name}')`);
-      const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });
+      const check = await checkMove({
+        registry: r.registry,
+        shard: S.g0m1,
+        to: r.databases.b,
+        tables: TABLES,
+      });
       expect(check.issues).toEqual([
-        expect.stringMatching(/^a: all \d+ replication slots are taken \(max_replication_slots\); a live move needs one$/),
+        expect.stringMatching(
+          /^a: all \d+ replication slots are taken \(max_replication_slots\); a live move needs one$/,
+        ),
       ]);
     } finally {
       for (const name of names)
-        await r.clients.a.$queryRawUnsafe(`SELECT 1 FROM pg_drop_replication_slot('${name}')`).catch(() => {});
+        await r.clients.a
+          .$queryRawUnsafe(`SELECT 1 FROM pg_drop_replication_slot('${name}')`)
+          .catch(() => {});
     }
     // Two databases of one server are no issue: the move makes its slot apart.
     const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });

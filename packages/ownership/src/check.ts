@@ -371,7 +371,14 @@ export async function countAt<Client extends ShardClient>(
  * server are fine (the move makes its slot apart).
  */
 async function liveIssues<Client extends ShardClient>(from: Database<Client>, to: Database<Client>) {
-  type Source = { level: string; slots: number; maxSlots: number; senders: number; maxSenders: number; may: boolean };
+  type Source = {
+    level: string;
+    slots: number;
+    maxSlots: number;
+    senders: number;
+    maxSenders: number;
+    may: boolean;
+  };
   type Target = { workers: number; maxWorkers: number; may: boolean };
   const [[source], [target]] = await Promise.all([
     raw(from).$queryRawUnsafe<Source[]>(

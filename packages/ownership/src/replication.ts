@@ -125,7 +125,10 @@ export async function teardown<Client extends ShardClient>(
   const targetClean = await (async () => {
     const cancelled = await cancelRunning(to, `^CREATE SUBSCRIPTION "${name}"`);
     if (!cancelled) {
-      problems.push({ database: to.name, error: `a CREATE SUBSCRIPTION of shard ${shard.key} still runs after 5 s` });
+      problems.push({
+        database: to.name,
+        error: `a CREATE SUBSCRIPTION of shard ${shard.key} still runs after 5 s`,
+      });
       return false;
     }
     const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
@@ -143,7 +146,10 @@ export async function teardown<Client extends ShardClient>(
     // A slot of the shard still being made (its maker waits for the server's transactions to end):
     // cancelled, which drops it.
     if (!(await cancelRunning(from, `pg_create_logical_replication_slot\\('${name}'`)))
-      problems.push({ database: from.name, error: `the slot of shard ${shard.key} is still being made after 5 s` });
+      problems.push({
+        database: from.name,
+        error: `the slot of shard ${shard.key} is still being made after 5 s`,
+      });
     for (let round = 0; ; round++) {
       const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
         `SELECT slot_name::text AS name, active FROM pg_replication_slots
@@ -188,7 +194,10 @@ export async function teardown<Client extends ShardClient>(
  * Cancels every statement of this database matching `pattern` (a regular expression over its text)
  * until none runs; false when one still does after 5 s.
  */
-async function cancelRunning<Client extends ShardClient>(db: Database<Client>, pattern: string): Promise<boolean> {
+async function cancelRunning<Client extends ShardClient>(
+  db: Database<Client>,
+  pattern: string,
+): Promise<boolean> {
   for (let round = 0; ; round++) {
     const running = await raw(db).$queryRawUnsafe<{ cancelled: boolean }[]>(
       `SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity

@@ -264,7 +264,10 @@ describe("relay", () => {
     // The killed relay's lease ends (2.5 s): its undelivered events are claimed again.
     await eventually(
       "the killed relay's undelivered events are delivered again",
-      async () => (await relay.runOnce(), seen.length >= 6),
+      async () => {
+        await relay.runOnce();
+        return seen.length >= 6;
+      },
       { everyMs: 100 },
     );
     expect(seen).toHaveLength(6);
