@@ -1,5 +1,9 @@
 // The types of index.js (see there); also every create-shardkit template's src/test/test-db.d.ts.
 /** The port of the main PostgreSQL server. */
+/** How much busier than idle this machine is now: the load average per core, from 1 to 10. */
+export declare function slowness(): number;
+/** `ms` (a test's time limit, or a timeout given a server that is up) scaled by `slowness()`. */
+export declare function patient(ms: number): number;
 export declare const MAIN_PORT: number;
 export declare function pgUrl(port: number, database: string): string;
 /**

@@ -23,11 +23,29 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import pg from "pg";
 
 export const MAIN_PORT = 5432;
+
+/**
+ * How much busier than idle this machine is now: the last minute's load average per core, at least
+ * 1 and at most 10. A test's time limits are hang detectors, never speed claims: `patient(ms)`
+ * scales a limit by it, so a machine whose cores other work keeps busy gives a slow answer the
+ * time it needs instead of calling it absent.
+ */
+export function slowness() {
+  return Math.min(10, Math.max(1, loadavg()[0] / availableParallelism()));
+}
+
+/**
+ * `ms` (a test's time limit, or the timeout a test gives a server that is up) scaled by
+ * `slowness()` now, rounded to whole milliseconds.
+ */
+export function patient(ms) {
+  return Math.round(ms * slowness());
+}
 const LOCK_STALE_MS = 180_000;
 
 export function pgUrl(port, database) {

@@ -1,5 +1,5 @@
 import { ShardedId, type ShardIdentifier, shardHash } from "@shardkit/id";
-import { withClusterFrozen } from "@shardkit/test-db";
+import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
@@ -20,10 +20,12 @@ afterAll(() => world.close());
 beforeEach(() => world.truncate());
 
 const SHARDS = [S.g0m0, S.g0m1, S.g0m2, S.g1m0, S.g1m1, S.g1m2];
+/** The routed client's timeout: the databases that are up must answer within it on a busy machine too. */
+const TIMEOUT_MS = patient(400);
 const db = clients.a.$extends(
   shardRouting({
     registry,
-    timeoutMs: 400,
+    timeoutMs: TIMEOUT_MS,
     keyless: { mode: "scatter", policy: "partial" },
     models: { Customer: { unique: { email: true }, place: () => S.g0m0 } },
   }),
@@ -133,7 +135,7 @@ describe("statements bounded by timeoutMs", () => {
       expect(isShardUnavailable(failed), String(failed)).toBe(true);
       const causes = ((failed as Error).cause as AggregateError).errors as Error[];
       expect(causes.map((e) => e.message)).toEqual([
-        "database database #2 (shards 1/1, 1/2) did not answer within 400 ms",
+        `database database #2 (shards 1/1, 1/2) did not answer within ${TIMEOUT_MS} ms`,
       ]);
 
       // A shard transaction on the frozen server fails (within its maxWait) instead of hanging.

@@ -7,6 +7,7 @@ import {
   createDatabase,
   dropDatabase,
   MAIN_PORT,
+  patient,
   withClusterFrozen,
   withClusterStopped,
 } from "@shardkit/test-db";
@@ -260,7 +261,7 @@ describe("openShards", () => {
           .customer.findUnique({ where: { id: waiting } })
           .catch((e: unknown) => e);
         expect(isShardUnavailable(refused)).toBe(true);
-        const health = await opened.health({ timeoutMs: 1000 });
+        const health = await opened.health({ timeoutMs: patient(1000) });
         expect(health.status).toBe("degraded");
         expect(health.shards.map((s) => [s.shard, s.state])).toEqual([
           ["0/0", "up"],
@@ -306,7 +307,7 @@ describe("openShards", () => {
         });
         expect(opened.databases().map((d) => d.state)).toEqual(["ready", "starting"]);
         expect(opened.databases()[1]!.error).toMatch(/500 ms|timed out|time/i);
-        const health = await opened.health({ timeoutMs: 300 });
+        const health = await opened.health({ timeoutMs: patient(300) });
         expect(health.shards.map((s) => s.state)).toEqual(["up", "starting"]);
       });
       await within(30_000, opened!.ready);
