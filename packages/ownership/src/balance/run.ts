@@ -25,7 +25,7 @@ export interface RunBalanceOptions<Client extends ShardClient> {
   map?: PartitionMap<Client>;
   /** Every table of the app holding shard rows (as for `moveShard`); shardkit's own are added. */
   tables: readonly FencedTable[];
-  /** Every shard leaves this database (`drain`), none is moved onto it. */
+  /** Every shard leaves this database (`drain`), none is moved onto it, and no other move is made. */
   drain?: Database<Client>;
   /** Measure and plan; change nothing. */
   dryRun?: boolean;
@@ -194,6 +194,8 @@ export async function runBalance<Client extends ShardClient>(
       ...settings,
       maxMoves,
       allows,
+      // A drain moves the drained database's shards and nothing else.
+      drainOnly: options.drain !== undefined,
       recentMoves: [...m.recent, ...report.moves.map((mv) => ({ shard: mv.shard, from: mv.from }))],
     });
   const measureNow = (sizes?: Measurement["sizes"]) =>
