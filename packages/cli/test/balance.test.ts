@@ -298,4 +298,48 @@ describe("shardkit balance", () => {
     expect(Object.keys(placed).sort()).toEqual(["0/0", "0/1", "0/2", "0/3"]);
     expect(await allRows()).toEqual(ROWS);
   });
+
+  it("drain plans no balancing move; stopped early it exits 1 naming what is left, and 0 once the database is empty", async () => {
+    // The database holding the most shards now (after the moves above): two or more of the four.
+    const placed = await owners();
+    const counts = Object.values(placed).reduce<Record<string, number>>(
+      (n, db) => Object.assign(n, { [db]: (n[db] ?? 0) + 1 }),
+      {},
+    );
+    const [fullest] = Object.entries(counts).sort((x, y) => y[1] - x[1])[0]!;
+    const holds = Object.keys(placed).filter((shard) => placed[shard] === fullest);
+    expect(holds.length).toBeGreaterThan(1);
+    const name = names[fullest as "a" | "b" | "c"];
+    const url = urls[fullest as "a" | "b" | "c"];
+    const drain = (extra: string[]) =>
+      shardkit(["drain", name, "--config", config, ...TABLES, "--mode", "offline", "--json", ...extra], {
+        timeoutMs: 120_000,
+      });
+
+    const first = await drain(["--max-moves", "1"]);
+    expect(first.code, first.stdout + first.stderr).toBe(1);
+    const stopped = JSON.parse(first.stdout);
+    expect(stopped.ok).toBe(false);
+    expect(stopped.moves).toHaveLength(1);
+    expect(stopped.moves[0]).toMatchObject({ status: "moved", from: url, kind: "drain" });
+    // No balancing move, although the databases that stay are out of balance.
+    for (const move of stopped.plan.moves) expect(move).toMatchObject({ kind: "drain", from: url });
+    const left = holds.filter((shard) => shard !== stopped.moves[0].shard);
+    expect(stopped.reason).toContain(`the drain is not done: ${url} still holds ${left.join(", ")}`);
+
+    const second = await drain([]);
+    expect(second.code, second.stdout + second.stderr).toBe(0);
+    const done = JSON.parse(second.stdout);
+    expect(done.ok).toBe(true);
+    expect(done.plan.stoppedBy).toBe("drained");
+    expect(done.moves.map((m: { shard: string }) => m.shard).sort()).toEqual(left);
+    for (const move of done.moves) expect(move).toMatchObject({ status: "moved", kind: "drain" });
+    expect(Object.values(await owners())).not.toContain(fullest);
+    expect(await allRows()).toEqual(ROWS);
+
+    // Empty already: nothing to move, exit 0.
+    const again = await drain([]);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).moves).toEqual([]);
+  });
 });

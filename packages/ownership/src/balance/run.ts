@@ -240,6 +240,7 @@ export async function runBalance<Client extends ShardClient>(
     return drained({ ...report, stoppedBy: report.plan.stoppedBy, reason: report.plan.reason }, m);
 
   const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
+  let placed: Placed | undefined;
   const interrupted = () => `interrupted after ${plural(report.moves.length, "move")}: run it again to go on`;
   try {
     let current = report.plan;
@@ -323,28 +324,43 @@ export async function runBalance<Client extends ShardClient>(
         break;
       }
     }
+    // A drain is judged by where the records place its shards once the run is over.
+    if (options.drain) placed = await placedNow(map);
   } finally {
     if (!options.map) map.close();
   }
-  return drained(report, m);
+  return drained(report, m, placed);
+}
+
+/** Where each shard of the map's registry is (database name by shard key), or why that is unknown. */
+type Placed = Map<string, string> | { unknown: string };
+
+async function placedNow<Client extends ShardClient>(map: PartitionMap<Client>): Promise<Placed> {
+  try {
+    await map.refresh();
+    return new Map(map.registry.shards.map((s) => [s.key, map.registry.databaseOf(s).name]));
+  } catch (error) {
+    return { unknown: `where the shards are now could not be read: ${lastLine(error)}` };
+  }
 }
 
 /**
- * A drain is done when the database holds no shard: until then its report is not `ok`, whatever
- * stopped it (a shard no rule lets go elsewhere, a limit, Ctrl-C), so `drain && decommission`
- * never decommissions a database that still holds data.
+ * A drain is done, and its report `ok`, exactly when the database holds no shard: after a run, as
+ * the records say then (`placed`); for a dry run, once its plan is made. Whatever stopped it (a
+ * shard no rule lets go elsewhere, a limit, Ctrl-C, a failed move), it is not `ok` while a shard is
+ * left there, naming each, so `drain && decommission` never decommissions a database that holds data.
  */
-function drained(report: BalanceRun, m: Measurement): BalanceRun {
+function drained(report: BalanceRun, m: Measurement, placed?: Placed): BalanceRun {
   if (report.drain === null) return report;
-  // A dry run: what its plan would leave there.
-  const moves = report.dryRun
-    ? (report.plan?.moves ?? [])
-    : report.moves.filter((mv) => mv.status === "moved");
-  const moved = new Map(moves.map((mv) => [mv.shard, mv.to]));
-  const left = m.shards
-    .filter((s) => (moved.get(s.shard) ?? s.database) === report.drain)
-    .map((s) => s.shard);
-  if (left.length === 0) return report;
+  if (placed && !(placed instanceof Map))
+    return { ...report, ok: false, reason: `${report.reason}; the drain may not be done: ${placed.unknown}` };
+  // Without a map read after the moves (a dry run, or no move made): the measurement, and the plan.
+  const moved = new Map((report.dryRun ? (report.plan?.moves ?? []) : []).map((mv) => [mv.shard, mv.to]));
+  const where: [string, string][] = placed
+    ? [...placed]
+    : m.shards.map((s) => [s.shard, moved.get(s.shard) ?? s.database]);
+  const left = where.filter(([, db]) => db === report.drain).map(([shard]) => shard);
+  if (left.length === 0) return { ...report, ok: true };
   const skipped = report.plan?.skipped.filter((s) => left.includes(s.shard)) ?? [];
   return {
     ...report,
