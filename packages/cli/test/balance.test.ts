@@ -257,6 +257,55 @@ describe("shardkit balance", () => {
     expect(await allRows()).toEqual(ROWS);
   });
 
+  it("two balance runs at once: the second is refused (exit 1) naming the first and when its lease expires", async () => {
+    const before = await owners();
+    // Fresh windows (a pause reads the last minute), each shard's p99 2 ms.
+    await recordLoad(
+      urls.a,
+      { "0/0": 3000, "0/1": 3000, "0/2": 3000, "0/3": 3000 },
+      { router: "test:4:now" },
+    );
+    // The first run takes the fleet's lease, then waits before its first move: the other shards'
+    // p99 is above --max-p99 1. Meanwhile a second run starts.
+    const first = spawn(
+      process.execPath,
+      [BIN, "balance", "--config", config, ...TABLES, "--mode", "offline", "--max-p99", "1", "--json"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    first.stdout.on("data", (d) => (stdout += d));
+    const closed = new Promise<number | null>((resolve) => first.on("close", resolve));
+    try {
+      // Paused (or ended: then the expectations below say why).
+      await Promise.race([
+        closed,
+        new Promise<void>((resolve) =>
+          first.stderr.on("data", (d) => {
+            stderr += d;
+            if (/\] paused /.test(stderr)) resolve();
+          }),
+        ),
+      ]);
+      const second = await shardkit(["balance", "--config", config, ...TABLES, "--mode", "offline"]);
+      first.kill("SIGINT");
+      expect(await closed, stdout + stderr).toBe(0);
+      expect(second.code, second.stdout + second.stderr).toBe(1);
+      expect(second.stderr).toMatch(
+        new RegExp(
+          `another run holds the fleet's balance lease: balance by host \\S+, pid ${first.pid}, run [0-9a-f]{8} \\(on ${urls.a}\\); it expires at \\S+ \\(in \\d+\\.\\d s\\) unless renewed`,
+        ),
+      );
+    } finally {
+      first.kill("SIGKILL");
+    }
+    // The first one stopped before its first move, as asked; nothing moved.
+    const report = JSON.parse(stdout);
+    expect(report.stoppedBy).toBe("interrupted");
+    expect(report.moves).toEqual([]);
+    expect(await owners()).toEqual(before);
+  });
+
   it("runs the plan one move at a time; every row is where its shard is; a second run finds nothing to do", async () => {
     const run = await shardkit(["balance", "--config", config, ...TABLES, "--mode", "offline", "--json"], {
       timeoutMs: 120_000,

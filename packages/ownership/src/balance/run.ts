@@ -4,10 +4,12 @@
 // this over the CLI's configuration; an app or a test runs it over its own registry (PGlite too).
 import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { OwnershipOptionsError } from "../errors.js";
+import { DEFAULT_LEASE_MS } from "../lease-take.js";
 import { PartitionMap } from "../map.js";
 import { type MoveProgress, moveShard } from "../move.js";
 import { lastLine } from "../raw.js";
 import type { FencedTable } from "../sql.js";
+import { BalanceLease } from "./lease.js";
 import { type LoadMeasure, type MeasuredShard, type Measurement, measure } from "./measure.js";
 import { waitForCalm } from "./pause.js";
 import { planBalance } from "./plan.js";
@@ -59,6 +61,10 @@ export interface RunBalanceOptions<Client extends ShardClient> {
   /** How long each database may take to count its shards' rows (full scans). Default 60 s. */
   sizeTimeoutMs?: number;
   copyTimeoutMs?: number;
+  /**
+   * Each move's lease (as for `moveShard`), and the fleet's balance lease this run holds (one
+   * balance or drain per fleet at a time; renewed every third of it). Default 10000.
+   */
   leaseMs?: number;
   freezeBudgetMs?: number;
   /**
@@ -118,7 +124,7 @@ export interface BalanceRun {
   /** Moves run, in order (none in a dry run). */
   moves: BalanceMoveDone[];
   /** `done`: every move of `moves` was made. */
-  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused" | "done";
+  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused" | "lease-lost" | "done";
   reason: string;
 }
 
@@ -133,10 +139,33 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
  * failure, a crash) is resumed by running it again: it plans from where shards are then, and a
  * move that stopped half-way is finished or undone by the next move of its shard. Settings out of
  * range throw `BalanceInputError` before any database is read.
+ *
+ * One balance or drain run per fleet at a time: a run that is not a dry run first takes the fleet's
+ * balance lease (`BalanceLeaseHeldError`, naming its holder, while another run holds it), renews
+ * it while it works, checks it before each move (a run whose lease lapsed and was taken by another
+ * stops, `lease-lost`), and gives it up at its end.
  */
 export async function runBalance<Client extends ShardClient>(
   options: RunBalanceOptions<Client>,
 ): Promise<BalanceRun> {
+  const checked = checkOptions(options);
+  if (options.dryRun) return balanceRun(options, checked, undefined);
+  const lease = await BalanceLease.take(
+    options.registry,
+    options.drain ? `drain of ${options.drain.name}` : "balance",
+    { leaseMs: options.leaseMs ?? DEFAULT_LEASE_MS, timeoutMs: checked.timeoutMs },
+  );
+  try {
+    return await balanceRun(options, checked, lease);
+  } finally {
+    await lease.release();
+  }
+}
+
+type Checked = ReturnType<typeof checkOptions>;
+
+/** The run's settings, checked before any database is read: `OwnershipOptionsError`, `BalanceInputError`. */
+function checkOptions<Client extends ShardClient>(options: RunBalanceOptions<Client>) {
   const by = options.by ?? "time";
   const windowMs = options.windowMs ?? 300_000;
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -185,6 +214,15 @@ export async function runBalance<Client extends ShardClient>(
   const limit = options.maxMoves ?? (options.drain ? Number.POSITIVE_INFINITY : 4);
   // The planner's own checks of its settings (`BalanceInputError`), before any database is read.
   planBalance({}, { databases: [], shards: [] }, { ...settings, maxMoves: limit });
+  return { by, windowMs, timeoutMs, settings, limit };
+}
+
+/** `runBalance` once its options are checked (and, unless a dry run, under the fleet's balance `lease`). */
+async function balanceRun<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+  { by, windowMs, timeoutMs, settings, limit }: Checked,
+  lease: BalanceLease | undefined,
+): Promise<BalanceRun> {
   const { registry } = options;
   const allows = registry.placement.allows;
   // A shard is not planned back onto a database it left: recently (its tombstone there is younger
@@ -270,6 +308,17 @@ export async function runBalance<Client extends ShardClient>(
           report.reason = calm === "aborted" ? interrupted() : calm;
           break;
         }
+      }
+      // The fleet's lease, renewed right before the move: a run whose lease lapsed and was taken by
+      // another run starts no other move.
+      const lost = await lease
+        ?.renew()
+        .catch((error: unknown) => `it could not be renewed: ${lastLine(error)}`);
+      if (lost) {
+        report.ok = false;
+        report.stoppedBy = "lease-lost";
+        report.reason = `stopped after ${plural(report.moves.length, "move")}, before the next: this run lost the fleet's balance lease (${lost})`;
+        break;
       }
       const index = report.moves.length;
       options.onEvent?.({
