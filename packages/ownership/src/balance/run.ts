@@ -9,6 +9,7 @@ import { PartitionMap } from "../map.js";
 import { type MoveProgress, moveShard } from "../move.js";
 import { lastLine } from "../raw.js";
 import type { FencedTable } from "../sql.js";
+import { readPartitionMap } from "../view.js";
 import { BalanceLease } from "./lease.js";
 import { type LoadMeasure, type MeasuredShard, type Measurement, measure } from "./measure.js";
 import { waitForCalm } from "./pause.js";
@@ -93,7 +94,8 @@ export interface BalanceMoveDone {
   shard: string;
   from: string;
   to: string;
-  kind: "drain" | "balance";
+  /** `takeover`: a move a dead balancer or mover left stopped (its lease lapsed), taken over and made first. */
+  kind: "drain" | "balance" | "takeover";
   reason: string;
   status: "moved" | "failed";
   durationMs: number;
@@ -245,6 +247,9 @@ async function balanceRun<Client extends ShardClient>(
       drain: options.drain,
       sizes,
     });
+  // Moves a dead balancer or mover left stopped (their lease lapsed): each taken over first and
+  // made (`moveShard` finishes it, or undoes and makes it again), then the run plans from there.
+  const takenOver = lease ? await takeOverStopped(options, timeoutMs) : [];
   let m = await measureNow();
   const sizes = m.sizes;
   const report: BalanceRun = {
@@ -260,6 +265,18 @@ async function balanceRun<Client extends ShardClient>(
     stoppedBy: "dry-run",
     reason: "",
   };
+  report.moves.push(...takenOver);
+  const failed = takenOver.find((mv) => mv.status === "failed");
+  if (failed)
+    return drained(
+      {
+        ...report,
+        ok: false,
+        stoppedBy: "failed",
+        reason: `the stopped move of ${failed.shard} to ${failed.to}, taken over, failed: ${failed.error}`,
+      },
+      m,
+    );
   if (m.problems.length > 0) {
     return {
       ...report,
@@ -381,6 +398,45 @@ async function balanceRun<Client extends ShardClient>(
   return drained(report, m, placed);
 }
 
+/**
+ * Takes over every move the records show stopped (its lease lapsed: its balancer or mover died),
+ * one at a time, each made through `moveShard` to its target; stops at the first that fails.
+ */
+async function takeOverStopped<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+  timeoutMs: number,
+): Promise<BalanceMoveDone[]> {
+  const { registry } = options;
+  const view = await readPartitionMap(registry, { timeoutMs });
+  const stopped = view.stopped.filter((s) => registry.databases.some((d) => d.name === s.to));
+  if (stopped.length === 0) return [];
+  const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
+  const done: BalanceMoveDone[] = [];
+  try {
+    for (const s of stopped) {
+      const index = done.length;
+      const reason = `a move stopped at ${s.step} by ${s.holder}, whose lease lapsed: taken over and made`;
+      const next = { shard: s.shard.key, from: s.database, to: s.to, kind: "takeover" as const, reason };
+      options.onEvent?.({ type: "move", index, shard: next.shard, from: next.from, to: next.to, reason });
+      const move = await runMove(map, next, options, (progress) =>
+        options.onEvent?.({ type: "step", index, shard: next.shard, progress }),
+      );
+      done.push(move);
+      if (move.status === "failed") break;
+      options.onEvent?.({
+        type: "moved",
+        index,
+        shard: next.shard,
+        durationMs: move.durationMs,
+        freezeMs: move.freezeMs,
+      });
+    }
+  } finally {
+    if (!options.map) map.close();
+  }
+  return done;
+}
+
 /** Where each shard of the map's registry is (database name by shard key), or why that is unknown. */
 type Placed = Map<string, string> | { unknown: string };
 
@@ -423,7 +479,7 @@ function drained(report: BalanceRun, m: Measurement, placed?: Placed): BalanceRu
 /** Runs one planned move through `moveShard`; a failure is reported, not thrown. */
 async function runMove<Client extends ShardClient>(
   map: PartitionMap<Client>,
-  next: BalanceMove,
+  next: Pick<BalanceMove, "shard" | "from" | "to" | "reason"> & { kind: BalanceMoveDone["kind"] },
   options: RunBalanceOptions<Client>,
   onProgress: (progress: MoveProgress) => void,
 ): Promise<BalanceMoveDone> {
@@ -438,7 +494,8 @@ async function runMove<Client extends ShardClient>(
     // may have moved the shard since: move it only from where the plan has it.
     await map.refresh();
     const from = registry.databaseOf(shard);
-    if (from.name !== next.from)
+    // A stopped move taken over: wherever the records have it (its source, or its target once switched).
+    if (from.name !== next.from && next.kind !== "takeover")
       return {
         ...base,
         status: "failed",
@@ -447,12 +504,13 @@ async function runMove<Client extends ShardClient>(
         epoch: null,
         error: `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
       };
+    const source = registry.databases.find((d) => d.name === next.from) ?? from;
     const result = await moveShard({
       map,
       shard,
       to,
       mode,
-      ...(mode === "live" ? { sourceConnection: options.sourceConnection!(from) } : {}),
+      ...(mode === "live" ? { sourceConnection: options.sourceConnection!(source) } : {}),
       ...(options.verify !== undefined ? { verify: options.verify } : {}),
       ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
       ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),
