@@ -257,6 +257,55 @@ describe("shardkit balance", () => {
     expect(await allRows()).toEqual(ROWS);
   });
 
+  it("two balance runs at once: the second is refused (exit 1) naming the first and when its lease expires", async () => {
+    const before = await owners();
+    // Fresh windows (a pause reads the last minute), each shard's p99 2 ms.
+    await recordLoad(
+      urls.a,
+      { "0/0": 3000, "0/1": 3000, "0/2": 3000, "0/3": 3000 },
+      { router: "test:4:now" },
+    );
+    // The first run takes the fleet's lease, then waits before its first move: the other shards'
+    // p99 is above --max-p99 1. Meanwhile a second run starts.
+    const first = spawn(
+      process.execPath,
+      [BIN, "balance", "--config", config, ...TABLES, "--mode", "offline", "--max-p99", "1", "--json"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    first.stdout.on("data", (d) => (stdout += d));
+    const closed = new Promise<number | null>((resolve) => first.on("close", resolve));
+    try {
+      // Paused (or ended: then the expectations below say why).
+      await Promise.race([
+        closed,
+        new Promise<void>((resolve) =>
+          first.stderr.on("data", (d) => {
+            stderr += d;
+            if (/\] paused /.test(stderr)) resolve();
+          }),
+        ),
+      ]);
+      const second = await shardkit(["balance", "--config", config, ...TABLES, "--mode", "offline"]);
+      first.kill("SIGINT");
+      expect(await closed, stdout + stderr).toBe(0);
+      expect(second.code, second.stdout + second.stderr).toBe(1);
+      expect(second.stderr).toMatch(
+        new RegExp(
+          `another run holds the fleet's balance lease: balance by host \\S+, pid ${first.pid}, run [0-9a-f]{8} \\(on ${urls.a}\\); it expires at \\S+ \\(in \\d+\\.\\d s\\) unless renewed`,
+        ),
+      );
+    } finally {
+      first.kill("SIGKILL");
+    }
+    // The first one stopped before its first move, as asked; nothing moved.
+    const report = JSON.parse(stdout);
+    expect(report.stoppedBy).toBe("interrupted");
+    expect(report.moves).toEqual([]);
+    expect(await owners()).toEqual(before);
+  });
+
   it("runs the plan one move at a time; every row is where its shard is; a second run finds nothing to do", async () => {
     const run = await shardkit(["balance", "--config", config, ...TABLES, "--mode", "offline", "--json"], {
       timeoutMs: 120_000,
@@ -297,5 +346,49 @@ describe("shardkit balance", () => {
     expect(Object.values(placed)).not.toContain("c");
     expect(Object.keys(placed).sort()).toEqual(["0/0", "0/1", "0/2", "0/3"]);
     expect(await allRows()).toEqual(ROWS);
+  });
+
+  it("drain plans no balancing move; stopped early it exits 1 naming what is left, and 0 once the database is empty", async () => {
+    // The database holding the most shards now (after the moves above): two or more of the four.
+    const placed = await owners();
+    const counts = Object.values(placed).reduce<Record<string, number>>(
+      (n, db) => Object.assign(n, { [db]: (n[db] ?? 0) + 1 }),
+      {},
+    );
+    const [fullest] = Object.entries(counts).sort((x, y) => y[1] - x[1])[0]!;
+    const holds = Object.keys(placed).filter((shard) => placed[shard] === fullest);
+    expect(holds.length).toBeGreaterThan(1);
+    const name = names[fullest as "a" | "b" | "c"];
+    const url = urls[fullest as "a" | "b" | "c"];
+    const drain = (extra: string[]) =>
+      shardkit(["drain", name, "--config", config, ...TABLES, "--mode", "offline", "--json", ...extra], {
+        timeoutMs: 120_000,
+      });
+
+    const first = await drain(["--max-moves", "1"]);
+    expect(first.code, first.stdout + first.stderr).toBe(1);
+    const stopped = JSON.parse(first.stdout);
+    expect(stopped.ok).toBe(false);
+    expect(stopped.moves).toHaveLength(1);
+    expect(stopped.moves[0]).toMatchObject({ status: "moved", from: url, kind: "drain" });
+    // No balancing move, although the databases that stay are out of balance.
+    for (const move of stopped.plan.moves) expect(move).toMatchObject({ kind: "drain", from: url });
+    const left = holds.filter((shard) => shard !== stopped.moves[0].shard);
+    expect(stopped.reason).toContain(`the drain is not done: ${url} still holds ${left.join(", ")}`);
+
+    const second = await drain([]);
+    expect(second.code, second.stdout + second.stderr).toBe(0);
+    const done = JSON.parse(second.stdout);
+    expect(done.ok).toBe(true);
+    expect(done.plan.stoppedBy).toBe("drained");
+    expect(done.moves.map((m: { shard: string }) => m.shard).sort()).toEqual(left);
+    for (const move of done.moves) expect(move).toMatchObject({ status: "moved", kind: "drain" });
+    expect(Object.values(await owners())).not.toContain(fullest);
+    expect(await allRows()).toEqual(ROWS);
+
+    // Empty already: nothing to move, exit 0.
+    const again = await drain([]);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).moves).toEqual([]);
   });
 });

@@ -5,7 +5,9 @@ import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/err
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { reset, router, S, TABLES } from "../test/world.js";
+import { BalanceLease } from "./balance/lease.js";
 import { planBalance } from "./balance/plan.js";
+import { runBalance } from "./balance/run.js";
 import * as errors from "./errors.js";
 import { PartitionMap } from "./map.js";
 import { moveShard } from "./move.js";
@@ -161,6 +163,19 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
         { "0/1": { load: -1 } },
         { databases: [{ name: "a" }], shards: [{ shard: "0/1", database: "a" }] },
       ),
+  ],
+  BALANCE_LEASE_HELD: [
+    errors.BalanceLeaseHeldError,
+    async () => {
+      // Another run's lease, live for a minute: a second run is refused.
+      await reset();
+      const held = await BalanceLease.take(r.registry, "balance", { leaseMs: 60_000, timeoutMs: 10_000 });
+      try {
+        await runBalance({ registry: r.registry, tables: TABLES, mode: "offline" });
+      } finally {
+        await held.release();
+      }
+    },
   ],
   PLACEMENT_RULE: [
     errors.PlacementRuleError,

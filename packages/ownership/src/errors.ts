@@ -269,6 +269,37 @@ export class PlacementRuleError extends OwnershipError<"PLACEMENT_RULE"> {
   }
 }
 
+/** Who holds the fleet's balance lease (`BalanceLeaseHeldError`), as the database holding it says. */
+export interface BalanceLeaseHolder {
+  host: string;
+  pid: number;
+  /** The run's id (random, per run). */
+  run: string;
+  /** What it runs: `balance`, or `drain <database>`. */
+  what: string;
+  /** The database whose `shardkit."BalanceLease"` holds the lease. */
+  database: string;
+  /** When it lapses unless renewed (that database's clock). */
+  expiresAt: Date;
+  /** In how many ms, as that database counted when it refused. */
+  expiresInMs: number;
+}
+
+/**
+ * Another balance or drain run holds the fleet's balance lease: one runs per fleet at a time.
+ * `holder` names it and when its lease lapses unless renewed. Nothing was read or changed.
+ */
+export class BalanceLeaseHeldError extends OwnershipError<"BALANCE_LEASE_HELD"> {
+  readonly holder: BalanceLeaseHolder;
+  constructor(holder: BalanceLeaseHolder) {
+    super(
+      "BALANCE_LEASE_HELD",
+      `another run holds the fleet's balance lease: ${holder.what} by host ${holder.host}, pid ${holder.pid}, run ${holder.run} (on ${holder.database}); it expires at ${holder.expiresAt.toISOString()} (in ${(Math.max(0, holder.expiresInMs) / 1000).toFixed(1)} s) unless renewed. One balance or drain runs per fleet at a time: run it again once that one has ended (nothing was changed)`,
+    );
+    this.holder = holder;
+  }
+}
+
 /** Which class throws which code. */
 export interface OwnershipErrorByCode {
   STALE_OWNER: StaleOwnerError;
@@ -284,6 +315,7 @@ export interface OwnershipErrorByCode {
   MOVE_FAILED: MoveFailedError;
   PLACEMENT_RULE: PlacementRuleError;
   BALANCE_INPUT: BalanceInputError;
+  BALANCE_LEASE_HELD: BalanceLeaseHeldError;
 }
 
 /**

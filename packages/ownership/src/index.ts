@@ -25,6 +25,8 @@ export { checkMove, type MoveCheck, type MoveCheckOptions } from "./check.js";
 export {
   BalanceInputError,
   type BalanceInputIssue,
+  BalanceLeaseHeldError,
+  type BalanceLeaseHolder,
   DatabasesUnansweredError,
   EpochConflictError,
   InvalidMapError,

@@ -11,6 +11,8 @@ export const LOCKS = Object.freeze({
   claims: 7303,
   /** Installing and recording shardkit's functions in a database (@shardkit/ownership; one key). */
   install: 7304,
+  /** Taking the fleet's balance lease, and making its table (@shardkit/ownership; one key). */
+  balance: 7305,
 } as const);
 
 /** One of shardkit's own tables that hold shard rows, and how each row names its shard. */

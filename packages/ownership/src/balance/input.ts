@@ -30,6 +30,7 @@ export interface Settings {
   /** Databases each shard left recently (by shard key): it is not moved back to them. */
   left: Map<string, Set<string>>;
   secondary: "bytes" | "none";
+  drainOnly: boolean;
 }
 
 export interface Model {
@@ -150,7 +151,10 @@ function readSettings(options: BalanceOptions, bad: (field: string, problem: str
   const secondary = o.secondary ?? "bytes";
   if (secondary !== "bytes" && secondary !== "none")
     bad("options.secondary", `must be "bytes" or "none", got ${String(secondary)}`);
-  return { threshold, minImprovement, maxMoves, maxBytes, allows: o.allows, left, secondary };
+  if (o.drainOnly !== undefined && typeof o.drainOnly !== "boolean")
+    bad("options.drainOnly", `must be a boolean, got ${String(o.drainOnly)}`);
+  const drainOnly = o.drainOnly === true;
+  return { threshold, minImprovement, maxMoves, maxBytes, allows: o.allows, left, secondary, drainOnly };
 }
 
 const inRange = (v: unknown, lo: number, hi: number) =>

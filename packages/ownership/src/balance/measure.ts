@@ -128,7 +128,7 @@ export async function measure<Client extends ShardClient>(
     const halted = stopped.get(key);
     if (halted)
       problems.push(
-        `a move of shard ${key} to ${halted.to} stopped half-way (${halted.step}, its lease lapsed): \`shardkit move ${key} --to ${halted.to}\` finishes or undoes it`,
+        `a move of shard ${key} to ${halted.to} stopped half-way (${halted.step}, its lease lapsed): a balance run (not a dry run) takes it over and finishes or undoes it, as does \`shardkit move ${key} --to ${halted.to}\``,
       );
     else if (p.movingTo !== null)
       problems.push(`shard ${key} is moving to ${p.movingTo}: wait for that move to end`);

@@ -216,6 +216,44 @@ describe("planBalance", () => {
     expect(plan.skipped).toEqual([]);
   });
 
+  it("moves each shard at most once in a plan", () => {
+    // 0/1 goes a -> b, then b -> c: one move a -> c, copied once, where the second was.
+    const plan = planBalance(
+      loads({ "0/0": 20, "0/1": 1, "0/2": 0, "0/3": 10 }),
+      place({ a: ["0/0", "0/1", "0/2", "0/3"], b: [], c: [] }),
+      { threshold: 0 },
+    );
+    expect(plan.moves.map((m) => [m.shard, m.from, m.to])).toEqual([
+      ["0/3", "a", "b"],
+      ["0/1", "a", "c"],
+    ]);
+    expect(plan.moves[1]!.reason).toMatch(/\(in place of its move to b earlier in this plan\)$/);
+    expect(plan.moves[1]!.before).toEqual({ from: 21, to: 0 });
+    expect(plan.moves[1]!.after).toEqual({ from: 20, to: 1 });
+  });
+
+  it("drainOnly: the shards of the draining database leave it, each once, and no balancing move is planned", () => {
+    const figures = loads({ "0/0": 20, "0/1": 1, "0/2": 4, "0/3": 10, "0/4": 3 });
+    const placement = place(
+      { a: ["0/0", "0/1"], b: [], old: ["0/2", "0/3", "0/4"] },
+      { old: { draining: true } },
+    );
+    const full = planBalance(figures, placement, { threshold: 0, maxMoves: 10 });
+    expect(full.moves.some((m) => m.kind === "balance")).toBe(true);
+    const plan = planBalance(figures, placement, { threshold: 0, maxMoves: 10, drainOnly: true });
+    expect(plan.moves.map((m) => [m.shard, m.from, m.to, m.kind])).toEqual([
+      ["0/3", "old", "b", "drain"],
+      ["0/2", "old", "b", "drain"],
+      ["0/4", "old", "b", "drain"],
+    ]);
+    expect(plan.stoppedBy).toBe("drained");
+    expect(plan.reason).toBe("3 shards off draining databases; drain only: no balancing moves");
+    expect(
+      planBalance(figures, place({ a: ["0/0"], old: [] }, { old: { draining: true } }), { drainOnly: true })
+        .reason,
+    ).toBe("no shard on a draining database; drain only: no balancing moves");
+  });
+
   it("is the same plan whatever order the databases, shards and figures come in", () => {
     const figures = {
       "0/0": { load: 7 },

@@ -8,9 +8,10 @@
 // whole load, when it does not overshoot), the best (see `secondary`). Each such move replaces the
 // load of the most loaded of its two databases with two lower ones, so the loads sorted from the top
 // only ever decrease: the highest load never grows, and runs on stable load converge (no state comes
-// back). A plan never moves a shard back where it was earlier in the plan, nor to a database named
-// by `recentMoves`. A shard whose load alone exceeds the mean database load is reported as hot and
-// never moved to balance: wherever it went, that database would be the most loaded.
+// back). A plan moves each shard at most once (a second move folds into its first), never to a database named by `recentMoves`, and never
+// onto a draining database; with `drainOnly` it makes the drain moves and nothing else. A shard whose
+// load alone exceeds the mean database load is reported as hot and never moved to balance: wherever
+// it went, that database would be the most loaded.
 import { type Model, readInput, type Shard } from "./input.js";
 import type {
   BalanceFigures,
@@ -73,10 +74,11 @@ export function planBalance(
       .filter((t) => t !== from)
       .map((t) => `${dbs[t]!.name}: ${rule(x, t)}`)
       .join("; ") || "no database that is not draining";
+  // A shard moved again in this plan (a -> b, then b -> c) is moved once, a -> c: its first move is
+  // taken out and the folded one goes where the second was (copied once; counted once in the limits).
   const apply = (j: number, to: number, kind: BalanceMove["kind"], reason: string) => {
     const x = shards[j]!;
     const from = at[j]!;
-    const b = { from: perCap(from), to: perCap(to) };
     sum[from]! -= x.load;
     sum[to]! += x.load;
     size[from]! -= x.bytes;
@@ -85,17 +87,20 @@ export function planBalance(
     count[to]!++;
     at[j] = to;
     left[j]!.add(from);
-    bytesLeft -= x.bytes;
+    const earlier = moves.findIndex((m) => m.shard === x.key);
+    const first = earlier >= 0 ? moves.splice(earlier, 1)[0] : undefined;
+    if (!first) bytesLeft -= x.bytes;
     moves.push({
       shard: x.key,
-      from: dbs[from]!.name,
+      from: first?.from ?? dbs[from]!.name,
       to: dbs[to]!.name,
-      kind,
+      kind: first?.kind ?? kind,
       load: x.load,
       bytes: x.bytes,
-      reason,
-      before: b,
-      after: { from: perCap(from), to: perCap(to) },
+      reason: first ? `${reason} (in place of its move to ${dbs[from]!.name} earlier in this plan)` : reason,
+      // Set once the plan is made (`replay`): a folded move changes the figures of those between.
+      before: { from: 0, to: 0 },
+      after: { from: 0, to: 0 },
     });
   };
   const limitHit = (x: Shard): BalanceStop | undefined =>
@@ -163,7 +168,8 @@ export function planBalance(
   const maxRatio = () => Math.max(0, ...dbs.map((_, d) => perCap(d))) / mean;
   const stuck = new Map<string, string>();
   if (!stop) {
-    if (total === 0) stop = "no-load";
+    if (s.drainOnly) stop = "drained";
+    else if (total === 0) stop = "no-load";
     else if (targets.length === 0) stop = "no-move";
     for (; !stop; ) {
       if (maxRatio() <= 1 + s.threshold + EPS) {
@@ -251,6 +257,7 @@ export function planBalance(
     return pool.sort((a, b) => a.bytes - b.bytes || b.improvement - a.improvement || tie(a, b))[0];
   }
 
+  replay(model, moves);
   const after = figures(model, at, mean);
   return {
     moves,
@@ -269,6 +276,8 @@ export function planBalance(
     switch (why) {
       case "no-load":
         return `${lead}no load recorded yet`;
+      case "drained":
+        return `${lead || "no shard on a draining database; "}drain only: no balancing moves`;
       case "balanced":
         return `${lead}${moves.length === drained ? "balanced" : `${moves.length - drained} balancing moves`}: ${span}, within ${fmt(1 + s.threshold)}`;
       case "max-moves":
@@ -280,6 +289,22 @@ export function planBalance(
           ? `${lead}every database is draining: nowhere to move load to`
           : `${lead}${span}, over ${fmt(1 + s.threshold)}, and no allowed move lowers it by minImprovement${hot.length > 0 ? ` (hot shards: ${hot.map((h) => h.shard).join(", ")})` : ""}`;
     }
+  }
+}
+
+/** Each move's two loads (per capacity) before and after it, the moves before it made. */
+function replay(model: Model, moves: BalanceMove[]): void {
+  const index = new Map(model.dbs.map((d, i) => [d.name, i]));
+  const sum = model.dbs.map(() => 0);
+  for (const x of model.shards) sum[x.db]! += x.load;
+  const perCap = (d: number) => sum[d]! / model.dbs[d]!.capacity;
+  for (const m of moves) {
+    const from = index.get(m.from)!;
+    const to = index.get(m.to)!;
+    m.before = { from: perCap(from), to: perCap(to) };
+    sum[from]! -= m.load;
+    sum[to]! += m.load;
+    m.after = { from: perCap(from), to: perCap(to) };
   }
 }
 

@@ -251,6 +251,61 @@ describe("planBalance properties", () => {
     );
   });
 
+  it("moves each shard at most once in a plan (drained or balanced, never both, never twice)", () => {
+    let drainedThenOver = 0;
+    fc.assert(
+      fc.property(world({ draining: true }), (w) => {
+        const plan = planBalance(w.load, w.placement, {
+          ...optionsOf(w),
+          maxMoves: Number.POSITIVE_INFINITY,
+        });
+        const shards = plan.moves.map((m) => m.shard);
+        expect(new Set(shards).size).toBe(shards.length);
+        if (plan.moves.some((m) => m.kind === "drain") && plan.moves.some((m) => m.kind === "balance"))
+          drainedThenOver++;
+      }),
+      RUNS,
+    );
+    // Not vacuous: plans that drain and then balance are among those generated.
+    expect(drainedThenOver).toBeGreaterThan(RUNS.numRuns / 20);
+  });
+
+  it("drainOnly: moves exactly the shards of the draining databases that a database may take, each once, to one not draining; nothing else", () => {
+    fc.assert(
+      fc.property(world({ draining: true }), (w) => {
+        const options = {
+          ...optionsOf(w),
+          maxMoves: Number.POSITIVE_INFINITY,
+          maxBytes: Number.POSITIVE_INFINITY,
+        };
+        const plan = planBalance(w.load, w.placement, { ...options, drainOnly: true });
+        const draining = new Set(w.placement.databases.filter((d) => d.draining).map((d) => d.name));
+        const live = w.placement.databases.filter((d) => !d.draining);
+        const allows = rule(w.forbidden);
+        const mayLeave = w.placement.shards.filter(
+          (s) =>
+            draining.has(s.database) &&
+            live.some(
+              (d) =>
+                allows(ShardIdentifier.parse(s.shard), { name: d.name, labels: d.labels! }) === undefined,
+            ),
+        );
+        expect(plan.moves.map((m) => m.shard).sort()).toEqual(mayLeave.map((s) => s.shard).sort());
+        for (const m of plan.moves) {
+          expect(m.kind).toBe("drain");
+          expect(draining.has(m.from)).toBe(true);
+          expect(draining.has(m.to)).toBe(false);
+        }
+        expect(plan.stoppedBy).toBe("drained");
+        // The same shards leave as in a full plan: drainOnly only leaves out the balancing.
+        const full = planBalance(w.load, w.placement, options).moves.filter((m) => m.kind === "drain");
+        const pairs = (ms: typeof full) => ms.map((m) => `${m.shard}@${m.from}`).sort();
+        expect(pairs(plan.moves)).toEqual(pairs(full));
+      }),
+      RUNS,
+    );
+  });
+
   it("reaches max/mean within the threshold when shards are small and nothing forbids a move", () => {
     fc.assert(
       fc.property(

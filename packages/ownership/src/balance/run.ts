@@ -4,10 +4,13 @@
 // this over the CLI's configuration; an app or a test runs it over its own registry (PGlite too).
 import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { OwnershipOptionsError } from "../errors.js";
+import { DEFAULT_LEASE_MS } from "../lease-take.js";
 import { PartitionMap } from "../map.js";
 import { type MoveProgress, moveShard } from "../move.js";
 import { lastLine } from "../raw.js";
 import type { FencedTable } from "../sql.js";
+import { readPartitionMap } from "../view.js";
+import { BalanceLease } from "./lease.js";
 import { type LoadMeasure, type MeasuredShard, type Measurement, measure } from "./measure.js";
 import { waitForCalm } from "./pause.js";
 import { planBalance } from "./plan.js";
@@ -25,7 +28,7 @@ export interface RunBalanceOptions<Client extends ShardClient> {
   map?: PartitionMap<Client>;
   /** Every table of the app holding shard rows (as for `moveShard`); shardkit's own are added. */
   tables: readonly FencedTable[];
-  /** Every shard leaves this database (`drain`), none is moved onto it. */
+  /** Every shard leaves this database (`drain`), none is moved onto it, and no other move is made. */
   drain?: Database<Client>;
   /** Measure and plan; change nothing. */
   dryRun?: boolean;
@@ -59,6 +62,10 @@ export interface RunBalanceOptions<Client extends ShardClient> {
   /** How long each database may take to count its shards' rows (full scans). Default 60 s. */
   sizeTimeoutMs?: number;
   copyTimeoutMs?: number;
+  /**
+   * Each move's lease (as for `moveShard`), and the fleet's balance lease this run holds (one
+   * balance or drain per fleet at a time; renewed every third of it). Default 10000.
+   */
   leaseMs?: number;
   freezeBudgetMs?: number;
   /**
@@ -87,7 +94,8 @@ export interface BalanceMoveDone {
   shard: string;
   from: string;
   to: string;
-  kind: "drain" | "balance";
+  /** `takeover`: a move a dead balancer or mover left stopped (its lease lapsed), taken over and made first. */
+  kind: "drain" | "balance" | "takeover";
   reason: string;
   status: "moved" | "failed";
   durationMs: number;
@@ -118,7 +126,7 @@ export interface BalanceRun {
   /** Moves run, in order (none in a dry run). */
   moves: BalanceMoveDone[];
   /** `done`: every move of `moves` was made. */
-  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused" | "done";
+  stoppedBy: BalanceStop | "dry-run" | "interrupted" | "p99" | "failed" | "refused" | "lease-lost" | "done";
   reason: string;
 }
 
@@ -133,10 +141,33 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
  * failure, a crash) is resumed by running it again: it plans from where shards are then, and a
  * move that stopped half-way is finished or undone by the next move of its shard. Settings out of
  * range throw `BalanceInputError` before any database is read.
+ *
+ * One balance or drain run per fleet at a time: a run that is not a dry run first takes the fleet's
+ * balance lease (`BalanceLeaseHeldError`, naming its holder, while another run holds it), renews
+ * it while it works, checks it before each move (a run whose lease lapsed and was taken by another
+ * stops, `lease-lost`), and gives it up at its end.
  */
 export async function runBalance<Client extends ShardClient>(
   options: RunBalanceOptions<Client>,
 ): Promise<BalanceRun> {
+  const checked = checkOptions(options);
+  if (options.dryRun) return balanceRun(options, checked, undefined);
+  const lease = await BalanceLease.take(
+    options.registry,
+    options.drain ? `drain of ${options.drain.name}` : "balance",
+    { leaseMs: options.leaseMs ?? DEFAULT_LEASE_MS, timeoutMs: checked.timeoutMs },
+  );
+  try {
+    return await balanceRun(options, checked, lease);
+  } finally {
+    await lease.release();
+  }
+}
+
+type Checked = ReturnType<typeof checkOptions>;
+
+/** The run's settings, checked before any database is read: `OwnershipOptionsError`, `BalanceInputError`. */
+function checkOptions<Client extends ShardClient>(options: RunBalanceOptions<Client>) {
   const by = options.by ?? "time";
   const windowMs = options.windowMs ?? 300_000;
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -185,6 +216,15 @@ export async function runBalance<Client extends ShardClient>(
   const limit = options.maxMoves ?? (options.drain ? Number.POSITIVE_INFINITY : 4);
   // The planner's own checks of its settings (`BalanceInputError`), before any database is read.
   planBalance({}, { databases: [], shards: [] }, { ...settings, maxMoves: limit });
+  return { by, windowMs, timeoutMs, settings, limit };
+}
+
+/** `runBalance` once its options are checked (and, unless a dry run, under the fleet's balance `lease`). */
+async function balanceRun<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+  { by, windowMs, timeoutMs, settings, limit }: Checked,
+  lease: BalanceLease | undefined,
+): Promise<BalanceRun> {
   const { registry } = options;
   const allows = registry.placement.allows;
   // A shard is not planned back onto a database it left: recently (its tombstone there is younger
@@ -194,6 +234,8 @@ export async function runBalance<Client extends ShardClient>(
       ...settings,
       maxMoves,
       allows,
+      // A drain moves the drained database's shards and nothing else.
+      drainOnly: options.drain !== undefined,
       recentMoves: [...m.recent, ...report.moves.map((mv) => ({ shard: mv.shard, from: mv.from }))],
     });
   const measureNow = (sizes?: Measurement["sizes"]) =>
@@ -205,6 +247,9 @@ export async function runBalance<Client extends ShardClient>(
       drain: options.drain,
       sizes,
     });
+  // Moves a dead balancer or mover left stopped (their lease lapsed): each taken over first and
+  // made (`moveShard` finishes it, or undoes and makes it again), then the run plans from there.
+  const takenOver = lease ? await takeOverStopped(options, timeoutMs) : [];
   let m = await measureNow();
   const sizes = m.sizes;
   const report: BalanceRun = {
@@ -220,6 +265,18 @@ export async function runBalance<Client extends ShardClient>(
     stoppedBy: "dry-run",
     reason: "",
   };
+  report.moves.push(...takenOver);
+  const failed = takenOver.find((mv) => mv.status === "failed");
+  if (failed)
+    return drained(
+      {
+        ...report,
+        ok: false,
+        stoppedBy: "failed",
+        reason: `the stopped move of ${failed.shard} to ${failed.to}, taken over, failed: ${failed.error}`,
+      },
+      m,
+    );
   if (m.problems.length > 0) {
     return {
       ...report,
@@ -238,6 +295,7 @@ export async function runBalance<Client extends ShardClient>(
     return drained({ ...report, stoppedBy: report.plan.stoppedBy, reason: report.plan.reason }, m);
 
   const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
+  let placed: Placed | undefined;
   const interrupted = () => `interrupted after ${plural(report.moves.length, "move")}: run it again to go on`;
   try {
     let current = report.plan;
@@ -267,6 +325,17 @@ export async function runBalance<Client extends ShardClient>(
           report.reason = calm === "aborted" ? interrupted() : calm;
           break;
         }
+      }
+      // The fleet's lease, renewed right before the move: a run whose lease lapsed and was taken by
+      // another run starts no other move.
+      const lost = await lease
+        ?.renew()
+        .catch((error: unknown) => `it could not be renewed: ${lastLine(error)}`);
+      if (lost) {
+        report.ok = false;
+        report.stoppedBy = "lease-lost";
+        report.reason = `stopped after ${plural(report.moves.length, "move")}, before the next: this run lost the fleet's balance lease (${lost})`;
+        break;
       }
       const index = report.moves.length;
       options.onEvent?.({
@@ -321,28 +390,82 @@ export async function runBalance<Client extends ShardClient>(
         break;
       }
     }
+    // A drain is judged by where the records place its shards once the run is over.
+    if (options.drain) placed = await placedNow(map);
   } finally {
     if (!options.map) map.close();
   }
-  return drained(report, m);
+  return drained(report, m, placed);
 }
 
 /**
- * A drain is done when the database holds no shard: until then its report is not `ok`, whatever
- * stopped it (a shard no rule lets go elsewhere, a limit, Ctrl-C), so `drain && decommission`
- * never decommissions a database that still holds data.
+ * Takes over every move the records show stopped (its lease lapsed: its balancer or mover died),
+ * one at a time, each made through `moveShard` to its target; stops at the first that fails.
  */
-function drained(report: BalanceRun, m: Measurement): BalanceRun {
+async function takeOverStopped<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+  timeoutMs: number,
+): Promise<BalanceMoveDone[]> {
+  const { registry } = options;
+  const view = await readPartitionMap(registry, { timeoutMs });
+  const stopped = view.stopped.filter((s) => registry.databases.some((d) => d.name === s.to));
+  if (stopped.length === 0) return [];
+  const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
+  const done: BalanceMoveDone[] = [];
+  try {
+    for (const s of stopped) {
+      const index = done.length;
+      const reason = `a move stopped at ${s.step} by ${s.holder}, whose lease lapsed: taken over and made`;
+      const next = { shard: s.shard.key, from: s.database, to: s.to, kind: "takeover" as const, reason };
+      options.onEvent?.({ type: "move", index, shard: next.shard, from: next.from, to: next.to, reason });
+      const move = await runMove(map, next, options, (progress) =>
+        options.onEvent?.({ type: "step", index, shard: next.shard, progress }),
+      );
+      done.push(move);
+      if (move.status === "failed") break;
+      options.onEvent?.({
+        type: "moved",
+        index,
+        shard: next.shard,
+        durationMs: move.durationMs,
+        freezeMs: move.freezeMs,
+      });
+    }
+  } finally {
+    if (!options.map) map.close();
+  }
+  return done;
+}
+
+/** Where each shard of the map's registry is (database name by shard key), or why that is unknown. */
+type Placed = Map<string, string> | { unknown: string };
+
+async function placedNow<Client extends ShardClient>(map: PartitionMap<Client>): Promise<Placed> {
+  try {
+    await map.refresh();
+    return new Map(map.registry.shards.map((s) => [s.key, map.registry.databaseOf(s).name]));
+  } catch (error) {
+    return { unknown: `where the shards are now could not be read: ${lastLine(error)}` };
+  }
+}
+
+/**
+ * A drain is done, and its report `ok`, exactly when the database holds no shard: after a run, as
+ * the records say then (`placed`); for a dry run, once its plan is made. Whatever stopped it (a
+ * shard no rule lets go elsewhere, a limit, Ctrl-C, a failed move), it is not `ok` while a shard is
+ * left there, naming each, so `drain && decommission` never decommissions a database that holds data.
+ */
+function drained(report: BalanceRun, m: Measurement, placed?: Placed): BalanceRun {
   if (report.drain === null) return report;
-  // A dry run: what its plan would leave there.
-  const moves = report.dryRun
-    ? (report.plan?.moves ?? [])
-    : report.moves.filter((mv) => mv.status === "moved");
-  const moved = new Map(moves.map((mv) => [mv.shard, mv.to]));
-  const left = m.shards
-    .filter((s) => (moved.get(s.shard) ?? s.database) === report.drain)
-    .map((s) => s.shard);
-  if (left.length === 0) return report;
+  if (placed && !(placed instanceof Map))
+    return { ...report, ok: false, reason: `${report.reason}; the drain may not be done: ${placed.unknown}` };
+  // Without a map read after the moves (a dry run, or no move made): the measurement, and the plan.
+  const moved = new Map((report.dryRun ? (report.plan?.moves ?? []) : []).map((mv) => [mv.shard, mv.to]));
+  const where: [string, string][] = placed
+    ? [...placed]
+    : m.shards.map((s) => [s.shard, moved.get(s.shard) ?? s.database]);
+  const left = where.filter(([, db]) => db === report.drain).map(([shard]) => shard);
+  if (left.length === 0) return { ...report, ok: true };
   const skipped = report.plan?.skipped.filter((s) => left.includes(s.shard)) ?? [];
   return {
     ...report,
@@ -356,7 +479,7 @@ function drained(report: BalanceRun, m: Measurement): BalanceRun {
 /** Runs one planned move through `moveShard`; a failure is reported, not thrown. */
 async function runMove<Client extends ShardClient>(
   map: PartitionMap<Client>,
-  next: BalanceMove,
+  next: Pick<BalanceMove, "shard" | "from" | "to" | "reason"> & { kind: BalanceMoveDone["kind"] },
   options: RunBalanceOptions<Client>,
   onProgress: (progress: MoveProgress) => void,
 ): Promise<BalanceMoveDone> {
@@ -371,7 +494,8 @@ async function runMove<Client extends ShardClient>(
     // may have moved the shard since: move it only from where the plan has it.
     await map.refresh();
     const from = registry.databaseOf(shard);
-    if (from.name !== next.from)
+    // A stopped move taken over: wherever the records have it (its source, or its target once switched).
+    if (from.name !== next.from && next.kind !== "takeover")
       return {
         ...base,
         status: "failed",
@@ -380,12 +504,13 @@ async function runMove<Client extends ShardClient>(
         epoch: null,
         error: `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
       };
+    const source = registry.databases.find((d) => d.name === next.from) ?? from;
     const result = await moveShard({
       map,
       shard,
       to,
       mode,
-      ...(mode === "live" ? { sourceConnection: options.sourceConnection!(from) } : {}),
+      ...(mode === "live" ? { sourceConnection: options.sourceConnection!(source) } : {}),
       ...(options.verify !== undefined ? { verify: options.verify } : {}),
       ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
       ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),

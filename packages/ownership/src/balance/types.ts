@@ -64,6 +64,11 @@ export interface BalanceOptions {
    */
   recentMoves?: readonly { shard: string; from: string }[];
   /**
+   * Only the drain moves: every shard off the draining databases (each at most once, never onto
+   * another draining database), and no balancing move between the others (`shardkit drain`).
+   */
+  drainOnly?: boolean;
+  /**
    * `"bytes"` (the default): among moves about as good (within 10% of the best improvement, or
    * each bringing both databases within the threshold), the one that copies fewest bytes.
    * `"none"`: the best improvement, bytes only to break ties.
@@ -115,6 +120,8 @@ export interface BalanceMove {
 export type BalanceStop =
   /** max/mean is within the threshold. */
   | "balanced"
+  /** `drainOnly`: the drain moves are planned (`skipped` names any shard that cannot leave), nothing else. */
+  | "drained"
   /** Every load figure is 0 (or none was given): nothing to balance. */
   | "no-load"
   /** Over the threshold, but no allowed move improves enough (hot shards, rules, capacity). */

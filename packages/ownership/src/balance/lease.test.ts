@@ -1,0 +1,112 @@
+import { hostname } from "node:os";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { reset, router, TABLES } from "../../test/world.js";
+import { BalanceLeaseHeldError } from "../errors.js";
+import { BALANCE_LEASE_TABLE, BalanceLease } from "./lease.js";
+import { type BalanceRun, runBalance } from "./run.js";
+
+// The fleet's balance lease on the test databases (a, b, e: its home is a, the first by name).
+const r = router();
+afterAll(() => r.close());
+const home = () => r.clients.a;
+const OPTIONS = { leaseMs: 10_000, timeoutMs: 10_000 };
+
+/** Makes the lease lapse now, by its database's clock (a run frozen past its lease). */
+const lapse = () =>
+  home().$executeRawUnsafe(
+    `UPDATE ${BALANCE_LEASE_TABLE} SET "expiresAt" = clock_timestamp() - interval '1 second'`,
+  );
+
+beforeEach(async () => {
+  await reset();
+  await BalanceLease.take(r.registry, "balance", OPTIONS).then((l) => l.release());
+  await home().$executeRawUnsafe(`DELETE FROM ${BALANCE_LEASE_TABLE}`);
+});
+
+describe("the fleet's balance lease", () => {
+  it("two runs taking it together: exactly one holds it, the other is refused naming the holder and when it expires", async () => {
+    const taken = await Promise.allSettled([
+      BalanceLease.take(r.registry, "balance", OPTIONS),
+      BalanceLease.take(r.registry, "drain of b", OPTIONS),
+    ]);
+    const held = taken.flatMap((t) => (t.status === "fulfilled" ? [t.value] : []));
+    const refused = taken.flatMap((t) => (t.status === "rejected" ? [t.reason] : []));
+    expect(held).toHaveLength(1);
+    expect(refused).toHaveLength(1);
+    const error = refused[0] as BalanceLeaseHeldError;
+    expect(error).toBeInstanceOf(BalanceLeaseHeldError);
+    expect(error.code).toBe("BALANCE_LEASE_HELD");
+    expect(error.holder).toMatchObject({
+      host: hostname(),
+      pid: process.pid,
+      run: held[0]!.run,
+      database: "a",
+    });
+    expect(error.holder.expiresInMs).toBeGreaterThan(0);
+    expect(error.message).toContain(`by host ${hostname()}, pid ${process.pid}, run ${held[0]!.run} (on a)`);
+    expect(error.message).toContain(`it expires at ${error.holder.expiresAt.toISOString()} (in `);
+    // Given up at its end: the next run takes it.
+    await held[0]!.release();
+    const next = await BalanceLease.take(r.registry, "balance", OPTIONS);
+    await next.release();
+  });
+
+  it("a lease that lapsed is taken by the next run; the run that held it finds it lost", async () => {
+    const first = await BalanceLease.take(r.registry, "balance", OPTIONS);
+    await lapse();
+    const second = await BalanceLease.take(r.registry, "drain of b", OPTIONS);
+    expect(await first.renew()).toBe(
+      `drain of b by host ${hostname()}, pid ${process.pid}, run ${second.run} holds it now`,
+    );
+    // Its end does not give up the other run's lease.
+    await first.release();
+    expect(await second.renew()).toBeUndefined();
+    const error = await BalanceLease.take(r.registry, "balance", OPTIONS).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BalanceLeaseHeldError);
+    await second.release();
+  });
+
+  it("runBalance while another run holds it: refused before reading anything; a dry run needs no lease", async () => {
+    const other = await BalanceLease.take(r.registry, "balance", OPTIONS);
+    try {
+      const error = await runBalance({ registry: r.registry, tables: TABLES, mode: "offline" }).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(BalanceLeaseHeldError);
+      expect((error as BalanceLeaseHeldError).holder.run).toBe(other.run);
+      const dry = await runBalance({ registry: r.registry, tables: TABLES, mode: "offline", dryRun: true });
+      expect(dry.stoppedBy).toBe("dry-run");
+    } finally {
+      await other.release();
+    }
+  });
+
+  it("a run whose lease lapsed and was taken by another stops before its next move", async () => {
+    // A drain of a: two moves (0/0 and 0/1). While the first is under way, its lease lapses and
+    // another run takes it.
+    let takeover: Promise<BalanceLease> | undefined;
+    const run: BalanceRun = await runBalance({
+      registry: r.registry,
+      tables: TABLES,
+      mode: "offline",
+      drain: r.databases.a,
+      onEvent: (event) => {
+        if (event.type === "move" && event.index === 0)
+          takeover = lapse().then(() => BalanceLease.take(r.registry, "balance", OPTIONS));
+      },
+    });
+    const other = await takeover!;
+    expect(run.moves).toHaveLength(1);
+    expect(run.moves[0]!.status).toBe("moved");
+    expect(run.stoppedBy).toBe("lease-lost");
+    expect(run.ok).toBe(false);
+    expect(run.reason).toMatch(
+      new RegExp(
+        `^stopped after 1 move, before the next: this run lost the fleet's balance lease \\(balance by host .*, pid ${process.pid}, run ${other.run} holds it now\\); the drain is not done: a still holds 0/[01]$`,
+      ),
+    );
+    // The lease stays the other run's.
+    expect(await other.renew()).toBeUndefined();
+    await other.release();
+  });
+});
