@@ -1,5 +1,5 @@
 import { ShardedId } from "@shardkit/id";
-import { createOutboxRelay, emitEvent, isShardUnavailable } from "@shardkit/prisma";
+import { createOutboxRelay, emitEvent, isShardUnavailable, PartialCommitError } from "@shardkit/prisma";
 import { withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -300,6 +300,70 @@ describe("the partition map", () => {
     await r.db.bucket.update({ where: { id }, data: { remaining: 0 } });
     map.close();
     staleMap.close();
+  });
+
+  it("a stale router's $action after a move runs at the new owner; out of retries it fails with StaleOwnerError (a 503), never a raw SK001", async () => {
+    const mover = make();
+    const map = await mover.open();
+    const id = await bucket(mover);
+    const other = await bucket(mover, S.g1m0);
+    // Routers that read the map now and are never refreshed: they will still think a owns 0/1.
+    const stale = make();
+    const staleMap = await stale.open();
+    const spent = [make(), make(), make(), make()]; // the same, with no retry allowed
+    const spentMaps = await Promise.all(spent.map((r) => r.open({ retries: 0 })));
+    await transfer(map, S.g0m1, mover.databases.e);
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("a");
+
+    // Staged writes are refused by a (its tombstone), then placed again where 0/1 is now and run there.
+    const staged = await stale.db.$action((unit) => [
+      unit.update("bucket", { where: { id }, data: { remaining: 4 } }),
+      // A check in the action's transaction reads the owner's copy (a's old copy would say 5).
+      unit.on(id, (tx) => tx.bucket.findUnique({ where: { id } })),
+    ]);
+    expect(staged[0]!.result.remaining).toBe(4);
+    expect((staged[1]!.result as { remaining: number } | null)?.remaining).toBe(4);
+    expect(staleMap.counters).toMatchObject({ staleRejections: 1, retries: 1 });
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("e");
+    expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
+    expect((await mover.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5); // the old copy, untouched
+
+    const [writer, reader, inTx, cross] = spent as [typeof stale, typeof stale, typeof stale, typeof stale];
+    // With no retries left, the refusal reaches the caller as StaleOwnerError naming the shard.
+    const refused = await writer.db
+      .$action((unit) => unit.update("bucket", { where: { id }, data: { remaining: 3 } }))
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StaleOwnerError);
+    expect((refused as StaleOwnerError).refusal).toMatchObject({ shard: S.g0m1, state: "moved" });
+    expect(isShardUnavailable(refused)).toBe(true);
+    // A decision that only reads is refused at the former owner too (the action asserts its epoch).
+    const read = await reader.db
+      .$action((unit) => unit.on(id, (tx) => tx.bucket.findUnique({ where: { id } })))
+      .catch((e: unknown) => e);
+    expect(read).toBeInstanceOf(StaleOwnerError);
+    // A shard transaction the same way.
+    const txError = await inTx.db
+      .$transactionOn(id, (tx) => tx.bucket.update({ where: { id }, data: { remaining: 3 } }))
+      .catch((e: unknown) => e);
+    expect(txError).toBeInstanceOf(StaleOwnerError);
+    // A cross-shard action whose first database refuses: nothing committed, the refusal a StaleOwnerError.
+    const crossError = await cross.db
+      .$action(
+        (unit) => {
+          unit.update("bucket", { where: { id }, data: { remaining: 3 } });
+          unit.update("bucket", { where: { id: other }, data: { remaining: 3 } });
+        },
+        { allowCrossShard: true },
+      )
+      .catch((e: unknown) => e);
+    expect(crossError).toBeInstanceOf(PartialCommitError);
+    expect((crossError as PartialCommitError).committed).toEqual([]);
+    expect(
+      (crossError as PartialCommitError).failed.map((f) => [f.shard, f.error instanceof StaleOwnerError]),
+    ).toEqual([[S.g0m1, true]]);
+    expect((await mover.clients.b.bucket.findUnique({ where: { id: other } }))?.remaining).toBe(5);
+    expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
+    for (const m of [map, staleMap, ...spentMaps]) m.close();
   });
 
   it("compare-and-set: a fence or a switch on the wrong state is EpochConflictError and changes nothing", async () => {
