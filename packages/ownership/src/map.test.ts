@@ -1,5 +1,6 @@
 import { ShardedId } from "@shardkit/id";
 import { createOutboxRelay, emitEvent, isShardUnavailable, PartialCommitError } from "@shardkit/prisma";
+import { httpAnswerOf } from "@shardkit/prisma/fastify";
 import { withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -321,7 +322,7 @@ describe("the partition map", () => {
       // A check in the action's transaction reads the owner's copy (a's old copy would say 5).
       unit.on(id, (tx) => tx.bucket.findUnique({ where: { id } })),
     ]);
-    expect(staged[0]!.result.remaining).toBe(4);
+    expect((staged[0]!.result as { remaining: number }).remaining).toBe(4);
     expect((staged[1]!.result as { remaining: number } | null)?.remaining).toBe(4);
     expect(staleMap.counters).toMatchObject({ staleRejections: 1, retries: 1 });
     expect(stale.registry.databaseOf(S.g0m1).name).toBe("e");
@@ -435,16 +436,11 @@ describe("the partition map", () => {
       await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 3 } }));
       expect(map.problemsOf()).toEqual([]);
     }
-    // An owner's epoch set back (a restored backup), and its record deleted: refused, then repaired.
-    const epochOf = (epoch: number) =>
-      r.clients.a.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET epoch = ${epoch} WHERE shard = ${S.g0m0.bits}`,
-      );
-    await epochOf(5);
+    // An owner's record deleted: refused, then repaired (an epoch set back: the next test).
+    await r.clients.a.$executeRawUnsafe(`UPDATE "ShardOwnership" SET epoch = 5 WHERE shard = ${S.g0m0.bits}`);
     await map.refresh();
     expect(r.registry.epochOf(S.g0m0)).toBe(5);
     for (const [breakIt, problem] of [
-      [() => epochOf(2), /epoch 2 at a is behind epoch 5 already seen/],
       [
         () => r.clients.a.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard = ${S.g0m0.bits}`),
         /a has no record of it.*deleted/,
@@ -462,6 +458,47 @@ describe("the partition map", () => {
       );
       await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 4 } }));
     }
+    map.close();
+  });
+
+  it("an owner's epoch set back after the router saw a higher one: refused with InvalidMapError naming both epochs (its 503 says so), then taken once a later read finds it still so, without a restart", async () => {
+    const r = make();
+    const map = await r.open(); // a refused shard is read again at most once a second
+    const id = await bucket(r, S.g0m0);
+    const epochOf = (epoch: number) =>
+      r.clients.a.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET epoch = ${epoch} WHERE shard = ${S.g0m0.bits}`,
+      );
+    await epochOf(5);
+    await map.refresh();
+    expect(r.registry.epochOf(S.g0m0)).toBe(5);
+    await epochOf(2); // a backup of a restored
+    // The router learns of it from the shard transaction's assertion of its epoch (refused, read, refused).
+    const error = await r.db
+      .$transactionOn(S.g0m0, (tx) => tx.bucket.update({ where: { id }, data: { remaining: 1 } }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidMapError);
+    const why =
+      /epoch 2 at a is behind epoch 5 already seen \(the record was set back: a restored backup\?\); if a later read finds it still so, routing takes epoch 2/;
+    expect((error as Error).message).toMatch(why);
+    expect(httpAnswerOf(error)).toMatchObject({
+      status: 503,
+      body: { error: "SHARD_UNAVAILABLE", shard: "0/0", message: expect.stringMatching(why) },
+    });
+    // A later read finds the record still so: routing takes epoch 2, and the shard works again.
+    await map.refresh();
+    expect(map.problemsOf()).toEqual([]);
+    expect(r.registry.epochOf(S.g0m0)).toBe(2);
+    const updated = await r.db.$transactionOn(S.g0m0, (tx) =>
+      tx.bucket.update({ where: { id }, data: { remaining: 1 } }),
+    );
+    expect(updated.remaining).toBe(1);
+    // A record set back and then put forward again before a second read is never taken back.
+    await epochOf(1);
+    await map.refresh();
+    await epochOf(3);
+    await map.refresh();
+    expect([r.registry.epochOf(S.g0m0), map.problemsOf()]).toEqual([3, []]);
     map.close();
   });
 
