@@ -145,7 +145,7 @@ export class RouterView<Client extends ShardClient> {
       }
       if (owner === null || epoch === null) continue; // unrecorded before any open recorded it: the configuration holds
       if (this.registry.databaseOf(shard) === owner && this.registry.epochOf(shard) === epoch) continue;
-      this.registry.assign(shard, owner, epoch, { setBack: agreed });
+      this.registry.assign(shard, owner, epoch, agreed);
       changed.push(shard);
     }
     this.fenced.clear();
