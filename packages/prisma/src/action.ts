@@ -82,7 +82,8 @@ export class StagedWrite<T = unknown> {
 export interface ActionOptions extends Omit<TransactionOptions, "retries"> {
   /**
    * Let the action write to several shards: one transaction per database (the shards it holds
-   * commit together), in database order, no retry, and a `PartialCommitError` that says exactly
+   * commit together), in database order, no retry (but for a partition map's refusal before anything
+   * committed: see `commit`), and a `PartialCommitError` that says exactly
    * which shards committed if one fails. It is never atomic across databases. Default `false`:
    * staging for two shards throws `CrossShardError` before anything is written.
    */
