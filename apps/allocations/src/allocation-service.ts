@@ -1,4 +1,5 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { withShardDeadline } from "@shardkit/prisma";
 import { shardOfId } from "@shardkit/prisma/fastify";
 import { AllocationsError } from "./errors.js";
 import type { Bucket, Confirmation, Hold } from "./generated/prisma/client.js";
@@ -19,7 +20,22 @@ type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
  * former owner (a shard moved) to the current one, where its key finds any recorded outcome.
  */
 export class AllocationService {
-  constructor(private readonly router: Router) {}
+  /** How long a call waits for its shard's database before answering 503 naming the shard (ms). */
+  readonly deadlineMs: number;
+
+  /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
+  constructor(
+    private readonly router: Router,
+    options: { deadlineMs?: number | undefined } = {},
+  ) {
+    const deadlineMs = options.deadlineMs ?? 5000;
+    if (!(Number.isInteger(deadlineMs) && deadlineMs > 0)) {
+      throw new RangeError(
+        `AllocationService: deadlineMs must be a positive whole number of ms, got ${deadlineMs}`,
+      );
+    }
+    this.deadlineMs = deadlineMs;
+  }
 
   private get db() {
     return this.router.db;
@@ -32,9 +48,10 @@ export class AllocationService {
 
   /**
    * One command on `shard`, once per key (`$command`): its result, or its recorded refusal, every
-   * time. A shard that does not answer, or is moving, throws CommandUnavailableError, which the HTTP
-   * API answers 503 SHARD_UNAVAILABLE saying when the command may have been applied all the same
-   * (`shardkitHttp`); a reused key, IdempotencyConflictError (409).
+   * time. A shard that does not answer within the deadline (down, frozen), or is moving, throws
+   * CommandUnavailableError, which the HTTP API answers 503 SHARD_UNAVAILABLE naming the shard and
+   * saying when the command may have been applied all the same (`shardkitHttp`); a reused key,
+   * IdempotencyConflictError (409).
    */
   private async command<R>(
     shard: ShardIdentifier,
@@ -43,7 +60,15 @@ export class AllocationService {
     request: unknown,
     run: (tx: Tx) => Promise<R>,
   ): Promise<Outcome<R>> {
-    const options = { kind, key, request, refusal: AllocationsError.refusalOf, retries: 4, maxWait: 5000 };
+    const options = {
+      kind,
+      key,
+      request,
+      refusal: AllocationsError.refusalOf,
+      retries: 4,
+      maxWait: 5000,
+      timeoutMs: this.deadlineMs,
+    };
     const outcome = await this.db.$command(shard, options, run);
     if (outcome.refusal !== undefined) throw AllocationsError.fromRefusal(outcome.refusal);
     return { result: outcome.result as R, replayed: outcome.replayed };
@@ -160,11 +185,16 @@ export class AllocationService {
     }
   }
 
+  /** A bucket and its number of confirmations; past the deadline, 503 naming its shard (`SHARD_TIMEOUT`). */
   async getBucket(bucketId: string): Promise<Bucket & { confirmations: number }> {
-    this.shardOf(bucketId, "bucket");
-    const bucket = await this.db.bucket.findUnique({ where: { id: bucketId } });
+    const shard = this.shardOf(bucketId, "bucket");
+    const [bucket, confirmations] = await withShardDeadline(shard, this.deadlineMs, () =>
+      Promise.all([
+        this.db.bucket.findUnique({ where: { id: bucketId } }),
+        this.db.confirmation.count({ where: { bucketId } }),
+      ]),
+    );
     if (!bucket) throw new AllocationsError("NOT_FOUND", `bucket ${bucketId} not found`);
-    const confirmations = await this.db.confirmation.count({ where: { bucketId } });
     return { ...bucket, confirmations };
   }
 }

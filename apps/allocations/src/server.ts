@@ -15,11 +15,22 @@ if (secret.length < MIN_SECRET_LENGTH) {
     `allocations service: bad environment:\n  - ALLOCATIONS_AUTH_SECRET: required, at least ${MIN_SECRET_LENGTH} characters (the secret credentials are signed with)`,
   );
 }
+// How long a call waits for its shard's database before answering 503 naming the shard.
+const deadline = process.env.ALLOCATIONS_DEADLINE_MS ?? "5000";
+const deadlineMs = Number(deadline);
+if (!(/^\d+$/.test(deadline) && deadlineMs >= 1 && deadlineMs <= 3_600_000)) {
+  throw new Error(
+    `allocations service: bad environment:\n  - ALLOCATIONS_DEADLINE_MS: must be a whole number of ms from 1 to 3600000, got ${JSON.stringify(deadline)}`,
+  );
+}
 const router = await openServiceRouter({
   shardsJson: process.env.SHARDKIT_SHARDS,
   dataDir: join(process.cwd(), ".data"),
 });
-const app = buildApp(new AllocationService(router), { auth: createAuth(secret), logger: true });
+const app = buildApp(new AllocationService(router, { deadlineMs }), {
+  auth: createAuth(secret),
+  logger: true,
+});
 const port = Number(process.env.PORT ?? 3000);
 if (!(Number.isInteger(port) && port >= 0 && port <= 65_535)) {
   throw new Error(

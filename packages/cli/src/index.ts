@@ -55,6 +55,7 @@ export { type RedriveOptions, type RedriveReport, redrive } from "./redrive.js";
 export { type RolloutCommandOptions, type RolloutEvent, type RolloutReport, rollout } from "./rollout.js";
 export { type CliIo, ExitCode, exitCodeOf, run } from "./run.js";
 export {
+  type StatusAnswer,
   type StatusDatabase,
   type StatusOptions,
   type StatusReport,

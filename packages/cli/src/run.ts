@@ -55,7 +55,7 @@ Configuration: --config <file>, or the SHARDKIT_SHARDS environment variable: the
 [{ "group", "member", "url", "pool"?, "labels"? }, ...] or { "shards": [...], "databases": [...],
 "placement"?: [{ "groups", "labels" }] }.
 
-Exit codes: 0 ok; 1 problems found (doctor; status with unreachable databases, ownership
+Exit codes: 0 ok; 1 problems found (doctor; status with unreachable or slow databases, ownership
 records that cannot be right, a stopped move or replication objects no move holds; move --dry-run
 whose precheck fails; redrive with a database that did not answer; a balance that could not
 plan) or the operation failed with nothing left half-done (a move refused, or undone); 2 usage, configuration or input errors; 3 a

@@ -1,4 +1,5 @@
-import { readOutboxLag, shardHealth } from "@shardkit/prisma";
+import type { PartitionView } from "@shardkit/ownership";
+import { isShardkitError, readOutboxLag, type ShardHealth, shardHealth } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { bytes, duration, oneLine, plainDbError, plural, table } from "./format.js";
@@ -9,6 +10,14 @@ export interface StatusOptions extends ConfigOptions {
   timeoutMs?: number;
 }
 
+/**
+ * Whether a database answered `status`'s questions (its ownership records, the health probe, its
+ * outbox), each within `timeoutMs`: `yes`; `slow`: one did not answer in time and none failed (busy
+ * or frozen: not known to be down); `no`: one failed (down, refused, unknown). One value per
+ * database: its shards' rows and the lists at the end show it.
+ */
+export type StatusAnswer = "yes" | "slow" | "no";
+
 /** One logical shard in `status`. */
 export interface StatusShard {
   shard: string;
@@ -16,10 +25,10 @@ export interface StatusShard {
   database: string;
   /** Where the configuration places it, when that is not where it is now (it moved since). */
   configured?: string;
-  /** Whether that database answered the health probe (`shardHealth`). */
-  reachable: boolean;
+  /** Whether that database answered (its `StatusDatabase.reachable`). */
+  reachable: StatusAnswer;
   latencyMs: number | null;
-  /** Why it is unreachable. */
+  /** Why it is not `yes`. */
   error?: string;
   /** The database that owns it by the ownership records (`null`: no record, the configuration holds). */
   owner: string | null;
@@ -36,7 +45,9 @@ export interface StatusShard {
 export interface StatusDatabase {
   database: string;
   shards: string[];
-  reachable: boolean;
+  /** Whether it answered every question in time (`yes`), not in time (`slow`), or failed (`no`). */
+  reachable: StatusAnswer;
+  /** Why it is not `yes`, or why its outbox could not be read. */
   error?: string;
   /**
    * `present`, `absent` (no `OutboxEvent` table), `unavailable` (the database did not answer), or
@@ -51,14 +62,19 @@ export interface StatusDatabase {
 }
 
 export interface StatusReport {
-  /** False when a database did not answer or the ownership records cannot be right (exit code 1). */
+  /**
+   * False when a database failed or did not answer in time, or the ownership records cannot be
+   * right (exit code 1).
+   */
   ok: boolean;
   /** Where the configuration came from. */
   config: string;
   shards: StatusShard[];
   databases: StatusDatabase[];
-  /** Names of the databases that did not answer. */
+  /** Names of the databases that failed to answer (`reachable: "no"`). */
   unreachable: string[];
+  /** Names of the databases that did not answer within `timeoutMs` (`reachable: "slow"`). */
+  slow: string[];
   /** Dead letters over every database that answered. */
   deadLetters: number;
   /**
@@ -118,41 +134,23 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
       shardHealth(registry, { timeoutMs }),
       readOutboxLag(registry, { timeoutMs }),
     ]);
-    const byShard = new Map(health.shards.map((h) => [h.shard, h]));
-    const shards: StatusShard[] = view.shards.map((placement) => {
-      const { shard, configured } = placement;
-      const h = byShard.get(shard.key)!;
-      return {
-        shard: shard.key,
-        database: h.database,
-        ...(configured.name !== h.database ? { configured: configured.name } : {}),
-        reachable: h.state === "up",
-        latencyMs: h.latencyMs ?? null,
-        ...(h.error !== undefined ? { error: plainDbError(h.error) } : {}),
-        owner: placement.owner?.name ?? null,
-        epoch: placement.epoch,
-        state: placement.state,
-        movingTo: placement.movingTo,
-        records: placement.records,
-      };
-    });
     const databases: StatusDatabase[] = registry.databases.map((physical, i) => {
       // A database that holds no shard (a spare) has no outbox of its own to report.
       const spare = physical.shards.length === 0;
       const outbox = spare ? { pending: null, dead: null, oldestPendingMs: null, error: undefined } : lag[i]!;
-      const answered = view.databases.some((d) => d.physical === physical && d.identity !== null);
-      const downShard = shards.find((s) => s.database === physical.name && !s.reachable);
-      const reachable = answered && downShard === undefined;
       const absent = outbox.error !== undefined && isMissingTable(outbox.error);
-      const error = !reachable
-        ? (downShard?.error ?? oneLine(outbox.error ?? "no answer"))
-        : outbox.error !== undefined && !absent
-          ? oneLine(outbox.error)
-          : undefined;
+      const answer = answerOf(
+        view.databases[i]!,
+        health.shards.filter((h) => h.database === physical.name),
+        absent ? undefined : outbox.error,
+        timeoutMs,
+      );
+      const error =
+        answer.error ?? (outbox.error !== undefined && !absent ? oneLine(outbox.error) : undefined);
       return {
         database: physical.name,
         shards: physical.shards.map((s) => s.key),
-        reachable,
+        reachable: answer.reachable,
         ...(error !== undefined ? { error } : {}),
         outbox: spare ? "spare" : outbox.error === undefined ? "present" : absent ? "absent" : "unavailable",
         pending: outbox.pending,
@@ -160,7 +158,27 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
         dead: outbox.dead,
       };
     });
-    const unreachable = databases.filter((d) => !d.reachable).map((d) => d.database);
+    const byShard = new Map(health.shards.map((h) => [h.shard, h]));
+    const shards: StatusShard[] = view.shards.map((placement) => {
+      const { shard, configured } = placement;
+      const h = byShard.get(shard.key)!;
+      const database = databases.find((d) => d.database === h.database)!;
+      return {
+        shard: shard.key,
+        database: h.database,
+        ...(configured.name !== h.database ? { configured: configured.name } : {}),
+        reachable: database.reachable,
+        latencyMs: h.latencyMs ?? null,
+        ...(database.reachable !== "yes" && database.error !== undefined ? { error: database.error } : {}),
+        owner: placement.owner?.name ?? null,
+        epoch: placement.epoch,
+        state: placement.state,
+        movingTo: placement.movingTo,
+        records: placement.records,
+      };
+    });
+    const unreachable = databases.filter((d) => d.reachable === "no").map((d) => d.database);
+    const slow = databases.filter((d) => d.reachable === "slow").map((d) => d.database);
     const moves = view.databases.flatMap((d) =>
       d.moves.map((m) => ({
         live: m.live,
@@ -188,6 +206,7 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
     return {
       ok:
         unreachable.length === 0 &&
+        slow.length === 0 &&
         view.issues.length === 0 &&
         stopped.length === 0 &&
         leftovers.length === 0,
@@ -195,6 +214,7 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
       shards,
       databases,
       unreachable,
+      slow,
       deadLetters: databases.reduce((sum, d) => sum + (d.dead ?? 0), 0),
       issues: view.issues,
       moves: moves.filter((m) => m.live).map((m) => m.move),
@@ -204,6 +224,36 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
   } finally {
     await opened.close();
   }
+}
+
+/**
+ * One database's answer from every question `status` asked it: a failure makes it `no` (with that
+ * error), else a question not answered in time makes it `slow`, else `yes`.
+ */
+function answerOf(
+  records: PartitionView["databases"][number],
+  probes: readonly ShardHealth[],
+  outboxError: unknown,
+  timeoutMs: number,
+): { reachable: StatusAnswer; error?: string } {
+  const failed: string[] = [];
+  let late = false;
+  // The health probe's error first: it says it plainest (`Can't reach database server at ...`).
+  for (const probe of probes) {
+    if (probe.state === "slow") late = true;
+    else if (probe.state !== "up") failed.push(plainDbError(probe.error ?? probe.state));
+  }
+  if (records.status === "unavailable") {
+    if (records.timedOut) late = true;
+    else failed.push(records.error);
+  }
+  if (outboxError !== undefined) {
+    if (isShardkitError(outboxError, "DEADLINE_EXCEEDED")) late = true;
+    else failed.push(oneLine(outboxError));
+  }
+  if (failed.length > 0) return { reachable: "no", error: failed[0]! };
+  if (late) return { reachable: "slow", error: `did not answer within ${timeoutMs} ms` };
+  return { reachable: "yes" };
 }
 
 /** `status` for people. */
@@ -229,7 +279,7 @@ export function renderStatus(report: StatusReport): string {
       report.shards.map((s) => [
         s.shard,
         s.database,
-        s.reachable ? "yes" : "NO",
+        s.reachable === "no" ? "NO" : s.reachable,
         s.latencyMs === null ? null : `${s.latencyMs} ms`,
         s.epoch,
         ownership(s),
@@ -259,8 +309,17 @@ export function renderStatus(report: StatusReport): string {
       "",
       `${plural(report.unreachable.length, "database")} of ${report.databases.length} unreachable:`,
       ...report.databases
-        .filter((d) => !d.reachable)
+        .filter((d) => d.reachable === "no")
         .map((d) => `  ${d.database}: ${d.error ?? "no answer"}`),
+    );
+  }
+  if (report.slow.length > 0) {
+    lines.push(
+      "",
+      `${plural(report.slow.length, "database")} of ${report.databases.length} slow (busy or frozen, not known to be down; a longer --timeout may get the answer):`,
+      ...report.databases
+        .filter((d) => d.reachable === "slow")
+        .map((d) => `  ${d.database}: ${d.error ?? "no answer in time"}`),
     );
   }
   if (report.issues.length > 0) {

@@ -1,5 +1,5 @@
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
+import { MAIN_PORT, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
@@ -59,11 +59,11 @@ describe("shardkit status", () => {
       config: "SHARDKIT_SHARDS",
       unreachable: [],
       deadLetters: 2,
-      shards: [{ shard: "0/1", database: urls.a, reachable: true, state: "unrecorded", epoch: null }],
+      shards: [{ shard: "0/1", database: urls.a, reachable: "yes", state: "unrecorded", epoch: null }],
       databases: [
         { database: urls.a, shards: ["0/1"], outbox: "present", pending: 1, dead: 2 },
-        { database: urls.b, shards: [], reachable: true, outbox: "spare", dead: null },
-        { database: urls.c, shards: [], reachable: true, outbox: "spare", dead: null },
+        { database: urls.b, shards: [], reachable: "yes", outbox: "spare", dead: null },
+        { database: urls.c, shards: [], reachable: "yes", outbox: "spare", dead: null },
       ],
     });
   });
@@ -84,15 +84,72 @@ describe("shardkit status", () => {
     expect(report.ok).toBe(false);
     expect(report.unreachable).toEqual([urls.c]);
     expect(report.shards.find((s: { shard: string }) => s.shard === "2/0")).toMatchObject({
-      reachable: false,
+      reachable: "no",
       state: "unknown",
       error: expect.stringMatching(/./),
     });
     expect(report.databases.find((d: { database: string }) => d.database === urls.c)).toMatchObject({
-      reachable: false,
+      reachable: "no",
       outbox: "unavailable",
       dead: null,
     });
+  });
+
+  it("a database that does not answer in time (frozen): `slow` in its rows and at the end, never `yes` and unreachable at once; exit 1", async () => {
+    const quick = ["--timeout", "1500"];
+    const [text, json] = await withClusterFrozen(DOWN.cluster, () =>
+      Promise.all([
+        shardkit(["status", "--config", config, ...quick]),
+        shardkit(["status", "--config", config, "--json", ...quick]),
+      ]),
+    );
+    expect(text.code, text.stderr).toBe(1);
+    expect(text.stdout).toMatch(new RegExp(`^2/0\\s+${urls.c}\\s+slow\\s`, "m"));
+    expect(text.stdout).toMatch(
+      new RegExp(
+        `databases? of 3 slow \\(busy or frozen, not known to be down[^\\n]*\\n(  .*\\n)*  ${urls.c}: did not answer within 1500 ms`,
+      ),
+    );
+    expect(text.stdout).not.toMatch(new RegExp(`unreachable:(\\n  .*)*\\n  ${urls.c}:`));
+    expect(json.code, json.stderr).toBe(1);
+    const report = JSON.parse(json.stdout);
+    expect(report.ok).toBe(false);
+    expect(report.slow).toContain(urls.c);
+    expect(report.unreachable).not.toContain(urls.c);
+    // One value per database: each row says what its database says, and the lists follow it.
+    const byName = new Map<string, string>(
+      report.databases.map((d: { database: string; reachable: string }) => [d.database, d.reachable]),
+    );
+    expect(byName.get(urls.c)).toBe("slow");
+    for (const s of report.shards as { database: string; reachable: string }[])
+      expect(s.reachable).toBe(byName.get(s.database));
+    for (const [name, answer] of byName) {
+      expect(report.slow.includes(name)).toBe(answer === "slow");
+      expect(report.unreachable.includes(name)).toBe(answer === "no");
+    }
+    // The text the same way: a row's word is its database's, listed at the end under that word only.
+    const listed = (heading: RegExp) => {
+      const lines = text.stdout.split("\n");
+      const at = lines.findIndex((l) => heading.test(l));
+      if (at < 0) return [];
+      const names: string[] = [];
+      for (const l of lines.slice(at + 1)) {
+        if (!l.startsWith("  ")) break;
+        names.push(l.slice(2, l.indexOf(": ")));
+      }
+      return names;
+    };
+    const slowListed = listed(/of 3 slow /);
+    const downListed = listed(/of 3 unreachable:$/);
+    expect(slowListed).toContain(urls.c);
+    for (const line of text.stdout.split("\n").filter((l) => /^\d+\/\d+\s/.test(l))) {
+      const [, database, word] = line.split(/\s+/);
+      expect([word, slowListed.includes(database!), downListed.includes(database!)]).toEqual([
+        word,
+        word === "slow",
+        word === "NO",
+      ]);
+    }
   });
 
   it("records that cannot be right (a shard with two owners) are listed; exit 1", async () => {

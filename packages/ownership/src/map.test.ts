@@ -1,5 +1,6 @@
 import { ShardedId } from "@shardkit/id";
-import { createOutboxRelay, emitEvent, isShardUnavailable } from "@shardkit/prisma";
+import { createOutboxRelay, emitEvent, isShardUnavailable, PartialCommitError } from "@shardkit/prisma";
+import { httpAnswerOf } from "@shardkit/prisma/fastify";
 import { withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -302,6 +303,70 @@ describe("the partition map", () => {
     staleMap.close();
   });
 
+  it("a stale router's $action after a move runs at the new owner; out of retries it fails with StaleOwnerError (a 503), never a raw SK001", async () => {
+    const mover = make();
+    const map = await mover.open();
+    const id = await bucket(mover);
+    const other = await bucket(mover, S.g1m0);
+    // Routers that read the map now and are never refreshed: they will still think a owns 0/1.
+    const stale = make();
+    const staleMap = await stale.open();
+    const spent = [make(), make(), make(), make()]; // the same, with no retry allowed
+    const spentMaps = await Promise.all(spent.map((r) => r.open({ retries: 0 })));
+    await transfer(map, S.g0m1, mover.databases.e);
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("a");
+
+    // Staged writes are refused by a (its tombstone), then placed again where 0/1 is now and run there.
+    const staged = await stale.db.$action((unit) => [
+      unit.update("bucket", { where: { id }, data: { remaining: 4 } }),
+      // A check in the action's transaction reads the owner's copy (a's old copy would say 5).
+      unit.on(id, (tx) => tx.bucket.findUnique({ where: { id } })),
+    ]);
+    expect((staged[0]!.result as { remaining: number }).remaining).toBe(4);
+    expect((staged[1]!.result as { remaining: number } | null)?.remaining).toBe(4);
+    expect(staleMap.counters).toMatchObject({ staleRejections: 1, retries: 1 });
+    expect(stale.registry.databaseOf(S.g0m1).name).toBe("e");
+    expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
+    expect((await mover.clients.a.bucket.findUnique({ where: { id } }))?.remaining).toBe(5); // the old copy, untouched
+
+    const [writer, reader, inTx, cross] = spent as [typeof stale, typeof stale, typeof stale, typeof stale];
+    // With no retries left, the refusal reaches the caller as StaleOwnerError naming the shard.
+    const refused = await writer.db
+      .$action((unit) => unit.update("bucket", { where: { id }, data: { remaining: 3 } }))
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StaleOwnerError);
+    expect((refused as StaleOwnerError).refusal).toMatchObject({ shard: S.g0m1, state: "moved" });
+    expect(isShardUnavailable(refused)).toBe(true);
+    // A decision that only reads is refused at the former owner too (the action asserts its epoch).
+    const read = await reader.db
+      .$action((unit) => unit.on(id, (tx) => tx.bucket.findUnique({ where: { id } })))
+      .catch((e: unknown) => e);
+    expect(read).toBeInstanceOf(StaleOwnerError);
+    // A shard transaction the same way.
+    const txError = await inTx.db
+      .$transactionOn(id, (tx) => tx.bucket.update({ where: { id }, data: { remaining: 3 } }))
+      .catch((e: unknown) => e);
+    expect(txError).toBeInstanceOf(StaleOwnerError);
+    // A cross-shard action whose first database refuses: nothing committed, the refusal a StaleOwnerError.
+    const crossError = await cross.db
+      .$action(
+        (unit) => {
+          unit.update("bucket", { where: { id }, data: { remaining: 3 } });
+          unit.update("bucket", { where: { id: other }, data: { remaining: 3 } });
+        },
+        { allowCrossShard: true },
+      )
+      .catch((e: unknown) => e);
+    expect(crossError).toBeInstanceOf(PartialCommitError);
+    expect((crossError as PartialCommitError).committed).toEqual([]);
+    expect(
+      (crossError as PartialCommitError).failed.map((f) => [f.shard, f.error instanceof StaleOwnerError]),
+    ).toEqual([[S.g0m1, true]]);
+    expect((await mover.clients.b.bucket.findUnique({ where: { id: other } }))?.remaining).toBe(5);
+    expect((await mover.clients.e.bucket.findUnique({ where: { id } }))?.remaining).toBe(4);
+    for (const m of [map, staleMap, ...spentMaps]) m.close();
+  });
+
   it("compare-and-set: a fence or a switch on the wrong state is EpochConflictError and changes nothing", async () => {
     const r = make();
     const map = await r.open();
@@ -371,16 +436,11 @@ describe("the partition map", () => {
       await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 3 } }));
       expect(map.problemsOf()).toEqual([]);
     }
-    // An owner's epoch set back (a restored backup), and its record deleted: refused, then repaired.
-    const epochOf = (epoch: number) =>
-      r.clients.a.$executeRawUnsafe(
-        `UPDATE "ShardOwnership" SET epoch = ${epoch} WHERE shard = ${S.g0m0.bits}`,
-      );
-    await epochOf(5);
+    // An owner's record deleted: refused, then repaired (an epoch set back: the next test).
+    await r.clients.a.$executeRawUnsafe(`UPDATE "ShardOwnership" SET epoch = 5 WHERE shard = ${S.g0m0.bits}`);
     await map.refresh();
     expect(r.registry.epochOf(S.g0m0)).toBe(5);
     for (const [breakIt, problem] of [
-      [() => epochOf(2), /epoch 2 at a is behind epoch 5 already seen/],
       [
         () => r.clients.a.$executeRawUnsafe(`DELETE FROM "ShardOwnership" WHERE shard = ${S.g0m0.bits}`),
         /a has no record of it.*deleted/,
@@ -398,6 +458,47 @@ describe("the partition map", () => {
       );
       await untilAdmitted(() => r.db.bucket.update({ where: { id }, data: { remaining: 4 } }));
     }
+    map.close();
+  });
+
+  it("an owner's epoch set back after the router saw a higher one: refused with InvalidMapError naming both epochs (its 503 says so), then taken once a later read finds it still so, without a restart", async () => {
+    const r = make();
+    const map = await r.open(); // a refused shard is read again at most once a second
+    const id = await bucket(r, S.g0m0);
+    const epochOf = (epoch: number) =>
+      r.clients.a.$executeRawUnsafe(
+        `UPDATE "ShardOwnership" SET epoch = ${epoch} WHERE shard = ${S.g0m0.bits}`,
+      );
+    await epochOf(5);
+    await map.refresh();
+    expect(r.registry.epochOf(S.g0m0)).toBe(5);
+    await epochOf(2); // a backup of a restored
+    // The router learns of it from the shard transaction's assertion of its epoch (refused, read, refused).
+    const error = await r.db
+      .$transactionOn(S.g0m0, (tx) => tx.bucket.update({ where: { id }, data: { remaining: 1 } }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidMapError);
+    const why =
+      /epoch 2 at a is behind epoch 5 already seen \(the record was set back: a restored backup\?\); if a later read finds it still so, routing takes epoch 2/;
+    expect((error as Error).message).toMatch(why);
+    expect(httpAnswerOf(error)).toMatchObject({
+      status: 503,
+      body: { error: "SHARD_UNAVAILABLE", shard: "0/0", message: expect.stringMatching(why) },
+    });
+    // A later read finds the record still so: routing takes epoch 2, and the shard works again.
+    await map.refresh();
+    expect(map.problemsOf()).toEqual([]);
+    expect(r.registry.epochOf(S.g0m0)).toBe(2);
+    const updated = await r.db.$transactionOn(S.g0m0, (tx) =>
+      tx.bucket.update({ where: { id }, data: { remaining: 1 } }),
+    );
+    expect(updated.remaining).toBe(1);
+    // A record set back and then put forward again before a second read is never taken back.
+    await epochOf(1);
+    await map.refresh();
+    await epochOf(3);
+    await map.refresh();
+    expect([r.registry.epochOf(S.g0m0), map.problemsOf()]).toEqual([3, []]);
     map.close();
   });
 

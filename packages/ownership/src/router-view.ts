@@ -61,6 +61,12 @@ export class RouterView<Client extends ShardClient> {
   lastRead = 0;
   /** The digest of each database's records in `rows` (see `DIGEST`). */
   private readonly digests = new Map<Database<Client>, string>();
+  /**
+   * Shards whose owner's epoch a read found behind the one routing uses (a record set back: a
+   * restored backup, a hand edit), with that owner and epoch: refused until a later read finds the
+   * same, then adopted.
+   */
+  private readonly setBack = new Map<number, { owner: Database<Client>; epoch: number }>();
 
   constructor(
     private readonly registry: ShardRegistry<Client>,
@@ -115,10 +121,10 @@ export class RouterView<Client extends ShardClient> {
     const { placements } = placeShards(this.registry, this.rows, this.identities);
     for (const { shard, owner, epoch, state, configured, issues } of placements) {
       const problems = [...issues];
-      if (owner !== null && epoch !== null && epoch < this.registry.epochOf(shard))
-        problems.push(
-          `epoch ${epoch} at ${owner.name} is behind epoch ${this.registry.epochOf(shard)} already seen (a record set back?)`,
-        );
+      const back = owner !== null && epoch !== null && epoch < this.registry.epochOf(shard);
+      const agreed = back && issues.length === 0 && this.agrees(shard, owner, epoch);
+      if (back && !agreed) problems.push(this.noteSetBack(shard, owner, epoch));
+      if (!back) this.setBack.delete(shard.bits);
       if (owner === null && state === "unknown" && !this.rows.has(configured)) {
         this.problems.set(shard.bits, {
           kind: "unanswered",
@@ -139,7 +145,7 @@ export class RouterView<Client extends ShardClient> {
       }
       if (owner === null || epoch === null) continue; // unrecorded before any open recorded it: the configuration holds
       if (this.registry.databaseOf(shard) === owner && this.registry.epochOf(shard) === epoch) continue;
-      this.registry.assign(shard, owner, epoch);
+      this.registry.assign(shard, owner, epoch, agreed);
       changed.push(shard);
     }
     this.fenced.clear();
@@ -201,6 +207,23 @@ export class RouterView<Client extends ShardClient> {
       missing: result.missing.map((m) => m.target.name),
       problems: [],
     });
+  }
+
+  /**
+   * Notes that `owner`'s record of `shard` is at `epoch`, behind the epoch routing uses, and says
+   * so: the shard is refused until a later read finds the same record (then `agrees`).
+   */
+  private noteSetBack(shard: ShardIdentifier, owner: Database<Client>, epoch: number): string {
+    this.setBack.set(shard.bits, { owner, epoch });
+    return `epoch ${epoch} at ${owner.name} is behind epoch ${this.registry.epochOf(shard)} already seen (the record was set back: a restored backup?); if a later read finds it still so, routing takes epoch ${epoch}`;
+  }
+
+  /** Whether an earlier read found `shard`'s owner record set back to the same owner and epoch (then it is adopted). */
+  private agrees(shard: ShardIdentifier, owner: Database<Client>, epoch: number): boolean {
+    const seen = this.setBack.get(shard.bits);
+    if (!seen || seen.owner !== owner || seen.epoch !== epoch) return false;
+    this.setBack.delete(shard.bits);
+    return true;
   }
 
   /** Notes why each database that did not answer a read or a check is silent. */

@@ -56,6 +56,8 @@ export type DatabaseOwnership<Client extends ShardClient = ShardClient> = {
       status: "unavailable";
       records: [];
       error: string;
+      /** True when it did not answer within the read's `timeoutMs` (slow or frozen, not known to be down). */
+      timedOut: boolean;
     }
 );
 
@@ -152,8 +154,9 @@ export async function readPartitionMap<Client extends ShardClient>(
     const physical = outcome.target;
     const about = { physical, database: physical.name, identity: identities.get(physical) ?? null };
     if (outcome.status !== "fulfilled") {
-      const error = outcome.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(outcome.error);
-      return { ...about, moves: [], replication: [], status: "unavailable", records: [], error };
+      const timedOut = outcome.reason === "timeout";
+      const error = timedOut ? `no answer in ${timeoutMs} ms` : lastLine(outcome.error);
+      return { ...about, moves: [], replication: [], status: "unavailable", records: [], error, timedOut };
     }
     const { value } = outcome;
     const moves = value.moves.map(

@@ -9,6 +9,7 @@ import {
 } from "./errors.js";
 import type { Executor } from "./executor.js";
 import { type OutboxEventInput, outboxRecord } from "./outbox.js";
+import { countRejection, givenUp, type OwnershipHook } from "./ownership.js";
 import type { Obj } from "./plan.js";
 import { type ShardClient, type ShardRef, toShard } from "./registry.js";
 import type { View } from "./scope.js";
@@ -50,13 +51,20 @@ interface Step {
  * the counts.
  */
 export class StagedWrite<T = unknown> {
+  /** @internal Its statements, one per database, where its shards were when it was last placed. */
+  steps: readonly Step[];
+
   /** @internal */
   constructor(
     /** The shards it writes to (one, unless an `in` list or createMany rows span shards). */
     readonly shards: readonly ShardIdentifier[],
     readonly description: string,
-    /** @internal */ readonly steps: readonly Step[],
-  ) {}
+    /** @internal Its statements where its shards are now (placed again after a former owner refused them). */
+    readonly place: () => Step[],
+    steps: readonly Step[] = place(),
+  ) {
+    this.steps = steps;
+  }
 
   get status(): StagedStatus {
     return this.steps.find((step) => step.status !== "committed")?.status ?? "committed";
@@ -74,7 +82,8 @@ export class StagedWrite<T = unknown> {
 export interface ActionOptions extends Omit<TransactionOptions, "retries"> {
   /**
    * Let the action write to several shards: one transaction per database (the shards it holds
-   * commit together), in database order, no retry, and a `PartialCommitError` that says exactly
+   * commit together), in database order, no retry (but for a partition map's refusal before anything
+   * committed: see `commit`), and a `PartialCommitError` that says exactly
    * which shards committed if one fails. It is never atomic across databases. Default `false`:
    * staging for two shards throws `CrossShardError` before anything is written.
    */
@@ -141,13 +150,15 @@ export class ActionUnit<Client extends ShardClient> {
   on<T>(shardOrId: ShardRef, fn: (tx: TransactionClient<Client>) => Promise<T>): StagedWrite<T> {
     const { placement } = this.executor.planner;
     const shard = placement.resolve(toShard(shardOrId));
-    const step: Step = {
-      database: placement.databaseOf(shard).index,
-      shards: [shard],
-      run: (tx) => inShard(this.executor, tx, shard, (guarded) => fn(guarded as TransactionClient<Client>)),
-      status: "staged",
-    };
-    return this.push(new StagedWrite<T>([shard], `step on ${shard.key}`, [step]));
+    const place = (): Step[] => [
+      {
+        database: placement.databaseOf(shard).index,
+        shards: [shard],
+        run: (tx) => inShard(this.executor, tx, shard, (guarded) => fn(guarded as TransactionClient<Client>)),
+        status: "staged",
+      },
+    ];
+    return this.push(new StagedWrite<T>([shard], `step on ${shard.key}`, place));
   }
 
   /**
@@ -196,17 +207,18 @@ export class ActionUnit<Client extends ShardClient> {
       case "shards":
         if (!plan.write) throw new UnsupportedShardOperationError(`${model}.${operation} is not a write`);
     }
-    const { targets } = this.executor.place(plan, a);
-    const steps = targets.map(
-      (target): Step => ({
-        database: target.database,
-        shards: target.shards,
-        run: (tx) => this.executor.callOn(tx, model, operation, target.args),
-        status: "staged",
-      }),
-    );
-    const shards = sortShards(targets.flatMap((t) => t.shards));
-    return this.push(new StagedWrite<T>(shards, `${model}.${operation}`, steps));
+    const place = () =>
+      this.executor.place(plan, a).targets.map(
+        (target): Step => ({
+          database: target.database,
+          shards: target.shards,
+          run: (tx) => this.executor.callOn(tx, model, operation, target.args),
+          status: "staged",
+        }),
+      );
+    const steps = place();
+    const shards = sortShards(steps.flatMap((s) => s.shards));
+    return this.push(new StagedWrite<T>(shards, `${model}.${operation}`, place, steps));
   }
 
   private push<W extends StagedWrite<any>>(write: W): W {
@@ -221,10 +233,16 @@ export class ActionUnit<Client extends ShardClient> {
     ).map((s) => s.key);
   }
 
-  /** @internal Groups the staged writes by database and runs them, one transaction per database. */
+  /**
+   * @internal Groups the staged writes by database and runs them, one transaction per database.
+   * With a partition map attached, each shard is admitted first (a write to a shard between owners
+   * waits in the router), each transaction first asserts its shards' epochs, and an action refused
+   * by a former owner before anything of it committed is placed again where its shards are now and
+   * run again (at most the map's `retries` times); a refusal that is the answer is the map's
+   * `StaleOwnerError`, never the database's raw error.
+   */
   async commit(view: View, options: ActionOptions): Promise<void> {
-    const steps = this.staged.flatMap((w) => w.steps);
-    const shards = sortShards(steps.flatMap((s) => s.shards));
+    const shards = this.shards;
     if (shards.length > 1 && !options.allowCrossShard) {
       throw new CrossShardError(
         `Action writes to shards ${shards.map((s) => s.key).join(", ")}; nothing was written. ` +
@@ -232,25 +250,64 @@ export class ActionUnit<Client extends ShardClient> {
         shards,
       );
     }
+    const hook = this.executor.planner.placement.ownership;
+    for (let attempt = 0; ; attempt++) {
+      if (hook?.admit) for (const shard of shards) await hook.admit(shard, { write: true });
+      for (const write of this.staged) write.steps = write.place();
+      const failure = await this.runDatabases(view, options, hook);
+      if (!failure) return;
+      const rejected = hook?.rejection(failure.error);
+      let error = failure.error;
+      if (hook && rejected) {
+        countRejection(this.executor.telemetry, rejected.shard);
+        if (failure.committed.length === 0 && attempt < hook.retries) {
+          await hook.refresh(rejected, attempt);
+          continue;
+        }
+        error = givenUp(hook, failure.error);
+      }
+      if (failure.databases === 1) throw error;
+      throw new PartialCommitError(
+        failure.committed,
+        failure.failed.map((shard) => ({ shard, error })),
+        failure.notAttempted,
+      );
+    }
+  }
+
+  /** Runs the staged writes as placed, one transaction per database in order; how the first failure left them. */
+  private async runDatabases(
+    view: View,
+    options: ActionOptions,
+    hook: OwnershipHook | undefined,
+  ): Promise<ActionFailure | undefined> {
+    const steps = this.staged.flatMap((w) => w.steps);
     const databases = [...new Set(steps.map((s) => s.database))].sort((x, y) => x - y);
     const committed: ShardIdentifier[] = [];
+    const begin = hook?.begin;
     for (const [i, database] of databases.entries()) {
       const group = steps.filter((s) => s.database === database);
       const results: unknown[] = [];
       try {
         await inDatabaseTransaction(view, database, options, async (tx) => {
+          // The epoch routing used, asserted first: a former owner refuses even a check that only reads.
+          if (begin) {
+            for (const shard of sortShards(group.flatMap((s) => s.shards)))
+              await this.executor.bounded(database, () => begin(tx, shard));
+          }
           for (const step of group) results.push(await step.run(tx));
         });
       } catch (error) {
         for (const step of group) step.status = "rolled-back";
         const later = steps.filter((s) => databases.indexOf(s.database) > i);
         for (const step of later) step.status = "not-attempted";
-        if (databases.length === 1) throw error;
-        throw new PartialCommitError(
+        return {
+          error,
+          databases: databases.length,
           committed,
-          sortShards(group.flatMap((s) => s.shards)).map((shard) => ({ shard, error })),
-          sortShards(later.flatMap((s) => s.shards)),
-        );
+          failed: sortShards(group.flatMap((s) => s.shards)),
+          notAttempted: sortShards(later.flatMap((s) => s.shards)),
+        };
       }
       for (const [j, step] of group.entries()) {
         step.status = "committed";
@@ -258,7 +315,18 @@ export class ActionUnit<Client extends ShardClient> {
       }
       committed.push(...sortShards(group.flatMap((s) => s.shards)));
     }
+    return undefined;
   }
+}
+
+/** Where an action's run stopped: the error, and its shards by outcome. */
+interface ActionFailure {
+  error: unknown;
+  /** How many databases the action was placed on. */
+  databases: number;
+  committed: ShardIdentifier[];
+  failed: ShardIdentifier[];
+  notAttempted: ShardIdentifier[];
 }
 
 /** Runs an action: `fn` stages writes (direct writes through the routed client are refused meanwhile). */

@@ -201,12 +201,8 @@ function refusalOf(error: unknown): Omit<HttpAnswer, "headers"> | undefined {
   }
   if (isShardUnavailable(error) || isTransientTransactionError(error)) {
     const shard = (error as { shard?: { key?: unknown } }).shard?.key;
-    const timeout = isShardkitError(error, "SHARD_TIMEOUT");
     return typeof shard === "string"
-      ? unavailable(
-          `${timeout ? (error as Error).message : `shard ${shard} is unavailable or busy`}; retry later`,
-          { shard },
-        )
+      ? unavailable(`${whyUnavailable(error, shard)}; retry later`, { shard })
       : unavailable("a shard is unavailable or busy; retry later", {});
   }
   if (isAnyShardkitError(error, "INVALID_SHARDED_ID")) return refusal(400, "VALIDATION", error.message);
@@ -216,6 +212,19 @@ function refusalOf(error: unknown): Omit<HttpAnswer, "headers"> | undefined {
     return refusal(status, "VALIDATION", String((error as Error).message).slice(0, 500));
   }
   return undefined;
+}
+
+/**
+ * Why `shard` is unavailable, as the 503 says it: its deadline passed (`SHARD_TIMEOUT`), its
+ * ownership records cannot be right (`@shardkit/ownership`'s `INVALID_MAP`: each problem, e.g. an
+ * epoch set back), or, for anything else, that it is unavailable or busy.
+ */
+function whyUnavailable(error: unknown, shard: string): string {
+  if (isShardkitError(error, "SHARD_TIMEOUT")) return (error as Error).message;
+  const issues = (error as { issues?: unknown }).issues;
+  if (isAnyShardkitError(error, "INVALID_MAP") && Array.isArray(issues))
+    return `shard ${shard}: its ownership records cannot be right (${issues.join("; ")})`;
+  return `shard ${shard} is unavailable or busy`;
 }
 
 const refusal = (status: number, code: string, message: string) => ({

@@ -58,13 +58,22 @@ export async function withCurrentOwner<R>(
     } catch (error) {
       const rejected = hook?.rejection(error);
       if (!hook || !rejected) throw error;
-      if (telemetry?.metering) {
-        telemetry
-          .counter("shardkit.ownership.stale_rejections", "Writes refused by a former owner of their shard")
-          .add(1, telemetry.shard(rejected.shard.key));
-      }
-      if (attempt >= hook.retries) throw hook.giveUp ? hook.giveUp(error) : error;
+      countRejection(telemetry, rejected.shard);
+      if (attempt >= hook.retries) throw givenUp(hook, error);
       await hook.refresh(rejected, attempt);
     }
   }
+}
+
+/** Adds 1 to `shardkit.ownership.stale_rejections` for `shard` (when `telemetry` meters). */
+export function countRejection(telemetry: Telemetry | undefined, shard: ShardIdentifier): void {
+  if (!telemetry?.metering) return;
+  telemetry
+    .counter("shardkit.ownership.stale_rejections", "Writes refused by a former owner of their shard")
+    .add(1, telemetry.shard(shard.key));
+}
+
+/** What a call refused by a former owner throws once it is not run again: `hook.giveUp`'s error, or the refusal. */
+export function givenUp(hook: OwnershipHook, error: unknown): unknown {
+  return hook.giveUp ? hook.giveUp(error) : error;
 }

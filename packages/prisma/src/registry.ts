@@ -294,7 +294,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
 
   /**
    * The shard's ownership epoch: 0 in a static registry; a partition map's epoch once one is
-   * attached (`@shardkit/ownership`). It only grows.
+   * attached (`@shardkit/ownership`). It only grows, but for a record set back (`assign`).
    */
   epochOf(shard: ShardIdentifier): number {
     return this.epochs.get(shard.bits) ?? 0;
@@ -303,9 +303,10 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   /**
    * Places a registered shard on `database` at `epoch`: the partition map's way to apply a change
    * of owner to routing. An epoch lower than the shard's current one is refused (a map never goes
-   * back); the same epoch with another database is refused too (two owners for one epoch).
+   * back) unless `setBack` says the map means it (a record set back, a restored backup, that a
+   * later read found still so); the same epoch with another database is refused (two owners).
    */
-  assign(shard: ShardIdentifier, database: Database<Client>, epoch: number): void {
+  assign(shard: ShardIdentifier, database: Database<Client>, epoch: number, setBack = false): void {
     const current = this.byBits[shard.bits];
     if (!current) throw new UnknownShardError(shard, this.shards);
     if (!this.databases.includes(database)) {
@@ -314,7 +315,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     const known = this.epochOf(shard);
     if (
       !Number.isSafeInteger(epoch) ||
-      epoch < known ||
+      (epoch < known && !setBack) ||
       (epoch === known && current !== database && known > 0)
     ) {
       throw new RegistryConfigError([

@@ -9,7 +9,13 @@ import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterAll, describe, expect, it } from "vitest";
 import { SCHEMA_MODELS } from "../test/layout.js";
-import { type RolloutEvent, type RolloutTarget, rolloutSchema, SchemaRolloutError } from "./rollout.js";
+import {
+  type RolloutEvent,
+  type RolloutReport,
+  type RolloutTarget,
+  rolloutSchema,
+  SchemaRolloutError,
+} from "./rollout.js";
 
 const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
 
@@ -20,6 +26,23 @@ async function tables(
     "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
   );
   return rows.map((r) => r.table_name);
+}
+
+/** A migrations folder of two migrations: a table, then a column. */
+function migrationsDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "sk-migrations-"));
+  writeFileSync(join(dir, "migration_lock.toml"), 'provider = "postgresql"\n');
+  mkdirSync(join(dir, "20260101000000_init"));
+  writeFileSync(
+    join(dir, "20260101000000_init", "migration.sql"),
+    'CREATE TABLE "Ledger" ("id" UUID NOT NULL PRIMARY KEY, "amount" BIGINT NOT NULL);\n',
+  );
+  mkdirSync(join(dir, "20260102000000_memo"));
+  writeFileSync(
+    join(dir, "20260102000000_memo", "migration.sql"),
+    'ALTER TABLE "Ledger" ADD COLUMN "memo" TEXT;\n',
+  );
+  return dir;
 }
 
 describe("rolloutSchema on PGlite (push)", () => {
@@ -109,22 +132,6 @@ describe("rolloutSchema on PostgreSQL (migrate)", () => {
   afterAll(async () => {
     for (const name of names) await dropDatabase(MAIN_PORT, name);
   });
-
-  function migrationsDir(): string {
-    const dir = mkdtempSync(join(tmpdir(), "sk-migrations-"));
-    writeFileSync(join(dir, "migration_lock.toml"), 'provider = "postgresql"\n');
-    mkdirSync(join(dir, "20260101000000_init"));
-    writeFileSync(
-      join(dir, "20260101000000_init", "migration.sql"),
-      'CREATE TABLE "Ledger" ("id" UUID NOT NULL PRIMARY KEY, "amount" BIGINT NOT NULL);\n',
-    );
-    mkdirSync(join(dir, "20260102000000_memo"));
-    writeFileSync(
-      join(dir, "20260102000000_memo", "migration.sql"),
-      'ALTER TABLE "Ledger" ADD COLUMN "memo" TEXT;\n',
-    );
-    return dir;
-  }
 
   it("applies migrations shard by shard, stops at the first failure, and a rerun finishes the rest", async () => {
     const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
@@ -293,6 +300,58 @@ describe("two copies of the package in one process (source and build, as a test 
       ]);
     } finally {
       for (const name of names) await dropDatabase(MAIN_PORT, name);
+    }
+  }, 120_000);
+});
+
+describe("two rollouts at once to one fresh database (two services starting together)", () => {
+  const names = ["push", "migrate"].map((mode) => `sk_rollout_race_${mode}_${process.pid}`);
+  afterAll(async () => {
+    for (const name of names) await dropDatabase(MAIN_PORT, name);
+  });
+
+  /** Three rollouts of `options` to `url` at once, each through adapters (connections) of its own. */
+  const together = (url: string, options: { schema: string } | { migrations: string }) =>
+    Promise.all(
+      [1, 2, 3].map(() =>
+        rolloutSchema({
+          ...options,
+          targets: [{ name: "race", adapter: new PrismaPg({ connectionString: url }) }],
+          onProgress: () => {},
+        }).catch((e: unknown) => e),
+      ),
+    );
+
+  it("push: every rollout succeeds, one applies the schema and the others find it there", async () => {
+    const url = await createDatabase(MAIN_PORT, names[0]!);
+    const reports = await together(url, { schema: schemaPath });
+    for (const report of reports) expect(report).not.toBeInstanceOf(Error);
+    const statuses = reports.map((r) => (r as RolloutReport).targets[0]!.status).sort();
+    expect(statuses).toEqual(["applied", "unchanged", "unchanged"]);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      expect(await tables((sql) => client.query(sql))).toEqual(SCHEMA_MODELS);
+    } finally {
+      await client.end();
+    }
+  }, 120_000);
+
+  it("migrate: every rollout succeeds, and each migration is applied once", async () => {
+    const url = await createDatabase(MAIN_PORT, names[1]!);
+    const reports = await together(url, { migrations: migrationsDir() });
+    for (const report of reports) expect(report).not.toBeInstanceOf(Error);
+    const applied = reports.flatMap((r) => (r as RolloutReport).targets[0]!.appliedMigrations);
+    expect(applied).toEqual(["20260101000000_init", "20260102000000_memo"]);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query(
+        "SELECT migration_name FROM _prisma_migrations WHERE finished_at IS NOT NULL ORDER BY migration_name",
+      );
+      expect(rows.map((r) => r.migration_name)).toEqual(["20260101000000_init", "20260102000000_memo"]);
+    } finally {
+      await client.end();
     }
   }, 120_000);
 });

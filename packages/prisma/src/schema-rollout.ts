@@ -7,6 +7,7 @@ import { join, resolve } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
 import { RolloutOptionsError, SchemaRolloutError } from "./errors.js";
+import { withRolloutLock } from "./rollout-lock.js";
 import type { RolloutReport, RolloutTargetReport } from "./rollout-report.js";
 import { engineVersion, withEngine } from "./schema-engine.js";
 import {
@@ -179,27 +180,9 @@ export async function runRollout(
     const started = startedAt.get(index) ?? performance.now();
     progress({ type: "start", index, total, target: target.name });
     try {
-      await withEngine(prepared.files, target.adapter, async (engine) => {
-        if (mode === "push") {
-          const result = await engine.schemaPush({
-            schema: { files: prepared.files.map(([path, content]) => ({ path, content })) },
-            force: options.acceptDataLoss ?? false,
-            filters: NO_FILTERS,
-          });
-          entry.warnings.push(...result.warnings, ...result.unexecutable);
-          if (result.executedSteps === 0 && entry.warnings.length > 0) {
-            entry.error = `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`;
-          }
-          entry.changes = result.executedSteps;
-        } else {
-          const result = await engine.applyMigrations({
-            migrationsList: prepared.migrationsList!,
-            filters: NO_FILTERS,
-          });
-          entry.appliedMigrations = result.appliedMigrationNames;
-          entry.changes = result.appliedMigrationNames.length;
-        }
-      });
+      // Under the database's rollout lock: a rollout started at the same time elsewhere (another
+      // service's start) waits, then its engine compares the database with the schema again.
+      await withRolloutLock(target.adapter, () => pushOrMigrate(prepared, options, target, entry));
     } catch (error) {
       entry.error = messageOf(error);
       fail(index, error);
@@ -226,6 +209,36 @@ export async function runRollout(
   return { report, failure, errors };
 }
 
+/** Runs the engine on `target`: a push of the schema or its migrations, noted in `entry`. */
+async function pushOrMigrate(
+  prepared: Prepared,
+  options: RolloutOptions,
+  target: RolloutTarget,
+  entry: RolloutTargetReport,
+): Promise<void> {
+  await withEngine(prepared.files, target.adapter, async (engine) => {
+    if (prepared.mode === "push") {
+      const result = await engine.schemaPush({
+        schema: { files: prepared.files.map(([path, content]) => ({ path, content })) },
+        force: options.acceptDataLoss ?? false,
+        filters: NO_FILTERS,
+      });
+      entry.warnings.push(...result.warnings, ...result.unexecutable);
+      if (result.executedSteps === 0 && entry.warnings.length > 0) {
+        entry.error = `push not applied: ${entry.warnings.join("; ")} (pass acceptDataLoss to force it)`;
+      }
+      entry.changes = result.executedSteps;
+    } else {
+      const result = await engine.applyMigrations({
+        migrationsList: prepared.migrationsList!,
+        filters: NO_FILTERS,
+      });
+      entry.appliedMigrations = result.appliedMigrationNames;
+      entry.changes = result.appliedMigrationNames.length;
+    }
+  });
+}
+
 /** Runs `fn` on each item, at most `limit` at a time, starting them in order. `fn` must not reject. */
 async function bounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -249,6 +262,8 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 export async function rolloutFingerprint(options: Omit<RolloutOptions, "targets">): Promise<string> {
   return (await prepare(options)).fingerprint;
 }
+
+type Prepared = Awaited<ReturnType<typeof prepare>>;
 
 /** What every target gets: the mode, the schema files, the migrations, and their fingerprint. */
 async function prepare(options: Omit<RolloutOptions, "targets">) {
