@@ -5,7 +5,6 @@
 import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
 import type { Database, OwnershipHook, ShardClient, ShardRef, ShardRegistry } from "@shardkit/prisma";
-import { databaseIdentities } from "@shardkit/prisma/internal";
 import { OwnershipChanges } from "./changes.js";
 import { EpochConflictError, OwnershipOptionsError, type Refusal, StaleOwnerError } from "./errors.js";
 import { RouterRepairs } from "./heal.js";
@@ -151,7 +150,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.counters = this.signals.counters;
     this.name = options.name ?? `router ${hostname()}:${process.pid}`;
     this.changes = new OwnershipChanges<Client>(() => this.resolved, lockTimeoutMs);
-    this.installer = new MapInstall(this.registry, this);
+    this.installer = new MapInstall(this.registry, this, this.signals);
     this.repairs = new RouterRepairs(this, this.signals);
     this.view = new RouterView(this.registry, this.timeoutMs, this.installer, this.repairs, this.signals);
     this.waits = new RouterWaits(this.registry, this.view, this.repairs, () => this.refresh(), {
@@ -180,9 +179,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    *
    * A database that does not answer in time is not taken for one without records: its shards' calls
    * are refused (`DatabasesUnansweredError`) until a later read finds it; with no database answering,
-   * the open fails with that error. Service instances may open their maps at the same moment: each
-   * database's install and recording run under an advisory lock of their own, and a function already
-   * installed as this version has it is left alone (no DDL at all on an ordinary start). Once its
+   * the open fails with that error. An ordinary start costs two statements per database: one that
+   * tells what it is and holds (schema, tables, functions, records), 16 databases at a time, and the
+   * read of its records. Service instances may open their maps at the same moment: the set-up is
+   * made once per database, by whichever comes first (each database's install and recording run
+   * under an advisory lock of its own; the others, once it is given, find the work done), and a
+   * function already installed as this version has it is left alone (no DDL at all). Once its
    * databases have answered, the install and recording wait at most 30 s for them (`INSTALL_TIMEOUT_MS`):
    * a lock that is never given, or a server that froze since, fails the open with
    * `DatabasesUnansweredError`.
@@ -197,9 +199,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return map;
   }
 
-  /** The open's install (see `open` and `MapInstall.open`), once each database told what it is. */
+  /** The open's install (see `open` and `MapInstall.open`): each database tells what it is and holds. */
   private async install(): Promise<void> {
-    this.view.identities = await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs });
     this.resolved = await this.installer.open(this.view.identities, this.resolved, this.timeoutMs);
   }
 

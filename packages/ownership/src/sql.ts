@@ -315,6 +315,11 @@ export async function ownershipSchemaIssues(
     OWNERSHIP_COLUMNS_SQL,
     Object.keys(OWNERSHIP_COLUMNS),
   );
+  return schemaIssuesOf(rows, name);
+}
+
+/** What a database lacks of @shardkit/ownership's schema, from the columns it has of its tables (`OWNERSHIP_COLUMNS_SQL`). */
+export function schemaIssuesOf(rows: readonly { table: string; column: string }[], name: string): string[] {
   const missing: string[] = [];
   for (const [table, columns] of Object.entries(OWNERSHIP_COLUMNS)) {
     const present = rows.filter((r) => r.table === table).map((r) => r.column);
