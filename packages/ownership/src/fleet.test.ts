@@ -2,10 +2,19 @@
 // databases at the same moment, on a PostgreSQL server of the test's own (room for 16 x 64
 // connections). Each router is a registry with a client of its own per database (a pool of one),
 // as separate service instances have, in this process.
+import { ShardIdentifier } from "@shardkit/id";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dropFleetServer, fleetRegistry, fleetServer, type MapFleet, mapFleet } from "../test/fleet.js";
+import {
+  dropFleetServer,
+  fleetRegistry,
+  fleetServer,
+  type MapFleet,
+  mapFleet,
+  statementsIn,
+} from "../test/fleet.js";
 import { TABLES } from "../test/layout.js";
-import { PartitionMap } from "./index.js";
+import { moveShard, PartitionMap } from "./index.js";
 
 const DATABASES = 64;
 const ROUTERS = 16;
@@ -73,5 +82,44 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
     const again = await openAll();
     expect(again.flatMap((r) => r.installs)).toEqual([]);
     for (const router of again) expect(router.entries).toEqual(first[0]!.entries);
+  }, 600_000);
+
+  it("idle routers send at most 0.1 statements per router per database per second, and a switch reaches every one of them from its announcement, with no call made", async () => {
+    const routers = Array.from({ length: ROUTERS }, () => fleetRegistry(fleet!.urls, 4, 1));
+    // Sweeps every 10 min: what the routers learn here, they learn from announcements.
+    const maps = await Promise.all(
+      routers.map((registry) =>
+        PartitionMap.open({ registry, tables: TABLES, timeoutMs: 120_000, sweepIntervalMs: 600_000 }),
+      ),
+    );
+    try {
+      // The first tick of each router looks at every database (it has no version yet); then each
+      // tick looks at one database, in turn.
+      let ticks = 0;
+      for (const map of maps) map.start();
+      const swept = maps.map((map) => map.counters.refreshes);
+      await eventually("every router's first tick is done", async () =>
+        maps.every((map, i) => map.counters.refreshes > swept[i]!),
+      );
+      const before = await statementsIn(fleet!.names);
+      const started = performance.now();
+      const refreshes = maps.map((map) => map.counters.refreshes);
+      await new Promise((resolve) => setTimeout(resolve, 10_000)); // the window measured, not a wait for an event
+      const sent = (await statementsIn(fleet!.names)) - before;
+      const seconds = (performance.now() - started) / 1000;
+      ticks = maps.reduce((n, map, i) => n + map.counters.refreshes - refreshes[i]!, 0);
+      expect(ticks).toBeGreaterThan(0);
+      expect(sent / ROUTERS / DATABASES / seconds).toBeLessThanOrEqual(0.1);
+      // A move made by the first router: every router follows it without any call of its own.
+      const shard = ShardIdentifier.of(0, 0);
+      const to = routers[0]!.databases[1]!;
+      await moveShard({ map: maps[0]!, shard, to, mode: "offline", onProgress: () => {} });
+      await eventually("every router routes the shard to its new owner", async () =>
+        routers.every((registry) => registry.databaseOf(shard).name === to.name),
+      );
+    } finally {
+      for (const map of maps) map.close();
+      for (const registry of routers) await registry.disconnect();
+    }
   }, 600_000);
 });

@@ -80,7 +80,7 @@ interface SetUp {
 
 /** The digest of each of shardkit's functions as this version has it (`md5` of its body, as `SETUP_SQL` reads it). */
 const DIGESTS = new Map(
-  FUNCTIONS.map((f) => [f.name as string, createHash("md5").update(functionBody(f.create)).digest("hex")]),
+  FUNCTIONS.map((f) => [f.name, createHash("md5").update(functionBody(f.create)).digest("hex")]),
 );
 
 /** What `physical` holds of the map's set-up (`SETUP_SQL`), or what it lacks of its schema. */
@@ -217,7 +217,10 @@ export async function installFunctions(db: Raw, checked = false): Promise<boolea
     async (tx) => {
       await tx.$queryRawUnsafe(INSTALL);
       const left = await stale(tx);
-      for (const f of left) await tx.$executeRawUnsafe(f.create);
+      for (const f of left) {
+        for (const statement of f.before ?? []) await tx.$executeRawUnsafe(statement);
+        await tx.$executeRawUnsafe(f.create);
+      }
       return left.length > 0;
     },
     { timeout: 30_000, maxWait: 10_000 },

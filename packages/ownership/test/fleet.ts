@@ -8,6 +8,7 @@ import { ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropCluster, dropDatabase, ensureCluster, pgUrl } from "@shardkit/test-db";
+import pg from "pg";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { lineReader } from "./lines.js";
 
@@ -54,10 +55,36 @@ export interface MapFleet {
   drop(): Promise<void>;
 }
 
-/** Starts the fleet's server (made if absent). */
-export function fleetServer(): Promise<number> {
-  return ensureCluster(FLEET_SERVER.cluster, FLEET_SERVER.port, {
+/** Starts the fleet's server (made if absent), with `pg_stat_statements` to count what routers send. */
+export async function fleetServer(): Promise<number> {
+  await ensureCluster(FLEET_SERVER.cluster, FLEET_SERVER.port, {
     maxConnections: FLEET_SERVER.maxConnections,
+    preload: ["pg_stat_statements"],
+  });
+  await admin((c) => c.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"));
+  return FLEET_SERVER.port;
+}
+
+/** `fn` with a connection to the fleet's server (its `postgres` database), closed after. */
+async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: pgUrl(FLEET_SERVER.port, "postgres") });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Statements run so far in the databases `names` (`pg_stat_statements`: every statement, of every session). */
+export function statementsIn(names: readonly string[]): Promise<number> {
+  return admin(async (c) => {
+    const { rows } = await c.query<{ n: string }>(
+      `SELECT coalesce(sum(s.calls), 0)::text AS n FROM pg_stat_statements s
+         JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = ANY($1)`,
+      [names],
+    );
+    return Number(rows[0]!.n);
   });
 }
 
