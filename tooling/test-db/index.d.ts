@@ -25,14 +25,16 @@ export declare function whyNoClusters(env?: NodeJS.ProcessEnv): string | undefin
 /**
  * A PostgreSQL cluster `name` on 127.0.0.1:`port`, created if absent (trust auth, loopback only)
  * and started if down. `logical: true` gives it `wal_level = logical` (restarting it once if it
- * ran without). `main` is the machine's own server: only started, never created. Rejects with a
- * ClustersUnavailableError (for any other cluster) where `whyNoClusters()` gives a reason, and
- * with an Error for a cluster of that name these helpers did not make (they never change it).
+ * ran without); `maxConnections` sets its `max_connections` and `preload` its
+ * `shared_preload_libraries` (e.g. `pg_stat_statements`), the same way. `main` is the
+ * machine's own server: only started, never created. Rejects with a ClustersUnavailableError
+ * (for any other cluster) where `whyNoClusters()` gives a reason, and with an Error for a cluster
+ * of that name these helpers did not make (they never change it).
  */
 export declare function ensureCluster(
   name?: string,
   port?: number,
-  options?: { logical?: boolean },
+  options?: { logical?: boolean; maxConnections?: number; preload?: string[] },
 ): Promise<number>;
 /**
  * A streaming replica `name` on `port` of the running cluster on `primaryPort`, made afresh with

@@ -1,7 +1,9 @@
 // pnpm bench (in packages/ownership): what keeping the partition map current costs an idle fleet,
 // from 1 to 64 databases and 1 to 16 routers, each figure against the old way measured in the same
-// run: every tick reading every database's records in full (what `start()` did before) against the
-// check (`start()` now: one digest per database, a full read only where records changed).
+// run: every tick reading every database's records in full (what `start()` did first) against the
+// digest check of every database every tick (`start()` with `sweepIntervalMs` equal to the tick: one
+// digest per database, a full read only where records changed). bench/scale-idle.ts measures what
+// `start()` does by default now (one database a tick, announcements, a sweep every 30 s).
 //
 // Routers are PartitionMaps in this process, each with clients of its own (as separate service
 // instances have), connected through a PgBouncer of the bench's own in transaction mode (one server
@@ -69,7 +71,12 @@ async function measure(n: number, r: number, fleet: Awaited<ReturnType<typeof ma
       const registry = createShardRegistry({
         shards: fleet.shards.map((shard, i) => ({ shard, client: clients[fleet.databaseOf[i]!]! })),
       });
-      const map = await PartitionMap.open({ registry, tables: TABLES, refreshIntervalMs: INTERVAL_MS });
+      const map = await PartitionMap.open({
+        registry,
+        tables: TABLES,
+        refreshIntervalMs: INTERVAL_MS,
+        sweepIntervalMs: INTERVAL_MS,
+      });
       return { registry, map };
     }),
   );

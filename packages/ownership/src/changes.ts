@@ -24,6 +24,8 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
     private readonly tables: () => readonly FencedTable[],
     /** How long a change waits for any lock before it gives way and runs again. */
     readonly lockTimeoutMs: number,
+    /** Told after each change has committed (the map announces it to the routers), without being waited for. */
+    private readonly changed: () => unknown = () => {},
   ) {}
 
   /**
@@ -84,7 +86,7 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
   async locked<R>(database: Database<Client>, fn: (tx: Raw) => Promise<R>): Promise<R> {
     // A lock given way (lock_timeout): its holder is at work. Waits grow to about 100 ms (50 to 150
     // with jitter), 100 tries in all: about 10 s before the change gives up.
-    return retry(
+    const result = await retry(
       () =>
         raw(database).$transaction(
           async (tx) => {
@@ -100,6 +102,8 @@ export class OwnershipChanges<Client extends ShardClient = ShardClient> {
         ),
       { retries: 99, retryable: gaveWay, maxMs: 100 },
     );
+    void Promise.resolve(this.changed()).catch(() => {});
+    return result;
   }
 
   /**

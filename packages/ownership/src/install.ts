@@ -1,25 +1,35 @@
 // Installing a partition map in its databases: shardkit's functions (each replaced only when this
-// version has it otherwise) and the first record of every shard no database has recorded, each
-// serialised by the database's install lock so that service instances opening at once agree.
-// `MapInstall` is what one map installed, at open and as databases that were down answer.
+// version has it otherwise) and the first record of every shard no database has recorded. Each is
+// done once per database, by whichever router comes first: the others learn from one statement per
+// database that it is done (`SETUP_SQL`), or, having waited for the database's install lock, look
+// again and find it done. `MapInstall` is what one map installed, at open and as databases that
+// were down answer.
+import { createHash } from "node:crypto";
 import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
-import { LOCKS } from "@shardkit/prisma/internal";
+import { IDENTITY_COLUMNS, identityOf, LOCKS } from "@shardkit/prisma/internal";
+import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, OwnershipOptionsError } from "./errors.js";
-import { bounded, type Raw, raw } from "./raw.js";
+import { bounded, lastLine, type Raw, raw } from "./raw.js";
+import type { Signals } from "./signals.js";
 import {
   type FencedTable,
   FUNCTION_BODIES_SQL,
   FUNCTIONS,
   functionBody,
+  OWNERSHIP_COLUMNS,
   ownershipSchemaIssues,
+  schemaIssuesOf,
 } from "./sql.js";
-import { resolveTables } from "./tables.js";
+import { SHARDKIT_TABLES, tablesFrom } from "./tables.js";
 
 /**
  * How long a map waits for its databases, once they have answered, to install its functions and
  * record the configured placement: a lock never given, or a server that froze since, fails it.
  */
 export const INSTALL_TIMEOUT_MS = 30_000;
+
+/** How many databases an open asks at once what they hold (as `databaseIdentities` asks who they are). */
+const SETUP_CONCURRENCY = 16;
 
 /** The deadline of the install and recording (`INSTALL_TIMEOUT_MS` from now). */
 export function installing() {
@@ -38,63 +48,163 @@ export function installing() {
  * function at once, which PostgreSQL refuses ("tuple concurrently updated").
  */
 const INSTALL = `SELECT pg_advisory_xact_lock(${LOCKS.install})::text AS locked`;
+/** The install lock if no one holds it (then held until the transaction ends). */
+const TRY_INSTALL = `SELECT pg_try_advisory_xact_lock(${LOCKS.install}) AS locked`;
+
+/**
+ * What a map's open needs to know of a database, in one statement: what it says it is, the columns
+ * it has of @shardkit/ownership's tables, which of shardkit's tables it has, a digest of each of
+ * shardkit's functions it holds, and the shards it records. A database without a `ShardOwnership`
+ * table fails it (then `ownershipSchemaIssues` says what it lacks).
+ */
+const SETUP_SQL = `SELECT ${IDENTITY_COLUMNS},
+  (SELECT coalesce(json_agg(json_build_object('table', c.relname::text, 'column', a.attname::text)), '[]'::json)
+     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+     WHERE c.relnamespace = current_schema()::regnamespace AND c.relname::text = ANY($1::text[])
+       AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
+  (SELECT coalesce(array_agg(name), '{}') FROM unnest($2::text[]) AS name
+     WHERE to_regclass(quote_ident(name)) IS NOT NULL) AS tables,
+  (SELECT coalesce(json_agg(json_build_object('name', proname::text, 'digest', md5(prosrc))), '[]'::json)
+     FROM pg_proc WHERE pronamespace = current_schema()::regnamespace AND proname::text = ANY($3::text[])) AS functions,
+  (SELECT coalesce(array_agg(shard), '{}') FROM "ShardOwnership") AS recorded`;
+
+/** What `SETUP_SQL` tells of a database. */
+interface SetUp {
+  identity: string;
+  columns: { table: string; column: string }[];
+  tables: Set<string>;
+  /** Whether some function of shardkit's is missing there, or differs from this version's. */
+  stale: boolean;
+  recorded: number[];
+}
+
+/** The digest of each of shardkit's functions as this version has it (`md5` of its body, as `SETUP_SQL` reads it). */
+const DIGESTS = new Map(
+  FUNCTIONS.map((f) => [f.name, createHash("md5").update(functionBody(f.create)).digest("hex")]),
+);
+
+/** What `physical` holds of the map's set-up (`SETUP_SQL`), or what it lacks of its schema. */
+async function setUpOf<Client extends ShardClient>(
+  physical: Database<Client>,
+): Promise<SetUp | { issues: string[] }> {
+  const db = raw(physical);
+  let row: {
+    server: string | null;
+    database: string;
+    columns: { table: string; column: string }[];
+    tables: string[];
+    functions: { name: string; digest: string }[];
+    recorded: number[];
+  };
+  try {
+    const rows = await db.$queryRawUnsafe<(typeof row)[]>(
+      SETUP_SQL,
+      Object.keys(OWNERSHIP_COLUMNS),
+      SHARDKIT_TABLES.map((t) => t.table),
+      FUNCTIONS.map((f) => f.name),
+    );
+    row = rows[0]!;
+  } catch (error) {
+    // No ShardOwnership table: say what the database lacks (a database that does not answer fails
+    // this too, with the first error).
+    const issues = await ownershipSchemaIssues(db, physical.name).catch(() => {
+      throw error;
+    });
+    if (issues.length > 0) return { issues };
+    throw error;
+  }
+  const held = new Map(row.functions.map((f) => [f.name, f.digest]));
+  return {
+    identity: identityOf(row),
+    columns: row.columns,
+    tables: new Set(row.tables),
+    stale: [...DIGESTS].some(([name, digest]) => held.get(name) !== digest),
+    recorded: row.recorded.map(Number),
+  };
+}
 
 /**
  * Records the configured placement of every shard no database has a record of, as owned at epoch
- * 1. Several openers at once record it once: each holds every database's install lock (taken in
- * the order of their identities, the same in every process, so two openers never wait on each
- * other in a circle) from the read of the records to its commit. A later opener reads the records
- * the first one wrote and records nothing. Nothing unrecorded (the usual start): no lock.
+ * 1, and returns the databases it recorded shards in. Several openers at once record it once: the
+ * recorder holds every database's install lock (taken in the order of their identities, the same in
+ * every process, so two openers never wait on each other in a circle) from its read of the records
+ * to its commit. An opener that finds the first database's lock held waits for it to be given, then
+ * reads the records again (without any lock): they are recorded, or it tries again. Nothing
+ * unrecorded (the usual start), by `known` (each database's recorded shards, read just before) or
+ * a read: no lock.
  */
 export async function recordUnrecorded<Client extends ShardClient>(
   physical: readonly Database<Client>[],
   identityOf: (database: Database<Client>) => string,
-): Promise<void> {
+  known?: ReadonlyMap<Database<Client>, readonly number[]>,
+): Promise<string[]> {
   const databases = [...physical].sort((a, b) => (identityOf(a) < identityOf(b) ? -1 : 1));
-  const unrecorded = async (dbs: { physical: Database<Client>; db: Raw }[]) => {
-    const recorded = new Set<number>();
-    for (const { db } of dbs) {
-      for (const row of await db.$queryRawUnsafe<{ shard: number }[]>(`SELECT shard FROM "ShardOwnership"`)) {
-        recorded.add(row.shard);
-      }
+  const unrecorded = (recorded: ReadonlySet<number>) =>
+    databases.flatMap((p) => p.shards.filter((s) => !recorded.has(s.bits)).map((shard) => ({ shard, p })));
+  const read = async (dbs: readonly Raw[]) =>
+    new Set(
+      (
+        await Promise.all(
+          dbs.map((db) => db.$queryRawUnsafe<{ shard: number }[]>(`SELECT shard FROM "ShardOwnership"`)),
+        )
+      )
+        .flat()
+        .map((r) => r.shard),
+    );
+  const plain = databases.map((p) => raw(p));
+  const first =
+    known && databases.every((p) => known.has(p))
+      ? new Set(databases.flatMap((p) => known.get(p)!))
+      : await read(plain);
+  if (unrecorded(first).length === 0) return [];
+  // Holding the locks of databases[0..i), takes the next one's; under every lock, reads the records
+  // again and records what is still unrecorded, one statement per database.
+  const holding = async (i: number, held: Raw[]): Promise<string[]> => {
+    if (i === databases.length) {
+      const missing = unrecorded(await read(held));
+      const at = databases.filter((p) => missing.some((m) => m.p === p));
+      await Promise.all(
+        at.map((p) =>
+          held[databases.indexOf(p)]!.$executeRawUnsafe(
+            `INSERT INTO "ShardOwnership" (shard, epoch, state) SELECT s, 1, 'owned' FROM unnest($1::int[]) AS s ON CONFLICT (shard) DO NOTHING`,
+            missing.filter((m) => m.p === p).map((m) => m.shard.bits),
+          ),
+        ),
+      );
+      return at.map((p) => p.name);
     }
-    return dbs.flatMap(({ physical, db }) =>
-      physical.shards.filter((s) => !recorded.has(s.bits)).map((shard) => ({ shard, db })),
+    return raw(databases[i]!).$transaction(
+      async (tx) => {
+        await tx.$queryRawUnsafe(INSTALL);
+        return holding(i + 1, [...held, tx]);
+      },
+      { timeout: 30_000, maxWait: 10_000 },
     );
   };
-  const plain = databases.map((physical) => ({ physical, db: raw(physical) }));
-  if ((await unrecorded(plain)).length > 0) {
-    const holding = async (i: number, held: { physical: Database<Client>; db: Raw }[]): Promise<void> => {
-      if (i === databases.length) {
-        for (const { shard, db } of await unrecorded(held)) {
-          await db.$executeRawUnsafe(
-            `INSERT INTO "ShardOwnership" (shard, epoch, state) VALUES ($1, 1, 'owned') ON CONFLICT (shard) DO NOTHING`,
-            shard.bits,
-          );
-        }
-        return;
-      }
-      const physical = databases[i]!;
-      await raw(physical).$transaction(
-        async (tx) => {
-          await tx.$queryRawUnsafe(INSTALL);
-          await holding(i + 1, [...held, { physical, db: tx }]);
-        },
-        { timeout: 30_000, maxWait: 10_000 },
-      );
-    };
-    await holding(0, []);
+  for (;;) {
+    const recorded = await raw(databases[0]!).$transaction(
+      async (tx) => {
+        const [lock] = await tx.$queryRawUnsafe<{ locked: boolean }[]>(TRY_INSTALL);
+        return lock?.locked ? holding(1, [tx]) : undefined;
+      },
+      { timeout: 30_000, maxWait: 10_000 },
+    );
+    if (recorded !== undefined) return recorded;
+    // Another opener records (or installs there): once it is done, the records say whether it is left to do.
+    await plain[0]!.$queryRawUnsafe(INSTALL);
+    if (unrecorded(await read(plain)).length === 0) return [];
   }
 }
 
 /**
  * Installs shardkit's functions in one database, each only when the database does not hold it as
- * this version has it. Replacing a function is an update of its catalog row, which two sessions
- * cannot do at once (PostgreSQL raises "tuple concurrently updated"): installers queue on the
- * database's install lock, and each checks again once it holds it, so the ones after the first
- * find the functions in place and change nothing.
+ * this version has it, and says whether it installed any. Replacing a function is an update of its
+ * catalog row, which two sessions cannot do at once (PostgreSQL raises "tuple concurrently
+ * updated"): installers queue on the database's install lock, and each checks again once it holds
+ * it, so the ones after the first find the functions in place and change nothing. `checked`: the
+ * caller has just found some function stale (no look before the lock).
  */
-export async function installFunctions(db: Raw): Promise<void> {
+export async function installFunctions(db: Raw, checked = false): Promise<boolean> {
   const stale = async (reader: Raw) => {
     const rows = await reader.$queryRawUnsafe<{ name: string; body: string }[]>(
       FUNCTION_BODIES_SQL,
@@ -102,11 +212,16 @@ export async function installFunctions(db: Raw): Promise<void> {
     );
     return FUNCTIONS.filter((f) => !rows.some((r) => r.name === f.name && r.body === functionBody(f.create)));
   };
-  if ((await stale(db)).length === 0) return;
-  await db.$transaction(
+  if (!checked && (await stale(db)).length === 0) return false;
+  return db.$transaction(
     async (tx) => {
       await tx.$queryRawUnsafe(INSTALL);
-      for (const f of await stale(tx)) await tx.$executeRawUnsafe(f.create);
+      const left = await stale(tx);
+      for (const f of left) {
+        for (const statement of f.before ?? []) await tx.$executeRawUnsafe(statement);
+        await tx.$executeRawUnsafe(f.create);
+      }
+      return left.length > 0;
     },
     { timeout: 30_000, maxWait: 10_000 },
   );
@@ -123,37 +238,57 @@ export class MapInstall<Client extends ShardClient> {
     private readonly registry: ShardRegistry<Client>,
     /** The map: what each database says it is. */
     private readonly map: { identityOf(database: Database<Client>): string },
+    private readonly signals: Signals,
   ) {}
 
   /**
-   * The open's install, in the databases that told their `identities`: checks that they have
-   * @shardkit/ownership's schema, finds which of `@shardkit/prisma`'s tables they have, installs
-   * shardkit's functions in each, and, when every database answered, records the unrecorded shards.
-   * Waits at most `INSTALL_TIMEOUT_MS` once they have answered. Returns the tables: `tables`, then
+   * The open's install. Asks every database, `SETUP_CONCURRENCY` at a time and each within
+   * `timeoutMs`, what it holds (one statement: `SETUP_SQL`), and notes in `identities` what each
+   * that answered says it is. Then checks that they have @shardkit/ownership's schema, finds which
+   * of `@shardkit/prisma`'s tables they have, installs shardkit's functions where some are missing
+   * or differ, and, when every database answered, records the unrecorded shards. Waits at most
+   * `INSTALL_TIMEOUT_MS` for the install once they have answered. Returns the tables: `tables`, then
    * `@shardkit/prisma`'s that the databases have.
    */
   async open(
-    identities: ReadonlyMap<Database<Client>, string>,
+    identities: Map<Database<Client>, string>,
     tables: readonly FencedTable[],
     timeoutMs: number,
   ): Promise<readonly FencedTable[]> {
-    const reachable = this.registry.databases.filter((p) => identities.has(p));
-    if (reachable.length === 0)
+    const asked = await scatter(this.registry.databases, (p) => setUpOf(p), {
+      policy: "partial",
+      concurrency: SETUP_CONCURRENCY,
+      targetTimeoutMs: timeoutMs,
+      key: (p) => p.name,
+      abortable: false,
+    });
+    if (asked.values.length === 0)
       throw new DatabasesUnansweredError(
         `the partition map cannot be opened: no database answered within ${timeoutMs} ms`,
-        this.registry.databases.map((p) => ({
-          database: p.name,
-          error: `no answer in ${timeoutMs} ms`,
+        asked.missing.map((m) => ({
+          database: m.target.name,
+          error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(m.error),
         })),
       );
+    const answered = new Map<Database<Client>, SetUp>();
+    const issues: string[] = [];
+    for (const outcome of asked.outcomes) {
+      if (outcome.status !== "fulfilled") continue;
+      const found = outcome.value;
+      if ("issues" in found) issues.push(...found.issues);
+      else {
+        answered.set(outcome.target, found);
+        identities.set(outcome.target, found.identity);
+        issues.push(...schemaIssuesOf(found.columns, outcome.target.name));
+      }
+    }
+    if (issues.length > 0) throw new OwnershipOptionsError(issues);
+    const found = tablesFrom(new Map([...answered].map(([p, s]) => [p, s.tables])), tables);
+    if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
     return bounded(installing(), async () => {
-      const schema = (await Promise.all(reachable.map((p) => ownershipSchemaIssues(raw(p), p.name)))).flat();
-      if (schema.length > 0) throw new OwnershipOptionsError(schema);
-      const found = await resolveTables(reachable, tables, { timeoutMs });
-      if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
-      await Promise.all(reachable.map((p) => this.functionsIn(p)));
-      if (reachable.length < this.registry.databases.length) return found.tables;
-      await this.recordUnrecorded();
+      await Promise.all([...answered].map(([p, s]) => this.functionsIn(p, s.stale)));
+      if (answered.size === this.registry.databases.length)
+        await this.recordUnrecorded(new Map([...answered].map(([p, s]) => [p, s.recorded])));
       return found.tables;
     });
   }
@@ -163,16 +298,21 @@ export class MapInstall<Client extends ShardClient> {
     return this.installed.has(physical);
   }
 
-  /** Installs shardkit's functions in `physical` (once per map). */
-  async functionsIn(physical: Database<Client>): Promise<void> {
+  /**
+   * Installs shardkit's functions in `physical` (once per map). `stale`: whether a look just taken
+   * found some missing or different (false: nothing to do; undefined: not looked yet).
+   */
+  async functionsIn(physical: Database<Client>, stale?: boolean): Promise<void> {
     if (this.installed.has(physical)) return;
-    await installFunctions(raw(physical));
+    if (stale !== false && (await installFunctions(raw(physical), stale === true)))
+      this.signals.emit({ type: "install", database: physical.name, what: "functions" });
     this.installed.add(physical);
   }
 
   /** Records the placement of the shards no database has a record of (see `recordUnrecorded`). */
-  async recordUnrecorded(): Promise<void> {
-    await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p));
+  async recordUnrecorded(known?: ReadonlyMap<Database<Client>, readonly number[]>): Promise<void> {
+    const at = await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p), known);
+    for (const database of at) this.signals.emit({ type: "install", database, what: "records" });
     this.recorded = true;
   }
 }

@@ -1,11 +1,12 @@
 // `PartitionMap`: a router's partition map, its options, and what routing calls (its hook). What it
 // is made of lives beside it: its view of the records (router-view.ts), the waits of calls to a shard
 // between owners (router-wait.ts), the repairs it makes itself (heal.ts), its install in the
-// databases (install.ts), and its counters and signals (signals.ts).
+// databases (install.ts), its announcements of changes (announce.ts), and its counters and signals
+// (signals.ts). A little over 400 lines: the options and the open are documented where they are.
 import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
 import type { Database, OwnershipHook, ShardClient, ShardRef, ShardRegistry } from "@shardkit/prisma";
-import { databaseIdentities } from "@shardkit/prisma/internal";
+import { Announcer } from "./announce.js";
 import { OwnershipChanges } from "./changes.js";
 import { EpochConflictError, OwnershipOptionsError, type Refusal, StaleOwnerError } from "./errors.js";
 import { RouterRepairs } from "./heal.js";
@@ -42,14 +43,23 @@ export interface PartitionMapOptions<Client extends ShardClient> {
    */
   tables: readonly FencedTable[];
   /**
-   * How often `start()` checks the map: one small statement per database (a digest of its records),
-   * a full read only where they changed. It bounds how long a read outside a shard transaction may
-   * still be answered by a shard's former owner after a switch (writes, reads in `$transactionOn`
-   * and answers that found nothing are never served by a former owner, whatever it is). Routers x
-   * databases / this interval is what the checks cost the servers: raise it (10-30 s) with many
-   * routers (docs/scaling.md). Default 1000 ms.
+   * How often `start()` checks the map: one small statement to one database, in turn (the map's
+   * version and a digest of its records): every change of records is announced in every database,
+   * so one look tells whether anything changed anywhere. Only then is every database looked at,
+   * and a database read in full only where its records changed. It bounds how long a read outside a
+   * shard transaction may still be answered by a shard's former owner after a switch (writes, reads
+   * in `$transactionOn` and answers that found nothing are never served by a former owner, whatever
+   * it is). Default 1000 ms.
    */
   refreshIntervalMs?: number;
+  /**
+   * How often `start()` looks at every database, whatever the versions say (one small statement
+   * each): what catches a change made without an announcement (a record changed by hand, a changer
+   * that died between its change and its announcement). Routers x databases / this interval, plus
+   * routers / `refreshIntervalMs`, is what an idle fleet's checks cost the servers
+   * (docs/scaling.md). Default 30000 ms.
+   */
+  sweepIntervalMs?: number;
   /**
    * How long one read of the map (and the open) waits for each database. A database that takes
    * longer is reported as not answering (it keeps its last records; at open, its shards' calls are
@@ -125,6 +135,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   /** The refresh the timer started, until it has ended. */
   private ticking: Promise<void> | undefined;
   private running = false;
+  private readonly announcer: Announcer<Client>;
 
   private constructor(options: PartitionMapOptions<Client>) {
     const issues: string[] = [];
@@ -138,6 +149,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       return value;
     };
     this.refreshIntervalMs = positive(options?.refreshIntervalMs, "refreshIntervalMs", 1000);
+    const sweepMs = positive(options?.sweepIntervalMs, "sweepIntervalMs", 30_000);
     this.timeoutMs = positive(options?.timeoutMs, "timeoutMs", 5000);
     this.retries = positive(options?.retries, "retries", 20, true);
     const waitMs = positive(options?.waitMs, "waitMs", 5000);
@@ -150,10 +162,22 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     this.signals = new Signals(options.onSignal);
     this.counters = this.signals.counters;
     this.name = options.name ?? `router ${hostname()}:${process.pid}`;
-    this.changes = new OwnershipChanges<Client>(() => this.resolved, lockTimeoutMs);
-    this.installer = new MapInstall(this.registry, this);
+    this.announcer = new Announcer(this.registry, this.timeoutMs);
+    this.changes = new OwnershipChanges<Client>(
+      () => this.resolved,
+      lockTimeoutMs,
+      () => this.announce(),
+    );
+    this.installer = new MapInstall(this.registry, this, this.signals);
     this.repairs = new RouterRepairs(this, this.signals);
-    this.view = new RouterView(this.registry, this.timeoutMs, this.installer, this.repairs, this.signals);
+    this.view = new RouterView(
+      this.registry,
+      this.timeoutMs,
+      sweepMs,
+      this.installer,
+      this.repairs,
+      this.signals,
+    );
     this.waits = new RouterWaits(this.registry, this.view, this.repairs, () => this.refresh(), {
       waitMs,
       // A shard whose calls routing refuses is read again on a call at most once a second, however
@@ -180,9 +204,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    *
    * A database that does not answer in time is not taken for one without records: its shards' calls
    * are refused (`DatabasesUnansweredError`) until a later read finds it; with no database answering,
-   * the open fails with that error. Service instances may open their maps at the same moment: each
-   * database's install and recording run under an advisory lock of their own, and a function already
-   * installed as this version has it is left alone (no DDL at all on an ordinary start). Once its
+   * the open fails with that error. An ordinary start costs two statements per database: one that
+   * tells what it is and holds (schema, tables, functions, records), 16 databases at a time, and the
+   * read of its records. Service instances may open their maps at the same moment: the set-up is
+   * made once per database, by whichever comes first (each database's install and recording run
+   * under an advisory lock of its own; the others, once it is given, find the work done), and a
+   * function already installed as this version has it is left alone (no DDL at all). Once its
    * databases have answered, the install and recording wait at most 30 s for them (`INSTALL_TIMEOUT_MS`):
    * a lock that is never given, or a server that froze since, fails the open with
    * `DatabasesUnansweredError`.
@@ -197,9 +224,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return map;
   }
 
-  /** The open's install (see `open` and `MapInstall.open`), once each database told what it is. */
+  /** The open's install (see `open` and `MapInstall.open`): each database tells what it is and holds. */
   private async install(): Promise<void> {
-    this.view.identities = await databaseIdentities(this.registry, { timeoutMs: this.timeoutMs });
     this.resolved = await this.installer.open(this.view.identities, this.resolved, this.timeoutMs);
   }
 
@@ -327,8 +353,17 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     return ShardLease.acquire(this, shard, to, options);
   }
 
-  /** Stops refreshing and detaches the map from routing. */
+  /**
+   * Announces a change of records to every router (see `Announcer`): made after every change this
+   * map's changes commit, without holding up the changer; `moveShard` waits for its last one.
+   */
+  announce(): Promise<void> {
+    return this.announcer.announce();
+  }
+
+  /** Stops refreshing and announcing, and detaches the map from routing. */
   close(): void {
+    this.announcer.close();
     void this.stop();
     this.registry.attachOwnership(undefined);
   }

@@ -198,7 +198,15 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   if (rule !== undefined) throw new PlacementRuleError(shard, options.to.name, rule);
   const moving = shard;
   const clock = new MoveClock(moving);
-  return bounded(clock, () => moveWithin(options, map, moving, mode, copyTimeoutMs, freezeBudgetMs, clock));
+  try {
+    return await bounded(clock, () =>
+      moveWithin(options, map, moving, mode, copyTimeoutMs, freezeBudgetMs, clock),
+    );
+  } finally {
+    // The move's changes are announced to the routers as each commits; a mover (a command) that
+    // ends right after still makes its last announcement first.
+    await map.announce();
+  }
 }
 
 /** The runner: stopped moves of the shard taken over and resumed, the precheck, the lease, then each step in order. */

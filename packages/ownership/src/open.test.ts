@@ -72,6 +72,7 @@ describe("service instances opening their maps at once", () => {
       ]);
       expect(await functions()).toEqual([
         { name: "shardkit_assert_owner" },
+        { name: "shardkit_map_check" },
         { name: "shardkit_refuse_truncate" },
         { name: "shardkit_refuse_write" },
       ]);

@@ -12,16 +12,13 @@ import { installing, type MapInstall } from "./install.js";
 import { type OwnershipRow, placeShards } from "./placement.js";
 import { bounded, lastLine, raw } from "./raw.js";
 import type { Signals } from "./signals.js";
+import { RECORDS_DIGEST } from "./sql.js";
 
 /** A record as the router reads it: with, for a fenced shard, whether the lease of the move holding the fence lapsed. */
 export type Row = OwnershipRow & { lapsed?: boolean | null };
 
-/**
- * What a router's idle check compares: a digest of every field of a database's records that routing
- * reads (not `updatedAt`), one row however many shards the database holds.
- */
-const DIGEST = `md5(coalesce(string_agg(shard || ':' || epoch || ':' || state || ':' || coalesce(peer, '') || ':' || coalesce(attempt, ''), ',' ORDER BY shard), ''))`;
-const DIGEST_SQL = `SELECT ${DIGEST} AS digest FROM "ShardOwnership"`;
+/** A router's idle look at a database: the map's version, then the digest of its records (`shardkit_map_check`). */
+const CHECK_SQL = `SELECT version, digest FROM shardkit_map_check()`;
 
 /**
  * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
@@ -29,7 +26,7 @@ const DIGEST_SQL = `SELECT ${DIGEST} AS digest FROM "ShardOwnership"`;
  * the same statement (one snapshot: a change committed after the read changes the digest the idle
  * check finds). A database with no records gives one row of nulls with the digest.
  */
-const RECORDS_SQL = `WITH d AS (SELECT ${DIGEST} AS digest FROM "ShardOwnership")
+const RECORDS_SQL = `WITH d AS (SELECT ${RECORDS_DIGEST} AS digest FROM "ShardOwnership")
   SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
     CASE WHEN o.state = 'fenced' OR (o.state = 'owned' AND o.peer IS NOT NULL) THEN
       (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
@@ -59,7 +56,7 @@ export class RouterView<Client extends ShardClient> {
   identities = new Map<Database<Client>, string>();
   /** When the last read was applied, or the last check found nothing changed (`performance.now()`). */
   lastRead = 0;
-  /** The digest of each database's records in `rows` (see `DIGEST`). */
+  /** The digest of each database's records in `rows` (see `RECORDS_DIGEST`). */
   private readonly digests = new Map<Database<Client>, string>();
   /**
    * Shards whose owner's epoch a read found behind the one routing uses (a record set back: a
@@ -67,11 +64,23 @@ export class RouterView<Client extends ShardClient> {
    * same, then adopted.
    */
   private readonly setBack = new Map<number, { owner: Database<Client>; epoch: number }>();
+  /** The map's version each database gave at the last look (`shardkit_map_check`). */
+  private readonly versions = new Map<Database<Client>, string>();
+  /**
+   * The database idle ticks look at (its index among the settled ones): chosen at random, so that
+   * routers spread over the fleet, and kept, so that its connection stays open; the next one when
+   * it does not answer.
+   */
+  private home = Math.floor(Math.random() * 1024);
+  /** When the next sweep is due (`performance.now()`): every database looked at. */
+  private sweepAt = 0;
 
   constructor(
     private readonly registry: ShardRegistry<Client>,
     /** How long one read waits for each database (ms). */
     private readonly timeoutMs: number,
+    /** How often every database is looked at, whatever the versions say (ms). */
+    private readonly sweepMs: number,
     private readonly install: MapInstall<Client>,
     private readonly repairs: RouterRepairs<Client>,
     private readonly signals: Signals,
@@ -167,13 +176,16 @@ export class RouterView<Client extends ShardClient> {
   }
 
   /**
-   * The timer's read, which costs O(changes), not O(databases x time): a database whose last records
-   * are settled (no shard armed or fenced there, so nothing in them changes with the clock) is asked
-   * only for the digest of its records, one small row; it is read in full, with the others' last
-   * records applied, only when that digest changed. A database that holds a shard in motion, did not
-   * answer last time or has not been read yet is read in full. While any shard's records cannot be
-   * right, or the first read of every database is not done (the install records unrecorded shards
-   * then), everything is read.
+   * The timer's read, which costs one statement per tick however many databases the map has, while
+   * nothing changes. Every change of records is announced in every database (the map's version,
+   * moved on after it commits: `PartitionMap.announce`), so the tick looks at one database, this
+   * router's `home` (`shardkit_map_check`: its version, and its records' digest). When it gives
+   * another version or digest than at its last look, or one is due every `sweepMs` (changes made without an
+   * announcement: by hand, by a changer that died before announcing), every database is looked at
+   * (`sweep`). Databases that hold a shard in motion (whose lease may lapse as time passes) or did
+   * not answer last time are read in full every tick. While any shard's records cannot be right,
+   * or the first read of every database is not done (the install records unrecorded shards then),
+   * everything is read.
    */
   async check(): Promise<void> {
     const databases = this.registry.databases;
@@ -184,27 +196,38 @@ export class RouterView<Client extends ShardClient> {
       this.digests.size < databases.length
     )
       return this.read();
-    const settled = databases.filter((p) => !this.silent.has(p) && !this.inMotion(p));
-    const result = await scatter(
-      settled,
-      async (physical) => (await raw(physical).$queryRawUnsafe<{ digest: string }[]>(DIGEST_SQL))[0]!.digest,
-      { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
-    );
-    const unchanged = new Set<Database<Client>>();
-    for (const outcome of result.outcomes) {
-      if (outcome.status === "fulfilled" && outcome.value === this.digests.get(outcome.target))
-        unchanged.add(outcome.target);
+    const moving = databases.filter((p) => this.silent.has(p) || this.inMotion(p));
+    const settled = databases.filter((p) => !moving.includes(p));
+    if (performance.now() >= this.sweepAt || settled.some((p) => !this.versions.has(p)))
+      return this.sweep(moving);
+    const looked = settled[this.home % settled.length];
+    if (looked) {
+      const { unchanged, announced, missing } = await this.look([looked]);
+      if (missing.length > 0) this.home++;
+      if (!unchanged.has(looked) || announced) return this.sweep(moving);
     }
-    this.unanswered(result.missing);
+    if (moving.length > 0) return this.read(moving);
+    this.lastRead = performance.now();
+    this.signals.emit({ type: "refresh", changed: [], missing: [], problems: [] });
+  }
+
+  /**
+   * Looks at every settled database (`look`), then reads in full those whose digest changed and
+   * those in `moving`.
+   */
+  private async sweep(moving: readonly Database<Client>[]): Promise<void> {
+    this.sweepAt = performance.now() + this.sweepMs;
+    const databases = this.registry.databases;
+    const { unchanged, missing } = await this.look(databases.filter((p) => !moving.includes(p)));
     // Kept as last read; read in full at the next check.
-    for (const m of result.missing) unchanged.add(m.target);
+    for (const m of missing) unchanged.add(m);
     const read = databases.filter((p) => !unchanged.has(p));
     if (read.length > 0) return this.read(read);
     this.lastRead = performance.now();
     this.signals.emit({
       type: "refresh",
       changed: [],
-      missing: result.missing.map((m) => m.target.name),
+      missing: missing.map((m) => m.name),
       problems: [],
     });
   }
@@ -224,6 +247,37 @@ export class RouterView<Client extends ShardClient> {
     if (!seen || seen.owner !== owner || seen.epoch !== epoch) return false;
     this.setBack.delete(shard.bits);
     return true;
+  }
+
+  /**
+   * Asks each of `databases` for the map's version and its records' digest (`shardkit_map_check`),
+   * notes the versions, and says which gave the digest of the records last read (`unchanged`),
+   * whether any gave another version than at its last look (`announced`: a change somewhere in the
+   * fleet), and which did not answer.
+   */
+  private async look(databases: readonly Database<Client>[]): Promise<{
+    unchanged: Set<Database<Client>>;
+    announced: boolean;
+    missing: Database<Client>[];
+  }> {
+    const result = await scatter(
+      databases,
+      async (physical) =>
+        (await raw(physical).$queryRawUnsafe<{ version: string; digest: string }[]>(CHECK_SQL))[0]!,
+      { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
+    );
+    const unchanged = new Set<Database<Client>>();
+    let announced = false;
+    for (const outcome of result.outcomes) {
+      if (outcome.status !== "fulfilled") continue;
+      const { version, digest } = outcome.value;
+      const before = this.versions.get(outcome.target);
+      if (before !== undefined && before !== version) announced = true;
+      this.versions.set(outcome.target, version);
+      if (digest === this.digests.get(outcome.target)) unchanged.add(outcome.target);
+    }
+    this.unanswered(result.missing);
+    return { unchanged, announced, missing: result.missing.map((m) => m.target) };
   }
 
   /** Notes why each database that did not answer a read or a check is silent. */

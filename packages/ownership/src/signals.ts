@@ -17,6 +17,12 @@ export interface OwnershipCounters {
   heals: number;
   /** Switches this router completed at the new owner (decided at the old one, whose mover stopped before). */
   completions: number;
+  /**
+   * Set-ups this router made in a database: shardkit's functions installed there (`functions`), or
+   * the shards no database recorded recorded there (`records`). Each is made once per database,
+   * by whichever router comes first: the others find it done.
+   */
+  installs: number;
 }
 
 export type OwnershipSignal =
@@ -25,7 +31,8 @@ export type OwnershipSignal =
   | { type: "retry"; shard: ShardIdentifier; attempt: number }
   | { type: "conflict"; shard: ShardIdentifier; message: string }
   | { type: "heal"; shard: ShardIdentifier; database: string }
-  | { type: "completion"; shard: ShardIdentifier; database: string };
+  | { type: "completion"; shard: ShardIdentifier; database: string }
+  | { type: "install"; database: string; what: "functions" | "records" };
 
 /** The counter each signal counts. */
 const COUNTED = {
@@ -35,6 +42,7 @@ const COUNTED = {
   conflict: "conflicts",
   heal: "heals",
   completion: "completions",
+  install: "installs",
 } as const satisfies Record<OwnershipSignal["type"], keyof OwnershipCounters>;
 
 /** A map's counters, and its listener of signals. */
@@ -46,6 +54,7 @@ export class Signals {
     conflicts: 0,
     heals: 0,
     completions: 0,
+    installs: 0,
   };
 
   constructor(private readonly listener: ((signal: OwnershipSignal) => void) | undefined) {}

@@ -265,12 +265,48 @@ export function literal(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
 
-/** shardkit's functions, each with the statement that installs it. */
-export const FUNCTIONS = [
+/**
+ * What a router's idle check compares: a digest of every field of a database's records that routing
+ * reads (not `updatedAt`), one row however many shards the database holds.
+ */
+export const RECORDS_DIGEST = `md5(coalesce(string_agg(shard || ':' || epoch || ':' || state || ':' || coalesce(peer, '') || ':' || coalesce(attempt, ''), ',' ORDER BY shard), ''))`;
+
+/**
+ * The map's version in a database: a sequence every change of records anywhere in the fleet moves
+ * on in every database of it (`MAP_BUMP_SQL`, after the change has committed), so a router that
+ * reads any one database's version learns that something changed. In shardkit's own schema, which
+ * Prisma's push leaves alone.
+ */
+const MAP_VERSION = "shardkit.map_version";
+
+/** Moves the map's version on (`MAP_VERSION`): one statement per database, after a change. */
+export const MAP_BUMP_SQL = `SELECT nextval('${MAP_VERSION}')::text AS version`;
+
+/**
+ * A router's idle look at a database: the map's version (0 before any change was announced), then
+ * the digest of its records (`RECORDS_DIGEST`), read in a snapshot taken after the version (each
+ * statement of a function takes its own): a change announced by the version read is in the digest.
+ */
+export const CHECK_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_map_check() RETURNS TABLE (version text, digest text)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+  version := (SELECT CASE WHEN is_called THEN last_value ELSE 0 END::text FROM ${MAP_VERSION});
+  digest := (SELECT ${RECORDS_DIGEST} FROM "ShardOwnership");
+  RETURN NEXT;
+END
+$fn$`;
+
+/** shardkit's functions, each with the statement that installs it (and what it needs made before). */
+export const FUNCTIONS: readonly { name: string; create: string; before?: readonly string[] }[] = [
   { name: "shardkit_refuse_write", create: REFUSE_FUNCTION },
   { name: "shardkit_refuse_truncate", create: TRUNCATE_FUNCTION },
   { name: "shardkit_assert_owner", create: ASSERT_FUNCTION },
-] as const;
+  {
+    name: "shardkit_map_check",
+    create: CHECK_FUNCTION,
+    before: ["CREATE SCHEMA IF NOT EXISTS shardkit", `CREATE SEQUENCE IF NOT EXISTS ${MAP_VERSION}`],
+  },
+];
 
 /** A function's body as PostgreSQL stores it (`pg_proc.prosrc`): what lies between its `$fn$` quotes. */
 export function functionBody(create: string): string {
@@ -315,6 +351,11 @@ export async function ownershipSchemaIssues(
     OWNERSHIP_COLUMNS_SQL,
     Object.keys(OWNERSHIP_COLUMNS),
   );
+  return schemaIssuesOf(rows, name);
+}
+
+/** What a database lacks of @shardkit/ownership's schema, from the columns it has of its tables (`OWNERSHIP_COLUMNS_SQL`). */
+export function schemaIssuesOf(rows: readonly { table: string; column: string }[], name: string): string[] {
   const missing: string[] = [];
   for (const [table, columns] of Object.entries(OWNERSHIP_COLUMNS)) {
     const present = rows.filter((r) => r.table === table).map((r) => r.column);

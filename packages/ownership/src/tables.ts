@@ -84,7 +84,7 @@ export async function resolveTables<Client extends ShardClient>(
     targetTimeoutMs: options.timeoutMs,
     key: (p) => p.name,
   });
-  const present = new Map<Database<Client>, Set<string>>();
+  const present = new Map<Database<Client>, ReadonlySet<string>>();
   for (const outcome of result.outcomes) {
     if (outcome.status === "fulfilled") present.set(outcome.target, outcome.value);
   }
@@ -92,6 +92,17 @@ export async function resolveTables<Client extends ShardClient>(
     physical: m.target,
     error: m.error instanceof Error ? m.error.message : String(m.error ?? m.reason),
   }));
+  return { ...tablesFrom(present, listed), unanswered };
+}
+
+/**
+ * `resolveTables`' rule on what the databases answered: `listed`, then each of shardkit's tables
+ * that every database of `present` has (one that some have and others lack is an issue).
+ */
+export function tablesFrom<Client extends ShardClient>(
+  present: ReadonlyMap<Database<Client>, ReadonlySet<string>>,
+  listed: readonly FencedTable[],
+): { tables: FencedTable[]; issues: string[] } {
   const tables: FencedTable[] = [];
   for (const t of listed) if (!tables.some((u) => u.table === t.table)) tables.push(t);
   const issues: string[] = [];
@@ -106,5 +117,5 @@ export async function resolveTables<Client extends ShardClient>(
         `${own.table}: ${having.join(", ")} ${having.length === 1 ? "has" : "have"} it and ${lacking.join(", ")} ${lacking.length === 1 ? "does" : "do"} not; its rows could not move with their shards (roll the same schema out to every database)`,
       );
   }
-  return { tables, issues, unanswered };
+  return { tables, issues };
 }

@@ -32,9 +32,19 @@ export interface Inspected {
   standby: boolean;
 }
 
+/** The SQL of a database's server: its system identifier and port (`Inspected.server`). */
+const SERVER_SQL = `(SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text`;
+
+/** The columns of a query that say who a database is (`server`, `database`): see `identityOf`. */
+export const IDENTITY_COLUMNS = `${SERVER_SQL} AS server, current_database() AS database`;
+
+/** What a database says it is (`server:port/database`) from its `IDENTITY_COLUMNS`, as `databaseIdentities` gives it. */
+export function identityOf(row: { server: string | null; database: string }): string {
+  return `${row.server}/${row.database}`;
+}
+
 /** Who a database is and its limits: one row of `Inspected`. */
-export const INSPECT = `SELECT (SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text AS server,
-  current_database() AS database,
+export const INSPECT = `SELECT ${IDENTITY_COLUMNS},
   current_setting('max_connections')::int AS max,
   current_setting('superuser_reserved_connections')::int AS reserved,
   pg_is_in_recovery() AS standby`;
@@ -96,7 +106,7 @@ export async function databaseIdentities<Client extends ShardClient>(
   options: { timeoutMs?: number } = {},
 ): Promise<Map<Database<Client>, string>> {
   const { answered } = await inspect(registry.databases, { timeoutMs: options.timeoutMs ?? 5000 });
-  return new Map(answered.map(({ physical, row }) => [physical, `${row.server}/${row.database}`]));
+  return new Map(answered.map(({ physical, row }) => [physical, identityOf(row)]));
 }
 
 /**

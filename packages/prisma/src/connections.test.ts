@@ -1,5 +1,6 @@
-// Connections a router holds: pools opened on first use and closed when idle (the serverless
-// setting: a pool of 1 that closes at once), and routed traffic behind PgBouncer in transaction
+// Connections a router holds: pools warmed at open (each database's first call reuses the
+// connection the open left), opened on first use and closed when idle (the serverless setting: no
+// warming, a pool of 1 that closes at once), and routed traffic behind PgBouncer in transaction
 // mode, where many routers share a few server connections per database.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
@@ -28,14 +29,19 @@ let urls: string[] = [];
 
 /** Server connections (backends) open on each of `names`, read from the server itself. */
 async function backends(): Promise<number[]> {
+  return (await backendPids()).map((pids) => pids.length);
+}
+
+/** The process ids of the server connections open on each of `names`. */
+async function backendPids(): Promise<number[][]> {
   const admin = new pg.Client({ connectionString: pgUrl(MAIN_PORT, "postgres") });
   await admin.connect();
   try {
-    const { rows } = await admin.query<{ datname: string; n: number }>(
-      "SELECT datname, count(*)::int AS n FROM pg_stat_activity WHERE datname = ANY($1) GROUP BY datname",
+    const { rows } = await admin.query<{ datname: string; pid: number }>(
+      "SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1) ORDER BY pid",
       [names],
     );
-    return names.map((name) => rows.find((r) => r.datname === name)?.n ?? 0);
+    return names.map((name) => rows.filter((r) => r.datname === name).map((r) => r.pid));
   } finally {
     await admin.end();
   }
@@ -59,7 +65,38 @@ afterAll(async () => {
 });
 
 describe("connections", () => {
-  it("serverless: a database's pool opens on its first call and closes when idle; a pool of 1 never holds more", async () => {
+  it("an open warms every database's client: the first routed calls run on the connections it left open, none opened after", async () => {
+    const shardsJson = JSON.stringify(
+      shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 2 })),
+    );
+    const open = await openShards({
+      schema,
+      shardsJson,
+      createClient: (adapter) => new PrismaClient({ adapter }),
+      idleTimeoutMs: 60_000,
+      log: () => {},
+    });
+    try {
+      // The open's own checks ran on connections of their own, closed since: what stays is the
+      // connection each database's pool opened when the open warmed it.
+      await eventually("only the warmed pools' connections are open", async () =>
+        (await backends()).every((n) => n === 1),
+      );
+      const warmed = await backendPids();
+      const db = open.registry.databases[0]!.client.$extends(shardRouting({ registry: open.registry }));
+      for (const shard of shards) {
+        const id = ShardedId.generate("Customer", shard);
+        await db.customer.create({ data: { id, name: "first", region: "eu" } });
+        expect((await db.customer.findUnique({ where: { id } }))?.name).toBe("first");
+      }
+      // One call at a time on each database: its pool's warm connection answered them all.
+      expect(await backendPids()).toEqual(warmed);
+    } finally {
+      await open.close();
+    }
+  }, 60_000);
+
+  it("serverless: without warming, a database's pool opens on its first call and closes when idle; a pool of 1 never holds more", async () => {
     const shardsJson = JSON.stringify(
       shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 1 })),
     );
@@ -68,6 +105,7 @@ describe("connections", () => {
       shardsJson,
       createClient: (adapter) => new PrismaClient({ adapter }),
       idleTimeoutMs: 100,
+      warm: false,
       log: () => {},
     });
     try {

@@ -23,6 +23,7 @@ import {
 import type { Database, ShardClient, ShardReplica } from "./registry.js";
 import { type CheckedState, checkFingerprintOn } from "./schema-fingerprint.js";
 import { type RolloutTarget, rolloutFingerprint, rolloutSchema, runRollout } from "./schema-rollout.js";
+import { warmClients } from "./warm.js";
 
 /** `openShards` on the PostgreSQL databases of `shardsJson` (see `openShards`). */
 export async function openPostgres<Client extends ShardClient>(
@@ -163,6 +164,9 @@ export async function openPostgres<Client extends ShardClient>(
       );
     },
   };
+  /** Warms clients that are ready (see `OpenShardsOptions.warm`): none when `warm` is false. */
+  const warm = (clients: readonly unknown[]) =>
+    options.warm === false ? Promise.resolve(0) : warmClients(clients, timeoutMs);
   const rollout = (db: Opening, index: number, total: number) =>
     rolloutSchema({
       ...schemaOptions,
@@ -230,6 +234,7 @@ export async function openPostgres<Client extends ShardClient>(
     }
     for (const u of first.unreachable)
       set(databases.find((d) => d.physical === u.physical)!, "starting", u.error);
+    await warm(databases.filter((d) => d.status.state === "ready").map((d) => d.physical.client));
   } catch (error) {
     await registry.disconnect();
     throw error;
@@ -246,6 +251,7 @@ export async function openPostgres<Client extends ShardClient>(
     ask,
     query,
     rollout,
+    warm: (client) => warm([client]),
   };
   const waiting = databases.filter((d) => d.status.state === "starting");
   const loops = waiting.map((db) => recover(db, recovery));

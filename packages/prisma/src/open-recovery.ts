@@ -54,6 +54,8 @@ export interface Recovery {
   query(physical: Database<ShardClient>, sql: string): Promise<Inspected>;
   /** Rolls the schema out to one database (`index` of `total`, for progress). */
   rollout(db: Opening, index: number, total: number): Promise<unknown>;
+  /** Warms the client of a database or replica that became ready (see `OpenShardsOptions.warm`). */
+  warm(client: unknown): Promise<unknown>;
 }
 
 /** Retries a database that was not ready at open until it is, or is refused. */
@@ -95,6 +97,7 @@ export async function recover(db: Opening, r: Recovery): Promise<void> {
     }
     db.gate.open();
     set(db, "ready");
+    await r.warm(db.physical.client);
     return;
   }
 }
@@ -125,7 +128,9 @@ export async function openReplica(rep: Replica, r: Recovery): Promise<void> {
         if (why) return set(rep, "refused", new RegistryConfigError([why]));
         if (row.caught) {
           rep.gate.open();
-          return set(rep, "ready");
+          set(rep, "ready");
+          await r.warm(rep.replica.client);
+          return;
         }
         set(rep, "starting", `replaying ${rep.of.physical.name}'s WAL up to ${lsn}`);
       } catch (error) {
