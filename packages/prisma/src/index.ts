@@ -67,6 +67,15 @@ export {
   idempotent,
 } from "./idempotency.js";
 export type { ModelRouting } from "./keys.js";
+export {
+  LOAD_UNITS,
+  type LoadCounts,
+  type LoadMeasure,
+  loadCount,
+  loadFigure,
+  windowShare,
+  windowsWithin,
+} from "./load/figure.js";
 export type { LoadOption, LoadOptions } from "./load/options.js";
 export {
   type ReadShardLoadOptions,

@@ -113,6 +113,16 @@ describe("the dashboard's snapshot", () => {
     expect(db.series.v.filter((v) => v > 0).length).toBeGreaterThanOrEqual(2);
   });
 
+  it("counts a window still open past the snapshot's time for its part before it, as the balancer does", () => {
+    // 0/1: 400 calls in a window that began 5 s ago and lasts 10 s (a router's clock ahead, or a
+    // window flushed as the snapshot was made): half of it is inside the load shown.
+    const snap = assembleSnapshot(pieces({ windows: new Map([[b!, [window("0/1", 5_000, 10_000, 400)]]]) }));
+    const shard = snap.shards.find((s) => s.key === "0/1")!;
+    expect(shard.calls).toBe(200);
+    expect(shard.load).toBe(200 / 60);
+    expect(snap.unit).toBe("calls/s");
+  });
+
   it("a journal record holding no date is left out of the history, and the snapshot is still made", () => {
     const entry: MoveJournalEntry = {
       database: a!.name,

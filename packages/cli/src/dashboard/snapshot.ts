@@ -12,10 +12,15 @@ import type {
 } from "@shardkit/ownership";
 import {
   type Database,
+  LOAD_UNITS,
+  loadCount,
+  loadFigure,
   type OutboxLag,
   type ShardLoadWindow,
   type ShardRegistry,
   summarizeLoad,
+  windowShare,
+  windowsWithin,
 } from "@shardkit/prisma";
 import type { RawClient } from "../config.js";
 import type { Names } from "./names.js";
@@ -30,7 +35,6 @@ import type {
   DashboardSnapshot,
 } from "./types.js";
 
-const UNITS: Record<LoadMeasure, string> = { time: "ms/s", calls: "calls/s", writes: "writes/s" };
 export const HISTORY = 50;
 const TOP_KEYS = 5;
 
@@ -85,46 +89,20 @@ function iso(date: Date | null | undefined): string | null {
   return date && Number.isFinite(date.getTime()) ? date.toISOString() : null;
 }
 
-/**
- * The part of a window inside the load shown (from `since`): the window itself, or its figures
- * pro-rated (as the balancer counts them), or nothing. Latencies stay as they are.
- */
-function insideOf(w: ShardLoadWindow, since: number): ShardLoadWindow[] {
-  const start = w.windowStart.getTime();
-  const length = Math.max(1, w.windowMs);
-  const inside = Math.min(length, start + length - since);
-  if (inside <= 0) return [];
-  if (inside === length) return [w];
-  const f = inside / length;
-  return [
-    {
-      ...w,
-      calls: w.calls * f,
-      writes: w.writes * f,
-      rowsWritten: w.rowsWritten * f,
-      dbMs: w.dbMs * f,
-      top: w.top.map((k) => ({ ...k, count: k.count * f, error: k.error * f })),
-    },
-  ];
-}
-
 /** The snapshot the page receives, from the last answer of each piece. */
 export function assembleSnapshot(input: Pieces): DashboardSnapshot {
   const { registry } = input;
   const { names, settings } = input;
   const { now } = input;
-  const seconds = settings.windowMs / 1000;
-  const measure = (w: { calls: number; writes: number; dbMs: number }) =>
-    settings.by === "time" ? w.dbMs : settings.by === "calls" ? w.calls : w.writes;
 
   // Load per shard, over every database's windows of the window.
   const since = now - settings.windowMs;
   const allWindows = [...input.windows.values()].flat();
-  const inWindow = allWindows.flatMap((w) => insideOf(w, since));
+  const inWindow = windowsWithin(allWindows, since, now);
   const summaries = new Map(summarizeLoad(inWindow, { topKeys: TOP_KEYS }).map((s) => [s.key, s]));
   const loadOf = (key: string) => {
     const s = summaries.get(key);
-    return s ? measure(s) / seconds : 0;
+    return s ? loadFigure(settings.by, s, settings.windowMs) : 0;
   };
   const hottest = Math.max(0, ...registry.shards.map((s) => loadOf(s.key)));
   const total = registry.shards.reduce((sum, s) => sum + loadOf(s.key), 0);
@@ -180,8 +158,8 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
       const from = Math.max(0, Math.floor((start - first) / bucketMs));
       const to = Math.min(v.length - 1, Math.floor((start + length - 1 - first) / bucketMs));
       for (let i = from; i <= to; i++) {
-        const overlap = Math.min(start + length, t[i]! + bucketMs) - Math.max(start, t[i]!);
-        if (overlap > 0) v[i]! += (measure(w) * (overlap / length)) / (bucketMs / 1000);
+        const share = windowShare(start, length, t[i]!, t[i]! + bucketMs);
+        if (share > 0) v[i]! += (loadCount(settings.by, w) * share) / (bucketMs / 1000);
       }
     }
     const load = shards.filter((s) => s.database === name).reduce((sum, s) => sum + s.load, 0);
@@ -253,7 +231,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
     config: input.source === "SHARDKIT_SHARDS" ? "SHARDKIT_SHARDS" : input.source.split(/[\\/]/).at(-1)!,
     windowMs: settings.windowMs,
     by: settings.by,
-    unit: UNITS[settings.by],
+    unit: LOAD_UNITS[settings.by],
     actions: settings.allowActions,
     problems: problemsOf(
       input,

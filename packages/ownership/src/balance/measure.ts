@@ -2,12 +2,15 @@
 // database: a shard's windows stay where they were written), its size, and where the records place it.
 import {
   type Database,
+  type LoadMeasure,
+  loadFigure,
   readShardLoad,
   type ShardClient,
   type ShardLoadSummary,
   type ShardRegistry,
   summarizeLoad,
   type TopKey,
+  windowsWithin,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import { lastLine, raw } from "../raw.js";
@@ -17,8 +20,7 @@ import { SHARDKIT_TABLES } from "../tables.js";
 import { readPartitionMap } from "../view.js";
 import type { BalancePlacement, ShardLoads } from "./types.js";
 
-/** What a shard's load is measured by: time its calls spent in the database, calls, or writes (each per second). */
-export type LoadMeasure = "time" | "calls" | "writes";
+export type { LoadMeasure };
 
 /** A shard as the run measured it. */
 export interface MeasuredShard {
@@ -106,7 +108,6 @@ export async function measure<Client extends ShardClient>(
     );
   }
   const byKey = new Map<string, ShardLoadSummary>(summaries.map((s) => [s.key, s]));
-  const seconds = options.windowMs / 1000;
   const placement: {
     databases: BalancePlacement["databases"];
     shards: { shard: string; database: string }[];
@@ -149,8 +150,7 @@ export async function measure<Client extends ShardClient>(
     }
     const size = sizes.get(key) ?? { rows: 0, bytes: 0 };
     const s = byKey.get(key);
-    const figure = !s ? 0 : options.by === "time" ? s.dbMs : options.by === "calls" ? s.calls : s.writes;
-    const load = figure / seconds;
+    const load = s ? loadFigure(options.by, s, options.windowMs) : 0;
     loads[key] = { load, ...size };
     placement.shards.push({ shard: key, database: owner.name });
     shards.push({
@@ -170,7 +170,8 @@ export async function measure<Client extends ShardClient>(
 
 /**
  * The load windows that overlap the last `windowMs` on every database, each counted for the part
- * of it inside (a window a router kept while its flushes failed is longer, and began earlier);
+ * of it inside (`windowsWithin`: a window a router kept while its flushes failed is longer, and
+ * began earlier);
  * the databases that did not answer, apart.
  */
 export async function readLoad<Client extends ShardClient>(
@@ -189,20 +190,7 @@ export async function readLoad<Client extends ShardClient>(
       }),
     { policy: "partial", targetTimeoutMs: timeoutMs, key: (d) => String(d.index), abortable: false },
   );
-  const windows = result.values.flat().map((w) => {
-    const start = w.windowStart.getTime();
-    const inside = Math.min(start + w.windowMs, now) - Math.max(start, since);
-    const share = w.windowMs > 0 ? Math.max(0, Math.min(1, inside / w.windowMs)) : 1;
-    return share === 1
-      ? w
-      : {
-          ...w,
-          calls: w.calls * share,
-          writes: w.writes * share,
-          rowsWritten: w.rowsWritten * share,
-          dbMs: w.dbMs * share,
-        };
-  });
+  const windows = windowsWithin(result.values.flat(), since, now);
   return {
     windows,
     unanswered: result.missing.map((m) => ({
