@@ -36,7 +36,16 @@ export interface DashboardSnapshot {
 export interface DashboardProblem {
   /** `error`: data may be unreachable or wrong now; `warning`: needs a look. */
   level: "error" | "warning";
-  kind: "down" | "records" | "placement" | "stopped-move" | "leftover" | "dead-letters" | "load" | "plan";
+  kind:
+    | "down"
+    | "records"
+    | "placement"
+    | "stopped-move"
+    | "leftover"
+    | "dead-letters"
+    | "load"
+    | "clock"
+    | "plan";
   /** One sentence for people. */
   text: string;
   database?: string;

@@ -31,8 +31,9 @@ describe("windowShare", () => {
     expect(windowShare(-10_000, 80_000, 0, 60_000)).toBe(0.75);
   });
 
-  it("a window of no length counts whole when it starts inside", () => {
-    expect(windowShare(0, 0, 0, 60_000)).toBe(1);
+  it("a window of no length counts whole when it lies strictly inside", () => {
+    expect(windowShare(1, 0, 0, 60_000)).toBe(1);
+    expect(windowShare(0, 0, 0, 60_000)).toBe(0);
     expect(windowShare(60_000, 0, 0, 60_000)).toBe(0);
   });
 });

@@ -35,10 +35,10 @@ export function loadFigure(by: LoadMeasure, counts: LoadCounts, spanMs: number):
  * The share (0..1) of a window `[start, start + lengthMs)` inside the span `[from, to)`: its counts
  * are spread evenly over its length, so a window that began before the span, or ends after it (a
  * router whose window was still open when the span was read), counts for its part inside only. A
- * window of no length counts whole when its start is inside the span.
+ * window of no length counts whole when it lies strictly inside the span.
  */
 export function windowShare(start: number, lengthMs: number, from: number, to: number): number {
-  if (!(lengthMs > 0)) return start >= from && start < to ? 1 : 0;
+  if (!(lengthMs > 0)) return start > from && start < to ? 1 : 0;
   const inside = Math.min(start + lengthMs, to) - Math.max(start, from);
   return inside <= 0 ? 0 : inside >= lengthMs ? 1 : inside / lengthMs;
 }
