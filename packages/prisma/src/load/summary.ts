@@ -44,7 +44,8 @@ export const SUM_LOAD = `WITH span AS MATERIALIZED (
   SELECT shard, jsonb_agg(jsonb_build_array(i, n) ORDER BY i) AS buckets FROM buckets GROUP BY shard
 ), lists AS (
   SELECT w.shard, w.f, w.top, jsonb_array_length(w.top) >= $4::int AS is_full,
-    (SELECT min((e->>'count')::float8) FROM jsonb_array_elements(w.top) e) AS low
+    CASE WHEN jsonb_array_length(w.top) >= $4::int
+      THEN (SELECT min((e->>'count')::float8) FROM jsonb_array_elements(w.top) e) END AS low
   FROM w WHERE jsonb_typeof(w.top) = 'array' AND jsonb_array_length(w.top) > 0
 ), floors AS (
   SELECT shard, COALESCE(sum(low * f) FILTER (WHERE is_full), 0) AS total FROM lists GROUP BY shard
