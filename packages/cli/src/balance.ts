@@ -10,6 +10,7 @@ import {
   type RunBalanceOptions,
   runBalance,
 } from "@shardkit/ownership";
+import { LOAD_UNITS } from "@shardkit/prisma";
 import { type ConfigOptions, findDatabase, openConfig, type RawClient } from "./config.js";
 import { duration, bytes as formatBytes, plural, table } from "./format.js";
 import { parseTables } from "./move.js";
@@ -90,7 +91,7 @@ const rate = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 1 ? n.toFixed(1) : n
 /** `balance` for people: the databases before and after, the plan's moves, hot shards, and what ran. */
 export function renderBalance(report: BalanceReport): string {
   const lines: string[] = [];
-  const unit = report.by === "time" ? "db ms/s" : report.by === "calls" ? "calls/s" : "writes/s";
+  const unit = LOAD_UNITS[report.by];
   if (report.problems.length > 0) {
     lines.push(`${plural(report.problems.length, "problem")}:`);
     for (const p of report.problems) lines.push(`  - ${p}`);

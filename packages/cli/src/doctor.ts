@@ -1,10 +1,14 @@
 import { readPartitionMap } from "@shardkit/ownership";
 import {
+  CLOCK_SKEW_LIMIT_MS,
   checkConnectionBudget,
   checkDistinctDatabases,
   type Database,
+  describeSkew,
   isShardkitError,
   type ServerBudget,
+  skewedRouters,
+  sumShardLoad,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import { type ConfigOptions, openConfig, type RawClient } from "./config.js";
@@ -28,7 +32,15 @@ export interface DoctorOptions extends ConfigOptions {
   strict?: boolean;
 }
 
-export type DoctorCheck = "reachable" | "distinct" | "budget" | "wal_level" | "drift" | "moves" | "placement";
+export type DoctorCheck =
+  | "reachable"
+  | "distinct"
+  | "budget"
+  | "wal_level"
+  | "drift"
+  | "moves"
+  | "placement"
+  | "clocks";
 
 export interface DoctorFinding {
   check: DoctorCheck;
@@ -273,12 +285,54 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
       });
     }
 
+    const clocks = await checkClocks(up, timeoutMs);
+    findings.push(...clocks.findings);
+    checks.push(clocks.check);
+
     const strict = options.strict ?? false;
     const ok = !findings.some((f) => f.severity === "error" || (strict && f.severity === "warning"));
     return { ok, strict, checks, findings, servers, walLevels, drift };
   } finally {
     await opened.close();
   }
+}
+
+/** How far back the routers' last flushes are read for their clocks. */
+const CLOCKS_SPAN_MS = 10 * 60_000;
+
+/**
+ * Routers whose clock is off their databases' (measured at each flush of their load windows, over
+ * the last 10 minutes): a warning each. Their load is counted by the database's clock all the
+ * same; their own timestamps (IDs, logs) are off.
+ */
+async function checkClocks(
+  up: readonly Database<RawClient>[],
+  timeoutMs: number,
+): Promise<{ findings: DoctorFinding[]; check: DoctorReport["checks"][number] }> {
+  const sums = await ask(up, timeoutMs, (c) => sumShardLoad(c, { spanMs: CLOCKS_SPAN_MS, topKeys: 0 }));
+  const skewed = skewedRouters(sums.map((s) => s.value));
+  const routers = new Set(sums.flatMap((s) => s.value.routers.map((r) => r.router)));
+  const findings: DoctorFinding[] = skewed.map((r) => ({
+    check: "clocks",
+    severity: "warning",
+    message: `${describeSkew(r)} (more than ${CLOCK_SKEW_LIMIT_MS / 1000} s): its load is counted by the database's clock, but the IDs and logs it stamps are off; set its clock right (NTP)`,
+    databases: sums
+      .filter((s) => s.value.routers.some((x) => x.router === r.router))
+      .map((s) => s.physical.name),
+  }));
+  return {
+    findings,
+    check: {
+      check: "clocks",
+      status: skewed.length > 0 ? "warning" : routers.size === 0 ? "skipped" : "ok",
+      summary:
+        routers.size === 0
+          ? "no router flushed load in the last 10 minutes"
+          : skewed.length > 0
+            ? `${skewed.length} of ${plural(routers.size, "router")} with a clock off by more than ${CLOCK_SKEW_LIMIT_MS / 1000} s`
+            : `${plural(routers.size, "router")}, clocks within ${CLOCK_SKEW_LIMIT_MS / 1000} s of their databases'`,
+    },
+  };
 }
 
 /** `doctor` for people. */

@@ -1,3 +1,4 @@
+import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
 import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -32,6 +33,44 @@ describe("shardkit doctor", () => {
     expect(report).toMatchObject({ ok: false, strict: true, drift: { differences: [] } });
     expect(report.walLevels).toEqual(
       Object.values(urls).map((database) => ({ database, walLevel: "replica" })),
+    );
+  });
+
+  it("names a router whose clock is off its database's, from its load windows: a warning", async () => {
+    // A window as a router an hour ahead flushes it: its clock's time of the flush beside it.
+    const ahead = Date.now() + 3_600_000;
+    const client = new pg.Client({ connectionString: urls.b });
+    await client.connect();
+    try {
+      for (const statement of CREATE_LOAD_TABLE) await client.query(statement);
+      const row = {
+        shard: 1,
+        window_start: new Date(ahead - 10_000).toISOString(),
+        window_ms: 10_000,
+        router: "app-7:42:ahead",
+        calls: 5,
+        writes: 0,
+        rows_written: 0,
+        db_ms: 5,
+        sketch: { alpha: 0.02, min: 0.001, buckets: [] },
+        top: [],
+        config: "c",
+        sent_at: new Date(ahead).toISOString(),
+      };
+      await client.query(FLUSH_LOAD, [JSON.stringify([row]), new Date(0).toISOString()]);
+    } finally {
+      await client.end();
+    }
+    const run = await shardkit(["doctor", "--config", configFile("doctor-clock", three()), ...SLOW]);
+    // The window goes, so the other tests' databases hold no skewed router.
+    const cleanup = new pg.Client({ connectionString: urls.b });
+    await cleanup.connect();
+    await cleanup.query(`DELETE FROM shardkit."ShardLoad" WHERE router = 'app-7:42:ahead'`);
+    await cleanup.end();
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^clocks\s+warning\s+1 of 1 router with a clock off by more than 2 s$/m);
+    expect(run.stdout).toContain(
+      "warning: clocks: router app-7:42:ahead's clock is 1 h 0 min ahead of its database's",
     );
   });
 

@@ -67,6 +67,15 @@ export {
   idempotent,
 } from "./idempotency.js";
 export type { ModelRouting } from "./keys.js";
+export {
+  LOAD_UNITS,
+  type LoadCounts,
+  type LoadMeasure,
+  loadCount,
+  loadFigure,
+  windowShare,
+  windowsWithin,
+} from "./load/figure.js";
 export type { LoadOption, LoadOptions } from "./load/options.js";
 export {
   type ReadShardLoadOptions,
@@ -78,6 +87,17 @@ export {
 export type { LoadFlushResult } from "./load/recorder.js";
 export { LatencySketch, type SketchData } from "./load/sketch.js";
 export { LOAD_TABLE } from "./load/sql.js";
+export {
+  CLOCK_SKEW_LIMIT_MS,
+  describeSkew,
+  type LoadRouter,
+  type LoadSum,
+  mergeShardLoad,
+  type SumShardLoadOptions,
+  skewedRouters,
+  sumShardLoad,
+  sumWindows,
+} from "./load/summary.js";
 export { mergeTopKeys, type TopKey } from "./load/top-keys.js";
 export { emitEvent, type OutboxEventInput, type OutboxMessage } from "./outbox.js";
 export type { OwnershipHook } from "./ownership.js";

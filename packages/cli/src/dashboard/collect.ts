@@ -13,16 +13,24 @@ import {
 } from "@shardkit/ownership";
 import {
   type Database,
+  type LoadSum,
   type OutboxLag,
   readOutboxLag,
-  readShardLoad,
-  type ShardLoadWindow,
+  sumShardLoad,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import type { OpenedConfig, RawClient } from "../config.js";
 import { oneLine } from "../format.js";
 import { type Names, namesOf } from "./names.js";
-import { assembleSnapshot, type CollectSettings, HISTORY, type Probe, planOf } from "./snapshot.js";
+import {
+  assembleSnapshot,
+  type CollectSettings,
+  HISTORY,
+  type Probe,
+  planOf,
+  seriesBucketMs,
+  TOP_KEYS,
+} from "./snapshot.js";
 
 export type { CollectSettings };
 
@@ -57,7 +65,7 @@ export class Collector {
   private view: PartitionView<RawClient> | null = null;
   private viewError: string | null = null;
   private lag: OutboxLag[] | null = null;
-  private windows = new Map<Database<RawClient>, ShardLoadWindow[]>();
+  private loads = new Map<Database<RawClient>, LoadSum>();
   private loadErrors = new Map<Database<RawClient>, string>();
   private journal: MoveJournalEntry[] = [];
   private planned: { plan: DashboardPlan; moves: BalanceMove[] } | null = null;
@@ -307,15 +315,21 @@ export class Collector {
   }
 
   private async readLoad(): Promise<void> {
-    const since = new Date(Date.now() - this.settings.windowMs);
+    // Summed in each database over the last `windowMs` of its clock: one row per shard.
+    const { windowMs } = this.settings;
     const result = await scatter(
       this.registry.databases,
-      (physical) => readShardLoad(physical.client, { since, overlapping: true }),
+      (physical) =>
+        sumShardLoad(physical.client, {
+          spanMs: windowMs,
+          topKeys: TOP_KEYS,
+          bucketMs: seriesBucketMs(windowMs),
+        }),
       { policy: "partial", targetTimeoutMs: this.settings.timeoutMs, key: (p) => p.name },
     );
     for (const outcome of result.outcomes) {
       if (outcome.status === "fulfilled") {
-        this.windows.set(outcome.target, outcome.value);
+        this.loads.set(outcome.target, outcome.value);
         this.loadErrors.delete(outcome.target);
       } else {
         this.loadErrors.set(outcome.target, this.names.clean(oneLine(outcome.error ?? outcome.reason)));
@@ -372,7 +386,7 @@ export class Collector {
       view: this.view,
       viewError: this.viewError,
       lag: this.lag,
-      windows: this.windows,
+      loads: this.loads,
       loadErrors: this.loadErrors,
       journal: this.journal,
       plan: this.planned ? { ...this.planned.plan, stale: this.staleness() } : null,

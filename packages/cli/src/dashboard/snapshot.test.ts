@@ -3,11 +3,11 @@
 // records that hold no date never ending the dashboard, and nothing of a URL's credentials.
 import { ShardIdentifier } from "@shardkit/id";
 import type { MoveJournalEntry } from "@shardkit/ownership";
-import { LatencySketch, type ShardLoadWindow } from "@shardkit/prisma";
+import { LatencySketch, type ShardLoadWindow, sumWindows } from "@shardkit/prisma";
 import { afterAll, describe, expect, it } from "vitest";
 import { openConfig } from "../config.js";
 import { namesOf } from "./names.js";
-import { assembleSnapshot, type Pieces } from "./snapshot.js";
+import { assembleSnapshot, type Pieces, seriesBucketMs } from "./snapshot.js";
 
 // Clients are made, never connected: nothing here reaches a database.
 const opened = openConfig({
@@ -41,6 +41,10 @@ function window(shard: string, startAgoMs: number, lengthMs: number, calls: numb
     config: "c",
   };
 }
+
+/** One database's windows as the database sums them over the load shown (what the collector reads). */
+const summed = (windows: ShardLoadWindow[]) =>
+  sumWindows(windows, { from: NOW - WINDOW_MS, to: NOW, topKeys: 5, bucketMs: seriesBucketMs(WINDOW_MS) });
 
 function pieces(over: Partial<Pieces>): Pieces {
   return {
@@ -76,7 +80,7 @@ function pieces(over: Partial<Pieces>): Pieces {
     view: null,
     viewError: null,
     lag: null,
-    windows: new Map(),
+    loads: new Map(),
     loadErrors: new Map(),
     journal: [],
     plan: null,
@@ -92,9 +96,9 @@ describe("the dashboard's snapshot", () => {
     // 0/0: 600 calls in a window half inside; 0/1: 300 calls wholly inside.
     const snap = assembleSnapshot(
       pieces({
-        windows: new Map([
-          [a!, [window("0/0", WINDOW_MS + 5_000, 10_000, 600)]],
-          [b!, [window("0/1", 20_000, 10_000, 300)]],
+        loads: new Map([
+          [a!, summed([window("0/0", WINDOW_MS + 5_000, 10_000, 600)])],
+          [b!, summed([window("0/1", 20_000, 10_000, 300)])],
         ]),
       }),
     );
@@ -111,6 +115,28 @@ describe("the dashboard's snapshot", () => {
     const total = db.series.v.reduce((sum, v) => sum + v * bucketSeconds, 0);
     expect(total).toBeCloseTo(300, 0);
     expect(db.series.v.filter((v) => v > 0).length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("counts a window still open past the snapshot's time for its part before it, as the balancer does", () => {
+    // 0/1: 400 calls in a window that began 5 s ago and lasts 10 s (a router's clock ahead, or a
+    // window flushed as the snapshot was made): half of it is inside the load shown.
+    const snap = assembleSnapshot(
+      pieces({ loads: new Map([[b!, summed([window("0/1", 5_000, 10_000, 400)])]]) }),
+    );
+    const shard = snap.shards.find((s) => s.key === "0/1")!;
+    expect(shard.calls).toBe(200);
+    expect(shard.load).toBe(200 / 60);
+    expect(snap.unit).toBe("calls/s");
+  });
+
+  it("names a router whose clock is off its database's by more than 2 s", () => {
+    const skewed = { ...window("0/0", 20_000, 10_000, 10), router: "host:1:ahead", skewMs: 3_600_000 };
+    const fine = { ...window("0/0", 30_000, 10_000, 10), router: "host:2:fine", skewMs: 40 };
+    const snap = assembleSnapshot(pieces({ loads: new Map([[a!, summed([skewed, fine])]]) }));
+    const clock = snap.problems.filter((p) => p.kind === "clock");
+    expect(clock.map((p) => p.text)).toEqual([
+      expect.stringContaining("router host:1:ahead's clock is 1 h 0 min ahead of its database's"),
+    ]);
   });
 
   it("a journal record holding no date is left out of the history, and the snapshot is still made", () => {

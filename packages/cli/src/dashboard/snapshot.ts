@@ -12,10 +12,15 @@ import type {
 } from "@shardkit/ownership";
 import {
   type Database,
+  describeSkew,
+  LOAD_UNITS,
+  type LoadSum,
+  loadCount,
+  loadFigure,
+  mergeShardLoad,
   type OutboxLag,
-  type ShardLoadWindow,
   type ShardRegistry,
-  summarizeLoad,
+  skewedRouters,
 } from "@shardkit/prisma";
 import type { RawClient } from "../config.js";
 import type { Names } from "./names.js";
@@ -30,9 +35,11 @@ import type {
   DashboardSnapshot,
 } from "./types.js";
 
-const UNITS: Record<LoadMeasure, string> = { time: "ms/s", calls: "calls/s", writes: "writes/s" };
 export const HISTORY = 50;
-const TOP_KEYS = 5;
+export const TOP_KEYS = 5;
+
+/** The length of a bucket of each database's series: about 30 over the load shown. */
+export const seriesBucketMs = (windowMs: number) => Math.max(1000, Math.round(windowMs / 30));
 
 /** What the dashboard reads, how often, and how a balance started from it runs. */
 export interface CollectSettings {
@@ -71,7 +78,8 @@ export interface Pieces {
   view: PartitionView<RawClient> | null;
   viewError: string | null;
   lag: OutboxLag[] | null;
-  windows: ReadonlyMap<Database<RawClient>, ShardLoadWindow[]>;
+  /** Each database's load over the load shown, summed there (`sumShardLoad`, with its series). */
+  loads: ReadonlyMap<Database<RawClient>, LoadSum>;
   loadErrors: ReadonlyMap<Database<RawClient>, string>;
   journal: MoveJournalEntry[];
   plan: DashboardPlan | null;
@@ -85,46 +93,19 @@ function iso(date: Date | null | undefined): string | null {
   return date && Number.isFinite(date.getTime()) ? date.toISOString() : null;
 }
 
-/**
- * The part of a window inside the load shown (from `since`): the window itself, or its figures
- * pro-rated (as the balancer counts them), or nothing. Latencies stay as they are.
- */
-function insideOf(w: ShardLoadWindow, since: number): ShardLoadWindow[] {
-  const start = w.windowStart.getTime();
-  const length = Math.max(1, w.windowMs);
-  const inside = Math.min(length, start + length - since);
-  if (inside <= 0) return [];
-  if (inside === length) return [w];
-  const f = inside / length;
-  return [
-    {
-      ...w,
-      calls: w.calls * f,
-      writes: w.writes * f,
-      rowsWritten: w.rowsWritten * f,
-      dbMs: w.dbMs * f,
-      top: w.top.map((k) => ({ ...k, count: k.count * f, error: k.error * f })),
-    },
-  ];
-}
-
 /** The snapshot the page receives, from the last answer of each piece. */
 export function assembleSnapshot(input: Pieces): DashboardSnapshot {
   const { registry } = input;
   const { names, settings } = input;
   const { now } = input;
-  const seconds = settings.windowMs / 1000;
-  const measure = (w: { calls: number; writes: number; dbMs: number }) =>
-    settings.by === "time" ? w.dbMs : settings.by === "calls" ? w.calls : w.writes;
 
-  // Load per shard, over every database's windows of the window.
+  // Load per shard, over every database's sum of the window.
   const since = now - settings.windowMs;
-  const allWindows = [...input.windows.values()].flat();
-  const inWindow = allWindows.flatMap((w) => insideOf(w, since));
-  const summaries = new Map(summarizeLoad(inWindow, { topKeys: TOP_KEYS }).map((s) => [s.key, s]));
+  const sums = [...input.loads.values()];
+  const summaries = new Map(mergeShardLoad(sums, TOP_KEYS).map((s) => [s.key, s]));
   const loadOf = (key: string) => {
     const s = summaries.get(key);
-    return s ? measure(s) / seconds : 0;
+    return s ? loadFigure(settings.by, s, settings.windowMs) : 0;
   };
   const hottest = Math.max(0, ...registry.shards.map((s) => loadOf(s.key)));
   const total = registry.shards.reduce((sum, s) => sum + loadOf(s.key), 0);
@@ -163,26 +144,19 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
     };
   });
 
-  const bucketMs = Math.max(1000, Math.round(settings.windowMs / 30));
+  const bucketMs = seriesBucketMs(settings.windowMs);
   const lagOf = new Map(input.lag?.map((l) => [l.database, l]) ?? []);
   const databases: DashboardDatabase[] = registry.databases.map((physical) => {
     const probe = input.probes.get(physical)!;
     const name = names.of(physical);
     const buckets = Math.ceil(settings.windowMs / bucketMs);
-    const first = Math.floor(since / bucketMs) * bucketMs;
-    const t = Array.from({ length: buckets + 1 }, (_, i) => first + i * bucketMs);
+    const first = Math.floor(since / bucketMs);
+    const t = Array.from({ length: buckets + 1 }, (_, i) => (first + i) * bucketMs);
     const v = t.map(() => 0);
-    // Each window's figure spread over the buckets it overlaps, in proportion (a router's window
-    // is 10 s; a bucket may be shorter, or a window a failed flush kept may span several).
-    for (const w of input.windows.get(physical) ?? []) {
-      const start = w.windowStart.getTime();
-      const length = Math.max(1, w.windowMs);
-      const from = Math.max(0, Math.floor((start - first) / bucketMs));
-      const to = Math.min(v.length - 1, Math.floor((start + length - 1 - first) / bucketMs));
-      for (let i = from; i <= to; i++) {
-        const overlap = Math.min(start + length, t[i]! + bucketMs) - Math.max(start, t[i]!);
-        if (overlap > 0) v[i]! += (measure(w) * (overlap / length)) / (bucketMs / 1000);
-      }
+    // Each bucket's figure, as the database summed it (each window spread over the buckets it covers).
+    for (const b of input.loads.get(physical)?.series ?? []) {
+      const i = b.bucket - first;
+      if (i >= 0 && i < v.length) v[i] = loadCount(settings.by, b) / (bucketMs / 1000);
     }
     const load = shards.filter((s) => s.database === name).reduce((sum, s) => sum + s.load, 0);
     const lag = lagOf.get(physical.name);
@@ -253,7 +227,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
     config: input.source === "SHARDKIT_SHARDS" ? "SHARDKIT_SHARDS" : input.source.split(/[\\/]/).at(-1)!,
     windowMs: settings.windowMs,
     by: settings.by,
-    unit: UNITS[settings.by],
+    unit: LOAD_UNITS[settings.by],
     actions: settings.allowActions,
     problems: problemsOf(
       input,
@@ -335,6 +309,12 @@ function problemsOf(
         database: names.of(physical),
         text: `the load recorded on ${names.of(physical)} could not be read: ${error}`,
       });
+  for (const r of skewedRouters([...input.loads.values()]))
+    problems.push({
+      level: "warning",
+      kind: "clock",
+      text: `${describeSkew(r)}: its load is counted by the database's clock, but its own timestamps are off (set its clock right, e.g. with NTP)`,
+    });
   if (mixedConfigs)
     problems.push({
       level: "warning",

@@ -13,7 +13,7 @@ export interface DashboardSnapshot {
   /** The load shown: the windows of the last `windowMs`, measured `by`. */
   windowMs: number;
   by: "time" | "calls" | "writes";
-  /** The unit of `load` figures: "ms/s" (time in the database per second), "calls/s" or "writes/s". */
+  /** The unit of `load` figures: "db ms/s" (time in the database per second), "calls/s" or "writes/s". */
   unit: string;
   /** Whether actions are allowed (`--allow-actions`); the page hides their buttons otherwise. */
   actions: boolean;
@@ -36,7 +36,16 @@ export interface DashboardSnapshot {
 export interface DashboardProblem {
   /** `error`: data may be unreachable or wrong now; `warning`: needs a look. */
   level: "error" | "warning";
-  kind: "down" | "records" | "placement" | "stopped-move" | "leftover" | "dead-letters" | "load" | "plan";
+  kind:
+    | "down"
+    | "records"
+    | "placement"
+    | "stopped-move"
+    | "leftover"
+    | "dead-letters"
+    | "load"
+    | "clock"
+    | "plan";
   /** One sentence for people. */
   text: string;
   database?: string;

@@ -2,11 +2,14 @@
 // database: a shard's windows stay where they were written), its size, and where the records place it.
 import {
   type Database,
-  readShardLoad,
+  type LoadMeasure,
+  type LoadSum,
+  loadFigure,
+  mergeShardLoad,
   type ShardClient,
   type ShardLoadSummary,
   type ShardRegistry,
-  summarizeLoad,
+  sumShardLoad,
   type TopKey,
 } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
@@ -17,8 +20,7 @@ import { SHARDKIT_TABLES } from "../tables.js";
 import { readPartitionMap } from "../view.js";
 import type { BalancePlacement, ShardLoads } from "./types.js";
 
-/** What a shard's load is measured by: time its calls spent in the database, calls, or writes (each per second). */
-export type LoadMeasure = "time" | "calls" | "writes";
+export type { LoadMeasure };
 
 /** A shard as the run measured it. */
 export interface MeasuredShard {
@@ -76,9 +78,9 @@ export async function measure<Client extends ShardClient>(
 ): Promise<Measurement> {
   const problems: string[] = [];
   const own = SHARDKIT_TABLES.filter((t) => !tables.some((u) => u.table === t.table));
-  const [view, windows, measured, left] = await Promise.all([
+  const [view, load, measured, left] = await Promise.all([
     readPartitionMap(registry, { timeoutMs: options.timeoutMs }),
-    readLoad(registry.databases, options.windowMs, options.timeoutMs),
+    sumLoad(registry.databases, options.windowMs, options.timeoutMs),
     options.sizes
       ? undefined
       : measureShardSizes(registry, { tables: [...tables, ...own], timeoutMs: options.sizeTimeoutMs }),
@@ -87,17 +89,16 @@ export async function measure<Client extends ShardClient>(
   problems.push(...view.issues);
   for (const d of view.databases)
     if (d.status === "unavailable") problems.push(`${d.database} did not answer: ${d.error}`);
-  for (const d of windows.unanswered) problems.push(`${d.database}: its load could not be read: ${d.error}`);
+  for (const d of load.unanswered) problems.push(`${d.database}: its load could not be read: ${d.error}`);
   for (const d of measured?.unanswered ?? [])
     problems.push(`${d.database}: its shards' sizes could not be read: ${d.error}`);
   // Windows as long as the window measured cannot say how the load is spread within it.
-  const lengths = windows.windows.map((w) => w.windowMs).sort((x, y) => x - y);
-  const typical = lengths[Math.floor(lengths.length / 2)];
+  const typical = median(load.sums.flatMap((s) => (s.typicalWindowMs === null ? [] : [s.typicalWindowMs])));
   if (typical !== undefined && typical * 2 > options.windowMs)
     problems.push(
       `the window measured (${options.windowMs} ms) is shorter than two of the routers' load windows (${typical} ms): measure over a longer window`,
     );
-  const summaries = summarizeLoad(windows.windows);
+  const summaries = load.summaries;
   const configs = new Set(summaries.flatMap((s) => s.configs));
   if (configs.size > 1) {
     const mixed = summaries.filter((s) => s.mixedConfigs).map((s) => s.key);
@@ -106,7 +107,6 @@ export async function measure<Client extends ShardClient>(
     );
   }
   const byKey = new Map<string, ShardLoadSummary>(summaries.map((s) => [s.key, s]));
-  const seconds = options.windowMs / 1000;
   const placement: {
     databases: BalancePlacement["databases"];
     shards: { shard: string; database: string }[];
@@ -149,8 +149,7 @@ export async function measure<Client extends ShardClient>(
     }
     const size = sizes.get(key) ?? { rows: 0, bytes: 0 };
     const s = byKey.get(key);
-    const figure = !s ? 0 : options.by === "time" ? s.dbMs : options.by === "calls" ? s.calls : s.writes;
-    const load = figure / seconds;
+    const load = s ? loadFigure(options.by, s, options.windowMs) : 0;
     loads[key] = { load, ...size };
     placement.shards.push({ shard: key, database: owner.name });
     shards.push({
@@ -169,47 +168,35 @@ export async function measure<Client extends ShardClient>(
 }
 
 /**
- * The load windows that overlap the last `windowMs` on every database, each counted for the part
- * of it inside (a window a router kept while its flushes failed is longer, and began earlier);
- * the databases that did not answer, apart.
+ * Each shard's load over the last `spanMs` of each database's clock, summed in each database
+ * (`sumShardLoad`: the windows across the span's edges counted for their part inside) and merged
+ * (`mergeShardLoad`: a shard's windows stay where they were written); the databases that did not
+ * answer, apart.
  */
-export async function readLoad<Client extends ShardClient>(
+export async function sumLoad<Client extends ShardClient>(
   databases: readonly Database<Client>[],
-  windowMs: number,
+  spanMs: number,
   timeoutMs: number,
 ) {
-  const now = Date.now();
-  const since = now - windowMs;
   const result = await scatter(
     databases,
-    (d) =>
-      readShardLoad(d.client as unknown as Parameters<typeof readShardLoad>[0], {
-        since: new Date(since),
-        overlapping: true,
-      }),
+    (d) => sumShardLoad(d.client as unknown as Parameters<typeof sumShardLoad>[0], { spanMs }),
     { policy: "partial", targetTimeoutMs: timeoutMs, key: (d) => String(d.index), abortable: false },
   );
-  const windows = result.values.flat().map((w) => {
-    const start = w.windowStart.getTime();
-    const inside = Math.min(start + w.windowMs, now) - Math.max(start, since);
-    const share = w.windowMs > 0 ? Math.max(0, Math.min(1, inside / w.windowMs)) : 1;
-    return share === 1
-      ? w
-      : {
-          ...w,
-          calls: w.calls * share,
-          writes: w.writes * share,
-          rowsWritten: w.rowsWritten * share,
-          dbMs: w.dbMs * share,
-        };
-  });
+  const sums: LoadSum[] = result.values;
   return {
-    windows,
+    sums,
+    summaries: mergeShardLoad(sums),
     unanswered: result.missing.map((m) => ({
       database: m.target.name,
       error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : lastLine(m.error),
     })),
   };
+}
+
+function median(values: number[]): number | undefined {
+  const sorted = values.sort((x, y) => x - y);
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 /** By shard bits, the databases each shard was moved off in the last `RECENT_LEFT_MS`. */

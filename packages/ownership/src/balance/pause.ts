@@ -1,6 +1,6 @@
 // A balance run's pause: before a move, wait while another shard's p99 is above the bound.
-import { type ShardClient, type ShardRegistry, summarizeLoad } from "@shardkit/prisma";
-import { readLoad } from "./measure.js";
+import type { ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { sumLoad } from "./measure.js";
 
 /** A pause: which shard's p99 is above the bound, and how long the run has waited. */
 export interface Pause {
@@ -35,8 +35,8 @@ export async function waitForCalm<Client extends ShardClient>(
   const maxPause = options.maxPauseMs ?? 300_000;
   const started = Date.now();
   for (;;) {
-    const { windows, unanswered } = await readLoad(registry.databases, RECENT_MS, timeoutMs);
-    const hot = summarizeLoad(windows)
+    const { summaries, unanswered } = await sumLoad(registry.databases, RECENT_MS, timeoutMs);
+    const hot = summaries
       .filter((s) => s.key !== moving && s.p99 !== undefined && s.p99 > bound)
       .sort((x, y) => y.p99! - x.p99!)[0];
     // A database that does not answer is not calm either: its shards' p99 is unknown.

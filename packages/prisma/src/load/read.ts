@@ -24,6 +24,8 @@ export interface ShardLoadWindow {
   top: TopKey[];
   /** A digest of the router's shard configuration (where each shard lives). */
   config: string;
+  /** The router's clock minus the database's at the flush (ms); null for a window written without its clock. */
+  skewMs?: number | null;
 }
 
 export interface ReadShardLoadOptions {
@@ -76,6 +78,7 @@ export async function readShardLoad(
     sketch: json(r.sketch) as SketchData,
     top: json(r.top) as TopKey[],
     config: String(r.config),
+    skewMs: r.skew_ms === null || r.skew_ms === undefined ? null : Number(r.skew_ms),
   }));
 }
 
@@ -104,6 +107,8 @@ export interface ShardLoadSummary {
   /** Configuration digests seen; `mixedConfigs` when there is more than one (routers disagreed on where shards live). */
   configs: string[];
   mixedConfigs: boolean;
+  /** The merged latency sketch the quantiles come from (merge sums of several databases with it). */
+  sketch?: SketchData;
 }
 
 /**
@@ -180,5 +185,6 @@ export function summarizeLoad(
       routers: [...e.routers].sort(),
       configs: [...e.configs].sort(),
       mixedConfigs: e.configs.size > 1,
+      sketch: e.sketch.toJSON(),
     }));
 }

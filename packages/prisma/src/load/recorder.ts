@@ -316,6 +316,8 @@ export class LoadRecorder {
     if (batch.start < cutoff) return { database: name, status: "failed", rows: 0 }; // older than kept: expired
     const rows: LoadRow[] = [];
     const windowStart = new Date(batch.start).toISOString();
+    // The router's clock now: the database moves the windows by the difference from its own.
+    const sentAt = new Date(now).toISOString();
     const windowMs = Math.min(Math.max(0, Math.round(batch.end - batch.start)), 2 ** 31 - 1);
     for (const [bits, t] of batch.rows) {
       rows.push({
@@ -330,6 +332,7 @@ export class LoadRecorder {
         sketch: t.sketch.toJSON(),
         top: t.top,
         config: this.config,
+        sent_at: sentAt,
       });
     }
     const client = this.target.databases[database]!.client as Raw;
