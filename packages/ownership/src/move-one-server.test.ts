@@ -3,7 +3,8 @@ import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { startMover } from "../test/movers.js";
-import { reset, type router, routers, S } from "../test/world.js";
+import { reset, type router, routers, S, TABLES } from "../test/world.js";
+import { checkMove } from "./check.js";
 import { MoveTimeoutError } from "./errors.js";
 import { type MoveStep, moveShard } from "./move.js";
 import { readPartitionMap } from "./view.js";
@@ -145,12 +146,7 @@ async function expectTakenOver(
   acked: string[],
   resumed: "rolled-back" | "rolled-forward",
 ) {
-  await eventually("the stopped move's lease lapses by a's clock", async () => {
-    const [row] = await r.clients.a.$queryRawUnsafe<{ lapsed: boolean }[]>(
-      `SELECT "expiresAt" < clock_timestamp() AS lapsed FROM "ShardMove" WHERE shard = ${S.g0m1.bits}`,
-    );
-    return !row || row.lapsed;
-  });
+  await untilLapsed(r);
   const result = await moveToB(r, map);
   expect(result.resumed).toBe(resumed);
   expect(r.registry.databaseOf(S.g0m1).name).toBe("b");
@@ -164,6 +160,16 @@ async function expectTakenOver(
   expect(await onServer(r)).toEqual(NOTHING);
   const view = await readPartitionMap(r.registry);
   expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
+}
+
+/** Until the move record of 0/1 on a has lapsed by a's clock. */
+function untilLapsed(r: Router): Promise<void> {
+  return eventually("the stopped move's lease lapses by a's clock", async () => {
+    const [row] = await r.clients.a.$queryRawUnsafe<{ lapsed: boolean }[]>(
+      `SELECT "expiresAt" < clock_timestamp() AS lapsed FROM "ShardMove" WHERE shard = ${S.g0m1.bits}`,
+    );
+    return !row || row.lapsed;
+  });
 }
 
 describe("a mover of a same-server live move killed with SIGKILL", () => {
@@ -188,6 +194,18 @@ describe("a mover of a same-server live move killed with SIGKILL", () => {
       async () => (await onServer(r)).slots.length === 1,
     );
     await load.stop();
+    // What an operator sees before the next move: the stopped move, to be undone, its slot and publication.
+    await untilLapsed(r);
+    const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });
+    expect([check.resume, check.issues]).toEqual([
+      expect.objectContaining({ target: "b", action: "undo" }),
+      [],
+    ]);
+    const view = await readPartitionMap(r.registry);
+    expect(view.leftovers.map((o) => [o.database, o.kind, o.active])).toEqual([
+      ["a", "slot", false],
+      ["a", "publication", undefined],
+    ]);
     await expectTakenOver(r, map, buckets, load.acked, "rolled-back");
     map.close();
   }, 60_000);
