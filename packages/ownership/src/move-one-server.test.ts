@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { startMover } from "../test/movers.js";
 import { reset, type router, routers, S, TABLES } from "../test/world.js";
 import { checkMove } from "./check.js";
-import { MoveTimeoutError } from "./errors.js";
+import { MoveFailedError, MoveTimeoutError } from "./errors.js";
 import { type MoveStep, moveShard } from "./move.js";
 import { readPartitionMap } from "./view.js";
 
@@ -313,4 +313,37 @@ describe("open transactions of the server while a same-server move makes its slo
     await open.end();
     map.close();
   }, 60_000);
+});
+
+describe("an operator who drops the move's subscription by hand", () => {
+  it.each([
+    ["subscribe", "copy"],
+    ["copy", "catch-up"],
+    ["fence", "final-position"],
+  ] as const)(
+    "after %s: the move stops at %s saying so (not at its timeout), is undone, and leaves nothing",
+    async (after, at) => {
+      const { r, map, buckets } = await seeded();
+      const error = await moveToB(r, map, {
+        afterStep: async (step) => {
+          if (step !== after) return;
+          const [sub] = await r.clients.b.$queryRawUnsafe<{ name: string }[]>(
+            "SELECT subname::text AS name FROM pg_subscription WHERE subname LIKE 'shardkit_move_%'",
+          );
+          await r.clients.b.$executeRawUnsafe(`DROP SUBSCRIPTION "${sub!.name}"`);
+        },
+      }).catch((e: unknown) => e);
+      expect(error, String(error)).toBeInstanceOf(MoveFailedError);
+      expect(error).toMatchObject({ step: at, left: "undone", rerun: null });
+      expect(((error as Error).cause as Error).message).toMatch(
+        /^the move's (subscription|replication slot) shardkit_move_\S+ is gone from [ab] \(dropped by hand\?\)/,
+      );
+      expect(await onServer(r)).toEqual(NOTHING);
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 1 } }); // a takes writes
+      expect(await moveToB(r, map)).toMatchObject({ from: "a", to: "b" }); // and the shard moves again
+      map.close();
+    },
+    60_000,
+  );
 });

@@ -51,17 +51,28 @@ export async function subscribe<Client extends ShardClient>(
   );
 }
 
-/** Whether the subscription's initial copy is done: every table ready. */
+/**
+ * A move's subscription or slot that is gone while the move waits on it (someone dropped it by
+ * hand): the move cannot go on, and says so at once rather than wait out its time.
+ */
+function gone(what: string, database: string): Error {
+  return new Error(`${what} is gone from ${database} (dropped by hand?): the move cannot go on without it`);
+}
+
+/** Whether the subscription's initial copy is done: every table ready. Throws when the subscription is gone. */
 export async function copied<Client extends ShardClient>(to: Database<Client>, subscription: string) {
-  const [row] = await raw(to).$queryRawUnsafe<{ waiting: number }[]>(
-    `SELECT count(*)::int AS waiting FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
-     WHERE s.subname = $1 AND r.srsubstate <> 'r'`,
+  const [row] = await raw(to).$queryRawUnsafe<{ present: boolean; waiting: number }[]>(
+    `SELECT EXISTS (SELECT FROM pg_subscription WHERE subname = $1
+         AND subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())) AS present,
+       (SELECT count(*)::int FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+         WHERE s.subname = $1 AND r.srsubstate <> 'r') AS waiting`,
     subscription,
   );
+  if (!row!.present) throw gone(`the move's subscription ${subscription}`, to.name);
   return row!.waiting === 0;
 }
 
-/** Bytes of WAL the subscription's slot is behind the source. */
+/** Bytes of WAL the subscription's slot is behind the source. Throws when the slot is gone. */
 export async function lagBytes<Client extends ShardClient>(
   from: Database<Client>,
   slot: string,
@@ -70,7 +81,8 @@ export async function lagBytes<Client extends ShardClient>(
     `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 AS lag FROM pg_replication_slots WHERE slot_name = $1`,
     slot,
   );
-  return row?.lag ?? Number.POSITIVE_INFINITY;
+  if (!row) throw gone(`the move's replication slot ${slot}`, from.name);
+  return row.lag ?? Number.POSITIVE_INFINITY;
 }
 
 /** The source's current WAL position. */
@@ -81,7 +93,7 @@ export async function walPosition<Client extends ShardClient>(from: Database<Cli
   return row!.lsn;
 }
 
-/** Whether the subscription's slot has confirmed the source's WAL up to `lsn`. */
+/** Whether the subscription's slot has confirmed the source's WAL up to `lsn`. Throws when the slot is gone. */
 export async function reached<Client extends ShardClient>(
   from: Database<Client>,
   slot: string,
@@ -92,7 +104,8 @@ export async function reached<Client extends ShardClient>(
     slot,
     lsn,
   );
-  return row?.reached === true;
+  if (!row) throw gone(`the move's replication slot ${slot}`, from.name);
+  return row.reached;
 }
 
 /**
