@@ -51,17 +51,28 @@ export async function subscribe<Client extends ShardClient>(
   );
 }
 
-/** Whether the subscription's initial copy is done: every table ready. */
+/**
+ * A move's subscription or slot that is gone while the move waits on it (someone dropped it by
+ * hand): the move cannot go on, and says so at once rather than wait out its time.
+ */
+function gone(what: string, database: string): Error {
+  return new Error(`${what} is gone from ${database} (dropped by hand?): the move cannot go on without it`);
+}
+
+/** Whether the subscription's initial copy is done: every table ready. Throws when the subscription is gone. */
 export async function copied<Client extends ShardClient>(to: Database<Client>, subscription: string) {
-  const [row] = await raw(to).$queryRawUnsafe<{ waiting: number }[]>(
-    `SELECT count(*)::int AS waiting FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
-     WHERE s.subname = $1 AND r.srsubstate <> 'r'`,
+  const [row] = await raw(to).$queryRawUnsafe<{ present: boolean; waiting: number }[]>(
+    `SELECT EXISTS (SELECT FROM pg_subscription WHERE subname = $1
+         AND subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())) AS present,
+       (SELECT count(*)::int FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+         WHERE s.subname = $1 AND r.srsubstate <> 'r') AS waiting`,
     subscription,
   );
+  if (!row!.present) throw gone(`the move's subscription ${subscription}`, to.name);
   return row!.waiting === 0;
 }
 
-/** Bytes of WAL the subscription's slot is behind the source. */
+/** Bytes of WAL the subscription's slot is behind the source. Throws when the slot is gone. */
 export async function lagBytes<Client extends ShardClient>(
   from: Database<Client>,
   slot: string,
@@ -70,7 +81,8 @@ export async function lagBytes<Client extends ShardClient>(
     `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 AS lag FROM pg_replication_slots WHERE slot_name = $1`,
     slot,
   );
-  return row?.lag ?? Number.POSITIVE_INFINITY;
+  if (!row) throw gone(`the move's replication slot ${slot}`, from.name);
+  return row.lag ?? Number.POSITIVE_INFINITY;
 }
 
 /** The source's current WAL position. */
@@ -81,7 +93,7 @@ export async function walPosition<Client extends ShardClient>(from: Database<Cli
   return row!.lsn;
 }
 
-/** Whether the subscription's slot has confirmed the source's WAL up to `lsn`. */
+/** Whether the subscription's slot has confirmed the source's WAL up to `lsn`. Throws when the slot is gone. */
 export async function reached<Client extends ShardClient>(
   from: Database<Client>,
   slot: string,
@@ -92,7 +104,8 @@ export async function reached<Client extends ShardClient>(
     slot,
     lsn,
   );
-  return row?.reached === true;
+  if (!row) throw gone(`the move's replication slot ${slot}`, from.name);
+  return row.reached;
 }
 
 /**
@@ -131,12 +144,12 @@ export async function teardown<Client extends ShardClient>(
       });
       return false;
     }
-    const subscriptions = await raw(to).$queryRawUnsafe<{ name: string }[]>(
-      `SELECT subname::text AS name FROM pg_subscription
+    const subscriptions = await raw(to).$queryRawUnsafe<{ name: string; oid: string }[]>(
+      `SELECT subname::text AS name, oid::text AS oid FROM pg_subscription
        WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
       ...patterns,
     );
-    for (const { name } of subscriptions) await dropSubscription(raw(to), name);
+    for (const { name, oid } of subscriptions) await dropSubscription(from, raw(to), name, oid);
     return true;
   })().catch((error: unknown) => {
     problems.push({ database: to.name, error: lastLine(error) });
@@ -211,17 +224,74 @@ async function cancelRunning<Client extends ShardClient>(
 }
 
 /**
- * Drops a subscription (and, through it, its slots at the source). When its source does not answer,
- * the subscription is disabled (its workers stop) and the error thrown: it is dropped by a later
- * teardown, once the source answers.
+ * Drops a subscription (and, through it, its slots at the source). Disabled first (its workers stop
+ * and none starts again), then the slots of its table copies still being made at the source are
+ * cancelled: each waits, as the move's own slot did, for the source server's open transactions to
+ * end, and a `DROP SUBSCRIPTION` would wait for them (and, given up, leave them to be made later,
+ * holding WAL under a name no move knows). When its source does not answer, the subscription stays
+ * disabled and the error is thrown: it is dropped by a later teardown, once the source answers.
  */
-async function dropSubscription(db: Raw, name: string): Promise<void> {
-  try {
-    await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
-  } catch (error) {
-    await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`).catch(() => {});
-    throw error;
-  }
+async function dropSubscription<Client extends ShardClient>(
+  from: Database<Client>,
+  db: Raw,
+  name: string,
+  oid: string,
+): Promise<void> {
+  await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
+  if (!(await cancelRunning(from, syncSlotMaking(oid))))
+    throw new Error(`the slots of subscription ${name}'s table copies are still being made after 5 s`);
+  await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+}
+
+/** The statement (its text, a regular expression) of a WAL sender making a slot for a table copy of the subscription `oid`. */
+const syncSlotMaking = (oid: string) => `^CREATE_REPLICATION_SLOT "pg_${oid}_sync_`;
+
+/**
+ * What the making of the move's slots (its own, under `name`, and its table copies') waits for at the
+ * source, in words, or undefined when none waits: making a logical slot waits for every transaction
+ * of the source's server that holds a transaction id (in any of its databases) to end.
+ */
+export async function slotWaits<Client extends ShardClient>(
+  from: Database<Client>,
+  to: Database<Client>,
+  name: string,
+): Promise<string | undefined> {
+  const subscriptions = await raw(to)
+    .$queryRawUnsafe<{ oid: string }[]>(
+      `SELECT oid::text AS oid FROM pg_subscription WHERE subname = $1
+       AND subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      name,
+    )
+    .catch(() => []);
+  const making = [
+    `pg_create_logical_replication_slot\\(${literal(name)}`,
+    ...subscriptions.map((s) => syncSlotMaking(s.oid)),
+  ];
+  const blockers = await raw(from).$queryRawUnsafe<
+    {
+      pid: number;
+      database: string | null;
+      user: string | null;
+      state: string | null;
+      seconds: number | null;
+      query: string | null;
+    }[]
+  >(
+    `SELECT DISTINCT b.pid, d.datname::text AS database, d.usename::text AS user, d.state,
+       extract(epoch FROM clock_timestamp() - d.xact_start)::int AS seconds, left(d.query, 80) AS query
+     FROM pg_stat_activity w CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid)
+     LEFT JOIN pg_stat_activity d ON d.pid = b.pid
+     WHERE w.datname = current_database() AND w.pid <> pg_backend_pid() AND w.query ~ $1
+     ORDER BY b.pid`,
+    making.join("|"),
+  );
+  if (blockers.length === 0) return undefined;
+  const each = blockers.map((b) =>
+    b.pid === 0
+      ? "a prepared transaction (pg_prepared_xacts: COMMIT PREPARED or ROLLBACK PREPARED it)"
+      : `pid ${b.pid} (database ${b.database}, user ${b.user}, ${b.state}, open for ${b.seconds} s: ${JSON.stringify(b.query)})`,
+  );
+  return `making its replication slot at ${from.name} waits for these transactions of its server to end: ${each.join("; ")}`;
 }
 
 /** A move's replication object found on a database (`shardkit status` and `doctor` report those no live move holds). */

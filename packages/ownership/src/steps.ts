@@ -8,12 +8,22 @@
 // failure after the switch is finished, never undone (`decides` marks the step that decides).
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
+import { withDeadline } from "@shardkit/prisma/internal";
 import { countAt } from "./check.js";
-import { MoveVerifyError } from "./errors.js";
+import { MoveTimeoutError, MoveVerifyError } from "./errors.js";
 import type { ShardLease } from "./lease.js";
 import type { PartitionMap } from "./map.js";
-import { type Raw, raw } from "./raw.js";
-import { copied, lagBytes, publish, reached, subscribe, teardown, walPosition } from "./replication.js";
+import { type Raw, raw, unbounded } from "./raw.js";
+import {
+  copied,
+  lagBytes,
+  publish,
+  reached,
+  slotWaits,
+  subscribe,
+  teardown,
+  walPosition,
+} from "./replication.js";
 import { shardOfRowSql } from "./sql.js";
 import { type Check, checkAll, checkChanged, checkUnchanged } from "./verify.js";
 
@@ -162,21 +172,24 @@ const LIVE: readonly Step[] = [
   },
   {
     name: "subscribe",
-    async run({ held, from, to, sourceConnection }) {
+    async run(move) {
+      const { held, from, to, sourceConnection } = move;
       const { publication, subscription } = held.names;
-      await subscribe(from, to, subscription, sourceConnection!, publication);
+      await slotsNamed(move, () => subscribe(from, to, subscription, sourceConnection!, publication));
       await held.renew(); // a mover that lost its lease meanwhile drops what it just made, in `failed`
     },
   },
   {
     name: "copy",
     async run(move) {
-      await waitFor(
-        move,
-        () => copied(move.to, move.held.names.subscription),
-        () => move.copyTimeout("the initial copy"),
-        50,
-        50,
+      await slotsNamed(move, () =>
+        waitFor(
+          move,
+          () => copied(move.to, move.held.names.subscription),
+          () => move.copyTimeout("the initial copy"),
+          50,
+          50,
+        ),
       );
       move.progress({ rows: await countAt(move.map.tables, move.to, move.shard) });
     },
@@ -284,6 +297,31 @@ function verified<Client extends ShardClient>(move: MoveRun<Client>, check: Chec
   move.map.tables.forEach((t, i) => {
     move.rows[t.table] = (move.rows[t.table] ?? 0) + check.rows[i]!;
   });
+}
+
+/**
+ * `work()`; when it runs out of time while the move's slots are being made at the source (its own,
+ * or its table copies'), the timeout names the transactions of the source's server they wait for.
+ */
+async function slotsNamed<Client extends ShardClient>(
+  move: MoveRun<Client>,
+  work: () => Promise<void>,
+): Promise<void> {
+  try {
+    await work();
+  } catch (error) {
+    if (!(error instanceof MoveTimeoutError)) throw error;
+    // Read outside the move's deadline (it has passed), within a few seconds of its own.
+    const waits = await unbounded(() =>
+      withDeadline(
+        5_000,
+        () => new Error("no answer"),
+        () => slotWaits(move.from, move.to, move.held.names.subscription),
+      ),
+    ).catch(() => undefined);
+    if (waits === undefined) throw error;
+    throw new MoveTimeoutError(move.shard, `${error.what}: ${waits}`, error.timeoutMs, { cause: error });
+  }
 }
 
 /** Polls `check` every `everyMs` (growing to `maxMs`) until it holds; `late` throws once it is too late. */

@@ -1,11 +1,12 @@
-// A mover process, as `shardkit move` is one: moves shard 0/1 from a to e (live). It says "ready",
+// A mover process, as `shardkit move` is one: moves shard 0/1 from a to e (live; TO=b: to b, a
+// database of a's own server). It says "ready",
 // starts the move when a line arrives on stdin (so its start-up is not part of what a bench
 // measures), and prints the move's result (or its error) as one JSON line.
 //
 // STOP_AFTER=<step>: SIGKILLs itself right after that step, as a crash there would.
 // PAUSE_AFTER=<step>: prints "paused <step>" after that step and waits for a line on stdin before it
 // goes on (a test freezes it meanwhile with SIGSTOP, as a host that stalls would).
-// LEASE_MS: the move's lease. VERIFY=0: `verify: false`.
+// LEASE_MS: the move's lease. VERIFY=0: `verify: false`. COPY_TIMEOUT_MS: `copyTimeoutMs`.
 import { createInterface } from "node:readline";
 import { moveShard, PartitionMap } from "../src/index.js";
 import { routerOver, S, TABLES } from "./layout.js";
@@ -19,11 +20,12 @@ await lines.next();
 const outcome = await moveShard({
   map,
   shard: S.g0m1,
-  to: databases.e,
+  to: process.env.TO === "b" ? databases.b : databases.e,
   sourceConnection: urls.a,
   onProgress: () => {},
   ...(process.env.LEASE_MS ? { leaseMs: Number(process.env.LEASE_MS) } : {}),
   ...(process.env.VERIFY === "0" ? { verify: false } : {}),
+  ...(process.env.COPY_TIMEOUT_MS ? { copyTimeoutMs: Number(process.env.COPY_TIMEOUT_MS) } : {}),
   holder: `mover ${process.pid}`,
   afterStep: async (step) => {
     if (step === process.env.STOP_AFTER) process.kill(process.pid, "SIGKILL");

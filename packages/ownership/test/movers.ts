@@ -8,13 +8,20 @@ export type MoverOutcome =
   | { ok: false; code: string; message: string; left?: string; rerun?: string | null; step?: string };
 
 /**
- * A mover process (test/mover.ts: moves 0/1 from a to e), started and ready. `go()` starts the move;
+ * A mover process (test/mover.ts: moves 0/1 from a to e, or to b with `TO: "b"`), started and ready. `go()` starts the move;
  * `next()` reads its next line; `outcome()` waits for its last line (parsed); `exited` resolves with
  * its signal (SIGKILL for a mover that stopped itself, as a crash would).
  */
 export async function startMover(
   urls: { a: string; b: string; e: string },
-  env: { STOP_AFTER?: string; PAUSE_AFTER?: string; LEASE_MS?: string; VERIFY?: string } = {},
+  env: {
+    STOP_AFTER?: string;
+    PAUSE_AFTER?: string;
+    LEASE_MS?: string;
+    VERIFY?: string;
+    TO?: "b";
+    COPY_TIMEOUT_MS?: string;
+  } = {},
 ) {
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "test/mover.ts"], {
     cwd: new URL("..", import.meta.url).pathname,
