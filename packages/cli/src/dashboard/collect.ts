@@ -11,13 +11,7 @@ import {
   readPartitionMap,
   runBalance,
 } from "@shardkit/ownership";
-import {
-  type Database,
-  type LoadSum,
-  type OutboxLag,
-  readOutboxLag,
-  sumShardLoad,
-} from "@shardkit/prisma";
+import { type Database, type LoadSum, type OutboxLag, readOutboxLag, sumShardLoad } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import type { OpenedConfig, RawClient } from "../config.js";
 import { oneLine } from "../format.js";
