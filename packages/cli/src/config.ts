@@ -7,6 +7,7 @@ import {
   shardRegistryFromConfig,
   shardRegistryFromEnv,
 } from "@shardkit/prisma";
+import { orAfter } from "@shardkit/prisma/internal";
 import { ConfigUnavailableError, UnknownDatabaseError } from "./errors.js";
 import { redactUrl } from "./format.js";
 import { PrismaClient } from "./generated/prisma/client.js";
@@ -101,18 +102,7 @@ export function openConfig(options: ConfigOptions = {}): OpenedConfig {
     // A client whose database never answered, or a probe abandoned at its timeout, may make a
     // disconnect fail, or wait for ever on a connection a frozen server keeps busy: the command is
     // over by then, and its report must not be lost to that (cli.ts ends the process after it).
-    close: () =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, CLOSE_TIMEOUT_MS);
-        timer.unref();
-        registry
-          .disconnect()
-          .catch(() => {})
-          .finally(() => {
-            clearTimeout(timer);
-            resolve();
-          });
-      }),
+    close: () => orAfter(CLOSE_TIMEOUT_MS, undefined, () => registry.disconnect().catch(() => {})),
   };
 }
 

@@ -9,6 +9,7 @@ import {
 import { type MsgHdrs, type NatsConnection, nanos } from "@nats-io/nats-core";
 import { ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import { consumeOnce, decodeJson, type ShardRef } from "@shardkit/prisma";
+import { orAfter } from "@shardkit/prisma/internal";
 import {
   describeError,
   errorName,
@@ -326,16 +327,8 @@ export async function consumeEvents<Tx, Payload = unknown>(
         await done.catch(() => {});
         // A server that stopped answering would hold the flush until NATS finds the connection
         // stale (minutes): the acks are sent or lost by then (a lost ack is a redelivery).
-        if (!connection.isClosed()) {
-          let timer: ReturnType<typeof setTimeout> | undefined;
-          await Promise.race([
-            connection.flush().catch(() => {}),
-            new Promise<void>((resolve) => {
-              timer = setTimeout(resolve, FLUSH_TIMEOUT_MS);
-            }),
-          ]);
-          clearTimeout(timer);
-        }
+        if (!connection.isClosed())
+          await orAfter(FLUSH_TIMEOUT_MS, undefined, () => connection.flush().catch(() => {}));
       })();
       return stopped;
     },

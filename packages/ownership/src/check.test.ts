@@ -83,7 +83,7 @@ describe("checkMove", () => {
 
   it("every replication slot of the source taken: a live move's issue, named before anything starts", async () => {
     const r = make();
-    const [{ free }] = await r.clients.a.$queryRawUnsafe<{ free: number }[]>(
+    const [{ free }] = await r.clients.a.$queryRawUnsafe<[{ free: number }]>(
       "SELECT current_setting('max_replication_slots')::int - (SELECT count(*)::int FROM pg_replication_slots) AS free",
     );
     const names = Array.from({ length: free }, (_, i) => `sk_check_taken_${i}`);

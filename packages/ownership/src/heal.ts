@@ -4,6 +4,7 @@
 // router, bounded by the map's `timeoutMs`.
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
+import { orAfter } from "@shardkit/prisma/internal";
 import { completeSwitch } from "./lease-switch.js";
 import type { OwnershipRow } from "./placement.js";
 import { unbounded } from "./raw.js";
@@ -50,17 +51,10 @@ export class RouterRepairs<Client extends ShardClient> {
   async once(key: string, work: () => Promise<boolean>): Promise<boolean> {
     if (this.inFlight.has(key)) return false;
     this.inFlight.add(key);
-    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      return await Promise.race([
-        // Work shared by this router's callers, a mover among them: under none's deadline.
-        unbounded(work).catch(() => false),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(false), this.map.timeoutMs);
-        }),
-      ]);
+      // Work shared by this router's callers, a mover among them: under none's deadline.
+      return await orAfter(this.map.timeoutMs, false, () => unbounded(work).catch(() => false));
     } finally {
-      clearTimeout(timer);
       this.inFlight.delete(key);
     }
   }

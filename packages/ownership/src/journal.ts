@@ -6,6 +6,7 @@
 // is longer than 400 lines: it holds one table's SQL, its writer and its reader, which change together.
 import { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
+import { orAfter } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { MoveFailedError, MoveTimeoutError, MoveVerifyError, OwnershipOptionsError } from "./errors.js";
 import type { ShardLease } from "./lease.js";
@@ -425,20 +426,11 @@ export async function endStoppedMove<Client extends ShardClient>(
 
 /** `run()`, waited for up to `timeoutMs`; its failure or lateness is dropped (the journal is for people). */
 async function settle(timeoutMs: number, run: () => Promise<unknown>): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, timeoutMs);
-  });
-  try {
-    await Promise.race([
-      Promise.resolve()
-        .then(run)
-        .catch(() => {}),
-      late,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  await orAfter(timeoutMs, undefined, () =>
+    Promise.resolve()
+      .then(run)
+      .catch(() => {}),
+  );
 }
 
 /**

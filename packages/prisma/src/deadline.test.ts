@@ -3,7 +3,7 @@ import { withClusterFrozen } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
-import { withShardDeadline } from "./deadline.js";
+import { orAfter, withDeadline, withShardDeadline } from "./deadline.js";
 import { RoutingOptionsError, ShardTimeoutError } from "./errors.js";
 import { shardRouting } from "./extension.js";
 import { isShardUnavailable } from "./unavailable.js";
@@ -42,6 +42,64 @@ const emailClaimedOnC = () => {
     if (registry.databaseOf(shard).index === 2) return email;
   }
 };
+
+describe("withDeadline and orAfter: the one deadline", () => {
+  const never = () => new Promise<never>(() => {});
+
+  it("a run that does not answer in time: withDeadline rejects with late()'s error and aborts the run's signal with it", async () => {
+    let seen: AbortSignal | undefined;
+    const late = new Error("late");
+    await expect(
+      withDeadline(
+        5,
+        () => late,
+        (signal) => {
+          seen = signal;
+          return never();
+        },
+      ),
+    ).rejects.toBe(late);
+    expect(seen?.aborted).toBe(true);
+    expect(seen?.reason).toBe(late);
+  });
+
+  it("a run that answers: its value, its failure as it is, and its signal never aborted", async () => {
+    let seen: AbortSignal | undefined;
+    const value = await withDeadline(
+      60_000,
+      () => new Error("late"),
+      async (signal) => {
+        seen = signal;
+        return 7;
+      },
+    );
+    expect(value).toBe(7);
+    expect(seen?.aborted).toBe(false);
+    const failure = new Error("refused");
+    await expect(
+      withDeadline(
+        60_000,
+        () => new Error("late"),
+        () => Promise.reject(failure),
+      ),
+    ).rejects.toBe(failure);
+    // No deadline at all past what a timer holds.
+    expect(
+      await withDeadline(
+        Number.POSITIVE_INFINITY,
+        () => new Error("late"),
+        async () => 8,
+      ),
+    ).toBe(8);
+  });
+
+  it("orAfter: the fallback when late, the value when in time, a failure thrown as it is", async () => {
+    expect(await orAfter(5, "gave up", never)).toBe("gave up");
+    expect(await orAfter(60_000, "gave up", async () => "answer")).toBe("answer");
+    const failure = new Error("refused");
+    await expect(orAfter(60_000, "gave up", () => Promise.reject(failure))).rejects.toBe(failure);
+  });
+});
 
 describe("statements bounded by timeoutMs", () => {
   it("refuses a timeoutMs that is not a positive number", () => {

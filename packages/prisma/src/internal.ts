@@ -2,7 +2,7 @@
 // cli) share with this one, declared once here. Not for applications: it may change in any release.
 // Its classes are the main entry's (one shared chunk).
 export { databaseIdentities } from "./budget.js";
-export { withDeadline } from "./deadline.js";
+export { orAfter, withDeadline } from "./deadline.js";
 export { CREATE_LOAD_TABLE, FLUSH_LOAD } from "./load/sql.js";
 export { toShard } from "./registry.js";
 export { backoff, type RetryOptions, retry } from "./retry.js";

@@ -61,20 +61,11 @@ export function databasePoller<Client extends ShardClient>(
     );
 
   async function deliverOne(message: OutboxMessage): Promise<void> {
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const error = new DeliveryTimeout(`delivery timed out after ${settings.deliveryTimeoutMs} ms`);
-        controller.abort(error);
-        reject(error);
-      }, settings.deliveryTimeoutMs);
-    });
-    try {
-      await Promise.race([settings.deliver(message, { signal: controller.signal }), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withDeadline(
+      settings.deliveryTimeoutMs,
+      () => new DeliveryTimeout(`delivery timed out after ${settings.deliveryTimeoutMs} ms`),
+      (signal) => settings.deliver(message, { signal }),
+    );
   }
 
   /** Delivers one claimed event: what came of it, to be recorded (it never throws). */

@@ -4,6 +4,7 @@
 // `relay-sql.ts`, the turns `relay-turns.ts`, the options, their defaults and the reports
 // `relay-options.ts`.
 import { scatter } from "@shardkit/scatter";
+import { orAfter } from "./deadline.js";
 import { type Database, type ShardClient, type ShardRef, toShard } from "./registry.js";
 import {
   type OutboxRelay,
@@ -144,14 +145,7 @@ export function createOutboxRelay<Client extends ShardClient>(
       for (const wake of [...wakers.values()]) wake();
       const running = loops ?? [];
       loops = undefined;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        Promise.all(running),
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, timeoutMs);
-        }),
-      ]);
-      clearTimeout(timer);
+      await orAfter(timeoutMs, undefined, () => Promise.all(running));
     },
     async lag() {
       const result = await scatter(

@@ -1,4 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
+import { withDeadline } from "./deadline.js";
 import { DirectoryUnavailableError, NotInDirectoryError } from "./errors.js";
 import type { ShardRef } from "./registry.js";
 
@@ -116,25 +117,17 @@ export class DirectoryCache {
 
   private async ask(value: string): Promise<ShardIdentifier> {
     let answer: ShardRef | null | undefined;
-    const abort = new AbortController();
-    const late = Symbol("late");
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<typeof late>((settle) => {
-      timer = setTimeout(() => settle(late), this.timeoutMs);
-    });
     let failure: DirectoryUnavailableError | undefined;
+    let late: DirectoryUnavailableError | undefined;
     try {
-      const asked = Promise.resolve().then(() => this.directory.lookup(value, { signal: abort.signal }));
-      asked.catch(() => {}); // an answer after the deadline has nobody to tell
-      const first = await Promise.race([asked, deadline]);
-      if (first === late) {
-        failure = new DirectoryUnavailableError(this.name, value, undefined, this.timeoutMs);
-        abort.abort(failure);
-      } else answer = first;
+      answer = await withDeadline(
+        this.timeoutMs,
+        () => (late = new DirectoryUnavailableError(this.name, value, undefined, this.timeoutMs)),
+        (signal) => Promise.resolve().then(() => this.directory.lookup(value, { signal })),
+      );
     } catch (error) {
-      failure = new DirectoryUnavailableError(this.name, value, error);
-    } finally {
-      clearTimeout(timer);
+      failure =
+        late !== undefined && error === late ? late : new DirectoryUnavailableError(this.name, value, error);
     }
     if (failure) {
       const entry = this.entries.get(value);
