@@ -10,6 +10,7 @@ import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { constants, createGzip, gzipSync } from "node:zlib";
+import fastifyCookie from "@fastify/cookie";
 import type { LoadMeasure } from "@shardkit/ownership";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { type ConfigOptions, openConfig } from "../config.js";
@@ -123,15 +124,6 @@ function tokenMatches(token: string, given: string | undefined): boolean {
   return given !== undefined && timingSafeEqual(digest(token), digest(given));
 }
 
-/** The value of the cookie `name` (as sent: the dashboard's cookies are hex, never encoded). */
-function cookieOf(request: FastifyRequest, name: string): string | undefined {
-  for (const part of (request.headers.cookie ?? "").split(";")) {
-    const [key, ...value] = part.trim().split("=");
-    if (key === name) return value.join("=");
-  }
-  return undefined;
-}
-
 /** The host (with port) an Origin header names; undefined when it names none ("null", garbage). */
 function originHost(origin: string): string | undefined {
   try {
@@ -194,6 +186,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   });
   const actions = new Actions(opened, collector);
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
+  await app.register(fastifyCookie);
   /** Each open event stream, and how to end it. */
   const streams = new Map<SnapshotStream, () => void>();
   const limit = new StreamLimit(options.maxStreams ?? 16);
@@ -220,12 +213,12 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     if (request.method === "GET" && url.pathname === "/" && given !== null && tokenMatches(token, given)) {
       return reply
         .code(303)
-        .header("set-cookie", `${cookie}=${cookieValue(token)}; HttpOnly; SameSite=Strict; Path=/`)
+        .setCookie(cookie, cookieValue(token), { httpOnly: true, sameSite: "strict", path: "/" })
         .header("location", "/")
         .send();
     }
     const bearer = /^Bearer (.+)$/.exec(String(request.headers.authorization ?? ""))?.[1];
-    if (tokenMatches(cookieValue(token), cookieOf(request, cookie)) || tokenMatches(token, bearer)) return;
+    if (tokenMatches(cookieValue(token), request.cookies[cookie]) || tokenMatches(token, bearer)) return;
     return reply
       .code(401)
       .header("www-authenticate", 'Bearer realm="shardkit dashboard"')
