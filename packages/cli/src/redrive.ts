@@ -1,5 +1,5 @@
 import { ShardedUUID } from "@shardkit/id";
-import { createOutboxRelay } from "@shardkit/prisma";
+import { redriveOutbox } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { count, oneLine, plural, table } from "./format.js";
@@ -40,12 +40,8 @@ export async function redrive(options: RedriveOptions = {}): Promise<RedriveRepo
   try {
     // Label each database with the shards it holds now (shards that moved since the configuration was written).
     await applyRecords(opened, 5000);
-    const relay = createOutboxRelay({
-      registry: opened.registry,
-      // Never called: redrive only moves dead letters back to pending; the services' relays deliver them.
-      deliver: async () => {},
-    });
-    const counts = await relay.redrive({
+    // The services' relays deliver what comes back to pending.
+    const counts = await redriveOutbox(opened.registry, {
       ...(options.topic !== undefined ? { topic: options.topic } : {}),
       ...(ids ? { ids } : {}),
     });

@@ -1,4 +1,4 @@
-import { createOutboxRelay, shardHealth } from "@shardkit/prisma";
+import { readOutboxLag, shardHealth } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { bytes, duration, oneLine, plainDbError, plural, table } from "./format.js";
@@ -114,13 +114,10 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
     // First where each shard is now (by the ownership records), then its health and outbox there.
     const view = await applyRecords(opened, timeoutMs);
     // Probed after the records were read, so a shard's latency is a round trip, not the client's start.
-    const relay = createOutboxRelay({
-      registry,
-      // Never called: status only reads the outbox's counts.
-      deliver: async () => {},
-      lagTimeoutMs: timeoutMs,
-    });
-    const [health, lag] = await Promise.all([shardHealth(registry, { timeoutMs }), relay.lag()]);
+    const [health, lag] = await Promise.all([
+      shardHealth(registry, { timeoutMs }),
+      readOutboxLag(registry, { timeoutMs }),
+    ]);
     const byShard = new Map(health.shards.map((h) => [h.shard, h]));
     const shards: StatusShard[] = view.shards.map((placement) => {
       const { shard, configured } = placement;

@@ -104,8 +104,11 @@ export {
   type OutboxRelay,
   type OutboxRelayOptions,
   type RedriveFilter,
+  type RedriveReport,
   type RelayDatabaseReport,
   type RelayPollReport,
+  readOutboxLag,
+  redriveOutbox,
 } from "./relay.js";
 export type {
   KeylessPolicy,

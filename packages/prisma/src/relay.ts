@@ -5,11 +5,13 @@
 // `relay-options.ts`.
 import { scatter } from "@shardkit/scatter";
 import { orAfter } from "./deadline.js";
-import { type Database, type ShardClient, type ShardRef, toShard } from "./registry.js";
+import { type Database, type ShardClient, type ShardRef, type ShardRegistry, toShard } from "./registry.js";
 import {
+  type OutboxLag,
   type OutboxRelay,
   type OutboxRelayOptions,
   type RedriveFilter,
+  type RedriveReport,
   type RelayPollReport,
   relaySettings,
 } from "./relay-options.js";
@@ -42,6 +44,66 @@ export function pauseAfter(
   if (claimed >= settings.batchSize) return 0;
   const doublings = Math.min(Math.max(emptyPolls - 1, 0), 30);
   return Math.min(settings.maxIdleMs, settings.pollIntervalMs * 2 ** doublings);
+}
+
+/**
+ * Every database's outbox: pending and dead events, and the age of the oldest pending one. Reads
+ * only; every database is asked at once, each bounded by `timeoutMs` (default 5 s): one that does
+ * not answer in time is reported with `null` counts and its error, the others all the same. What
+ * `relay.lag()` reports, for readers that deliver nothing (`shardkit status`, the dashboard).
+ */
+export async function readOutboxLag<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  options: { timeoutMs?: number } = {},
+): Promise<OutboxLag[]> {
+  const result = await scatter(
+    registry.databases,
+    async (physical) => {
+      const [row] = await (physical.client as unknown as Raw).$queryRawUnsafe<
+        { pending: number; dead: number; oldest: number }[]
+      >(
+        LAG,
+        physical.shards.map((shard) => shard.bits),
+      );
+      return { pending: row!.pending, dead: row!.dead, oldestPendingMs: Math.round(row!.oldest) };
+    },
+    { policy: "partial", deadlineMs: options.timeoutMs ?? 5000, key: (p) => String(p.index) },
+  );
+  return result.outcomes.map((o) =>
+    o.status === "fulfilled"
+      ? { ...whose(o.target), ...o.value }
+      : { ...whose(o.target), pending: null, dead: null, oldestPendingMs: null, error: o.error },
+  );
+}
+
+/**
+ * Moves dead letters (those `filter` picks: ids, topic) back to pending on every database at once,
+ * each for the shards it holds, each bounded by `timeoutMs` (default 5 s); a database that does not
+ * answer in time is reported with `redriven: null` and its error (it may still have redriven them:
+ * running it again is harmless). A relay delivers them at its next poll; `relay.redrive()` also
+ * wakes its own. One report per database, in the registry's order.
+ */
+export async function redriveOutbox<Client extends ShardClient>(
+  registry: ShardRegistry<Client>,
+  filter: RedriveFilter = {},
+  options: { timeoutMs?: number } = {},
+): Promise<RedriveReport[]> {
+  const result = await scatter(
+    registry.databases,
+    (physical) =>
+      (physical.client as unknown as Raw).$executeRawUnsafe(
+        REDRIVE,
+        filter.ids ?? null,
+        filter.topic ?? null,
+        physical.shards.map((shard) => shard.bits),
+      ),
+    { policy: "partial", deadlineMs: options.timeoutMs ?? 5000, key: (p) => String(p.index) },
+  );
+  return result.outcomes.map((o) =>
+    o.status === "fulfilled"
+      ? { ...whose(o.target), redriven: o.value }
+      : { ...whose(o.target), redriven: null, error: o.error },
+  );
 }
 
 /**
@@ -147,46 +209,12 @@ export function createOutboxRelay<Client extends ShardClient>(
       loops = undefined;
       await orAfter(timeoutMs, undefined, () => Promise.all(running));
     },
-    async lag() {
-      const result = await scatter(
-        databases,
-        async (physical) => {
-          const [row] = await (physical.client as unknown as Raw).$queryRawUnsafe<
-            { pending: number; dead: number; oldest: number }[]
-          >(
-            LAG,
-            physical.shards.map((shard) => shard.bits),
-          );
-          return { pending: row!.pending, dead: row!.dead, oldestPendingMs: Math.round(row!.oldest) };
-        },
-        { policy: "partial", deadlineMs: lagTimeoutMs, key: keyOf },
-      );
-      return result.outcomes.map((o) =>
-        o.status === "fulfilled"
-          ? { ...whose(o.target), ...o.value }
-          : { ...whose(o.target), pending: null, dead: null, oldestPendingMs: null, error: o.error },
-      );
-    },
+    lag: () => readOutboxLag(registry, { timeoutMs: lagTimeoutMs }),
     async redrive(filter: RedriveFilter = {}) {
-      const result = await scatter(
-        databases,
-        (physical) =>
-          (physical.client as unknown as Raw).$executeRawUnsafe(
-            REDRIVE,
-            filter.ids ?? null,
-            filter.topic ?? null,
-            physical.shards.map((shard) => shard.bits),
-          ),
-        { policy: "partial", deadlineMs: lagTimeoutMs, key: keyOf },
-      );
+      const report = await redriveOutbox(registry, filter, { timeoutMs: lagTimeoutMs });
       // What came back to pending goes out at its database's next turn, not after an idle pause.
-      for (const o of result.outcomes)
-        if (o.status === "fulfilled" && o.value > 0) notifyDatabase(o.target.index);
-      return result.outcomes.map((o) =>
-        o.status === "fulfilled"
-          ? { ...whose(o.target), redriven: o.value }
-          : { ...whose(o.target), redriven: null, error: o.error },
-      );
+      for (const [i, r] of report.entries()) if ((r.redriven ?? 0) > 0) notifyDatabase(databases[i]!.index);
+      return report;
     },
   };
 }

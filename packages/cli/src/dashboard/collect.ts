@@ -12,10 +12,9 @@ import {
   runBalance,
 } from "@shardkit/ownership";
 import {
-  createOutboxRelay,
   type Database,
   type OutboxLag,
-  type OutboxRelay,
+  readOutboxLag,
   readShardLoad,
   type ShardLoadWindow,
 } from "@shardkit/prisma";
@@ -53,7 +52,6 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof LATE> {
 /** The dashboard's data: started once, read by the server, stopped on close. */
 export class Collector {
   readonly names: Names;
-  private readonly relay: OutboxRelay;
   private readonly probes = new Map<Database<RawClient>, Probe>();
   private readonly inflight = new Map<Database<RawClient>, Promise<unknown>>();
   private view: PartitionView<RawClient> | null = null;
@@ -83,12 +81,6 @@ export class Collector {
     readonly settings: CollectSettings,
   ) {
     this.names = namesOf(opened);
-    this.relay = createOutboxRelay({
-      registry: opened.registry,
-      // Never called: the dashboard only reads the outbox's counts (`lag()`), every refresh.
-      deliver: async () => {},
-      lagTimeoutMs: settings.timeoutMs,
-    });
     for (const physical of opened.registry.databases)
       this.probes.set(physical, { up: null, latencyMs: null, answeredAt: null, connections: null });
   }
@@ -311,7 +303,7 @@ export class Collector {
   }
 
   private async readLag(): Promise<void> {
-    this.lag = await this.relay.lag();
+    this.lag = await readOutboxLag(this.registry, { timeoutMs: this.settings.timeoutMs });
   }
 
   private async readLoad(): Promise<void> {
