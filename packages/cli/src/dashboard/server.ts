@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { constants, createGzip, gzipSync } from "node:zlib";
 import fastifyCookie from "@fastify/cookie";
 import type { LoadMeasure } from "@shardkit/ownership";
-import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type ConfigOptions, openConfig } from "../config.js";
 import { AddressInUseError, UsageError } from "../errors.js";
 import { parseTables } from "../move.js";
@@ -136,16 +136,13 @@ function originHost(origin: string): string | undefined {
 const gzipAccepted = (request: FastifyRequest) =>
   /\bgzip\b/.test(String(request.headers["accept-encoding"] ?? ""));
 
-/**
- * Starts `shardkit dashboard`: reads the configuration, listens, then reads every database in the
- * background (a database that does not answer is shown down; the rest go on). Throws `UsageError`
- * for settings that make no sense (another address than the loopback without a token),
- * `AddressInUseError` when the port is taken, and the configuration's own errors.
- */
-export async function startDashboard(options: DashboardOptions = {}): Promise<Dashboard> {
-  const host = options.host ?? "127.0.0.1";
-  const port = options.port ?? 7420;
-  const token = options.token === "" ? undefined : options.token;
+/** What is wrong with `options` (`UsageError`'s lines): none when the dashboard can start. */
+function optionIssues(
+  options: DashboardOptions,
+  host: string,
+  port: number,
+  token: string | undefined,
+): string[] {
   const issues: string[] = [];
   if (!LOOPBACK.has(host) && token === undefined)
     issues.push(
@@ -170,28 +167,15 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     issues.push(
       "--allow-actions: list every table of yours holding shard rows (--table Wallet --table Transfer): the moves a balance or drain makes copy them",
     );
-  if (issues.length > 0) throw new UsageError(issues);
-  // Read-only, the tables only size the balancer's moves: none is fine (shardkit's own are counted).
-  const tables = (options.tables ?? []).length > 0 ? parseTables(options.tables!) : [];
-  const assets = loadAssets();
-  const opened = openConfig(options);
-  const collector = new Collector(opened, {
-    refreshMs: options.refreshMs ?? 2000,
-    windowMs: options.windowMs ?? 300_000,
-    by: options.by ?? "time",
-    timeoutMs: options.timeoutMs ?? 5000,
-    tables,
-    mode: options.mode ?? "live",
-    allowActions: options.allowActions ?? false,
-  });
-  const actions = new Actions(opened, collector);
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
-  await app.register(fastifyCookie);
-  /** Each open event stream, and how to end it. */
-  const streams = new Map<SnapshotStream, () => void>();
-  const limit = new StreamLimit(options.maxStreams ?? 16);
+  return issues;
+}
 
-  // DNS rebinding: on the loopback, only requests addressed to the loopback.
+/**
+ * Every request's checks: security headers; on the loopback, only requests addressed to the
+ * loopback (DNS rebinding); with a token, the cookie the printed address sets or the token as a
+ * bearer, else 401. `cookie()` is the cookie's name, known once the port is (`--port 0`).
+ */
+function guardRequests(app: FastifyInstance, host: string, token: string | undefined, cookie: () => string) {
   const hostAllowed = (request: FastifyRequest) => {
     if (!LOOPBACK.has(host)) return true;
     const name = String(request.headers.host ?? "")
@@ -199,9 +183,6 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
       .replace(/^\[(.*)\]$/, "$1");
     return LOOPBACK.has(name);
   };
-
-  // The port is known once listening (`--port 0`): the hook reads it then.
-  let cookie = "";
   app.addHook("onRequest", async (request, reply) => {
     void reply.headers(SECURITY_HEADERS);
     if (!hostAllowed(request)) return reply.code(421).type("text/plain").send("wrong host\n");
@@ -213,34 +194,31 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     if (request.method === "GET" && url.pathname === "/" && given !== null && tokenMatches(token, given)) {
       return reply
         .code(303)
-        .setCookie(cookie, cookieValue(token), { httpOnly: true, sameSite: "strict", path: "/" })
+        .setCookie(cookie(), cookieValue(token), { httpOnly: true, sameSite: "strict", path: "/" })
         .header("location", "/")
         .send();
     }
     const bearer = /^Bearer (.+)$/.exec(String(request.headers.authorization ?? ""))?.[1];
-    if (tokenMatches(cookieValue(token), request.cookies[cookie]) || tokenMatches(token, bearer)) return;
+    if (tokenMatches(cookieValue(token), request.cookies[cookie()]) || tokenMatches(token, bearer)) return;
     return reply
       .code(401)
       .header("www-authenticate", 'Bearer realm="shardkit dashboard"')
       .type("text/plain")
       .send("not authorised: open the address `shardkit dashboard` printed (it carries the token)\n");
   });
+}
 
-  const sendAsset = (path: string) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const asset = assets.get(path)!;
-    void reply.type(asset.type).header("vary", "accept-encoding");
-    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(asset.gzip);
-    return reply.send(asset.plain);
-  };
-  for (const path of assets.keys()) app.get(path, sendAsset(path));
-
-  app.get("/api/state", async (request, reply) => {
-    const body = collector.snapshotText();
-    void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
-    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
-    return reply.send(body);
-  });
-
+/**
+ * `/api/events`: the snapshot as server-sent events, each stream holding at most one unread snapshot
+ * (`SnapshotStream`), at most `limit.max` per client address (429 past that). `streams` holds each
+ * open stream and how to end it.
+ */
+function serveEvents(
+  app: FastifyInstance,
+  collector: Collector,
+  streams: Map<SnapshotStream, () => void>,
+  limit: StreamLimit,
+) {
   app.get("/api/events", (request, reply) => {
     if (request.method === "HEAD") return reply.type("text/event-stream; charset=utf-8").send();
     const client = request.ip;
@@ -283,7 +261,10 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     if (zip) reply.raw.on("error", end);
     reply.hijack();
   });
+}
 
+/** `/api/actions/:name`: plan, and with `allowActions` balance, pause, resume and drain. */
+function serveActions(app: FastifyInstance, collector: Collector, actions: Actions) {
   app.post<{ Params: { name: string }; Body: Record<string, unknown> | undefined }>(
     "/api/actions/:name",
     async (request, reply) => {
@@ -315,6 +296,57 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
       return reply.code(answer.status).send({ ok: answer.ok, message: answer.message });
     },
   );
+}
+
+/**
+ * Starts `shardkit dashboard`: reads the configuration, listens, then reads every database in the
+ * background (a database that does not answer is shown down; the rest go on). Throws `UsageError`
+ * for settings that make no sense (another address than the loopback without a token),
+ * `AddressInUseError` when the port is taken, and the configuration's own errors.
+ */
+export async function startDashboard(options: DashboardOptions = {}): Promise<Dashboard> {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 7420;
+  const token = options.token === "" ? undefined : options.token;
+  const issues = optionIssues(options, host, port, token);
+  if (issues.length > 0) throw new UsageError(issues);
+  // Read-only, the tables only size the balancer's moves: none is fine (shardkit's own are counted).
+  const tables = (options.tables ?? []).length > 0 ? parseTables(options.tables!) : [];
+  const assets = loadAssets();
+  const opened = openConfig(options);
+  const collector = new Collector(opened, {
+    refreshMs: options.refreshMs ?? 2000,
+    windowMs: options.windowMs ?? 300_000,
+    by: options.by ?? "time",
+    timeoutMs: options.timeoutMs ?? 5000,
+    tables,
+    mode: options.mode ?? "live",
+    allowActions: options.allowActions ?? false,
+  });
+  const actions = new Actions(opened, collector);
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
+  await app.register(fastifyCookie);
+  /** Each open event stream, and how to end it. */
+  const streams = new Map<SnapshotStream, () => void>();
+  // The port is known once listening (`--port 0`): the hook reads the cookie's name then.
+  let cookie = "";
+  guardRequests(app, host, token, () => cookie);
+
+  const sendAsset = (path: string) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const asset = assets.get(path)!;
+    void reply.type(asset.type).header("vary", "accept-encoding");
+    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(asset.gzip);
+    return reply.send(asset.plain);
+  };
+  for (const path of assets.keys()) app.get(path, sendAsset(path));
+  app.get("/api/state", async (request, reply) => {
+    const body = collector.snapshotText();
+    void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
+    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
+    return reply.send(body);
+  });
+  serveEvents(app, collector, streams, new StreamLimit(options.maxStreams ?? 16));
+  serveActions(app, collector, actions);
 
   try {
     await app.listen({ host, port });
