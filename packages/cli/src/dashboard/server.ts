@@ -208,6 +208,23 @@ function guardRequests(app: FastifyInstance, host: string, token: string | undef
   });
 }
 
+/** The page, its assets and `/api/state` (the last snapshot), gzipped for clients that take it. */
+function servePage(app: FastifyInstance, assets: Map<string, Asset>, collector: Collector) {
+  const sendAsset = (path: string) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const asset = assets.get(path)!;
+    void reply.type(asset.type).header("vary", "accept-encoding");
+    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(asset.gzip);
+    return reply.send(asset.plain);
+  };
+  for (const path of assets.keys()) app.get(path, sendAsset(path));
+  app.get("/api/state", async (request, reply) => {
+    const body = collector.snapshotText();
+    void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
+    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
+    return reply.send(body);
+  });
+}
+
 /**
  * `/api/events`: the snapshot as server-sent events, each stream holding at most one unread snapshot
  * (`SnapshotStream`), at most `limit.max` per client address (429 past that). `streams` holds each
@@ -332,19 +349,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   let cookie = "";
   guardRequests(app, host, token, () => cookie);
 
-  const sendAsset = (path: string) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const asset = assets.get(path)!;
-    void reply.type(asset.type).header("vary", "accept-encoding");
-    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(asset.gzip);
-    return reply.send(asset.plain);
-  };
-  for (const path of assets.keys()) app.get(path, sendAsset(path));
-  app.get("/api/state", async (request, reply) => {
-    const body = collector.snapshotText();
-    void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
-    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
-    return reply.send(body);
-  });
+  servePage(app, assets, collector);
   serveEvents(app, collector, streams, new StreamLimit(options.maxStreams ?? 16));
   serveActions(app, collector, actions);
 
