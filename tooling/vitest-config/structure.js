@@ -55,7 +55,7 @@ function longFunctions(file, base) {
     // The comment of the function, or of what declares it (`const f = () => ...`, `x: function`).
     for (let at = node; at && at !== source; at = at.parent) {
       const comments = ts.getLeadingCommentRanges(text, at.getFullStart()) ?? [];
-      if (comments.some((c) => /80 lines/.test(text.slice(c.pos, c.end)))) return true;
+      if (comments.some((c) => /\b80 lines\b/.test(text.slice(c.pos, c.end)))) return true;
       if (ts.isStatement(at) || ts.isClassElement(at) || ts.isPropertyAssignment(at)) return false;
     }
     return false;
