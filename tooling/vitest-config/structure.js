@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import { packageSources } from "./sources.js";
+import { packageSources, pageSources } from "./sources.js";
 
 /**
  * A file's imports: relative ones (static, type-only, side-effect only, `import x = require()` and
@@ -81,15 +81,17 @@ function longFunctions(file, base) {
  * a cycle, counting type-only imports (a type cycle is two modules that cannot be read, moved or
  * split apart either), each file does one job in about 400 lines (or its opening comment says why
  * not), each function in about 80 (or the comment above it says why not), and no module imports the
- * package by its own name (but for `entriesOnMain`).
+ * package by its own name (but for `entriesOnMain`). A browser page's modules (`pageDir`, plain .js
+ * served as they are) keep the same rules.
  * @param {import("./structure.js").StructureRules} rules
  */
-export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [] }) {
+export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [], pageDir }) {
   describe("module structure", () => {
     // Generated clients (`src/generated`) are Prisma's, not the package's.
-    const files = packageSources(sourceDir).filter(
-      (f) => !relative(sourceDir, f).split("/").includes("generated"),
-    );
+    const files = [
+      ...packageSources(sourceDir).filter((f) => !relative(sourceDir, f).split("/").includes("generated")),
+      ...(pageDir ? pageSources(pageDir) : []),
+    ];
     const graph = new Map(files.map((f) => [f, importsOf(f, packageName)]));
 
     it("has no import cycle, type-only imports included", () => {
