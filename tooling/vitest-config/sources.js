@@ -9,3 +9,12 @@ export function packageSources(dir) {
     return name.endsWith(".ts") && !/\.test(-d)?\.ts$|\.bench\.ts$/.test(name) ? [path] : [];
   });
 }
+
+/** A page's browser modules under `dir`: every .js file, folders included. */
+export function pageSources(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return pageSources(path);
+    return name.endsWith(".js") ? [path] : [];
+  });
+}

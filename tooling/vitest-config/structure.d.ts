@@ -8,5 +8,10 @@ export interface StructureRules {
    * both share one copy of its classes (e.g. `zod.ts`). Default none.
    */
   entriesOnMain?: string[];
+  /**
+   * A browser page's folder (plain ES modules, served as they are): its .js files keep the same
+   * rules (no import cycle, about 400 lines a file, about 80 a function). Default none.
+   */
+  pageDir?: string;
 }
 export declare function describeModuleStructure(rules: StructureRules): void;

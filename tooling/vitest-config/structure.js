@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
+import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import { packageSources } from "./sources.js";
+import { packageSources, pageSources } from "./sources.js";
 
 /**
  * A file's imports: relative ones (static, type-only, side-effect only, `import x = require()` and
@@ -37,19 +38,60 @@ function sourceOf(path) {
 /** "About 400 lines": a file longer than this says why in its opening comment ("... 400 lines ..."). */
 const MAX_LINES = 420;
 
+/** "About 80 lines": a longer function says why in the comment right above it ("... 80 lines ..."). */
+const MAX_FUNCTION_LINES = 84;
+
+/**
+ * The functions of `file` (declarations, methods, function expressions and arrows) longer than
+ * about 80 lines whose comment (right above it, or above the statement that declares it) does not
+ * say why: `file:line name (n lines)`.
+ */
+function longFunctions(file, base) {
+  const text = readFileSync(file, "utf8");
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const found = [];
+  const lineOf = (pos) => source.getLineAndCharacterOfPosition(pos).line + 1;
+  const explained = (node) => {
+    // The comment of the function, or of what declares it (`const f = () => ...`, `x: function`).
+    for (let at = node; at && at !== source; at = at.parent) {
+      const comments = ts.getLeadingCommentRanges(text, at.getFullStart()) ?? [];
+      if (comments.some((c) => /\b80 lines\b/.test(text.slice(c.pos, c.end)))) return true;
+      if (ts.isStatement(at) || ts.isClassElement(at) || ts.isPropertyAssignment(at)) return false;
+    }
+    return false;
+  };
+  const visit = (node) => {
+    if (ts.isFunctionLike(node) && "body" in node && node.body) {
+      const lines = lineOf(node.getEnd()) - lineOf(node.getStart()) + 1;
+      if (lines > MAX_FUNCTION_LINES && !explained(node)) {
+        const name =
+          node.name?.getText() ??
+          (ts.isVariableDeclaration(node.parent) ? node.parent.name.getText() : "(anonymous)");
+        found.push(`${relative(base, file)}:${lineOf(node.getStart())} ${name} (${lines} lines)`);
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
 /**
  * The module rules every shardkit package keeps, as tests: its modules import each other without
  * a cycle, counting type-only imports (a type cycle is two modules that cannot be read, moved or
  * split apart either), each file does one job in about 400 lines (or its opening comment says why
- * not), and no module imports the package by its own name (but for `entriesOnMain`).
+ * not), each function in about 80 (or the comment above it says why not), and no module imports the
+ * package by its own name (but for `entriesOnMain`). A browser page's modules (`pageDir`, plain .js
+ * served as they are) keep the same rules.
  * @param {import("./structure.js").StructureRules} rules
  */
-export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [] }) {
+export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [], pageDir }) {
   describe("module structure", () => {
     // Generated clients (`src/generated`) are Prisma's, not the package's.
-    const files = packageSources(sourceDir).filter(
-      (f) => !relative(sourceDir, f).split("/").includes("generated"),
-    );
+    const files = [
+      ...packageSources(sourceDir).filter((f) => !relative(sourceDir, f).split("/").includes("generated")),
+      ...(pageDir ? pageSources(pageDir) : []),
+    ];
     const graph = new Map(files.map((f) => [f, importsOf(f, packageName)]));
 
     it("has no import cycle, type-only imports included", () => {
@@ -89,6 +131,13 @@ export function describeModuleStructure({ sourceDir, packageName, entriesOnMain 
           return !/\b400 lines\b/.test(opening);
         })
         .map((f) => relative(sourceDir, f));
+      expect(long).toEqual([]);
+    });
+
+    it("keeps each function to about 80 lines, or says in the comment above it why it is longer", () => {
+      const long = files
+        .filter((f) => !/\.(?:test|test-d|bench)\.ts$/.test(f))
+        .flatMap((f) => longFunctions(f, sourceDir));
       expect(long).toEqual([]);
     });
 

@@ -185,6 +185,7 @@ function hottest(run: BalanceRun, when: "before" | "after") {
   return `${top.name}, ${total > 0 ? Math.round((100 * top.load) / total) : 0}% of the load`;
 }
 
+// Longer than 80 lines: the demo's script, read top to bottom in the order it prints.
 async function main() {
   const pg = process.env.SHARDKIT_SHARDS;
   const mode = (process.env.SHARDKIT_MOVE_MODE ?? (pg ? "live" : "offline")) as "live" | "offline";

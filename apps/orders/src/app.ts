@@ -141,6 +141,7 @@ const OPEN = new Set(["/health"]);
  * `/health` needs a credential (`Authorization: Bearer <token>`, see auth.ts): a customer reaches
  * only itself and its own orders; creating customers and the back office (`/admin/...`) are for
  * operators (an admin credential). Another customer's data answers 404, as if it did not exist.
+ * Longer than 80 lines: every route of the service, as its README lists them.
  */
 export function buildApp(service: OrderService, options: { auth: Auth; logger?: boolean }) {
   const { auth } = options;

@@ -106,6 +106,7 @@ function parseCandidates(specs: readonly string[]) {
  * over one traffic sample, side by side, on the decision guide's criteria: cardinality, traffic
  * share of the heaviest keys, imbalance by traffic, operations that lose locality, and key
  * stability (measured here, from `entity`: rows whose key value changes within the sample).
+ * Longer than 80 lines: reads the samples and scores every candidate key in one pass.
  */
 export async function analyze(options: AnalyzeOptions): Promise<AnalyzeReport> {
   const candidates = parseCandidates(options.keys);
@@ -244,7 +245,10 @@ function stabilityOf(
   };
 }
 
-/** The scorecards for people: one column per candidate, one row per criterion, `*` on the best value of a row. */
+/**
+ * The scorecards for people: one column per candidate, one row per criterion, `*` on the best value of a row.
+ * Longer than 80 lines: the report's sections, in the order they are printed.
+ */
 export function renderAnalyze(report: AnalyzeReport): string {
   const cs = report.candidates;
   type Row = {

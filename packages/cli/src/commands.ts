@@ -16,7 +16,10 @@ import type { StatusReport } from "./status.js";
 
 export type { Execute };
 
-/** Adds every command of `shardkit` to `program`. */
+/**
+ * Adds every command of `shardkit` to `program`.
+ * Longer than 80 lines: each command's flags and help, in the order `shardkit --help` lists them.
+ */
 export function addCommands(program: Command, io: CliIo, execute: Execute): void {
   const config = (options: { config?: string }) => ({
     ...(options.config !== undefined ? { config: options.config } : {}),

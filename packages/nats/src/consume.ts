@@ -167,6 +167,7 @@ export interface EventConsumer {
  * stream's duplicate window) finds its record, applies nothing, and is only acked. An event whose
  * transaction fails is nak'ed with a delay and redelivered. Events of one aggregate are applied
  * in order, one at a time; different aggregates side by side (`concurrency`).
+ * Longer than 80 lines: one closure: its loop, stats and stop share the consumer's state.
  */
 export async function consumeEvents<Tx, Payload = unknown>(
   options: ConsumeEventsOptions<Tx, Payload>,

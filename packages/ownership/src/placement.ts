@@ -59,6 +59,7 @@ export interface ShardPlacement<Client extends ShardClient = ShardClient> {
  * has none), with `identities` to name the databases records point to. Pure: the one placement
  * rule of the package, used by `PartitionMap` (which refuses the calls of a shard with issues) and by
  * `readPartitionMap` (which reports them).
+ * Longer than 80 lines: the one placement rule, each case beside the others it must agree with.
  */
 export function placeShards<Client extends ShardClient>(
   registry: ShardRegistry<Client>,

@@ -102,6 +102,7 @@ export interface ShardLoadHandle {
  * A call is planned before it enters Prisma, then runs once through the client of the database
  * that holds its shard. Extensions added on the routed client (`db.$extends(audit)`) are added to
  * every database's client, so they apply wherever a call runs.
+ * Longer than 80 lines: one closure; its hooks share the routing scope, plans and load recorder.
  */
 export function shardRouting<Client extends ShardClient>(options: ShardRoutingOptions<Client>) {
   const registry = options?.registry as ShardRegistry<Client> | undefined;
@@ -120,6 +121,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
     loadIssues,
   );
   if (loadIssues.length > 0) throw new RoutingOptionsError(loadIssues);
+  // Longer than 80 lines: the extension's hooks, over the one routed client they share.
   return Prisma.defineExtension((base) => {
     if (!registry.databases.some((p) => (p.client as unknown) === base)) {
       throw new RoutingOptionsError([

@@ -92,6 +92,7 @@ export class KeyRouting implements KeySchema {
   readonly mayLookUp: boolean;
   private hashOfShards: ((value: string) => ShardIdentifier) | undefined;
 
+  // Longer than 80 lines: every model's keys checked in one pass, each problem named.
   constructor(
     readonly dataModel: DataModel,
     readonly resolve: Resolve,

@@ -35,6 +35,7 @@ interface Outcome {
 /**
  * The poll of one database, with the relay's settings and turns (`polls`: databases polled at once;
  * `deliveries`: deliveries in flight at once), and its instruments (made once, here).
+ * Longer than 80 lines: one closure over the relay's settings and instruments, made once.
  */
 export function databasePoller<Client extends ShardClient>(
   settings: RelaySettings<Client>,

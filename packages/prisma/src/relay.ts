@@ -113,6 +113,7 @@ export async function redriveOutbox<Client extends ShardClient>(
  * timeout) is retried until it is delivered. Its work is bounded for the whole fleet: at most
  * `pollConcurrency` databases polled and `deliveryConcurrency` deliveries in flight at once, the
  * databases taking turns.
+ * Longer than 80 lines: one closure: the relay's methods share its turns and poll loops.
  */
 export function createOutboxRelay<Client extends ShardClient>(
   options: OutboxRelayOptions<Client>,

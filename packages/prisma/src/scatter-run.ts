@@ -32,6 +32,7 @@ export interface ScatterRunner {
   on(view: View, database: number, model: string, operation: string, args: unknown): PromiseLike<unknown>;
 }
 
+// Longer than 80 lines: the plan's legs, their deadline and the merge, in the order they run.
 export async function runScatter(
   r: ScatterRunner,
   view: View,

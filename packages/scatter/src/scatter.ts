@@ -89,6 +89,7 @@ export interface ScatterResult<Target, Value> {
  * With `'partial'` it resolves with `complete: false` and `missing`. The caller's signal makes it
  * throw a {@link ScatterAbortedError} (`ABORTED`), whatever the policy.
  * No timer or listener outlives the call.
+ * Longer than 80 lines: one closure, so that every timer and listener of a call ends with it.
  */
 export function scatter<Target, Value>(
   targets: Iterable<Target>,
@@ -121,6 +122,7 @@ export function scatter<Target, Value>(
 
   const abortable = options.abortable ?? true;
 
+  // Longer than 80 lines: the call's slots, timers and listeners, settled in one place.
   return new Promise((resolve, reject) => {
     const outcomes: (TargetOutcome<Target, Value> | undefined)[] = new Array(n);
     // The running calls by index (a sparse array: cheaper than a Map at one entry per target).

@@ -215,6 +215,7 @@ export function formatPath(path: readonly PathPart[]): string {
 /**
  * Validates `input` and returns the normalized config, or throws `InvalidSelectorConfigError`
  * (`INVALID_SELECTOR_CONFIG`) listing every issue.
+ * Longer than 80 lines: every rule checked in one pass, each problem named with its path.
  */
 export function parseConfig(input: unknown): NormalizedConfig {
   const parsed = configSchema.safeParse(input);

@@ -4,15 +4,17 @@
 // `allowActions`, each a POST naming itself in a header (a form or an image on another site cannot
 // send one) from the page's own origin.
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { constants, createGzip, gzipSync } from "node:zlib";
+import { constants, createGzip } from "node:zlib";
+import fastifyCompress from "@fastify/compress";
 import fastifyCookie from "@fastify/cookie";
+import fastifyStatic from "@fastify/static";
 import type { LoadMeasure } from "@shardkit/ownership";
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { type ConfigOptions, openConfig } from "../config.js";
 import { AddressInUseError, UsageError } from "../errors.js";
 import { parseTables } from "../move.js";
@@ -85,36 +87,14 @@ const SECURITY_HEADERS = {
   "cache-control": "no-store",
 };
 
-interface Asset {
-  type: string;
-  plain: Buffer;
-  gzip: Buffer;
-}
-
-/** The page and its assets, read once (the page's files ship in the package's `dashboard/`). */
-function loadAssets(): Map<string, Asset> {
-  // The package's `dashboard/` folder: beside `dist/` when built, two up from `src/dashboard/` in the repository.
+/**
+ * The page's folder (it ships in the package's `dashboard/`): beside `dist/` when built, two up from
+ * `src/dashboard/` in the repository.
+ */
+function pageFolder(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const folder =
-    [resolve(here, "../dashboard"), resolve(here, "../../dashboard")].find((d) =>
-      existsSync(resolve(d, "index.html")),
-    ) ?? resolve(here, "../dashboard");
-  const page = (file: string) => resolve(folder, file);
-  const require = createRequire(import.meta.url);
-  const uplot = (file: string) => require.resolve(`uplot/dist/${file}`);
-  const files: [string, string, string][] = [
-    ["/", page("index.html"), "text/html; charset=utf-8"],
-    ["/assets/app.js", page("app.js"), "text/javascript; charset=utf-8"],
-    ["/assets/app.css", page("app.css"), "text/css; charset=utf-8"],
-    ["/assets/uplot.js", uplot("uPlot.iife.min.js"), "text/javascript; charset=utf-8"],
-    ["/assets/uplot.css", uplot("uPlot.min.css"), "text/css; charset=utf-8"],
-  ];
-  return new Map(
-    files.map(([path, file, type]) => {
-      const plain = readFileSync(file);
-      return [path, { type, plain, gzip: gzipSync(plain, { level: 9 }) }];
-    }),
-  );
+  const folders = [resolve(here, "../dashboard"), resolve(here, "../../dashboard")];
+  return folders.find((d) => existsSync(resolve(d, "index.html"))) ?? folders[0]!;
 }
 
 const digest = (text: string) => createHash("sha256").update(text).digest();
@@ -208,21 +188,27 @@ function guardRequests(app: FastifyInstance, host: string, token: string | undef
   });
 }
 
-/** The page, its assets and `/api/state` (the last snapshot), gzipped for clients that take it. */
-function servePage(app: FastifyInstance, assets: Map<string, Asset>, collector: Collector) {
-  const sendAsset = (path: string) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const asset = assets.get(path)!;
-    void reply.type(asset.type).header("vary", "accept-encoding");
-    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(asset.gzip);
-    return reply.send(asset.plain);
-  };
-  for (const path of assets.keys()) app.get(path, sendAsset(path));
-  app.get("/api/state", async (request, reply) => {
-    const body = collector.snapshotText();
-    void reply.type("application/json; charset=utf-8").header("vary", "accept-encoding");
-    if (gzipAccepted(request)) return reply.header("content-encoding", "gzip").send(gzipSync(body));
-    return reply.send(body);
+/**
+ * The page at `/`, its modules and styles under `/assets/` (the files of its folder when the
+ * dashboard starts), uPlot's from the uplot package, and `/api/state` (the last snapshot).
+ */
+async function servePage(app: FastifyInstance, collector: Collector) {
+  const uplot = dirname(createRequire(import.meta.url).resolve("uplot/dist/uPlot.iife.min.js"));
+  // `cache-control` is the guard's (no-store); `index.html` is the page at `/` only.
+  await app.register(fastifyStatic, {
+    root: pageFolder(),
+    prefix: "/assets/",
+    wildcard: false,
+    globIgnore: ["index.html"],
+    index: false,
+    cacheControl: false,
   });
+  app.get("/", (_request, reply) => reply.sendFile("index.html"));
+  app.get("/assets/uplot.js", (_request, reply) => reply.sendFile("uPlot.iife.min.js", uplot));
+  app.get("/assets/uplot.css", (_request, reply) => reply.sendFile("uPlot.min.css", uplot));
+  app.get("/api/state", async (_request, reply) =>
+    reply.type("application/json; charset=utf-8").send(collector.snapshotText()),
+  );
 }
 
 /**
@@ -329,7 +315,6 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   if (issues.length > 0) throw new UsageError(issues);
   // Read-only, the tables only size the balancer's moves: none is fine (shardkit's own are counted).
   const tables = (options.tables ?? []).length > 0 ? parseTables(options.tables!) : [];
-  const assets = loadAssets();
   const opened = openConfig(options);
   const collector = new Collector(opened, {
     refreshMs: options.refreshMs ?? 2000,
@@ -343,13 +328,15 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   const actions = new Actions(opened, collector);
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
   await app.register(fastifyCookie);
+  // Every answer gzipped for clients that take it (but the event stream's, flushed event by event).
+  await app.register(fastifyCompress, { encodings: ["gzip"] });
   /** Each open event stream, and how to end it. */
   const streams = new Map<SnapshotStream, () => void>();
   // The port is known once listening (`--port 0`): the hook reads the cookie's name then.
   let cookie = "";
   guardRequests(app, host, token, () => cookie);
 
-  servePage(app, assets, collector);
+  await servePage(app, collector);
   serveEvents(app, collector, streams, new StreamLimit(options.maxStreams ?? 16));
   serveActions(app, collector, actions);
 
