@@ -294,7 +294,7 @@ describe("open transactions of the server while a same-server move makes its slo
     const { r, map } = await seeded();
     const release = await holdSubscriptions();
     let pid = 0;
-    const moving = moveToB(r, map, { copyTimeoutMs: 8000 }).catch((e: unknown) => e);
+    const moving = moveToB(r, map, { copyTimeoutMs: 12_000 }).catch((e: unknown) => e);
     await eventually(
       "the move's CREATE SUBSCRIPTION waits",
       async () => (await waiting(r, "CREATE SUBSCRIPTION%", "relation")) === 1,
