@@ -12,7 +12,10 @@ export interface DashboardReport {
   url: string;
 }
 
-/** Adds `dashboard` to `program` (`common`: the flags every command has; `config`: where the configuration is read). */
+/**
+ * Adds `dashboard` to `program` (`common`: the flags every command has; `config`: where the configuration is read).
+ * Longer than 80 lines: the command's flags and help, in the order `--help` lists them.
+ */
 export function addDashboardCommand(
   program: Command,
   io: CliIo,

@@ -88,6 +88,7 @@ async function ask<T>(
  * warning); and every database has the same schema (tables, columns, indexes, constraints, enums,
  * applied migrations), each database that differs from the most common schema listed with how;
  * and every shard sits on a database its group's placement rule allows (`placement` in the config).
+ * Longer than 80 lines: its checks in the order the report lists them, on one set of answers.
  */
 export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport> {
   const timeoutMs = options.timeoutMs ?? 5000;

@@ -119,6 +119,7 @@ export interface StatusMove {
 /**
  * Each shard's database, reachability, epoch and owner state, and each database's outbox lag and
  * dead letters. Reads only (SELECTs); every database is asked at once, each bounded by `timeoutMs`.
+ * Longer than 80 lines: the three questions asked at once, then one answer per database.
  */
 export async function status(options: StatusOptions = {}): Promise<StatusReport> {
   const timeoutMs = options.timeoutMs ?? 5000;
@@ -256,7 +257,10 @@ function answerOf(
   return { reachable: "yes" };
 }
 
-/** `status` for people. */
+/**
+ * `status` for people.
+ * Longer than 80 lines: the report's sections, in the order they are printed.
+ */
 export function renderStatus(report: StatusReport): string {
   const ownership = (s: StatusShard) => {
     if (s.state === "unrecorded") return "unrecorded (no partition map yet)";

@@ -74,6 +74,7 @@ export interface MoveCheck<Client extends ShardClient = ShardClient> {
  * the shard's owner, then checks that owner as the source against `to`. Nothing is changed: no
  * function installed, no record written. `OwnershipOptionsError` for options that cannot work,
  * or when `to` owns the shard already (as `moveShard`).
+ * Longer than 80 lines: what a move would find, step by step in the move's own order.
  */
 export async function checkMove<Client extends ShardClient>(
   options: MoveCheckOptions<Client>,
@@ -189,6 +190,7 @@ export function moveOptionIssues<Client extends ShardClient>(
 /**
  * Everything that must hold before a move of `shard` from `from` to `to` starts (`moveShard` runs
  * it, and `checkMove` on its own): every problem, nothing changed (it only reads).
+ * Longer than 80 lines: every precondition checked, each problem named, before any change.
  */
 export async function precheck<Client extends ShardClient>(
   tables: readonly FencedTable[],

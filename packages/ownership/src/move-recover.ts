@@ -113,6 +113,7 @@ async function undo<Client extends ShardClient>(held: ShardLease<Client>): Promi
  * What a move that failed at `step` left, as an error that says it and what a rerun does. Before
  * the switch it undoes the move when it can (then nothing of it is left); when it cannot, it gives
  * its lease up at once, so routers give a fenced shard back to its owner at their next refused write.
+ * Longer than 80 lines: each way a failed move ends (undone, left, finished), decided together.
  */
 export async function failed<Client extends ShardClient>(
   held: ShardLease<Client>,

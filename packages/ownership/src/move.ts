@@ -211,7 +211,10 @@ async function runMove<Client extends ShardClient>(options: MoveOptions<Client>)
   }
 }
 
-/** The runner: stopped moves of the shard taken over and resumed, the precheck, the lease, then each step in order. */
+/**
+ * The runner: stopped moves of the shard taken over and resumed, the precheck, the lease, then each step in order.
+ * Longer than 80 lines: the move's steps and their undo, under one lease, in order.
+ */
 async function moveWithin<Client extends ShardClient>(
   options: MoveOptions<Client>,
   map: PartitionMap<Client>,

@@ -100,7 +100,10 @@ export interface RolloutRunOptions extends RolloutOptions {
   ) => Promise<CheckedState>;
 }
 
-/** `rolloutSchema` without the throw: the report, and each failed target's error by index. */
+/**
+ * `rolloutSchema` without the throw: the report, and each failed target's error by index.
+ * Longer than 80 lines: every target's rollout, its lock, report and error, in one pass.
+ */
 export async function runRollout(
   options: RolloutRunOptions,
 ): Promise<{ report: RolloutReport; failure: unknown; errors: Map<number, unknown> }> {

@@ -63,6 +63,7 @@ const RECENT_LEFT_SQL = `SELECT shard FROM "ShardOwnership" WHERE state = 'moved
 /**
  * Each shard's load and size, where the records place it. `sizes`: those of an earlier measure of
  * the same run (a shard's size does not change by moving it), else measured here.
+ * Longer than 80 lines: the fleet's load read once, then each figure the planner needs, in order.
  */
 export async function measure<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
