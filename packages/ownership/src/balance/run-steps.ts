@@ -1,0 +1,152 @@
+// The pieces of a balance run around its plan: the moves it makes (`runMove`, through `moveShard`),
+// the stopped moves it takes over first (`takeOverStopped`), and whether a drain is done (`drained`,
+// from where the records place the shards once the run is over: `placedNow`).
+import type { ShardClient } from "@shardkit/prisma";
+import { PartitionMap } from "../map.js";
+import { type MoveProgress, moveShard } from "../move.js";
+import { lastLine } from "../raw.js";
+import { readPartitionMap } from "../view.js";
+import type { Measurement } from "./measure.js";
+import type { BalanceMoveDone, BalanceRun, RunBalanceOptions } from "./run-types.js";
+import type { BalanceMove } from "./types.js";
+
+/**
+ * Takes over every move the records show stopped (its lease lapsed: its balancer or mover died),
+ * one at a time, each made through `moveShard` to its target; stops at the first that fails.
+ */
+export async function takeOverStopped<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+  timeoutMs: number,
+): Promise<BalanceMoveDone[]> {
+  const { registry } = options;
+  const view = await readPartitionMap(registry, { timeoutMs });
+  const stopped = view.stopped.filter((s) => registry.databases.some((d) => d.name === s.to));
+  if (stopped.length === 0) return [];
+  const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
+  const done: BalanceMoveDone[] = [];
+  try {
+    for (const s of stopped) {
+      const index = done.length;
+      const reason = `a move stopped at ${s.step} by ${s.holder}, whose lease lapsed: taken over and made`;
+      const next = { shard: s.shard.key, from: s.database, to: s.to, kind: "takeover" as const, reason };
+      options.onEvent?.({ type: "move", index, shard: next.shard, from: next.from, to: next.to, reason });
+      const move = await runMove(map, next, options, (progress) =>
+        options.onEvent?.({ type: "step", index, shard: next.shard, progress }),
+      );
+      done.push(move);
+      if (move.status === "failed") break;
+      options.onEvent?.({
+        type: "moved",
+        index,
+        shard: next.shard,
+        durationMs: move.durationMs,
+        freezeMs: move.freezeMs,
+      });
+    }
+  } finally {
+    if (!options.map) map.close();
+  }
+  return done;
+}
+
+/** Where each shard of the map's registry is (database name by shard key), or why that is unknown. */
+export type Placed = Map<string, string> | { unknown: string };
+
+export async function placedNow<Client extends ShardClient>(map: PartitionMap<Client>): Promise<Placed> {
+  try {
+    await map.refresh();
+    return new Map(map.registry.shards.map((s) => [s.key, map.registry.databaseOf(s).name]));
+  } catch (error) {
+    return { unknown: `where the shards are now could not be read: ${lastLine(error)}` };
+  }
+}
+
+/**
+ * A drain is done, and its report `ok`, exactly when the database holds no shard: after a run, as
+ * the records say then (`placed`); for a dry run, once its plan is made. Whatever stopped it (a
+ * shard no rule lets go elsewhere, a limit, Ctrl-C, a failed move), it is not `ok` while a shard is
+ * left there, naming each, so `drain && decommission` never decommissions a database that holds data.
+ */
+export function drained(report: BalanceRun, m: Measurement, placed?: Placed): BalanceRun {
+  if (report.drain === null) return report;
+  if (placed && !(placed instanceof Map))
+    return { ...report, ok: false, reason: `${report.reason}; the drain may not be done: ${placed.unknown}` };
+  // Without a map read after the moves (a dry run, or no move made): the measurement, and the plan.
+  const moved = new Map((report.dryRun ? (report.plan?.moves ?? []) : []).map((mv) => [mv.shard, mv.to]));
+  const where: [string, string][] = placed
+    ? [...placed]
+    : m.shards.map((s) => [s.shard, moved.get(s.shard) ?? s.database]);
+  const left = where.filter(([, db]) => db === report.drain).map(([shard]) => shard);
+  if (left.length === 0) return { ...report, ok: true };
+  const skipped = report.plan?.skipped.filter((s) => left.includes(s.shard)) ?? [];
+  return {
+    ...report,
+    ok: false,
+    reason: `${report.reason}; the drain is not done: ${report.drain} still holds ${left.join(", ")}${
+      skipped.length > 0 ? ` (${skipped.map((s) => `${s.shard}: ${s.reason}`).join("; ")})` : ""
+    }`,
+  };
+}
+
+/** Runs one planned move through `moveShard`; a failure is reported, not thrown. */
+export async function runMove<Client extends ShardClient>(
+  map: PartitionMap<Client>,
+  next: Pick<BalanceMove, "shard" | "from" | "to" | "reason"> & { kind: BalanceMoveDone["kind"] },
+  options: RunBalanceOptions<Client>,
+  onProgress: (progress: MoveProgress) => void,
+): Promise<BalanceMoveDone> {
+  const { registry } = options;
+  const mode = options.mode ?? "live";
+  const to = registry.databases.find((d) => d.name === next.to)!;
+  const shard = registry.shards.find((s) => s.key === next.shard)!;
+  const started = Date.now();
+  const base = { shard: next.shard, from: next.from, to: next.to, kind: next.kind, reason: next.reason };
+  try {
+    // The plan was made from what the records said then; another mover (a second balance, a person)
+    // may have moved the shard since: move it only from where the plan has it.
+    await map.refresh();
+    const from = registry.databaseOf(shard);
+    // A stopped move taken over: wherever the records have it (its source, or its target once switched).
+    if (from.name !== next.from && next.kind !== "takeover")
+      return {
+        ...base,
+        status: "failed",
+        durationMs: Date.now() - started,
+        freezeMs: 0,
+        epoch: null,
+        error: `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
+      };
+    const source = registry.databases.find((d) => d.name === next.from) ?? from;
+    const result = await moveShard({
+      map,
+      shard,
+      to,
+      mode,
+      ...(mode === "live" ? { sourceConnection: options.sourceConnection!(source) } : {}),
+      ...(options.verify !== undefined ? { verify: options.verify } : {}),
+      ...(options.cleanup !== undefined ? { cleanup: options.cleanup } : {}),
+      ...(options.copyTimeoutMs !== undefined ? { copyTimeoutMs: options.copyTimeoutMs } : {}),
+      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      ...(options.freezeBudgetMs !== undefined ? { freezeBudgetMs: options.freezeBudgetMs } : {}),
+      onProgress,
+    });
+    return {
+      ...base,
+      from: result.from,
+      status: "moved",
+      durationMs: result.durationMs,
+      freezeMs: result.freezeMs,
+      epoch: result.epoch,
+    };
+  } catch (error) {
+    return {
+      ...base,
+      status: "failed",
+      durationMs: Date.now() - started,
+      freezeMs: 0,
+      epoch: null,
+      error: lastLine(error),
+      ...((error as { left?: unknown })?.left === "half-done" ? { halfDone: true } : {}),
+    };
+  }
+}
