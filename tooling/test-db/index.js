@@ -242,9 +242,7 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
     const conf = confOf(name);
     const wanted = `listen_addresses = '127.0.0.1'\n${
       options.maxConnections ? `max_connections = ${Math.floor(options.maxConnections)}\n` : ""
-    }${
-      options.preload?.length ? `shared_preload_libraries = '${options.preload.join(",")}'\n` : ""
-    }${
+    }${options.preload?.length ? `shared_preload_libraries = '${options.preload.join(",")}'\n` : ""}${
       options.logical
         ? // wal_retrieve_retry_interval: how soon replication workers start again after one
           // stopped (5 s by default), which tests that create and drop subscriptions wait on.
