@@ -6,7 +6,10 @@ import type { CliIo, Execute } from "./cli-io.js";
 import { byOption, collect, fraction, positiveInt } from "./flags.js";
 import { createProgress } from "./progress.js";
 
-/** Adds `balance` and `drain` to `program` (`common`: the flags every command has; `config`: where the configuration is read). */
+/**
+ * Adds `balance` and `drain` to `program` (`common`: the flags every command has; `config`: where the configuration is read).
+ * Longer than 80 lines: the balance and drain commands' flags and help, as `--help` lists them.
+ */
 export function addBalanceCommands(
   program: Command,
   io: CliIo,

@@ -28,7 +28,10 @@ const ABOUT_AS_GOOD = 0.9;
 /** Relative to the mean: differences below are rounding, not load. */
 const EPS = 1e-9;
 
-/** The plan that evens out measured load over `placement`'s databases (see `BalancePlan`); throws `BalanceInputError`. */
+/**
+ * The plan that evens out measured load over `placement`'s databases (see `BalancePlan`); throws `BalanceInputError`.
+ * Longer than 80 lines: one greedy loop over one state of the fleet; its rules read side by side.
+ */
 export function planBalance(
   load: ShardLoads,
   placement: BalancePlacement,

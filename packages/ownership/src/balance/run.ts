@@ -105,7 +105,10 @@ function checkOptions<Client extends ShardClient>(options: RunBalanceOptions<Cli
   return { by, windowMs, timeoutMs, settings, limit };
 }
 
-/** `runBalance` once its options are checked (and, unless a dry run, under the fleet's balance `lease`). */
+/**
+ * `runBalance` once its options are checked (and, unless a dry run, under the fleet's balance `lease`).
+ * Longer than 80 lines: the run's steps (lease, takeover, measure, plan, moves) in their order.
+ */
 async function balanceRun<Client extends ShardClient>(
   options: RunBalanceOptions<Client>,
   { by, windowMs, timeoutMs, settings, limit }: Checked,
