@@ -86,7 +86,10 @@ export class RouterView<Client extends ShardClient> {
     private readonly signals: Signals,
   ) {}
 
-  /** Reads the records of `only` (default: every database) and applies the map they make with the others' last records. */
+  /**
+   * Reads the records of `only` (default: every database) and applies the map they make with the others' last records.
+   * Longer than 80 lines: one read applied whole: records, problems, set-backs and signals together.
+   */
   async read(only?: readonly Database<Client>[]): Promise<void> {
     const result = await scatter(
       only ?? this.registry.databases,

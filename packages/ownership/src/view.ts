@@ -117,6 +117,7 @@ const MOVES_SQL = `SELECT shard, target, step, coalesce(to_jsonb(m) ->> 'attempt
  * shard, attaches nothing to routing and creates no table. A database that does not answer makes
  * only its own part unknown; a database without a `ShardOwnership` table records nothing. Records
  * that cannot be right are listed in `issues`, never thrown.
+ * Longer than 80 lines: every database asked once, then the report built from the one answer set.
  */
 export async function readPartitionMap<Client extends ShardClient>(
   registry: ShardRegistry<Client>,

@@ -25,7 +25,10 @@ import { type CheckedState, checkFingerprintOn } from "./schema-fingerprint.js";
 import { type RolloutTarget, rolloutFingerprint, rolloutSchema, runRollout } from "./schema-rollout.js";
 import { warmClients } from "./warm.js";
 
-/** `openShards` on the PostgreSQL databases of `shardsJson` (see `openShards`). */
+/**
+ * `openShards` on the PostgreSQL databases of `shardsJson` (see `openShards`).
+ * Longer than 80 lines: the open's stages (check, roll out, warm, recover) over one fleet state.
+ */
 export async function openPostgres<Client extends ShardClient>(
   options: OpenShardsOptions<Client>,
   shardsJson: string,

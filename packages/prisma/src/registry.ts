@@ -124,11 +124,11 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
   private readonly epochs = new Map<number, number>();
   private readonly logger: { warn(message: string): void };
 
+  // Longer than 80 lines: every entry checked in one pass, each problem named, before any state.
   constructor(options: ShardRegistryOptions<Client>) {
     const issues: string[] = [];
-    if (!options || !Array.isArray(options.shards) || options.shards.length === 0) {
+    if (!options || !Array.isArray(options.shards) || options.shards.length === 0)
       throw new RegistryConfigError(["shards: at least one shard is required"]);
-    }
     const physicalByClient = new Map<Client, Database<Client>>();
     const seen = new Map<number, number>();
     options.shards.forEach((entry, i) => {
