@@ -1,7 +1,14 @@
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
-import { createDatabase, dropCluster, dropDatabase, ensureCluster, testCluster } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropCluster,
+  dropDatabase,
+  ensureCluster,
+  patient,
+  testCluster,
+} from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -46,13 +53,15 @@ function expectBalanced(output: string, mode: "live" | "offline") {
 }
 
 describe("the balance demo (tsx src/balance-demo.ts)", () => {
-  it("embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled", async ({
-    signal,
-  }) => {
-    const output = await demo(signal);
-    expect(output).toContain("databases: db-a (0/0 0/1 0/2 0/3), db-b (0/4 0/5), db-c (0/6 0/7)");
-    expectBalanced(output, "offline");
-  }, 180_000);
+  it(
+    "embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled",
+    async ({ signal }) => {
+      const output = await demo(signal);
+      expect(output).toContain("databases: db-a (0/0 0/1 0/2 0/3), db-b (0/4 0/5), db-c (0/6 0/7)");
+      expectBalanced(output, "offline");
+    },
+    patient(180_000),
+  );
 
   describe("on PostgreSQL (SHARDKIT_SHARDS): client processes, live moves", () => {
     // Any database may be a move's source: three databases of one wal_level = logical server of the
@@ -74,30 +83,31 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
       );
       if (skipped) return console.warn(`skipping the balance on PostgreSQL: ${skipped}`);
       for (const name of names) urls.push(await createDatabase(server.port, name));
-    }, 180_000);
+    }, patient(180_000));
     afterAll(async () => {
       if (skipped) return;
       for (const name of names) await dropDatabase(server.port, name).catch(() => {});
       await dropCluster(server.cluster);
-    }, 180_000);
+    }, patient(180_000));
 
-    it("moves shards live off the hot database while three client processes decide: the same guarantees", async ({
-      skip,
-      signal,
-    }) => {
-      skip(skipped !== "", skipped);
-      const shards = JSON.stringify({
-        shards: [
-          ...[0, 1, 2, 3].map((member) => ({ group: 0, member, url: urls[0] })),
-          ...[4, 5].map((member) => ({ group: 0, member, url: urls[1] })),
-          ...[6, 7].map((member) => ({ group: 0, member, url: urls[2] })),
-        ],
-      });
-      const output = await demo(signal, { SHARDKIT_SHARDS: shards });
-      expect(output).toContain("3 clients (processes)");
-      expectBalanced(output, "live");
-      // The clients went on deciding while the shards moved.
-      expect(output).toMatch(/the clients went on \(p99 [\d.]+ ms over [1-9]\d* decisions\)/);
-    }, 240_000);
+    it(
+      "moves shards live off the hot database while three client processes decide: the same guarantees",
+      async ({ skip, signal }) => {
+        skip(skipped !== "", skipped);
+        const shards = JSON.stringify({
+          shards: [
+            ...[0, 1, 2, 3].map((member) => ({ group: 0, member, url: urls[0] })),
+            ...[4, 5].map((member) => ({ group: 0, member, url: urls[1] })),
+            ...[6, 7].map((member) => ({ group: 0, member, url: urls[2] })),
+          ],
+        });
+        const output = await demo(signal, { SHARDKIT_SHARDS: shards });
+        expect(output).toContain("3 clients (processes)");
+        expectBalanced(output, "live");
+        // The clients went on deciding while the shards moved.
+        expect(output).toMatch(/the clients went on \(p99 [\d.]+ ms over [1-9]\d* decisions\)/);
+      },
+      patient(240_000),
+    );
   });
 });

@@ -6,6 +6,7 @@ import {
   dropDatabase,
   ensureCluster,
   MAIN_PORT,
+  patient,
   testCluster,
   withClusterFrozen,
 } from "@shardkit/test-db";
@@ -37,12 +38,12 @@ beforeAll(async () => {
   );
   if (skipped) return console.warn(`skipping the frozen-server test: ${skipped}`);
   for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
-}, 120_000);
+}, patient(120_000));
 afterAll(async () => {
   if (skipped) return;
   for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
   await dropCluster(FROZEN.cluster);
-}, 120_000);
+}, patient(120_000));
 
 /**
  * `request`, or "no answer" once 60 s passed: a bound that keeps a request from holding the
@@ -57,65 +58,69 @@ function bounded<T>(request: Promise<T>): Promise<T | "no answer"> {
 }
 
 describe("allocations with a frozen database", () => {
-  it("each call on its shard answers 503 SHARD_UNAVAILABLE naming the shard at the deadline; the other shards are served; a retried key applies the command once", async ({
-    skip,
-  }) => {
-    skip(skipped !== "", skipped);
-    const router = await openServiceRouter({
-      shardsJson: JSON.stringify([
-        { group: 0, member: 0, url: urls[0] },
-        { group: 0, member: 1, url: urls[0] },
-        { group: 1, member: 0, url: urls[1] },
-      ]),
-      dataDir: "/nonexistent",
-      poll: false,
-      load: false,
-    });
-    const app = buildApp(new AllocationService(router, { deadlineMs: 1000 }), { auth });
-    const call = (method: "GET" | "POST", url: string, body?: unknown, key: string = randomUUID()) =>
-      app
-        .inject({
-          method,
-          url,
-          ...(body !== undefined ? { payload: body as object } : {}),
-          headers: { "idempotency-key": key, ...bearer(operator) },
-        })
-        .then((res) => ({
-          status: res.statusCode,
-          body: res.json(),
-          retryAfter: res.headers["retry-after"],
+  it(
+    "each call on its shard answers 503 SHARD_UNAVAILABLE naming the shard at the deadline; the other shards are served; a retried key applies the command once",
+    async ({ skip }) => {
+      skip(skipped !== "", skipped);
+      const router = await openServiceRouter({
+        shardsJson: JSON.stringify([
+          { group: 0, member: 0, url: urls[0] },
+          { group: 0, member: 1, url: urls[0] },
+          { group: 1, member: 0, url: urls[1] },
+        ]),
+        dataDir: "/nonexistent",
+        poll: false,
+        load: false,
+      });
+      const app = buildApp(new AllocationService(router, { deadlineMs: 1000 }), { auth });
+      const call = (method: "GET" | "POST", url: string, body?: unknown, key: string = randomUUID()) =>
+        app
+          .inject({
+            method,
+            url,
+            ...(body !== undefined ? { payload: body as object } : {}),
+            headers: { "idempotency-key": key, ...bearer(operator) },
+          })
+          .then((res) => ({
+            status: res.statusCode,
+            body: res.json(),
+            retryAfter: res.headers["retry-after"],
+          }));
+      try {
+        const served = (await call("POST", "/buckets", { name: "served", capacity: 5, shard: "0/0" })).body
+          .id;
+        const frozen = (await call("POST", "/buckets", { name: "frozen", capacity: 5, shard: "1/0" })).body
+          .id;
+        const holdKey = randomUUID();
+        const answers = await withClusterFrozen(FROZEN.cluster, async () => ({
+          hold: await bounded(call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey)),
+          create: await bounded(call("POST", "/buckets", { name: "new", capacity: 1, shard: "1/0" })),
+          read: await bounded(call("GET", `/buckets/${frozen}`)),
+          other: await bounded(call("POST", `/buckets/${served}/holds`, { units: 1, desk: "one" })),
         }));
-    try {
-      const served = (await call("POST", "/buckets", { name: "served", capacity: 5, shard: "0/0" })).body.id;
-      const frozen = (await call("POST", "/buckets", { name: "frozen", capacity: 5, shard: "1/0" })).body.id;
-      const holdKey = randomUUID();
-      const answers = await withClusterFrozen(FROZEN.cluster, async () => ({
-        hold: await bounded(call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey)),
-        create: await bounded(call("POST", "/buckets", { name: "new", capacity: 1, shard: "1/0" })),
-        read: await bounded(call("GET", `/buckets/${frozen}`)),
-        other: await bounded(call("POST", `/buckets/${served}/holds`, { units: 1, desk: "one" })),
-      }));
-      for (const answer of [answers.hold, answers.create, answers.read]) {
-        expect(answer).toMatchObject({
-          status: 503,
-          retryAfter: "1",
-          body: {
-            error: "SHARD_UNAVAILABLE",
-            shard: "1/0",
-            message: expect.stringContaining("did not answer within 1000 ms"),
-          },
-        });
+        for (const answer of [answers.hold, answers.create, answers.read]) {
+          expect(answer).toMatchObject({
+            status: 503,
+            retryAfter: "1",
+            body: {
+              error: "SHARD_UNAVAILABLE",
+              shard: "1/0",
+              message: expect.stringContaining("did not answer within 1000 ms"),
+            },
+          });
+        }
+        // A command past its deadline may still commit when the server wakes: the answer says so.
+        expect(answers.hold).toMatchObject({ body: { outcome: "unknown" } });
+        expect(answers.other).toMatchObject({ status: 201 });
+        // The server back, the hold sent again with its key: applied once, whatever the first did.
+        const again = await call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey);
+        expect(again.status).toBe(201);
+        expect((await call("GET", `/buckets/${frozen}`)).body).toMatchObject({ held: 2 });
+      } finally {
+        await app.close();
+        await router.close();
       }
-      // A command past its deadline may still commit when the server wakes: the answer says so.
-      expect(answers.hold).toMatchObject({ body: { outcome: "unknown" } });
-      expect(answers.other).toMatchObject({ status: 201 });
-      // The server back, the hold sent again with its key: applied once, whatever the first did.
-      const again = await call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey);
-      expect(again.status).toBe(201);
-      expect((await call("GET", `/buckets/${frozen}`)).body).toMatchObject({ held: 2 });
-    } finally {
-      await app.close();
-      await router.close();
-    }
-  }, 180_000);
+    },
+    patient(180_000),
+  );
 });

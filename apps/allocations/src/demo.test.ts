@@ -7,6 +7,7 @@ import {
   dropDatabase,
   ensureCluster,
   MAIN_PORT,
+  patient,
   testCluster,
 } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -44,14 +45,16 @@ function expectSoldOutOnce(output: string, mode: "live" | "offline") {
 }
 
 describe("the demo (tsx src/demo.ts)", () => {
-  it("embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried", async ({
-    signal,
-  }) => {
-    const output = await demo(signal);
-    expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
-    expect(output).toContain("confirmations: 1000 answered, 1000 recorded in db-new (capacity 1000)");
-    expectSoldOutOnce(output, "offline");
-  }, 120_000);
+  it(
+    "embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried",
+    async ({ signal }) => {
+      const output = await demo(signal);
+      expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
+      expect(output).toContain("confirmations: 1000 answered, 1000 recorded in db-new (capacity 1000)");
+      expectSoldOutOnce(output, "offline");
+    },
+    patient(120_000),
+  );
 
   describe("on PostgreSQL (SHARDKIT_SHARDS)", () => {
     // The source's server needs wal_level = logical: a cluster of the project's own, named after its
@@ -77,26 +80,30 @@ describe("the demo (tsx src/demo.ts)", () => {
       );
       if (skipped) return console.warn(`skipping the live move on PostgreSQL: ${skipped}`);
       for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
-    }, 120_000);
+    }, patient(120_000));
     afterAll(async () => {
       if (skipped) return;
       for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
       await dropCluster(LOGICAL.cluster);
-    }, 120_000);
+    }, patient(120_000));
 
-    it("moves the shard live while the desks confirm: the same guarantees", async ({ skip, signal }) => {
-      skip(skipped !== "", skipped);
-      const shards = JSON.stringify({
-        shards: [
-          { group: 0, member: 0, url: urls[0] },
-          { group: 0, member: 1, url: urls[0] },
-          { group: 1, member: 0, url: urls[1] },
-        ],
-        databases: [{ url: urls[2] }],
-      });
-      const output = await demo(signal, { SHARDKIT_SHARDS: shards });
-      expect(output).toContain(`recorded in ${urls[2]}`);
-      expectSoldOutOnce(output, "live");
-    }, 120_000);
+    it(
+      "moves the shard live while the desks confirm: the same guarantees",
+      async ({ skip, signal }) => {
+        skip(skipped !== "", skipped);
+        const shards = JSON.stringify({
+          shards: [
+            { group: 0, member: 0, url: urls[0] },
+            { group: 0, member: 1, url: urls[0] },
+            { group: 1, member: 0, url: urls[1] },
+          ],
+          databases: [{ url: urls[2] }],
+        });
+        const output = await demo(signal, { SHARDKIT_SHARDS: shards });
+        expect(output).toContain(`recorded in ${urls[2]}`);
+        expectSoldOutOnce(output, "live");
+      },
+      patient(120_000),
+    );
   });
 });

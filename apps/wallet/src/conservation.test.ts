@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { ShardedUUID } from "@shardkit/id";
-import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
@@ -126,207 +126,209 @@ const transferArb = (wallets: number) =>
   });
 
 describe("conservation: money is never lost or created", () => {
-  it("random deposits, withdrawals and transfers while the service is SIGKILLed and restarted, a server is down past the retry budget and then frozen, and a second relay duplicates and hangs deliveries", async ({
-    skip,
-  }) => {
-    skip(secondSkipped !== "", secondSkipped);
-    let { child: svc, base } = await service();
-    const relay = await start("src/test/relay-child.ts", { HANG_EVERY: "4" }, /started/);
+  it(
+    "random deposits, withdrawals and transfers while the service is SIGKILLed and restarted, a server is down past the retry budget and then frozen, and a second relay duplicates and hangs deliveries",
+    async ({ skip }) => {
+      skip(secondSkipped !== "", secondSkipped);
+      let { child: svc, base } = await service();
+      const relay = await start("src/test/relay-child.ts", { HANG_EVERY: "4" }, /started/);
 
-    /** One HTTP call; `undefined` when there was no answer (the service died, timed out). */
-    async function call(method: string, path: string, body: unknown, key?: string) {
-      try {
-        const res = await fetch(`${base}${path}`, {
-          method,
-          headers: {
-            "content-type": "application/json",
-            ...(key ? { "idempotency-key": key } : {}),
-            ...bearer(operator),
-          },
-          body: body === undefined ? null : JSON.stringify(body),
-          signal: AbortSignal.timeout(10_000),
-        });
-        return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-      } catch {
-        return undefined;
+      /** One HTTP call; `undefined` when there was no answer (the service died, timed out). */
+      async function call(method: string, path: string, body: unknown, key?: string) {
+        try {
+          const res = await fetch(`${base}${path}`, {
+            method,
+            headers: {
+              "content-type": "application/json",
+              ...(key ? { "idempotency-key": key } : {}),
+              ...bearer(operator),
+            },
+            body: body === undefined ? null : JSON.stringify(body),
+            signal: AbortSignal.timeout(10_000),
+          });
+          return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+        } catch {
+          return undefined;
+        }
       }
-    }
 
-    // Two customers on each of the four shards (1/1 lives on the second server); the two MXN
-    // wallets make cross-currency transfers that are refused and refunded.
-    const placement = createPlacement(world.shards.registry.shards);
-    const wallets: { id: string; shard: string; currency: string }[] = [];
-    const perShard = new Map<string, number>();
-    for (let t = 0; wallets.length < 8 && t < 500; t++) {
-      const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
-      const tenant = `soak-${t}`;
-      const shard = placement.select({ region, tenant }).key;
-      if ((perShard.get(shard) ?? 0) >= 2) continue;
-      perShard.set(shard, (perShard.get(shard) ?? 0) + 1);
-      const currency = wallets.length === 3 || wallets.length === 6 ? "MXN" : "EUR";
-      const customer = await call("POST", "/customers", { name: tenant, region, tenant }, randomUUID());
-      const wallet = await call(
-        "POST",
-        `/customers/${customer!.body.id}/wallets`,
-        { currency },
-        randomUUID(),
-      );
-      const id = String(wallet!.body.id);
-      wallets.push({ id, shard: ShardedUUID.shardOf(id).key, currency });
-    }
-    expect([...perShard.values()]).toEqual([2, 2, 2, 2]);
-
-    // What clients know for sure: only answered calls count; the others are retried with their key.
-    let deposited = 0n;
-    let withdrawn = 0n;
-    const transferIds = new Set<string>();
-    const unanswered: { op: Op; key: string }[] = [];
-    const answers = { ok: 0, refused: 0, unavailable: 0, noAnswer: 0 };
-    async function run(op: Op, key: string = randomUUID()): Promise<void> {
-      const res =
-        op.kind === "transfer"
-          ? await call(
-              "POST",
-              "/transfers",
-              {
-                fromWalletId: wallets[op.from]!.id,
-                toWalletId: wallets[op.to]!.id,
-                amount: String(op.amount),
-              },
-              key,
-            )
-          : await call(
-              "POST",
-              `/wallets/${wallets[op.wallet]!.id}/${op.kind === "deposit" ? "deposits" : "withdrawals"}`,
-              { amount: String(op.amount) },
-              key,
-            );
-      if (res === undefined || res.status >= 500) {
-        // No answer, or 503 (never a 500): the call may or may not have happened; retry it later.
-        expect(res?.status ?? 503, JSON.stringify(res?.body)).toBe(503);
-        if (res) answers.unavailable++;
-        else answers.noAnswer++;
-        unanswered.push({ op, key });
-        return;
-      }
-      expect(res.body.error, JSON.stringify(res.body)).not.toBe("IDEMPOTENCY_CONFLICT");
-      if (res.status >= 400) {
-        answers.refused++;
-        return;
-      }
-      answers.ok++;
-      if (op.kind === "deposit") deposited += BigInt(op.amount);
-      else if (op.kind === "withdraw") withdrawn += BigInt(op.amount);
-      else transferIds.add(String(res.body.id));
-    }
-    /** Retries every unanswered call with its own key until each has an answer. */
-    async function retryUnanswered() {
-      for (let round = 0; unanswered.length > 0; round++) {
-        if (round >= 60) throw new Error(`still unanswered: ${JSON.stringify(unanswered)}`);
-        const again = unanswered.splice(0);
-        await Promise.all(again.map(({ op, key }) => run(op, key)));
-        if (unanswered.length > 0) await new Promise((r) => setTimeout(r, 250)); // a client's backoff
-      }
-    }
-
-    const ops = fc.sample(fc.array(opArb(wallets.length), { minLength: 120, maxLength: 120 }), {
-      seed: 20261201,
-      numRuns: 1,
-    })[0]!;
-    const batches = Array.from({ length: ops.length / 10 }, (_, i) => ops.slice(i * 10, i * 10 + 10));
-    const runBatch = (batch: Op[]) => Promise.all(batch.map((op) => run(op)));
-    for (let w = 0; w < wallets.length; w++) await run({ kind: "deposit", wallet: w, amount: 10_000 });
-
-    // 1. Work, then SIGKILL mid-batch: calls in flight get no answer; the service starts again.
-    for (const batch of batches.slice(0, 2)) await runBatch(batch);
-    const calls = [...batches[2]!, ...batches[3]!].map((op) => run(op));
-    await Promise.race(calls); // the first answer: the others are on their way
-    svc.kill();
-    await svc.exited;
-    await Promise.all(calls);
-    ({ child: svc, base } = await service());
-    await retryUnanswered();
-
-    // 2. The second server is down for 3 s or more: many times the relay's retry budget (2
-    // attempts, backoff 50-300 ms). Work on its shard gets 503; saga steps waiting for it wait.
-    await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-      const began = Date.now();
-      let next = 4;
-      while (next < 6 || Date.now() - began < 3000) await runBatch(batches[next++ % 12]!);
-    });
-    await retryUnanswered();
-
-    // 3. The second server frozen: its shard's calls end in 503 after the deadline, and a transfer
-    // between two shards of the healthy server completes meanwhile (nothing waits on the frozen one).
-    const euroOn = (shard: string) => wallets.findIndex((w) => w.shard === shard && w.currency === "EUR");
-    await withClusterFrozen(SECOND.cluster, async () => {
-      const transfer = { kind: "transfer", from: euroOn("0/0"), to: euroOn("1/0"), amount: 1 } as const;
-      await run({ kind: "deposit", wallet: transfer.from, amount: 1 });
-      const before = transferIds.size;
-      await run(transfer);
-      expect(transferIds.size).toBe(before + 1);
-      const id = [...transferIds].at(-1)!;
-      const until = Date.now() + 20_000;
-      for (;;) {
-        const res = await call("GET", `/transfers/${id}`, undefined);
-        if (res?.body.status === "completed") break;
-        if (Date.now() > until)
-          throw new Error(`transfer ${id} between healthy shards stuck: ${JSON.stringify(res)}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      await runBatch(batches[6]!);
-    });
-
-    // 4. Healed: the rest of the work, every unanswered call retried, and the relays drain.
-    for (const batch of batches.slice(7)) await runBatch(batch);
-    await retryUnanswered();
-    const until = Date.now() + 90_000;
-    for (;;) {
-      const events = await world.all<{ status: string }>("outboxEvent");
-      const transfers = await world.all<Transfer>("transfer");
-      if (events.every((e) => e.status === "delivered") && transfers.every((t) => t.status !== "pending"))
-        break;
-      if (Date.now() > until) {
-        const counts: Record<string, number> = {};
-        for (const e of events) counts[e.status] = (counts[e.status] ?? 0) + 1;
-        throw new Error(
-          `not drained: events ${JSON.stringify(counts)}, pending transfers ${transfers.filter((t) => t.status === "pending").length}`,
+      // Two customers on each of the four shards (1/1 lives on the second server); the two MXN
+      // wallets make cross-currency transfers that are refused and refunded.
+      const placement = createPlacement(world.shards.registry.shards);
+      const wallets: { id: string; shard: string; currency: string }[] = [];
+      const perShard = new Map<string, number>();
+      for (let t = 0; wallets.length < 8 && t < 500; t++) {
+        const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
+        const tenant = `soak-${t}`;
+        const shard = placement.select({ region, tenant }).key;
+        if ((perShard.get(shard) ?? 0) >= 2) continue;
+        perShard.set(shard, (perShard.get(shard) ?? 0) + 1);
+        const currency = wallets.length === 3 || wallets.length === 6 ? "MXN" : "EUR";
+        const customer = await call("POST", "/customers", { name: tenant, region, tenant }, randomUUID());
+        const wallet = await call(
+          "POST",
+          `/customers/${customer!.body.id}/wallets`,
+          { currency },
+          randomUUID(),
         );
+        const id = String(wallet!.body.id);
+        wallets.push({ id, shard: ShardedUUID.shardOf(id).key, currency });
       }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    svc.kill();
-    relay.kill();
+      expect([...perShard.values()]).toEqual([2, 2, 2, 2]);
 
-    // The invariants.
-    const allWallets = await world.all<Wallet>("wallet");
-    const entries = await world.all<Entry>("entry");
-    const transfers = await world.all<Transfer>("transfer");
-    const total = allWallets.reduce((sum, w) => sum + w.balance, 0n);
-    expect(total).toBe(deposited - withdrawn);
-    for (const wallet of allWallets) {
-      const ledger = entries.filter((e) => e.walletId === wallet.id).reduce((sum, e) => sum + e.amount, 0n);
-      expect(ledger, `ledger of ${wallet.id}`).toBe(wallet.balance);
-      expect(wallet.balance >= 0n).toBe(true);
-    }
-    expect(transfers.map((t) => t.id).sort()).toEqual([...transferIds].sort());
-    for (const t of transfers) {
-      expect(["completed", "refunded"]).toContain(t.status);
-      const of = (kind: string) => entries.filter((e) => e.transferId === t.id && e.kind === kind).length;
-      expect(of("transfer_out"), t.id).toBe(1);
-      expect(of("transfer_in"), t.id).toBe(t.status === "completed" ? 1 : 0);
-      expect(of("refund"), t.id).toBe(t.status === "refunded" ? 1 : 0);
-    }
-    const crossShard = transfers.filter(
-      (t) => ShardedUUID.shardOf(t.fromWalletId) !== ShardedUUID.shardOf(t.toWalletId),
-    );
-    expect(crossShard.length).toBeGreaterThan(10);
-    expect(transfers.some((t) => t.status === "refunded")).toBe(true);
-    // The faults really happened: calls went unanswered and got 503s, and the second relay
-    // delivered (each twice) and left deliveries hanging.
-    expect(answers.noAnswer).toBeGreaterThan(0);
-    expect(answers.unavailable).toBeGreaterThan(0);
-    expect(relay.output()).toMatch(/delivered /);
-    expect(relay.output()).toMatch(/hung /);
-  }, 300_000);
+      // What clients know for sure: only answered calls count; the others are retried with their key.
+      let deposited = 0n;
+      let withdrawn = 0n;
+      const transferIds = new Set<string>();
+      const unanswered: { op: Op; key: string }[] = [];
+      const answers = { ok: 0, refused: 0, unavailable: 0, noAnswer: 0 };
+      async function run(op: Op, key: string = randomUUID()): Promise<void> {
+        const res =
+          op.kind === "transfer"
+            ? await call(
+                "POST",
+                "/transfers",
+                {
+                  fromWalletId: wallets[op.from]!.id,
+                  toWalletId: wallets[op.to]!.id,
+                  amount: String(op.amount),
+                },
+                key,
+              )
+            : await call(
+                "POST",
+                `/wallets/${wallets[op.wallet]!.id}/${op.kind === "deposit" ? "deposits" : "withdrawals"}`,
+                { amount: String(op.amount) },
+                key,
+              );
+        if (res === undefined || res.status >= 500) {
+          // No answer, or 503 (never a 500): the call may or may not have happened; retry it later.
+          expect(res?.status ?? 503, JSON.stringify(res?.body)).toBe(503);
+          if (res) answers.unavailable++;
+          else answers.noAnswer++;
+          unanswered.push({ op, key });
+          return;
+        }
+        expect(res.body.error, JSON.stringify(res.body)).not.toBe("IDEMPOTENCY_CONFLICT");
+        if (res.status >= 400) {
+          answers.refused++;
+          return;
+        }
+        answers.ok++;
+        if (op.kind === "deposit") deposited += BigInt(op.amount);
+        else if (op.kind === "withdraw") withdrawn += BigInt(op.amount);
+        else transferIds.add(String(res.body.id));
+      }
+      /** Retries every unanswered call with its own key until each has an answer. */
+      async function retryUnanswered() {
+        for (let round = 0; unanswered.length > 0; round++) {
+          if (round >= 60) throw new Error(`still unanswered: ${JSON.stringify(unanswered)}`);
+          const again = unanswered.splice(0);
+          await Promise.all(again.map(({ op, key }) => run(op, key)));
+          if (unanswered.length > 0) await new Promise((r) => setTimeout(r, 250)); // a client's backoff
+        }
+      }
+
+      const ops = fc.sample(fc.array(opArb(wallets.length), { minLength: 120, maxLength: 120 }), {
+        seed: 20261201,
+        numRuns: 1,
+      })[0]!;
+      const batches = Array.from({ length: ops.length / 10 }, (_, i) => ops.slice(i * 10, i * 10 + 10));
+      const runBatch = (batch: Op[]) => Promise.all(batch.map((op) => run(op)));
+      for (let w = 0; w < wallets.length; w++) await run({ kind: "deposit", wallet: w, amount: 10_000 });
+
+      // 1. Work, then SIGKILL mid-batch: calls in flight get no answer; the service starts again.
+      for (const batch of batches.slice(0, 2)) await runBatch(batch);
+      const calls = [...batches[2]!, ...batches[3]!].map((op) => run(op));
+      await Promise.race(calls); // the first answer: the others are on their way
+      svc.kill();
+      await svc.exited;
+      await Promise.all(calls);
+      ({ child: svc, base } = await service());
+      await retryUnanswered();
+
+      // 2. The second server is down for 3 s or more: many times the relay's retry budget (2
+      // attempts, backoff 50-300 ms). Work on its shard gets 503; saga steps waiting for it wait.
+      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+        const began = Date.now();
+        let next = 4;
+        while (next < 6 || Date.now() - began < 3000) await runBatch(batches[next++ % 12]!);
+      });
+      await retryUnanswered();
+
+      // 3. The second server frozen: its shard's calls end in 503 after the deadline, and a transfer
+      // between two shards of the healthy server completes meanwhile (nothing waits on the frozen one).
+      const euroOn = (shard: string) => wallets.findIndex((w) => w.shard === shard && w.currency === "EUR");
+      await withClusterFrozen(SECOND.cluster, async () => {
+        const transfer = { kind: "transfer", from: euroOn("0/0"), to: euroOn("1/0"), amount: 1 } as const;
+        await run({ kind: "deposit", wallet: transfer.from, amount: 1 });
+        const before = transferIds.size;
+        await run(transfer);
+        expect(transferIds.size).toBe(before + 1);
+        const id = [...transferIds].at(-1)!;
+        const until = Date.now() + 20_000;
+        for (;;) {
+          const res = await call("GET", `/transfers/${id}`, undefined);
+          if (res?.body.status === "completed") break;
+          if (Date.now() > until)
+            throw new Error(`transfer ${id} between healthy shards stuck: ${JSON.stringify(res)}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        await runBatch(batches[6]!);
+      });
+
+      // 4. Healed: the rest of the work, every unanswered call retried, and the relays drain.
+      for (const batch of batches.slice(7)) await runBatch(batch);
+      await retryUnanswered();
+      const until = Date.now() + 90_000;
+      for (;;) {
+        const events = await world.all<{ status: string }>("outboxEvent");
+        const transfers = await world.all<Transfer>("transfer");
+        if (events.every((e) => e.status === "delivered") && transfers.every((t) => t.status !== "pending"))
+          break;
+        if (Date.now() > until) {
+          const counts: Record<string, number> = {};
+          for (const e of events) counts[e.status] = (counts[e.status] ?? 0) + 1;
+          throw new Error(
+            `not drained: events ${JSON.stringify(counts)}, pending transfers ${transfers.filter((t) => t.status === "pending").length}`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      svc.kill();
+      relay.kill();
+
+      // The invariants.
+      const allWallets = await world.all<Wallet>("wallet");
+      const entries = await world.all<Entry>("entry");
+      const transfers = await world.all<Transfer>("transfer");
+      const total = allWallets.reduce((sum, w) => sum + w.balance, 0n);
+      expect(total).toBe(deposited - withdrawn);
+      for (const wallet of allWallets) {
+        const ledger = entries.filter((e) => e.walletId === wallet.id).reduce((sum, e) => sum + e.amount, 0n);
+        expect(ledger, `ledger of ${wallet.id}`).toBe(wallet.balance);
+        expect(wallet.balance >= 0n).toBe(true);
+      }
+      expect(transfers.map((t) => t.id).sort()).toEqual([...transferIds].sort());
+      for (const t of transfers) {
+        expect(["completed", "refunded"]).toContain(t.status);
+        const of = (kind: string) => entries.filter((e) => e.transferId === t.id && e.kind === kind).length;
+        expect(of("transfer_out"), t.id).toBe(1);
+        expect(of("transfer_in"), t.id).toBe(t.status === "completed" ? 1 : 0);
+        expect(of("refund"), t.id).toBe(t.status === "refunded" ? 1 : 0);
+      }
+      const crossShard = transfers.filter(
+        (t) => ShardedUUID.shardOf(t.fromWalletId) !== ShardedUUID.shardOf(t.toWalletId),
+      );
+      expect(crossShard.length).toBeGreaterThan(10);
+      expect(transfers.some((t) => t.status === "refunded")).toBe(true);
+      // The faults really happened: calls went unanswered and got 503s, and the second relay
+      // delivered (each twice) and left deliveries hanging.
+      expect(answers.noAnswer).toBeGreaterThan(0);
+      expect(answers.unavailable).toBeGreaterThan(0);
+      expect(relay.output()).toMatch(/delivered /);
+      expect(relay.output()).toMatch(/hung /);
+    },
+    patient(300_000),
+  );
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { auth, bearer, operator, TEST_SECRET } from "./test/auth.js";
@@ -44,46 +44,48 @@ describe("customers and wallets", () => {
 });
 
 describe("a shard whose server is frozen", () => {
-  it("answers 503 naming the shard after the deadline instead of hanging; other shards answer", async ({
-    skip,
-  }) => {
-    skip(secondSkipped !== "", secondSkipped);
-    let frozen = await world.customerWithWallet("MX", "frozen-0", "MXN", "10");
-    for (let i = 1; i < 20 && ShardedUUID.shardOf(frozen.walletId).key !== "1/1"; i++) {
-      frozen = await world.customerWithWallet("MX", `frozen-${i}`, "MXN", "10");
-    }
-    expect(ShardedUUID.shardOf(frozen.walletId).key).toBe("1/1"); // on the second server
-    const up = await world.customerWithWallet("DE", "thawed", "EUR", "10");
-    await withClusterFrozen(SECOND.cluster, async () => {
-      const res = await world.http("GET", `/wallets/${frozen.walletId}`);
-      expect(res.status).toBe(503);
-      expect(res.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1" });
-      expect(res.body.message).toMatch(/did not answer within 3000 ms/);
-      expect((await world.http("GET", `/wallets/${up.walletId}`)).status).toBe(200);
-      // A command there: its outcome is unknown, and the answer says so and how to learn it.
-      const deposit = await world.http(
+  it(
+    "answers 503 naming the shard after the deadline instead of hanging; other shards answer",
+    async ({ skip }) => {
+      skip(secondSkipped !== "", secondSkipped);
+      let frozen = await world.customerWithWallet("MX", "frozen-0", "MXN", "10");
+      for (let i = 1; i < 20 && ShardedUUID.shardOf(frozen.walletId).key !== "1/1"; i++) {
+        frozen = await world.customerWithWallet("MX", `frozen-${i}`, "MXN", "10");
+      }
+      expect(ShardedUUID.shardOf(frozen.walletId).key).toBe("1/1"); // on the second server
+      const up = await world.customerWithWallet("DE", "thawed", "EUR", "10");
+      await withClusterFrozen(SECOND.cluster, async () => {
+        const res = await world.http("GET", `/wallets/${frozen.walletId}`);
+        expect(res.status).toBe(503);
+        expect(res.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1" });
+        expect(res.body.message).toMatch(/did not answer within 3000 ms/);
+        expect((await world.http("GET", `/wallets/${up.walletId}`)).status).toBe(200);
+        // A command there: its outcome is unknown, and the answer says so and how to learn it.
+        const deposit = await world.http(
+          "POST",
+          `/wallets/${frozen.walletId}/deposits`,
+          { amount: "5" },
+          "frozen-deposit-1",
+        );
+        expect(deposit.status).toBe(503);
+        expect(deposit.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1", outcome: "unknown" });
+        expect(deposit.body.message).toBe(
+          "shard 1/1 did not answer within 3000 ms: the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers",
+        );
+      });
+      expect((await world.http("GET", `/wallets/${frozen.walletId}`)).status).toBe(200);
+      // The retry with the key gets the outcome: applied once, whether the first attempt committed late or not.
+      const retry = await world.http(
         "POST",
         `/wallets/${frozen.walletId}/deposits`,
         { amount: "5" },
         "frozen-deposit-1",
       );
-      expect(deposit.status).toBe(503);
-      expect(deposit.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1", outcome: "unknown" });
-      expect(deposit.body.message).toBe(
-        "shard 1/1 did not answer within 3000 ms: the outcome is unknown (the command may have been applied); retry with the same Idempotency-Key, which returns the outcome once the shard answers",
-      );
-    });
-    expect((await world.http("GET", `/wallets/${frozen.walletId}`)).status).toBe(200);
-    // The retry with the key gets the outcome: applied once, whether the first attempt committed late or not.
-    const retry = await world.http(
-      "POST",
-      `/wallets/${frozen.walletId}/deposits`,
-      { amount: "5" },
-      "frozen-deposit-1",
-    );
-    expect(retry.status).toBe(200);
-    expect((await world.http("GET", `/wallets/${frozen.walletId}`)).body.wallet.balance).toBe("15");
-  }, 60_000);
+      expect(retry.status).toBe(200);
+      expect((await world.http("GET", `/wallets/${frozen.walletId}`)).body.wallet.balance).toBe("15");
+    },
+    patient(60_000),
+  );
 });
 
 describe("bad text and huge input", () => {
@@ -207,34 +209,36 @@ describe("concurrency", () => {
 });
 
 describe("a shard whose server is down", () => {
-  it("answers 503 naming the shard, with a retry hint, for reads, writes and lists; other shards answer", async ({
-    skip,
-  }) => {
-    skip(secondSkipped !== "", secondSkipped);
-    // 1/1 lives on the second server: find a tenant the placement puts there (the hash is deterministic).
-    let down = await world.customerWithWallet("MX", "down-0", "MXN", "10");
-    for (let i = 1; i < 20 && ShardedUUID.shardOf(down.walletId).key !== "1/1"; i++) {
-      down = await world.customerWithWallet("MX", `down-${i}`, "MXN", "10");
-    }
-    expect(ShardedUUID.shardOf(down.walletId).key).toBe("1/1");
-    const up = await world.customerWithWallet("DE", "up", "EUR", "10");
-    await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-      for (const [method, url, body] of [
-        ["GET", `/wallets/${down.walletId}`, undefined],
-        ["POST", `/wallets/${down.walletId}/deposits`, { amount: "1" }],
-      ] as const) {
-        const res = await world.http(method, url, body);
-        expect(res.status, url).toBe(503);
-        expect(res.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1" });
-        expect(res.headers["retry-after"]).toBe("1");
+  it(
+    "answers 503 naming the shard, with a retry hint, for reads, writes and lists; other shards answer",
+    async ({ skip }) => {
+      skip(secondSkipped !== "", secondSkipped);
+      // 1/1 lives on the second server: find a tenant the placement puts there (the hash is deterministic).
+      let down = await world.customerWithWallet("MX", "down-0", "MXN", "10");
+      for (let i = 1; i < 20 && ShardedUUID.shardOf(down.walletId).key !== "1/1"; i++) {
+        down = await world.customerWithWallet("MX", `down-${i}`, "MXN", "10");
       }
-      const list = await world.http("GET", "/admin/wallets?limit=5");
-      expect(list.status).toBe(503);
-      expect(list.body.missing).toEqual(["1/1"]);
-      expect((await world.http("GET", `/wallets/${up.walletId}`)).status).toBe(200);
-    });
-    expect((await world.http("GET", `/wallets/${down.walletId}`)).status).toBe(200);
-  }, 60_000);
+      expect(ShardedUUID.shardOf(down.walletId).key).toBe("1/1");
+      const up = await world.customerWithWallet("DE", "up", "EUR", "10");
+      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+        for (const [method, url, body] of [
+          ["GET", `/wallets/${down.walletId}`, undefined],
+          ["POST", `/wallets/${down.walletId}/deposits`, { amount: "1" }],
+        ] as const) {
+          const res = await world.http(method, url, body);
+          expect(res.status, url).toBe(503);
+          expect(res.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1" });
+          expect(res.headers["retry-after"]).toBe("1");
+        }
+        const list = await world.http("GET", "/admin/wallets?limit=5");
+        expect(list.status).toBe(503);
+        expect(list.body.missing).toEqual(["1/1"]);
+        expect((await world.http("GET", `/wallets/${up.walletId}`)).status).toBe(200);
+      });
+      expect((await world.http("GET", `/wallets/${down.walletId}`)).status).toBe(200);
+    },
+    patient(60_000),
+  );
 });
 
 describe("money moves", () => {

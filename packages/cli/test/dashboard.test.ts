@@ -4,7 +4,7 @@
 // shows its step and then its outcome, a database stopped turns its column down while the rest go
 // on, the balancer's plan runs from the page, and no answer ever carries a password.
 import { ShardIdentifier } from "@shardkit/id";
-import { MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
+import { MAIN_PORT, patient, withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import type { Browser, Page } from "playwright-core";
@@ -133,7 +133,7 @@ beforeAll(async () => {
     .catch(() => {});
   chromium = await launchChromium();
   page = await chromium.browser.newPage({ viewport: { width: 1400, height: 1000 } });
-}, 120_000);
+}, patient(120_000));
 
 afterAll(async () => {
   stream.abort();
@@ -286,92 +286,96 @@ describe("shardkit dashboard in a browser", () => {
     );
   });
 
-  it("runs the balancer's plan from the page once confirmed, pauses after the move under way, resumes, and loses no row", async () => {
-    await page.locator("[data-action=plan]").click();
-    await until(
-      () => document.querySelector("[data-testid=message]")?.textContent?.startsWith("planned") === true,
-      null,
-    );
-    const shownPlan = (await (await fetch(`${dashboard.origin}/api/state`)).json()) as DashboardSnapshot;
-    const planned = shownPlan.plan!.moves;
-    expect(planned.length).toBeGreaterThan(1);
-    // The page shows the plan the server made, each move from where its shard is now.
-    await until(
-      (moves) =>
-        moves.every(
-          (m) =>
-            document.querySelector(`[data-testid=plan-move][data-shard="${m.shard}"]`) !== null &&
-            document.querySelector(
-              `[data-testid=database][data-name="${m.from}"] [data-testid=shard][data-key="${m.shard}"]`,
-            ) !== null,
-        ),
-      planned,
-    );
-    await screenshot(page, "dashboard-plan");
-    const keyOf = (name: string) => (["a", "b", "c"] as const).find((k) => shown(k) === name)!;
-    const [first, ...rest] = planned;
-    // The first move waits at its target on a row this test writes there, until the test lets go.
-    const held = await holdShardAt(urls[keyOf(first!.to)], urls.a, first!.shard);
-    try {
-      await page.locator("[data-action=balance]").click();
-      await page.locator("[data-testid=confirm]").click();
+  it(
+    "runs the balancer's plan from the page once confirmed, pauses after the move under way, resumes, and loses no row",
+    async () => {
+      await page.locator("[data-action=plan]").click();
+      await until(
+        () => document.querySelector("[data-testid=message]")?.textContent?.startsWith("planned") === true,
+        null,
+      );
+      const shownPlan = (await (await fetch(`${dashboard.origin}/api/state`)).json()) as DashboardSnapshot;
+      const planned = shownPlan.plan!.moves;
+      expect(planned.length).toBeGreaterThan(1);
+      // The page shows the plan the server made, each move from where its shard is now.
+      await until(
+        (moves) =>
+          moves.every(
+            (m) =>
+              document.querySelector(`[data-testid=plan-move][data-shard="${m.shard}"]`) !== null &&
+              document.querySelector(
+                `[data-testid=database][data-name="${m.from}"] [data-testid=shard][data-key="${m.shard}"]`,
+              ) !== null,
+          ),
+        planned,
+      );
+      await screenshot(page, "dashboard-plan");
+      const keyOf = (name: string) => (["a", "b", "c"] as const).find((k) => shown(k) === name)!;
+      const [first, ...rest] = planned;
+      // The first move waits at its target on a row this test writes there, until the test lets go.
+      const held = await holdShardAt(urls[keyOf(first!.to)], urls.a, first!.shard);
+      try {
+        await page.locator("[data-action=balance]").click();
+        await page.locator("[data-testid=confirm]").click();
+        await until(
+          (shard) =>
+            document.querySelector(`[data-testid=move][data-shard="${shard}"]`) !== null &&
+            document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "running",
+          first!.shard,
+        );
+        await page.locator("[data-action=pause]").click();
+        await page.locator("[data-testid=confirm]").click();
+        await until(
+          () => document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "pausing",
+          null,
+        );
+      } finally {
+        await held.release();
+      }
+      // The move under way ends (moved); no other starts.
+      await until(
+        () => document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "paused",
+        null,
+      );
       await until(
         (shard) =>
-          document.querySelector(`[data-testid=move][data-shard="${shard}"]`) !== null &&
-          document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "running",
+          document.querySelector(`[data-testid=move-ended][data-shard="${shard}"][data-outcome=moved]`) !==
+          null,
         first!.shard,
       );
-      await page.locator("[data-action=pause]").click();
+      const state = (await (await fetch(`${dashboard.origin}/api/state`)).json()) as DashboardSnapshot;
+      expect(state.run).toMatchObject({ state: "paused", done: 1, total: planned.length });
+      // The moves left are on the page: resume makes exactly those.
+      expect(state.run!.left.map((m) => m.shard)).toEqual(rest.map((m) => m.shard));
+      const left = await page.locator("[data-testid=run-left]").textContent();
+      for (const m of rest) expect(left).toContain(m.shard);
+      for (const m of rest) expect(state.history.some((h) => h.shard === m.shard)).toBe(false);
+      await page.locator("[data-action=resume]").click();
       await page.locator("[data-testid=confirm]").click();
       await until(
-        () => document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "pausing",
+        () => document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "done",
         null,
+        120_000,
       );
-    } finally {
-      await held.release();
-    }
-    // The move under way ends (moved); no other starts.
-    await until(
-      () => document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "paused",
-      null,
-    );
-    await until(
-      (shard) =>
-        document.querySelector(`[data-testid=move-ended][data-shard="${shard}"][data-outcome=moved]`) !==
-        null,
-      first!.shard,
-    );
-    const state = (await (await fetch(`${dashboard.origin}/api/state`)).json()) as DashboardSnapshot;
-    expect(state.run).toMatchObject({ state: "paused", done: 1, total: planned.length });
-    // The moves left are on the page: resume makes exactly those.
-    expect(state.run!.left.map((m) => m.shard)).toEqual(rest.map((m) => m.shard));
-    const left = await page.locator("[data-testid=run-left]").textContent();
-    for (const m of rest) expect(left).toContain(m.shard);
-    for (const m of rest) expect(state.history.some((h) => h.shard === m.shard)).toBe(false);
-    await page.locator("[data-action=resume]").click();
-    await page.locator("[data-testid=confirm]").click();
-    await until(
-      () => document.querySelector("[data-testid=run]")?.getAttribute("data-state") === "done",
-      null,
-      120_000,
-    );
-    await until(
-      (moves) =>
-        moves.every(
-          (m) =>
-            document.querySelector(
-              `[data-testid=move-ended][data-shard="${m.shard}"][data-outcome=moved]`,
-            ) !== null &&
-            document.querySelector(
-              `[data-testid=database][data-name="${m.to}"] [data-testid=shard][data-key="${m.shard}"]`,
-            ) !== null,
-        ),
-      planned,
-    );
-    await screenshot(page, "dashboard-balanced");
-    // Every row seeded is at its shard's new owner, once.
-    for (const m of planned) expect((await rowsPerShard(urls[keyOf(m.to)]))[m.shard]).toBe(20);
-  }, 180_000);
+      await until(
+        (moves) =>
+          moves.every(
+            (m) =>
+              document.querySelector(
+                `[data-testid=move-ended][data-shard="${m.shard}"][data-outcome=moved]`,
+              ) !== null &&
+              document.querySelector(
+                `[data-testid=database][data-name="${m.to}"] [data-testid=shard][data-key="${m.shard}"]`,
+              ) !== null,
+          ),
+        planned,
+      );
+      await screenshot(page, "dashboard-balanced");
+      // Every row seeded is at its shard's new owner, once.
+      for (const m of planned) expect((await rowsPerShard(urls[keyOf(m.to)]))[m.shard]).toBe(20);
+    },
+    patient(180_000),
+  );
 
   it("no page, answer or event carries a password or a connection string", async () => {
     const html = await page.content();

@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { catalogVersion, inDependencyOrder, packWorkspacePackages } from "@shardkit/vitest-config/quality";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
-import { dropCluster, testCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
+import { dropCluster, patient, testCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
 import { listTemplates } from "./templates.js";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
@@ -232,12 +232,12 @@ beforeAll(async () => {
     const created = await create(`my-${t}`, t);
     if (created.code !== 0) throw new Error(`create-shardkit my-${t} --template ${t}:\n${tail(created)}`);
   }
-}, 300_000);
+}, patient(300_000));
 
 afterAll(() => {
   dropClusters((name) => [...clusters.values()].some((c) => c.startsWith(`${name}:`)));
   if (!process.env.SHARDKIT_KEEP_PACK) rmSync(work, { recursive: true, force: true });
-}, 120_000);
+}, patient(120_000));
 
 describe("npm create shardkit@latest my-x -- --template x, then npm install, npm test, npm run demo", () => {
   it("one template per reference service", () => {
@@ -327,7 +327,7 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
         `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s, npm run demo ${demo.seconds} s, typecheck ${typecheck.seconds} s${skipped ? `, without clusters ${skipped.seconds} s` : ""}`,
       );
     },
-    1_200_000,
+    patient(1_200_000),
   );
 
   it.skipIf(why !== undefined)(
@@ -375,6 +375,6 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
         for (const { cluster } of servers) await dropCluster(cluster).catch(() => {});
       }
     },
-    900_000,
+    patient(900_000),
   );
 });

@@ -18,6 +18,7 @@ import {
   ClustersUnavailableError,
   dropCluster,
   ensureCluster,
+  patient,
   whyNoClusters,
 } from "../../../tooling/test-db/index.js";
 import {
@@ -378,7 +379,7 @@ describe("the templates' src/test/test-db.js (tooling/test-db)", () => {
       expect(clusterState(own)).toBe("absent");
       expect(existsSync(`/etc/postgresql/${v}/${own}`)).toBe(false);
     },
-    120_000,
+    patient(120_000),
   );
 
   it("says why it cannot make PostgreSQL servers, or nothing when it can", async () => {

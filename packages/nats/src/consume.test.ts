@@ -1,6 +1,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, emitEvent, type OutboxMessage } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, describe, expect, inject, it, onTestFinished } from "vitest";
 import type { Deposit, NatsScope, World } from "../test/world.js";
@@ -154,92 +155,100 @@ describe("consumeEvents: each event applied once", () => {
     expect(consumer.stats).toEqual({ applied: 4, duplicates: 0, failed: 1, invalid: 0 });
   });
 
-  it("an ack that never reaches NATS (the connection lost after the commit): NATS redelivers after the ack wait and the event is recognised", async () => {
-    const accounts = await w.seed(1);
-    await publishAll();
-    // Consumer A commits the first event, then loses its connection before its ack.
-    const ncA = await connect({ servers: inject("natsUrl") });
-    const committed: string[] = [];
-    let current: ReceivedEvent<Deposit> | undefined;
-    const lostAck = {
-      async $transactionOn<R>(shard: string, fn: (tx: Tx) => Promise<R>): Promise<R> {
-        const result = await w.db.$transactionOn(shard, fn);
-        committed.push(current!.id);
-        await ncA.close();
-        return result;
-      },
-    };
-    const a = await consumeEvents<Tx, Deposit>({
-      connection: ncA,
-      stream: n.stream,
-      consumer: "ledger",
-      ackWaitMs: 1000,
-      concurrency: 1, // one event in hand when the connection goes
-      db: lostAck,
-      shardOf: (event) => {
-        current = event;
-        return event.payload.account;
-      },
-      apply: async (tx, event) => {
-        await tx.account.update({
-          where: { id: event.payload.account },
-          data: { balance: { increment: event.payload.amount } },
-        });
-      },
-      onError: () => {},
-    });
-    await within(
-      a.done.catch(() => {}),
-      10_000,
-      "consumer A ending with its connection",
-    );
-    expect(committed).toHaveLength(1);
-    expect(a.stats.applied).toBe(1);
+  it(
+    "an ack that never reaches NATS (the connection lost after the commit): NATS redelivers after the ack wait and the event is recognised",
+    async () => {
+      const accounts = await w.seed(1);
+      await publishAll();
+      // Consumer A commits the first event, then loses its connection before its ack.
+      const ncA = await connect({ servers: inject("natsUrl") });
+      const committed: string[] = [];
+      let current: ReceivedEvent<Deposit> | undefined;
+      const lostAck = {
+        async $transactionOn<R>(shard: string, fn: (tx: Tx) => Promise<R>): Promise<R> {
+          const result = await w.db.$transactionOn(shard, fn);
+          committed.push(current!.id);
+          await ncA.close();
+          return result;
+        },
+      };
+      const a = await consumeEvents<Tx, Deposit>({
+        connection: ncA,
+        stream: n.stream,
+        consumer: "ledger",
+        ackWaitMs: 1000,
+        concurrency: 1, // one event in hand when the connection goes
+        db: lostAck,
+        shardOf: (event) => {
+          current = event;
+          return event.payload.account;
+        },
+        apply: async (tx, event) => {
+          await tx.account.update({
+            where: { id: event.payload.account },
+            data: { balance: { increment: event.payload.amount } },
+          });
+        },
+        onError: () => {},
+      });
+      await within(
+        a.done.catch(() => {}),
+        10_000,
+        "consumer A ending with its connection",
+      );
+      expect(committed).toHaveLength(1);
+      expect(a.stats.applied).toBe(1);
 
-    // Consumer B on the same durable gets everything A did not ack, the committed event included.
-    const b = await ledger();
-    await b.done.reached(2);
-    const again = b.outcomes.find((o) => o.id === committed[0])!;
-    expect(again.outcome).toBe("duplicate");
-    expect(again.deliveryCount).toBeGreaterThanOrEqual(2);
-    expect(b.outcomes.filter((o) => o.outcome === "applied")).toHaveLength(1);
-    expect(await w.balances(accounts)).toEqual({ [accounts[0]!]: 1n, [accounts[1]!]: 1n });
-    expect(await w.processed()).toBe(2);
-  }, 30_000);
+      // Consumer B on the same durable gets everything A did not ack, the committed event included.
+      const b = await ledger();
+      await b.done.reached(2);
+      const again = b.outcomes.find((o) => o.id === committed[0])!;
+      expect(again.outcome).toBe("duplicate");
+      expect(again.deliveryCount).toBeGreaterThanOrEqual(2);
+      expect(b.outcomes.filter((o) => o.outcome === "applied")).toHaveLength(1);
+      expect(await w.balances(accounts)).toEqual({ [accounts[0]!]: 1n, [accounts[1]!]: 1n });
+      expect(await w.processed()).toBe(2);
+    },
+    patient(30_000),
+  );
 
-  it("a consumer process SIGKILLed between its commit and its ack: the next process recognises the redelivered event and applies the rest", async () => {
-    const accounts = await w.seed(2); // 4 events
-    await publishAll();
-    const { child, exited } = spawnChild("consumer-child.ts", "CONSUMER_CHILD", w, {
-      stream: n.stream,
-      consumer: "ledger",
-      ackWaitMs: 1000,
-    });
-    const committed = await within(
-      new Promise<string>((resolve, reject) => {
-        let out = "";
-        child.stdout!.on("data", (chunk: Buffer) => {
-          out += chunk.toString();
-          const line = out.split("\n").find((l) => l.startsWith("committed "));
-          if (line) resolve(line.split(" ")[1]!);
-        });
-        child.once("exit", (code) => reject(new Error(`consumer child exited early (${code})`)));
-      }),
-      45_000, // a process start (tsx, Prisma, NATS) can take long on a busy machine
-      "the consumer child committing its first event",
-    );
-    child.kill("SIGKILL");
-    await exited;
-    expect(await w.processed()).toBe(1); // applied and recorded, never acked
+  it(
+    "a consumer process SIGKILLed between its commit and its ack: the next process recognises the redelivered event and applies the rest",
+    async () => {
+      const accounts = await w.seed(2); // 4 events
+      await publishAll();
+      const { child, exited } = spawnChild("consumer-child.ts", "CONSUMER_CHILD", w, {
+        stream: n.stream,
+        consumer: "ledger",
+        ackWaitMs: 1000,
+      });
+      const committed = await within(
+        new Promise<string>((resolve, reject) => {
+          let out = "";
+          child.stdout!.on("data", (chunk: Buffer) => {
+            out += chunk.toString();
+            const line = out.split("\n").find((l) => l.startsWith("committed "));
+            if (line) resolve(line.split(" ")[1]!);
+          });
+          child.once("exit", (code) => reject(new Error(`consumer child exited early (${code})`)));
+        }),
+        45_000, // a process start (tsx, Prisma, NATS) can take long on a busy machine
+        "the consumer child committing its first event",
+      );
+      child.kill("SIGKILL");
+      await exited;
+      expect(await w.processed()).toBe(1); // applied and recorded, never acked
 
-    const { outcomes, done, consumer } = await ledger();
-    await done.reached(4);
-    expect(outcomes.find((o) => o.id === committed)?.outcome).toBe("duplicate");
-    expect(outcomes.filter((o) => o.outcome === "applied")).toHaveLength(3);
-    expect(await w.balances(accounts)).toEqual({ [accounts[0]!]: 3n, [accounts[1]!]: 3n });
-    expect(await w.processed()).toBe(4);
-    expect(consumer.stats).toMatchObject({ applied: 3, duplicates: 1 });
-  }, 90_000);
+      const { outcomes, done, consumer } = await ledger();
+      await done.reached(4);
+      expect(outcomes.find((o) => o.id === committed)?.outcome).toBe("duplicate");
+      expect(outcomes.filter((o) => o.outcome === "applied")).toHaveLength(3);
+      expect(await w.balances(accounts)).toEqual({ [accounts[0]!]: 3n, [accounts[1]!]: 3n });
+      expect(await w.processed()).toBe(4);
+      expect(consumer.stats).toMatchObject({ applied: 3, duplicates: 1 });
+    },
+    patient(90_000),
+  );
 
   it("applies different aggregates side by side and one aggregate's events in order", async () => {
     const accounts = await w.seed(6);

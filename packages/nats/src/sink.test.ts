@@ -1,6 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, decodeJson, type OutboxMessage } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { describe, expect, inject, it } from "vitest";
 import { privateNatsServer } from "../test/nats-server.js";
@@ -99,75 +100,83 @@ describe("jetStreamSink through the outbox relay", () => {
     expect((await w.outbox()).every((e) => e.status === "delivered")).toBe(true);
   });
 
-  it("a relay killed after publishing, before it marked the events delivered: the next relay's publishes are duplicates, each event is stored once", async () => {
-    await w.seed(1); // one event on each shard database
-    const { child, exited } = spawnChild("relay-child.ts", "SINK_CHILD", w, {
-      prefix: n.prefix,
-      stream: n.stream,
-      leaseMs: 2500,
-    });
-    const published = await within(
-      new Promise<string[]>((resolve, reject) => {
-        let out = "";
-        child.stdout!.on("data", (chunk: Buffer) => {
-          out += chunk.toString();
-          const lines = out.split("\n").filter((l) => l.startsWith("published "));
-          if (lines.length === 2) resolve(lines.map((l) => l.split(" ")[1]!));
-        });
-        child.once("exit", (code) => reject(new Error(`relay child exited early (${code})`)));
-      }),
-      45_000, // a process start (tsx, Prisma, NATS) can take long on a busy machine
-      "the relay child publishing both events",
-    );
-    child.kill("SIGKILL");
-    await exited;
-    expect((await w.outbox()).map((e) => e.status)).toEqual(["pending", "pending"]);
-    expect(await n.stored()).toHaveLength(2);
+  it(
+    "a relay killed after publishing, before it marked the events delivered: the next relay's publishes are duplicates, each event is stored once",
+    async () => {
+      await w.seed(1); // one event on each shard database
+      const { child, exited } = spawnChild("relay-child.ts", "SINK_CHILD", w, {
+        prefix: n.prefix,
+        stream: n.stream,
+        leaseMs: 2500,
+      });
+      const published = await within(
+        new Promise<string[]>((resolve, reject) => {
+          let out = "";
+          child.stdout!.on("data", (chunk: Buffer) => {
+            out += chunk.toString();
+            const lines = out.split("\n").filter((l) => l.startsWith("published "));
+            if (lines.length === 2) resolve(lines.map((l) => l.split(" ")[1]!));
+          });
+          child.once("exit", (code) => reject(new Error(`relay child exited early (${code})`)));
+        }),
+        45_000, // a process start (tsx, Prisma, NATS) can take long on a busy machine
+        "the relay child publishing both events",
+      );
+      child.kill("SIGKILL");
+      await exited;
+      expect((await w.outbox()).map((e) => e.status)).toEqual(["pending", "pending"]);
+      expect(await n.stored()).toHaveLength(2);
 
-    // The killed relay's lease ends (2.5 s); this relay claims the events again and publishes them again.
-    const { publish } = recordingSink({ connection: n.nc, prefix: n.prefix, stream: n.stream });
-    const receipts: { id: string; receipt: PublishReceipt }[] = [];
-    const relay = relayWith(async (m) => receipts.push({ id: m.id, receipt: await publish(m) }));
-    await deliverAll(relay, 2);
-    expect(receipts.map((r) => r.id).sort()).toEqual([...published].sort());
-    expect(receipts.every((r) => r.receipt.duplicate)).toBe(true);
-    expect(await n.stored()).toHaveLength(2);
-    expect((await w.outbox()).map((e) => e.status)).toEqual(["delivered", "delivered"]);
-  }, 90_000);
-
-  it("the NATS server down: deliver throws, the events stay pending (never dead); once it is back the relay delivers each once", async () => {
-    const server = await privateNatsServer();
-    const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-    try {
-      const jsStream = `${n.stream}_PRIVATE`;
-      await ensureStream(nc, { name: jsStream, subjects: [`${n.prefix}.>`] });
-      await w.seed(1);
-      const publish = jetStreamSink({ connection: nc, prefix: n.prefix, stream: jsStream, timeoutMs: 300 });
-      await server.stop();
-
-      const [message] = await probeMessages();
-      await expect(publish(message!)).rejects.toBeInstanceOf(PublishTimeoutError);
-      // maxAttempts 1: any failure that is not retryable would be a dead letter at once.
-      const relay = relayWith(publish, { maxAttempts: 1 });
-      const down = await relay.runOnce();
-      expect(down.databases.map((d) => [d.delivered, d.retried, d.dead])).toEqual([
-        [0, 1, 0],
-        [0, 1, 0],
-      ]);
-      const pending = await w.outbox();
-      expect(pending.map((e) => e.status)).toEqual(["pending", "pending"]);
-      expect(pending.every((e) => e.lastError?.includes("did not acknowledge"))).toBe(true);
-
-      await server.start();
+      // The killed relay's lease ends (2.5 s); this relay claims the events again and publishes them again.
+      const { publish } = recordingSink({ connection: n.nc, prefix: n.prefix, stream: n.stream });
+      const receipts: { id: string; receipt: PublishReceipt }[] = [];
+      const relay = relayWith(async (m) => receipts.push({ id: m.id, receipt: await publish(m) }));
       await deliverAll(relay, 2);
+      expect(receipts.map((r) => r.id).sort()).toEqual([...published].sort());
+      expect(receipts.every((r) => r.receipt.duplicate)).toBe(true);
+      expect(await n.stored()).toHaveLength(2);
       expect((await w.outbox()).map((e) => e.status)).toEqual(["delivered", "delivered"]);
-      const info = await (await jetstreamManager(nc)).streams.info(jsStream);
-      expect(info.state.messages).toBe(2);
-    } finally {
-      await nc.close();
-      await server.dispose();
-    }
-  }, 60_000);
+    },
+    patient(90_000),
+  );
+
+  it(
+    "the NATS server down: deliver throws, the events stay pending (never dead); once it is back the relay delivers each once",
+    async () => {
+      const server = await privateNatsServer();
+      const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+      try {
+        const jsStream = `${n.stream}_PRIVATE`;
+        await ensureStream(nc, { name: jsStream, subjects: [`${n.prefix}.>`] });
+        await w.seed(1);
+        const publish = jetStreamSink({ connection: nc, prefix: n.prefix, stream: jsStream, timeoutMs: 300 });
+        await server.stop();
+
+        const [message] = await probeMessages();
+        await expect(publish(message!)).rejects.toBeInstanceOf(PublishTimeoutError);
+        // maxAttempts 1: any failure that is not retryable would be a dead letter at once.
+        const relay = relayWith(publish, { maxAttempts: 1 });
+        const down = await relay.runOnce();
+        expect(down.databases.map((d) => [d.delivered, d.retried, d.dead])).toEqual([
+          [0, 1, 0],
+          [0, 1, 0],
+        ]);
+        const pending = await w.outbox();
+        expect(pending.map((e) => e.status)).toEqual(["pending", "pending"]);
+        expect(pending.every((e) => e.lastError?.includes("did not acknowledge"))).toBe(true);
+
+        await server.start();
+        await deliverAll(relay, 2);
+        expect((await w.outbox()).map((e) => e.status)).toEqual(["delivered", "delivered"]);
+        const info = await (await jetstreamManager(nc)).streams.info(jsStream);
+        expect(info.state.messages).toBe(2);
+      } finally {
+        await nc.close();
+        await server.dispose();
+      }
+    },
+    patient(60_000),
+  );
 });
 
 const probeMessages = () => outboxMessages(w);

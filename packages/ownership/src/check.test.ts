@@ -1,5 +1,5 @@
 import { ShardedId } from "@shardkit/id";
-import { withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterStopped } from "@shardkit/test-db";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { startMover } from "../test/movers.js";
@@ -194,36 +194,44 @@ describe("checkMove", () => {
       ).toBe(null);
       map.close();
     },
-    120_000,
+    patient(120_000),
   );
 
-  it("a target that is down is an issue, not a failure; the move itself refuses the same way, naming it, and changes nothing", async () => {
-    const r = make(plainUrls); // e is on the second server
-    const map = await r.open({ timeoutMs: 3000 });
-    const [check, move] = await withClusterStopped(SECOND.cluster, SECOND.port, async () => [
-      await checkMove({
-        registry: r.registry,
-        shard: S.g0m1,
-        to: r.databases.e,
-        mode: "offline",
-        tables: TABLES,
-        timeoutMs: 3000,
-      }),
-      await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: () => {} }).catch(
-        (e: unknown) => e,
-      ),
-    ]);
-    expect(check.from?.name).toBe("a");
-    expect(check.issues).toHaveLength(1);
-    expect(check.issues[0]).toMatch(/^e: did not answer \(.+\)$/);
-    expect(move).toBeInstanceOf(DatabasesUnansweredError);
-    expect((move as DatabasesUnansweredError).databases.map((d) => d.database)).toEqual(["e"]);
-    expect((move as Error).message).toMatch(
-      /^shard 0\/1 cannot move: databases it needs did not answer within 3000 ms \(nothing was changed\): e \(/,
-    );
-    expect(await recorded(r)).toEqual([2, 1, 0]); // the map's records at a (0/0, 0/1) and b (1/0): no move recorded
-    map.close();
-  }, 60_000);
+  it(
+    "a target that is down is an issue, not a failure; the move itself refuses the same way, naming it, and changes nothing",
+    async () => {
+      const r = make(plainUrls); // e is on the second server
+      const map = await r.open({ timeoutMs: 3000 });
+      const [check, move] = await withClusterStopped(SECOND.cluster, SECOND.port, async () => [
+        await checkMove({
+          registry: r.registry,
+          shard: S.g0m1,
+          to: r.databases.e,
+          mode: "offline",
+          tables: TABLES,
+          timeoutMs: 3000,
+        }),
+        await moveShard({
+          map,
+          shard: S.g0m1,
+          to: r.databases.e,
+          mode: "offline",
+          onProgress: () => {},
+        }).catch((e: unknown) => e),
+      ]);
+      expect(check.from?.name).toBe("a");
+      expect(check.issues).toHaveLength(1);
+      expect(check.issues[0]).toMatch(/^e: did not answer \(.+\)$/);
+      expect(move).toBeInstanceOf(DatabasesUnansweredError);
+      expect((move as DatabasesUnansweredError).databases.map((d) => d.database)).toEqual(["e"]);
+      expect((move as Error).message).toMatch(
+        /^shard 0\/1 cannot move: databases it needs did not answer within 3000 ms \(nothing was changed\): e \(/,
+      );
+      expect(await recorded(r)).toEqual([2, 1, 0]); // the map's records at a (0/0, 0/1) and b (1/0): no move recorded
+      map.close();
+    },
+    patient(60_000),
+  );
 
   it("options that cannot work, and a move to the shard's owner, are OwnershipOptionsError (as moveShard's)", async () => {
     const r = make();

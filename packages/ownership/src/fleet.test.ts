@@ -3,6 +3,7 @@
 // connections). Each router is a registry with a client of its own per database (a pool of one),
 // as separate service instances have, in this process.
 import { ShardIdentifier } from "@shardkit/id";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -23,12 +24,12 @@ let fleet: MapFleet | undefined;
 beforeAll(async () => {
   await fleetServer();
   fleet = await mapFleet(DATABASES, "open");
-}, 300_000);
+}, patient(300_000));
 
 afterAll(async () => {
   await fleet?.drop();
   await dropFleetServer();
-}, 120_000);
+}, patient(120_000));
 
 /** `ROUTERS` routers opening their maps over the fleet at once: what each set up, and its map. */
 async function openAll() {
@@ -65,61 +66,69 @@ async function openAll() {
 }
 
 describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
-  it("every router opens its map over fresh databases at once, with every database answered; the set-up is made once per database, by one router, and all agree on the map; opening again sets up nothing", async () => {
-    const first = await openAll();
-    for (const router of first)
-      expect({ unanswered: router.unanswered, problems: router.problems }).toEqual({
-        unanswered: 0,
-        problems: 0,
-      });
-    // Each database got its functions and its records once, whichever router came first.
-    expect(first.flatMap((r) => r.installs).sort()).toEqual(
-      fleet!.names.flatMap((name) => [`functions ${name}`, `records ${name}`]).sort(),
-    );
-    for (const router of first) expect(router.entries).toEqual(first[0]!.entries);
-    expect(first[0]!.entries.every((e) => e.endsWith(":1:owned"))).toBe(true);
-    // An ordinary start of the same fleet: everything is in place, nothing is set up again.
-    const again = await openAll();
-    expect(again.flatMap((r) => r.installs)).toEqual([]);
-    for (const router of again) expect(router.entries).toEqual(first[0]!.entries);
-  }, 600_000);
+  it(
+    "every router opens its map over fresh databases at once, with every database answered; the set-up is made once per database, by one router, and all agree on the map; opening again sets up nothing",
+    async () => {
+      const first = await openAll();
+      for (const router of first)
+        expect({ unanswered: router.unanswered, problems: router.problems }).toEqual({
+          unanswered: 0,
+          problems: 0,
+        });
+      // Each database got its functions and its records once, whichever router came first.
+      expect(first.flatMap((r) => r.installs).sort()).toEqual(
+        fleet!.names.flatMap((name) => [`functions ${name}`, `records ${name}`]).sort(),
+      );
+      for (const router of first) expect(router.entries).toEqual(first[0]!.entries);
+      expect(first[0]!.entries.every((e) => e.endsWith(":1:owned"))).toBe(true);
+      // An ordinary start of the same fleet: everything is in place, nothing is set up again.
+      const again = await openAll();
+      expect(again.flatMap((r) => r.installs)).toEqual([]);
+      for (const router of again) expect(router.entries).toEqual(first[0]!.entries);
+    },
+    patient(600_000),
+  );
 
-  it("idle routers send at most 0.1 statements per router per database per second, and a switch reaches every one of them from its announcement, with no call made", async () => {
-    const routers = Array.from({ length: ROUTERS }, () => fleetRegistry(fleet!.urls, 4, 1));
-    // Sweeps every 10 min: what the routers learn here, they learn from announcements.
-    const maps = await Promise.all(
-      routers.map((registry) =>
-        PartitionMap.open({ registry, tables: TABLES, timeoutMs: 120_000, sweepIntervalMs: 600_000 }),
-      ),
-    );
-    try {
-      // The first tick of each router looks at every database (it has no version yet); then each
-      // tick looks at one database, in turn.
-      let ticks = 0;
-      for (const map of maps) map.start();
-      const swept = maps.map((map) => map.counters.refreshes);
-      await eventually("every router's first tick is done", async () =>
-        maps.every((map, i) => map.counters.refreshes > swept[i]!),
+  it(
+    "idle routers send at most 0.1 statements per router per database per second, and a switch reaches every one of them from its announcement, with no call made",
+    async () => {
+      const routers = Array.from({ length: ROUTERS }, () => fleetRegistry(fleet!.urls, 4, 1));
+      // Sweeps every 10 min: what the routers learn here, they learn from announcements.
+      const maps = await Promise.all(
+        routers.map((registry) =>
+          PartitionMap.open({ registry, tables: TABLES, timeoutMs: 120_000, sweepIntervalMs: 600_000 }),
+        ),
       );
-      const before = await statementsIn(fleet!.names);
-      const started = performance.now();
-      const refreshes = maps.map((map) => map.counters.refreshes);
-      await new Promise((resolve) => setTimeout(resolve, 10_000)); // the window measured, not a wait for an event
-      const sent = (await statementsIn(fleet!.names)) - before;
-      const seconds = (performance.now() - started) / 1000;
-      ticks = maps.reduce((n, map, i) => n + map.counters.refreshes - refreshes[i]!, 0);
-      expect(ticks).toBeGreaterThan(0);
-      expect(sent / ROUTERS / DATABASES / seconds).toBeLessThanOrEqual(0.1);
-      // A move made by the first router: every router follows it without any call of its own.
-      const shard = ShardIdentifier.of(0, 0);
-      const to = routers[0]!.databases[1]!;
-      await moveShard({ map: maps[0]!, shard, to, mode: "offline", onProgress: () => {} });
-      await eventually("every router routes the shard to its new owner", async () =>
-        routers.every((registry) => registry.databaseOf(shard).name === to.name),
-      );
-    } finally {
-      for (const map of maps) map.close();
-      for (const registry of routers) await registry.disconnect();
-    }
-  }, 600_000);
+      try {
+        // The first tick of each router looks at every database (it has no version yet); then each
+        // tick looks at one database, in turn.
+        let ticks = 0;
+        for (const map of maps) map.start();
+        const swept = maps.map((map) => map.counters.refreshes);
+        await eventually("every router's first tick is done", async () =>
+          maps.every((map, i) => map.counters.refreshes > swept[i]!),
+        );
+        const before = await statementsIn(fleet!.names);
+        const started = performance.now();
+        const refreshes = maps.map((map) => map.counters.refreshes);
+        await new Promise((resolve) => setTimeout(resolve, 10_000)); // the window measured, not a wait for an event
+        const sent = (await statementsIn(fleet!.names)) - before;
+        const seconds = (performance.now() - started) / 1000;
+        ticks = maps.reduce((n, map, i) => n + map.counters.refreshes - refreshes[i]!, 0);
+        expect(ticks).toBeGreaterThan(0);
+        expect(sent / ROUTERS / DATABASES / seconds).toBeLessThanOrEqual(0.1);
+        // A move made by the first router: every router follows it without any call of its own.
+        const shard = ShardIdentifier.of(0, 0);
+        const to = routers[0]!.databases[1]!;
+        await moveShard({ map: maps[0]!, shard, to, mode: "offline", onProgress: () => {} });
+        await eventually("every router routes the shard to its new owner", async () =>
+          routers.every((registry) => registry.databaseOf(shard).name === to.name),
+        );
+      } finally {
+        for (const map of maps) map.close();
+        for (const registry of routers) await registry.disconnect();
+      }
+    },
+    patient(600_000),
+  );
 });

@@ -2,6 +2,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { ShardedId } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
@@ -79,159 +80,175 @@ async function entriesOf(reader: Router): Promise<MoveJournalEntry[]> {
 }
 
 describe("the move journal (PostgreSQL)", () => {
-  it("shows a live move under way at the step it is paused at, with its rows and lag, then its end: moved, with its freeze", async () => {
-    const { r, map } = await seeded(10);
-    const reader = make();
-    const pause = pauseAfter("catch-up");
-    const moving = moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      sourceConnection: urls.a,
-      onProgress: quiet,
-      holder: "journal-test",
-      afterStep: pause.afterStep,
-    });
-    await pause.reached;
-    const steps = moveSteps("live");
-    let seen: MoveJournalEntry | undefined;
-    await eventually("the journal shows the move at catch-up", async () => {
-      [seen] = await entriesOf(reader);
-      return seen?.step === "catch-up";
-    });
-    expect(seen).toMatchObject({
-      database: "a",
-      shard: "0/1",
-      from: "a",
-      to: "e",
-      mode: "live",
-      stepIndex: steps.indexOf("catch-up"),
-      steps: steps.length,
-      rows: 40, // 10 buckets and their 30 confirmations, copied
-      holder: "journal-test",
-      endedAt: null,
-      outcome: null,
-      freezeMs: null,
-      error: null,
-      stopped: false,
-    });
-    expect(seen!.lagBytes).toBeGreaterThanOrEqual(0);
-    expect(seen!.startedAt.getTime()).toBeLessThanOrEqual(seen!.updatedAt.getTime());
-    pause.go();
-    const result = await moving;
+  it(
+    "shows a live move under way at the step it is paused at, with its rows and lag, then its end: moved, with its freeze",
+    async () => {
+      const { r, map } = await seeded(10);
+      const reader = make();
+      const pause = pauseAfter("catch-up");
+      const moving = moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.databases.e,
+        sourceConnection: urls.a,
+        onProgress: quiet,
+        holder: "journal-test",
+        afterStep: pause.afterStep,
+      });
+      await pause.reached;
+      const steps = moveSteps("live");
+      let seen: MoveJournalEntry | undefined;
+      await eventually("the journal shows the move at catch-up", async () => {
+        [seen] = await entriesOf(reader);
+        return seen?.step === "catch-up";
+      });
+      expect(seen).toMatchObject({
+        database: "a",
+        shard: "0/1",
+        from: "a",
+        to: "e",
+        mode: "live",
+        stepIndex: steps.indexOf("catch-up"),
+        steps: steps.length,
+        rows: 40, // 10 buckets and their 30 confirmations, copied
+        holder: "journal-test",
+        endedAt: null,
+        outcome: null,
+        freezeMs: null,
+        error: null,
+        stopped: false,
+      });
+      expect(seen!.lagBytes).toBeGreaterThanOrEqual(0);
+      expect(seen!.startedAt.getTime()).toBeLessThanOrEqual(seen!.updatedAt.getTime());
+      pause.go();
+      const result = await moving;
 
-    // Its end was written before the move returned.
-    const [ended, ...others] = await entriesOf(reader);
-    expect(others).toEqual([]);
-    expect(ended).toMatchObject({
-      attempt: seen!.attempt,
-      step: "done",
-      stepIndex: steps.length - 1,
-      outcome: "moved",
-      freezeMs: result.freezeMs,
-      durationMs: result.durationMs,
-      rows: 40,
-      lagBytes: null,
-      error: null,
-      endedBy: null,
-      stopped: false,
-    });
-    expect(ended!.freezeMs).toBeGreaterThanOrEqual(0);
-    expect(ended!.endedAt).toBeInstanceOf(Date);
-    map.close();
-  }, 120_000);
+      // Its end was written before the move returned.
+      const [ended, ...others] = await entriesOf(reader);
+      expect(others).toEqual([]);
+      expect(ended).toMatchObject({
+        attempt: seen!.attempt,
+        step: "done",
+        stepIndex: steps.length - 1,
+        outcome: "moved",
+        freezeMs: result.freezeMs,
+        durationMs: result.durationMs,
+        rows: 40,
+        lagBytes: null,
+        error: null,
+        endedBy: null,
+        stopped: false,
+      });
+      expect(ended!.freezeMs).toBeGreaterThanOrEqual(0);
+      expect(ended!.endedAt).toBeInstanceOf(Date);
+      map.close();
+    },
+    patient(120_000),
+  );
 
-  it("a move that fails and is undone ends 'undone' with its error; the move throws the error it always did", async () => {
-    const { r, map } = await seeded(3);
-    const reader = make();
-    const failure = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      mode: "offline",
-      onProgress: quiet,
-      afterStep: (step) => {
-        if (step === "verify") throw new Error("the mover's host went away after verify");
-      },
-    }).catch((e: unknown) => e);
-    expect(failure).toBeInstanceOf(MoveFailedError);
-    expect(failure).toMatchObject({ step: "verify", left: "undone", rerun: null });
-    expect((failure as Error).message).toMatch(
-      /failed at verify \(the mover's host went away after verify\)\. It was undone: a owns the shard/,
-    );
-    const [entry, ...others] = await entriesOf(reader);
-    expect(others).toEqual([]);
-    expect(entry).toMatchObject({
-      mode: "offline",
-      step: "verify",
-      stepIndex: moveSteps("offline").indexOf("verify"),
-      outcome: "undone",
-      error: (failure as Error).message,
-      freezeMs: null,
-      stopped: false,
-    });
-    expect(entry!.durationMs).toBeGreaterThanOrEqual(0);
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    map.close();
-  }, 60_000);
+  it(
+    "a move that fails and is undone ends 'undone' with its error; the move throws the error it always did",
+    async () => {
+      const { r, map } = await seeded(3);
+      const reader = make();
+      const failure = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.databases.e,
+        mode: "offline",
+        onProgress: quiet,
+        afterStep: (step) => {
+          if (step === "verify") throw new Error("the mover's host went away after verify");
+        },
+      }).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(MoveFailedError);
+      expect(failure).toMatchObject({ step: "verify", left: "undone", rerun: null });
+      expect((failure as Error).message).toMatch(
+        /failed at verify \(the mover's host went away after verify\)\. It was undone: a owns the shard/,
+      );
+      const [entry, ...others] = await entriesOf(reader);
+      expect(others).toEqual([]);
+      expect(entry).toMatchObject({
+        mode: "offline",
+        step: "verify",
+        stepIndex: moveSteps("offline").indexOf("verify"),
+        outcome: "undone",
+        error: (failure as Error).message,
+        freezeMs: null,
+        stopped: false,
+      });
+      expect(entry!.durationMs).toBeGreaterThanOrEqual(0);
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      map.close();
+    },
+    patient(60_000),
+  );
 
-  it("a mover that dies mid-move leaves its entry open and stopped; the next move ends it with what it did, and writes its own", async () => {
-    const { r, map } = await seeded(3);
-    const reader = make();
-    const mover = await startMover(urls, { PAUSE_AFTER: "copy", LEASE_MS: "1500" });
-    killed.push(mover.kill);
-    mover.go();
-    expect(await mover.next()).toBe("paused copy");
-    await eventually("the journal shows the mover at copy", async () => {
-      const [entry] = await entriesOf(reader);
-      return entry?.step === "copy" && entry.rows === 12;
-    });
-    mover.kill();
-    expect(await mover.exited).toBe("SIGKILL");
-    await eventually("its lease lapses", async () => (await entriesOf(reader))[0]?.stopped === true);
-    const [stopped] = await entriesOf(reader);
-    expect(stopped).toMatchObject({ holder: `mover ${mover.pid}`, outcome: null, endedAt: null });
+  it(
+    "a mover that dies mid-move leaves its entry open and stopped; the next move ends it with what it did, and writes its own",
+    async () => {
+      const { r, map } = await seeded(3);
+      const reader = make();
+      const mover = await startMover(urls, { PAUSE_AFTER: "copy", LEASE_MS: "1500" });
+      killed.push(mover.kill);
+      mover.go();
+      expect(await mover.next()).toBe("paused copy");
+      await eventually("the journal shows the mover at copy", async () => {
+        const [entry] = await entriesOf(reader);
+        return entry?.step === "copy" && entry.rows === 12;
+      });
+      mover.kill();
+      expect(await mover.exited).toBe("SIGKILL");
+      await eventually("its lease lapses", async () => (await entriesOf(reader))[0]?.stopped === true);
+      const [stopped] = await entriesOf(reader);
+      expect(stopped).toMatchObject({ holder: `mover ${mover.pid}`, outcome: null, endedAt: null });
 
-    const result = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      sourceConnection: urls.a,
-      onProgress: quiet,
-      holder: "the next mover",
-    });
-    expect(result.resumed).toBe("rolled-back");
-    const entries = await entriesOf(reader);
-    expect(entries.map((e) => [e.holder, e.outcome, e.endedBy, e.stopped])).toEqual([
-      ["the next mover", "moved", null, false],
-      [`mover ${mover.pid}`, "undone", "the next mover", false],
-    ]);
-    expect(entries[0]!.attempt).not.toBe(entries[1]!.attempt);
-    map.close();
-  }, 120_000);
+      const result = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.databases.e,
+        sourceConnection: urls.a,
+        onProgress: quiet,
+        holder: "the next mover",
+      });
+      expect(result.resumed).toBe("rolled-back");
+      const entries = await entriesOf(reader);
+      expect(entries.map((e) => [e.holder, e.outcome, e.endedBy, e.stopped])).toEqual([
+        ["the next mover", "moved", null, false],
+        [`mover ${mover.pid}`, "undone", "the next mover", false],
+      ]);
+      expect(entries[0]!.attempt).not.toBe(entries[1]!.attempt);
+      map.close();
+    },
+    patient(120_000),
+  );
 
-  it("a database without the journal has no entries; one whose journal cannot be read is unanswered, and a move there is not failed by its journal", async () => {
-    const { r, map } = await seeded(2);
-    const reader = make();
-    expect(await readMoveJournal(reader.registry)).toEqual({ entries: [], unanswered: [] });
+  it(
+    "a database without the journal has no entries; one whose journal cannot be read is unanswered, and a move there is not failed by its journal",
+    async () => {
+      const { r, map } = await seeded(2);
+      const reader = make();
+      expect(await readMoveJournal(reader.registry)).toEqual({ entries: [], unanswered: [] });
 
-    // A table of that name the journal cannot write (other columns): the move goes on without it.
-    await r.clients.a.$executeRawUnsafe("CREATE SCHEMA IF NOT EXISTS shardkit");
-    await r.clients.a.$executeRawUnsafe(`CREATE TABLE ${MOVE_JOURNAL_TABLE} (x integer)`);
-    const result = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      mode: "offline",
-      onProgress: quiet,
-    });
-    expect(result.rows).toMatchObject({ Bucket: 2, Confirmation: 6 });
-    const journal = await readMoveJournal(reader.registry);
-    expect(journal.entries).toEqual([]);
-    expect(journal.unanswered.map((u) => u.database)).toEqual(["a"]);
-    expect(journal.unanswered[0]!.error).toMatch(/column|does not exist/);
-    map.close();
-  }, 60_000);
+      // A table of that name the journal cannot write (other columns): the move goes on without it.
+      await r.clients.a.$executeRawUnsafe("CREATE SCHEMA IF NOT EXISTS shardkit");
+      await r.clients.a.$executeRawUnsafe(`CREATE TABLE ${MOVE_JOURNAL_TABLE} (x integer)`);
+      const result = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.databases.e,
+        mode: "offline",
+        onProgress: quiet,
+      });
+      expect(result.rows).toMatchObject({ Bucket: 2, Confirmation: 6 });
+      const journal = await readMoveJournal(reader.registry);
+      expect(journal.entries).toEqual([]);
+      expect(journal.unanswered.map((u) => u.database)).toEqual(["a"]);
+      expect(journal.unanswered[0]!.error).toMatch(/column|does not exist/);
+      map.close();
+    },
+    patient(60_000),
+  );
 
   it("movers ending at once on a database without the journal make it once between them, and every one's entry is written", async () => {
     // Eight movers, each with its own clients (as eight processes would have).
@@ -307,40 +324,44 @@ describe("the move journal (PostgreSQL)", () => {
 });
 
 describe("the move journal (embedded PGlite)", () => {
-  it("an offline move's journal on the source; a spare without one reads as no entries", async () => {
-    const dbs = [new PGlite(), new PGlite()];
-    await rolloutSchema({
-      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-      targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
-      onProgress: () => {},
-    });
-    const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
-    const registry = createShardRegistry({
-      shards: [{ shard: S.g0m1, client: clients[0]! }],
-      databases: [
-        { client: clients[0]!, name: "one" },
-        { client: clients[1]!, name: "spare" },
-      ],
-    });
-    const map = await PartitionMap.open({ registry, tables: TABLES });
-    const db = routedClient(registry);
-    await db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
-    const spare = registry.databases.find((p) => p.name === "spare")!;
-    expect(await readMoveJournal(registry)).toEqual({ entries: [], unanswered: [] });
-    const result = await moveShard({ map, shard: S.g0m1, to: spare, mode: "offline", onProgress: quiet });
-    const journal = await readMoveJournal(registry);
-    expect(journal.unanswered).toEqual([]);
-    expect(journal.entries).toEqual([
-      expect.objectContaining({
-        database: "one",
-        from: "one",
-        to: "spare",
-        outcome: "moved",
-        rows: 1,
-        freezeMs: result.freezeMs,
-      }),
-    ]);
-    map.close();
-    for (const pglite of dbs) await pglite.close();
-  }, 60_000);
+  it(
+    "an offline move's journal on the source; a spare without one reads as no entries",
+    async () => {
+      const dbs = [new PGlite(), new PGlite()];
+      await rolloutSchema({
+        schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+        targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
+        onProgress: () => {},
+      });
+      const clients = dbs.map((db) => new PrismaClient({ adapter: new PrismaPGlite(db) }));
+      const registry = createShardRegistry({
+        shards: [{ shard: S.g0m1, client: clients[0]! }],
+        databases: [
+          { client: clients[0]!, name: "one" },
+          { client: clients[1]!, name: "spare" },
+        ],
+      });
+      const map = await PartitionMap.open({ registry, tables: TABLES });
+      const db = routedClient(registry);
+      await db.bucket.create({ data: { id: ShardedId.generate("Bucket", S.g0m1), name: "B", remaining: 1 } });
+      const spare = registry.databases.find((p) => p.name === "spare")!;
+      expect(await readMoveJournal(registry)).toEqual({ entries: [], unanswered: [] });
+      const result = await moveShard({ map, shard: S.g0m1, to: spare, mode: "offline", onProgress: quiet });
+      const journal = await readMoveJournal(registry);
+      expect(journal.unanswered).toEqual([]);
+      expect(journal.entries).toEqual([
+        expect.objectContaining({
+          database: "one",
+          from: "one",
+          to: "spare",
+          outcome: "moved",
+          rows: 1,
+          freezeMs: result.freezeMs,
+        }),
+      ]);
+      map.close();
+      for (const pglite of dbs) await pglite.close();
+    },
+    patient(60_000),
+  );
 });

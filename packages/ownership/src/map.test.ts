@@ -1,7 +1,7 @@
 import { ShardedId } from "@shardkit/id";
 import { createOutboxRelay, emitEvent, isShardUnavailable, PartialCommitError } from "@shardkit/prisma";
 import { httpAnswerOf } from "@shardkit/prisma/fastify";
-import { withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
@@ -194,86 +194,94 @@ describe("the partition map", () => {
     map.close();
   });
 
-  it("a router that polls learns of a switch without writing; with a database down it keeps that database's last record", async () => {
-    const mover = make();
-    const watcher = make();
-    const map = await mover.open();
-    const signals: OwnershipSignal[] = [];
-    const watching = await watcher.open({
-      refreshIntervalMs: 50,
-      onSignal: (signal) => signals.push(signal),
-    });
-    watching.start();
-    await bucket(mover);
-    await transfer(map, S.g0m1, mover.databases.e);
-    await eventually(
-      "the polling router sees the switch",
-      () => watcher.registry.databaseOf(S.g0m1).name === "e",
-    );
-    expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
-    expect(signals.some((s) => s.type === "refresh" && s.changed.includes(S.g0m1))).toBe(true);
-    await watching.stop();
-
-    // e's server is down: a refresh keeps e's last record (0/1 still routes there) and says it is missing.
-    await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-      signals.length = 0;
-      await watching.refresh();
-      expect(watcher.registry.databaseOf(S.g0m1).name).toBe("e");
-      expect(signals).toEqual([{ type: "refresh", changed: [], missing: ["e"], problems: [] }]);
-      // The other shards are served as usual.
-      await watcher.db.bucket.create({
-        data: { id: ShardedId.generate("Bucket", S.g0m0), name: "x", remaining: 1 },
+  it(
+    "a router that polls learns of a switch without writing; with a database down it keeps that database's last record",
+    async () => {
+      const mover = make();
+      const watcher = make();
+      const map = await mover.open();
+      const signals: OwnershipSignal[] = [];
+      const watching = await watcher.open({
+        refreshIntervalMs: 50,
+        onSignal: (signal) => signals.push(signal),
       });
-    });
-    map.close();
-    watching.close();
-  }, 60_000);
+      watching.start();
+      await bucket(mover);
+      await transfer(map, S.g0m1, mover.databases.e);
+      await eventually(
+        "the polling router sees the switch",
+        () => watcher.registry.databaseOf(S.g0m1).name === "e",
+      );
+      expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
+      expect(signals.some((s) => s.type === "refresh" && s.changed.includes(S.g0m1))).toBe(true);
+      await watching.stop();
 
-  it("an idle router's tick looks at one database (the map's version and its records' digest); an announced change makes it look at all and read in full only the databases whose records changed", async () => {
-    const mover = make();
-    const watcher = make();
-    const map = await mover.open();
-    const checks: OwnershipSignal[] = [];
-    const watching = await watcher.open({ refreshIntervalMs: 20, onSignal: (s) => checks.push(s) });
-    // Every statement the watcher's map sends, by database and kind (its clients are real; each
-    // call is counted on its way through).
-    const sent = { a: { digest: 0, full: 0 }, b: { digest: 0, full: 0 }, e: { digest: 0, full: 0 } };
-    for (const name of ["a", "b", "e"] as const) {
-      const client = watcher.clients[name];
-      const query = client.$queryRawUnsafe;
-      client.$queryRawUnsafe = function (this: typeof client, sql: string, ...values: unknown[]) {
-        if (sql.includes("shardkit_map_check()")) sent[name].digest++;
-        if (sql.startsWith("WITH d AS")) sent[name].full++;
-        return query.call(this, sql, ...values);
-      } as typeof client.$queryRawUnsafe;
-    }
-    checks.length = 0;
-    watching.start();
-    await eventually("thirty checks", () => checks.length >= 30);
-    await watching.stop(); // the check under way ends first: every count below is final
-    expect(checks.every((s) => s.type === "refresh" && s.changed.length === 0)).toBe(true);
-    // The first tick looks at all three (it has no version yet); each tick after, at the same one.
-    const looks = [sent.a.digest, sent.b.digest, sent.e.digest];
-    expect(looks.reduce((n, k) => n + k, 0)).toBeLessThan(2 * checks.length);
-    expect(Math.max(...looks)).toBeGreaterThanOrEqual(checks.length - 1);
-    for (const name of ["a", "b", "e"] as const) {
-      expect(sent[name].full).toBe(0);
-      expect(sent[name].digest).toBeGreaterThan(0);
-    }
+      // e's server is down: a refresh keeps e's last record (0/1 still routes there) and says it is missing.
+      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+        signals.length = 0;
+        await watching.refresh();
+        expect(watcher.registry.databaseOf(S.g0m1).name).toBe("e");
+        expect(signals).toEqual([{ type: "refresh", changed: [], missing: ["e"], problems: [] }]);
+        // The other shards are served as usual.
+        await watcher.db.bucket.create({
+          data: { id: ShardedId.generate("Bucket", S.g0m0), name: "x", remaining: 1 },
+        });
+      });
+      map.close();
+      watching.close();
+    },
+    patient(60_000),
+  );
 
-    // A change of owner between a and e: a's and e's records change (a holds the shard fenced for
-    // a while), b's do not. The watcher learns of the switch from its checks alone.
-    await bucket(mover);
-    for (const name of ["a", "b", "e"] as const) sent[name] = { digest: 0, full: 0 };
-    watching.start();
-    await transfer(map, S.g0m1, mover.databases.e);
-    await eventually("the watcher sees the switch", () => watcher.registry.databaseOf(S.g0m1).name === "e");
-    await watching.stop();
-    expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
-    expect(sent.a.full + sent.e.full).toBeGreaterThan(0);
-    expect(sent.b.full).toBe(0);
-    map.close();
-  }, 60_000);
+  it(
+    "an idle router's tick looks at one database (the map's version and its records' digest); an announced change makes it look at all and read in full only the databases whose records changed",
+    async () => {
+      const mover = make();
+      const watcher = make();
+      const map = await mover.open();
+      const checks: OwnershipSignal[] = [];
+      const watching = await watcher.open({ refreshIntervalMs: 20, onSignal: (s) => checks.push(s) });
+      // Every statement the watcher's map sends, by database and kind (its clients are real; each
+      // call is counted on its way through).
+      const sent = { a: { digest: 0, full: 0 }, b: { digest: 0, full: 0 }, e: { digest: 0, full: 0 } };
+      for (const name of ["a", "b", "e"] as const) {
+        const client = watcher.clients[name];
+        const query = client.$queryRawUnsafe;
+        client.$queryRawUnsafe = function (this: typeof client, sql: string, ...values: unknown[]) {
+          if (sql.includes("shardkit_map_check()")) sent[name].digest++;
+          if (sql.startsWith("WITH d AS")) sent[name].full++;
+          return query.call(this, sql, ...values);
+        } as typeof client.$queryRawUnsafe;
+      }
+      checks.length = 0;
+      watching.start();
+      await eventually("thirty checks", () => checks.length >= 30);
+      await watching.stop(); // the check under way ends first: every count below is final
+      expect(checks.every((s) => s.type === "refresh" && s.changed.length === 0)).toBe(true);
+      // The first tick looks at all three (it has no version yet); each tick after, at the same one.
+      const looks = [sent.a.digest, sent.b.digest, sent.e.digest];
+      expect(looks.reduce((n, k) => n + k, 0)).toBeLessThan(2 * checks.length);
+      expect(Math.max(...looks)).toBeGreaterThanOrEqual(checks.length - 1);
+      for (const name of ["a", "b", "e"] as const) {
+        expect(sent[name].full).toBe(0);
+        expect(sent[name].digest).toBeGreaterThan(0);
+      }
+
+      // A change of owner between a and e: a's and e's records change (a holds the shard fenced for
+      // a while), b's do not. The watcher learns of the switch from its checks alone.
+      await bucket(mover);
+      for (const name of ["a", "b", "e"] as const) sent[name] = { digest: 0, full: 0 };
+      watching.start();
+      await transfer(map, S.g0m1, mover.databases.e);
+      await eventually("the watcher sees the switch", () => watcher.registry.databaseOf(S.g0m1).name === "e");
+      await watching.stop();
+      expect(watcher.registry.epochOf(S.g0m1)).toBe(2);
+      expect(sent.a.full + sent.e.full).toBeGreaterThan(0);
+      expect(sent.b.full).toBe(0);
+      map.close();
+    },
+    patient(60_000),
+  );
 
   it("a shard fenced for longer than the wait: its writes wait in the router (a stale one is refused once, never again), then fail with StaleOwnerError, nothing written", async () => {
     const r = make();

@@ -1,4 +1,5 @@
 import { ShardedId } from "@shardkit/id";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
@@ -173,66 +174,79 @@ function untilLapsed(r: Router): Promise<void> {
 }
 
 describe("a mover of a same-server live move killed with SIGKILL", () => {
-  it("while its slot is being made (an open transaction elsewhere on the server holds it): the slot its orphaned statement makes later is dropped by the next mover, which moves the shard", async () => {
-    const { r, map, buckets } = await seeded();
-    const load = await writer(buckets);
-    const open = await openTransaction();
-    const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
-    ended.push(mover.kill);
-    mover.go();
-    await eventually(
-      "the mover's slot waits for the open transaction",
-      async () => (await waiting(r, "%pg_create_logical_replication_slot(%", "transactionid")) === 1,
-    );
-    mover.kill();
-    expect(await mover.exited).toBe("SIGKILL");
-    // The statement goes on without its client: once the transaction ends, the slot is made,
-    // and nobody will use it.
-    await open.end();
-    await eventually(
-      "the orphaned statement makes its slot",
-      async () => (await onServer(r)).slots.length === 1,
-    );
-    await load.stop();
-    // What an operator sees before the next move: the stopped move, to be undone, its slot and publication.
-    await untilLapsed(r);
-    const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });
-    expect([check.resume, check.issues]).toEqual([
-      expect.objectContaining({ target: "b", action: "undo" }),
-      [],
-    ]);
-    const view = await readPartitionMap(r.registry);
-    expect(view.leftovers.map((o) => [o.database, o.kind, o.active])).toEqual([
-      ["a", "slot", false],
-      ["a", "publication", undefined],
-    ]);
-    await expectTakenOver(r, map, buckets, load.acked, "rolled-back");
-    map.close();
-  }, 60_000);
+  it(
+    "while its slot is being made (an open transaction elsewhere on the server holds it): the slot its orphaned statement makes later is dropped by the next mover, which moves the shard",
+    async () => {
+      const { r, map, buckets } = await seeded();
+      const load = await writer(buckets);
+      const open = await openTransaction();
+      const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
+      ended.push(mover.kill);
+      mover.go();
+      await eventually(
+        "the mover's slot waits for the open transaction",
+        async () => (await waiting(r, "%pg_create_logical_replication_slot(%", "transactionid")) === 1,
+      );
+      mover.kill();
+      expect(await mover.exited).toBe("SIGKILL");
+      // The statement goes on without its client: once the transaction ends, the slot is made,
+      // and nobody will use it.
+      await open.end();
+      await eventually(
+        "the orphaned statement makes its slot",
+        async () => (await onServer(r)).slots.length === 1,
+      );
+      await load.stop();
+      // What an operator sees before the next move: the stopped move, to be undone, its slot and publication.
+      await untilLapsed(r);
+      const check = await checkMove({
+        registry: r.registry,
+        shard: S.g0m1,
+        to: r.databases.b,
+        tables: TABLES,
+      });
+      expect([check.resume, check.issues]).toEqual([
+        expect.objectContaining({ target: "b", action: "undo" }),
+        [],
+      ]);
+      const view = await readPartitionMap(r.registry);
+      expect(view.leftovers.map((o) => [o.database, o.kind, o.active])).toEqual([
+        ["a", "slot", false],
+        ["a", "publication", undefined],
+      ]);
+      await expectTakenOver(r, map, buckets, load.acked, "rolled-back");
+      map.close();
+    },
+    patient(60_000),
+  );
 
-  it("after its slot is made, while CREATE SUBSCRIPTION waits: the subscription its orphaned statement makes later is dropped with its slot by the next mover", async () => {
-    const { r, map, buckets } = await seeded();
-    const load = await writer(buckets);
-    const release = await holdSubscriptions();
-    const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
-    ended.push(mover.kill);
-    mover.go();
-    await eventually(
-      "the mover's CREATE SUBSCRIPTION waits",
-      async () => (await waiting(r, "CREATE SUBSCRIPTION%", "relation")) === 1,
-    );
-    expect((await onServer(r)).slots).toHaveLength(1); // its slot is made
-    mover.kill();
-    expect(await mover.exited).toBe("SIGKILL");
-    await release();
-    await eventually(
-      "the orphaned CREATE SUBSCRIPTION makes its subscription",
-      async () => (await onServer(r)).subs === 1,
-    );
-    await load.stop();
-    await expectTakenOver(r, map, buckets, load.acked, "rolled-back");
-    map.close();
-  }, 60_000);
+  it(
+    "after its slot is made, while CREATE SUBSCRIPTION waits: the subscription its orphaned statement makes later is dropped with its slot by the next mover",
+    async () => {
+      const { r, map, buckets } = await seeded();
+      const load = await writer(buckets);
+      const release = await holdSubscriptions();
+      const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
+      ended.push(mover.kill);
+      mover.go();
+      await eventually(
+        "the mover's CREATE SUBSCRIPTION waits",
+        async () => (await waiting(r, "CREATE SUBSCRIPTION%", "relation")) === 1,
+      );
+      expect((await onServer(r)).slots).toHaveLength(1); // its slot is made
+      mover.kill();
+      expect(await mover.exited).toBe("SIGKILL");
+      await release();
+      await eventually(
+        "the orphaned CREATE SUBSCRIPTION makes its subscription",
+        async () => (await onServer(r)).subs === 1,
+      );
+      await load.stop();
+      await expectTakenOver(r, map, buckets, load.acked, "rolled-back");
+      map.close();
+    },
+    patient(60_000),
+  );
 
   it.each([
     ["subscribe", "rolled-back"],
@@ -252,67 +266,79 @@ describe("a mover of a same-server live move killed with SIGKILL", () => {
       await expectTakenOver(r, map, buckets, load.acked, resumed);
       map.close();
     },
-    60_000,
+    patient(60_000),
   );
 });
 
 describe("open transactions of the server while a same-server move makes its slots", () => {
-  it("one open in another database while its slot is made: the move waits, and goes on once it ends", async () => {
-    const { r, map, buckets } = await seeded();
-    const open = await openTransaction();
-    const moving = moveToB(r, map);
-    await eventually(
-      "the move's slot waits for the open transaction",
-      async () => (await waiting(r, "%pg_create_logical_replication_slot(%", "transactionid")) === 1,
-    );
-    await open.end();
-    expect(await moving).toMatchObject({ from: "a", to: "b", resumed: null });
-    expect(await r.clients.b.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
-    expect(await onServer(r)).toEqual(NOTHING);
-    map.close();
-  }, 60_000);
+  it(
+    "one open in another database while its slot is made: the move waits, and goes on once it ends",
+    async () => {
+      const { r, map, buckets } = await seeded();
+      const open = await openTransaction();
+      const moving = moveToB(r, map);
+      await eventually(
+        "the move's slot waits for the open transaction",
+        async () => (await waiting(r, "%pg_create_logical_replication_slot(%", "transactionid")) === 1,
+      );
+      await open.end();
+      expect(await moving).toMatchObject({ from: "a", to: "b", resumed: null });
+      expect(await r.clients.b.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
+      expect(await onServer(r)).toEqual(NOTHING);
+      map.close();
+    },
+    patient(60_000),
+  );
 
-  it("one that outlasts copyTimeoutMs: the move fails naming the transaction it waits for, is undone, and leaves no slot", async () => {
-    const { r, map, buckets } = await seeded();
-    const open = await openTransaction();
-    const error = await moveToB(r, map, { copyTimeoutMs: 3000 }).catch((e: unknown) => e);
-    expect(error, String(error)).toBeInstanceOf(MoveTimeoutError);
-    expect((error as MoveTimeoutError).undone).toBe(true);
-    expect((error as Error).message).toMatch(
-      new RegExp(
-        `^shard 0/1: the copy \\(waiting for a\\): making its replication slot at a waits for these transactions of its server to end: pid ${open.pid} \\(database postgres, user postgres, idle in transaction, open for \\d+ s: .*\\) did not finish within 3000 ms; the move was undone$`,
-      ),
-    );
-    expect(await onServer(r)).toEqual(NOTHING);
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 1 } }); // a takes writes
-    await open.end();
-    map.close();
-  }, 60_000);
+  it(
+    "one that outlasts copyTimeoutMs: the move fails naming the transaction it waits for, is undone, and leaves no slot",
+    async () => {
+      const { r, map, buckets } = await seeded();
+      const open = await openTransaction();
+      const error = await moveToB(r, map, { copyTimeoutMs: 3000 }).catch((e: unknown) => e);
+      expect(error, String(error)).toBeInstanceOf(MoveTimeoutError);
+      expect((error as MoveTimeoutError).undone).toBe(true);
+      expect((error as Error).message).toMatch(
+        new RegExp(
+          `^shard 0/1: the copy \\(waiting for a\\): making its replication slot at a waits for these transactions of its server to end: pid ${open.pid} \\(database postgres, user postgres, idle in transaction, open for \\d+ s: .*\\) did not finish within 3000 ms; the move was undone$`,
+        ),
+      );
+      expect(await onServer(r)).toEqual(NOTHING);
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 1 } }); // a takes writes
+      await open.end();
+      map.close();
+    },
+    patient(60_000),
+  );
 
-  it("one that begins after the move's slot is made holds its table copies' slots: the copy fails naming it, and the undo cancels their making (no slot left)", async () => {
-    const { r, map } = await seeded();
-    const release = await holdSubscriptions();
-    let pid = 0;
-    const moving = moveToB(r, map, { copyTimeoutMs: 12_000 }).catch((e: unknown) => e);
-    await eventually(
-      "the move's CREATE SUBSCRIPTION waits",
-      async () => (await waiting(r, "CREATE SUBSCRIPTION%", "relation")) === 1,
-    );
-    const open = await openTransaction(); // after the move's own slot, before its table copies'
-    pid = open.pid;
-    await release();
-    const error = await moving;
-    expect(error, String(error)).toBeInstanceOf(MoveTimeoutError);
-    expect((error as MoveTimeoutError).undone).toBe(true);
-    expect((error as Error).message).toMatch(
-      new RegExp(`waits for these transactions of its server to end: pid ${pid} \\(database postgres`),
-    );
-    expect(await onServer(r)).toEqual(NOTHING);
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    await open.end();
-    map.close();
-  }, 60_000);
+  it(
+    "one that begins after the move's slot is made holds its table copies' slots: the copy fails naming it, and the undo cancels their making (no slot left)",
+    async () => {
+      const { r, map } = await seeded();
+      const release = await holdSubscriptions();
+      let pid = 0;
+      const moving = moveToB(r, map, { copyTimeoutMs: 12_000 }).catch((e: unknown) => e);
+      await eventually(
+        "the move's CREATE SUBSCRIPTION waits",
+        async () => (await waiting(r, "CREATE SUBSCRIPTION%", "relation")) === 1,
+      );
+      const open = await openTransaction(); // after the move's own slot, before its table copies'
+      pid = open.pid;
+      await release();
+      const error = await moving;
+      expect(error, String(error)).toBeInstanceOf(MoveTimeoutError);
+      expect((error as MoveTimeoutError).undone).toBe(true);
+      expect((error as Error).message).toMatch(
+        new RegExp(`waits for these transactions of its server to end: pid ${pid} \\(database postgres`),
+      );
+      expect(await onServer(r)).toEqual(NOTHING);
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      await open.end();
+      map.close();
+    },
+    patient(60_000),
+  );
 });
 
 describe("an operator who drops the move's subscription by hand", () => {
@@ -344,6 +370,6 @@ describe("an operator who drops the move's subscription by hand", () => {
       expect(await moveToB(r, map)).toMatchObject({ from: "a", to: "b" }); // and the shard moves again
       map.close();
     },
-    60_000,
+    patient(60_000),
   );
 });

@@ -6,7 +6,7 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { ShardedId } from "@shardkit/id";
 import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
-import { withClusterFrozen } from "@shardkit/test-db";
+import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import { LOGICAL } from "../test/global-setup.js";
@@ -195,62 +195,79 @@ async function expectNothingLost(r: Router, acked: Set<string>) {
 }
 
 describe("moveShard (live, PostgreSQL logical replication)", () => {
-  it("moves a shard while it takes writes: every acknowledged write is at the new owner exactly once, other shards unaffected, nothing left behind", async () => {
-    const r = make();
-    const map = await r.open();
-    const buckets = await seed(r);
-    const other = await seed(r, S.g0m0, 5);
-    // What else the shard holds: an outbox event, a command's idempotency key, a consumed event.
-    const consumed = ShardedId.generate("Event", S.g1m0);
-    const confirm = { shard: S.g0m1, kind: "confirm", key: "k-1" };
-    await r.db.$transactionOn(S.g0m1, async (tx) => {
-      await emitEvent(tx, S.g0m1, { topic: "bucket.confirmed", aggregateId: buckets[0]!, payload: {} });
-      await idempotent(tx, confirm, { bucket: buckets[0] }, async () => "confirmed");
-      await consumeOnce(tx, S.g0m1, "audit", consumed);
-    });
-    const load = writers(r, [
-      { buckets, desk: "moving" },
-      { buckets, desk: "moving-2" },
-      { buckets: other, desk: "other" },
-    ]);
-    const steps: MoveStep[] = [];
-    const result = await moveToE(r, map, { onProgress: (p) => steps.push(p.step) });
-    await load.stop();
-
-    expect(load.failures).toEqual([]);
-    expect(result).toMatchObject({ shard: "0/1", from: "a", to: "e", epoch: 2, mode: "live", resumed: null });
-    expect(result.rows.Bucket).toBe(50);
-    expect(result.freezeMs).toBeGreaterThan(0);
-    // The rows written while it copied were checked again inside the fence: the moving writers' confirmations.
-    expect(result.changedRows).toBeGreaterThan(0);
-    // Each step reported as it starts (copy, catch-up and the checks report again with their progress).
-    expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("live"));
-    await expectNothingLost(r, load.acked);
-    expect(await r.clients.e.confirmation.count()).toBe(
-      150 + [...load.acked].filter((id) => r.registry.databaseOf(id).name === "e").length,
-    );
-    expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // the old copy, cleaned up
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
-    // The event, the key and the consumed event moved with the shard: at e, the command replays its
-    // recorded decision and the event is known as consumed; nothing of them is left at a.
-    await r.db.$transactionOn(S.g0m1, async (tx) => {
-      expect(await idempotent(tx, confirm, { bucket: buckets[0] }, async () => "again")).toEqual({
-        result: "confirmed",
-        replayed: true,
+  it(
+    "moves a shard while it takes writes: every acknowledged write is at the new owner exactly once, other shards unaffected, nothing left behind",
+    async () => {
+      const r = make();
+      const map = await r.open();
+      const buckets = await seed(r);
+      const other = await seed(r, S.g0m0, 5);
+      // What else the shard holds: an outbox event, a command's idempotency key, a consumed event.
+      const consumed = ShardedId.generate("Event", S.g1m0);
+      const confirm = { shard: S.g0m1, kind: "confirm", key: "k-1" };
+      await r.db.$transactionOn(S.g0m1, async (tx) => {
+        await emitEvent(tx, S.g0m1, { topic: "bucket.confirmed", aggregateId: buckets[0]!, payload: {} });
+        await idempotent(tx, confirm, { bucket: buckets[0] }, async () => "confirmed");
+        await consumeOnce(tx, S.g0m1, "audit", consumed);
       });
-      expect(await consumeOnce(tx, S.g0m1, "audit", consumed)).toBe(false);
-    });
-    expect(await r.clients.e.outboxEvent.count({ where: { aggregateId: buckets[0]! } })).toBe(1);
-    for (const table of ["OutboxEvent", "IdempotencyKey", "ProcessedEvent", "ShardMove", "ShardMoveChange"]) {
-      const [left] = await r.clients.a.$queryRawUnsafe<{ n: number }[]>(
-        `SELECT count(*)::int AS n FROM "${table}"`,
+      const load = writers(r, [
+        { buckets, desk: "moving" },
+        { buckets, desk: "moving-2" },
+        { buckets: other, desk: "other" },
+      ]);
+      const steps: MoveStep[] = [];
+      const result = await moveToE(r, map, { onProgress: (p) => steps.push(p.step) });
+      await load.stop();
+
+      expect(load.failures).toEqual([]);
+      expect(result).toMatchObject({
+        shard: "0/1",
+        from: "a",
+        to: "e",
+        epoch: 2,
+        mode: "live",
+        resumed: null,
+      });
+      expect(result.rows.Bucket).toBe(50);
+      expect(result.freezeMs).toBeGreaterThan(0);
+      // The rows written while it copied were checked again inside the fence: the moving writers' confirmations.
+      expect(result.changedRows).toBeGreaterThan(0);
+      // Each step reported as it starts (copy, catch-up and the checks report again with their progress).
+      expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("live"));
+      await expectNothingLost(r, load.acked);
+      expect(await r.clients.e.confirmation.count()).toBe(
+        150 + [...load.acked].filter((id) => r.registry.databaseOf(id).name === "e").length,
       );
-      expect(left!.n, table).toBe(0);
-    }
-    await expectNoLeftovers(r);
-    expect(await listed(r.clients.e)).toBe(0);
-    map.close();
-  }, 120_000);
+      expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // the old copy, cleaned up
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
+      // The event, the key and the consumed event moved with the shard: at e, the command replays its
+      // recorded decision and the event is known as consumed; nothing of them is left at a.
+      await r.db.$transactionOn(S.g0m1, async (tx) => {
+        expect(await idempotent(tx, confirm, { bucket: buckets[0] }, async () => "again")).toEqual({
+          result: "confirmed",
+          replayed: true,
+        });
+        expect(await consumeOnce(tx, S.g0m1, "audit", consumed)).toBe(false);
+      });
+      expect(await r.clients.e.outboxEvent.count({ where: { aggregateId: buckets[0]! } })).toBe(1);
+      for (const table of [
+        "OutboxEvent",
+        "IdempotencyKey",
+        "ProcessedEvent",
+        "ShardMove",
+        "ShardMoveChange",
+      ]) {
+        const [left] = await r.clients.a.$queryRawUnsafe<{ n: number }[]>(
+          `SELECT count(*)::int AS n FROM "${table}"`,
+        );
+        expect(left!.n, table).toBe(0);
+      }
+      await expectNoLeftovers(r);
+      expect(await listed(r.clients.e)).toBe(0);
+      map.close();
+    },
+    patient(120_000),
+  );
 
   it("moves a shard live between two databases of one server (its slot made apart) while it takes writes: nothing lost or doubled, nothing left behind", async () => {
     const r = make();
@@ -338,143 +355,157 @@ describe("moveShard (live, PostgreSQL logical replication)", () => {
       }
       map.close();
     },
-    90_000,
+    patient(90_000),
   );
 });
 
 describe("a target whose tables a long transaction holds (a vacuum, a long writer)", () => {
-  it("a move whose target must wait for its table's lock for several lease periods before the copy starts: its lease is kept and nothing is taken over; it finishes, nothing lost", async () => {
-    const { r, map, buckets } = await seeded(10);
-    // The lock a vacuum holds: the trigger DDL that lists the shard in e's fence waits for it.
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let holding!: () => void;
-    const held = new Promise<void>((resolve) => {
-      holding = resolve;
-    });
-    const vacuum = r.clients.e.$transaction(
-      async (tx) => {
-        await tx.$executeRawUnsafe(`LOCK TABLE "Bucket" IN SHARE UPDATE EXCLUSIVE MODE`);
-        holding();
-        await released;
-      },
-      { timeout: 120_000 },
-    );
-    await held;
-    let freed: ReturnType<typeof setTimeout> | undefined;
-    const steps: MoveStep[] = [];
-    const result = await moveToE(r, map, {
-      leaseMs: 1000,
-      onProgress: (p) => {
-        steps.push(p.step);
-        // The lock is held for three lease periods after the target is first asked to list the shard.
-        if (p.step === "receive" && !freed) freed = setTimeout(release, 3000);
-      },
-    }).finally(() => {
-      clearTimeout(freed);
-      release();
-    });
-    await vacuum;
-    expect(result).toMatchObject({ shard: "0/1", to: "e", resumed: null });
-    expect(steps).toContain("receive");
-    expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
-    expect(await r.clients.e.confirmation.count()).toBe(30);
-    expect(await r.clients.a.bucket.count()).toBe(0);
-    await expectNoLeftovers(r);
-    map.close();
-  }, 90_000);
+  it(
+    "a move whose target must wait for its table's lock for several lease periods before the copy starts: its lease is kept and nothing is taken over; it finishes, nothing lost",
+    async () => {
+      const { r, map, buckets } = await seeded(10);
+      // The lock a vacuum holds: the trigger DDL that lists the shard in e's fence waits for it.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let holding!: () => void;
+      const held = new Promise<void>((resolve) => {
+        holding = resolve;
+      });
+      const vacuum = r.clients.e.$transaction(
+        async (tx) => {
+          await tx.$executeRawUnsafe(`LOCK TABLE "Bucket" IN SHARE UPDATE EXCLUSIVE MODE`);
+          holding();
+          await released;
+        },
+        { timeout: 120_000 },
+      );
+      await held;
+      let freed: ReturnType<typeof setTimeout> | undefined;
+      const steps: MoveStep[] = [];
+      const result = await moveToE(r, map, {
+        leaseMs: 1000,
+        onProgress: (p) => {
+          steps.push(p.step);
+          // The lock is held for three lease periods after the target is first asked to list the shard.
+          if (p.step === "receive" && !freed) freed = setTimeout(release, 3000);
+        },
+      }).finally(() => {
+        clearTimeout(freed);
+        release();
+      });
+      await vacuum;
+      expect(result).toMatchObject({ shard: "0/1", to: "e", resumed: null });
+      expect(steps).toContain("receive");
+      expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(10);
+      expect(await r.clients.e.confirmation.count()).toBe(30);
+      expect(await r.clients.a.bucket.count()).toBe(0);
+      await expectNoLeftovers(r);
+      map.close();
+    },
+    patient(90_000),
+  );
 });
 
 describe("a mover stuck inside its fence", () => {
-  it("stops renewing its lease once the shard has been fenced for longer than its freeze budget: routers give the shard back, and the mover, when it goes on, takes its move back and undoes it", async () => {
-    const { r, map, buckets } = await seeded(5);
-    const writer = make();
-    const writing = await writer.open();
-    const failure = await moveToE(r, map, {
-      leaseMs: 1000,
-      freezeBudgetMs: 1000,
-      afterStep: async (step) => {
-        if (step !== "fence") return;
-        // The mover stalls here (a database it waits for does not answer). A service's writes:
-        // held in its router, then let through once the lease lapsed and the fence was given back.
-        await writer.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 1 } });
-      },
-    }).catch((e: unknown) => e);
-    expect(writing.counters.heals).toBe(1);
-    expect(failure).toBeInstanceOf(MoveFailedError);
-    expect(failure).toMatchObject({ left: "undone", rerun: null });
-    expect((failure as Error).message).toMatch(/a router gave the shard back to a; the move was then undone/);
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    expect((await r.clients.a.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(1);
-    // Nothing of it is left: the copy at e, the replication objects, the move's record.
-    expect(await r.clients.e.bucket.count()).toBe(0);
-    await expectNoLeftovers(r);
-    const view = await readPartitionMap(r.registry);
-    expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
-    writing.close();
-    await expectMoveFinished(r, map, buckets, null);
-    map.close();
-  }, 60_000);
+  it(
+    "stops renewing its lease once the shard has been fenced for longer than its freeze budget: routers give the shard back, and the mover, when it goes on, takes its move back and undoes it",
+    async () => {
+      const { r, map, buckets } = await seeded(5);
+      const writer = make();
+      const writing = await writer.open();
+      const failure = await moveToE(r, map, {
+        leaseMs: 1000,
+        freezeBudgetMs: 1000,
+        afterStep: async (step) => {
+          if (step !== "fence") return;
+          // The mover stalls here (a database it waits for does not answer). A service's writes:
+          // held in its router, then let through once the lease lapsed and the fence was given back.
+          await writer.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 1 } });
+        },
+      }).catch((e: unknown) => e);
+      expect(writing.counters.heals).toBe(1);
+      expect(failure).toBeInstanceOf(MoveFailedError);
+      expect(failure).toMatchObject({ left: "undone", rerun: null });
+      expect((failure as Error).message).toMatch(
+        /a router gave the shard back to a; the move was then undone/,
+      );
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      expect((await r.clients.a.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(1);
+      // Nothing of it is left: the copy at e, the replication objects, the move's record.
+      expect(await r.clients.e.bucket.count()).toBe(0);
+      await expectNoLeftovers(r);
+      const view = await readPartitionMap(r.registry);
+      expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
+      writing.close();
+      await expectMoveFinished(r, map, buckets, null);
+      map.close();
+    },
+    patient(60_000),
+  );
 });
 
 describe("a database that stops answering in the middle of a move", () => {
-  it("a target whose server freezes during the copy: the move stops within its budgets (the copy's, then the undo's), naming the database it waited for, and gives its lease up; the source owns the shard and takes its writes throughout; once the server answers again, the next move undoes what was left and moves the shard, nothing lost", async () => {
-    const { r, map, buckets } = await seeded(10);
-    const load = writers(r, [{ buckets, desk: "during" }]);
-    let thaw!: () => void;
-    const thawed = new Promise<void>((resolve) => {
-      thaw = resolve;
-    });
-    let frozen: Promise<void> | undefined;
-    const ackedBefore = { n: 0 };
-    const failure = await moveToE(r, map, {
-      copyTimeoutMs: 6000,
-      afterStep: async (step) => {
-        if (step !== "subscribe") return;
-        // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
-        await new Promise<void>((resolve) => {
-          frozen = withClusterFrozen(LOGICAL.target.cluster, async () => {
-            ackedBefore.n = load.acked.size;
-            resolve();
-            // Thawed by the test, or at the latest when its time is up: never frozen for the next test.
-            await Promise.race([thawed, new Promise((r) => setTimeout(r, 90_000).unref())]);
+  it(
+    "a target whose server freezes during the copy: the move stops within its budgets (the copy's, then the undo's), naming the database it waited for, and gives its lease up; the source owns the shard and takes its writes throughout; once the server answers again, the next move undoes what was left and moves the shard, nothing lost",
+    async () => {
+      const { r, map, buckets } = await seeded(10);
+      const load = writers(r, [{ buckets, desk: "during" }]);
+      let thaw!: () => void;
+      const thawed = new Promise<void>((resolve) => {
+        thaw = resolve;
+      });
+      let frozen: Promise<void> | undefined;
+      const ackedBefore = { n: 0 };
+      const failure = await moveToE(r, map, {
+        copyTimeoutMs: 6000,
+        afterStep: async (step) => {
+          if (step !== "subscribe") return;
+          // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
+          await new Promise<void>((resolve) => {
+            frozen = withClusterFrozen(LOGICAL.target.cluster, async () => {
+              ackedBefore.n = load.acked.size;
+              resolve();
+              // Thawed by the test, or at the latest when its time is up: never frozen for the next test.
+              await Promise.race([thawed, new Promise((r) => setTimeout(r, 90_000).unref())]);
+            });
           });
-        });
-      },
-    }).catch((e: unknown) => e);
-    try {
-      expect(failure, String(failure)).toBeInstanceOf(MoveFailedError);
-      expect(failure).toMatchObject({ step: "copy", left: "half-done", rerun: "undo" });
-      const cause = (failure as Error).cause;
-      expect(cause).toBeInstanceOf(MoveTimeoutError);
-      expect((cause as Error).message).toBe(
-        "shard 0/1: the copy (waiting for e) did not finish within 6000 ms",
-      );
-      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-      // The source took the shard's writes while e was frozen, before and after the move gave up.
-      expect(load.acked.size).toBeGreaterThan(ackedBefore.n);
-      const ackedAtFailure = load.acked.size;
-      await vi.waitFor(() => expect(load.acked.size).toBeGreaterThan(ackedAtFailure), { timeout: 30_000 });
-      expect(load.failures).toEqual([]);
-    } finally {
-      thaw();
-      await frozen;
-    }
-    await load.stop();
-    await untilLapsed(r);
-    const result = await moveToE(r, map);
-    expect(result.resumed).toBe("rolled-back");
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
-    await expectNothingLost(r, load.acked);
-    expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
-    expect(await r.clients.a.confirmation.count()).toBe(0);
-    await expectNoLeftovers(r);
-    const view = await readPartitionMap(r.registry);
-    expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
-    map.close();
-  }, 90_000);
+        },
+      }).catch((e: unknown) => e);
+      try {
+        expect(failure, String(failure)).toBeInstanceOf(MoveFailedError);
+        expect(failure).toMatchObject({ step: "copy", left: "half-done", rerun: "undo" });
+        const cause = (failure as Error).cause;
+        expect(cause).toBeInstanceOf(MoveTimeoutError);
+        expect((cause as Error).message).toBe(
+          "shard 0/1: the copy (waiting for e) did not finish within 6000 ms",
+        );
+        expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+        // The source took the shard's writes while e was frozen, before and after the move gave up.
+        expect(load.acked.size).toBeGreaterThan(ackedBefore.n);
+        const ackedAtFailure = load.acked.size;
+        await vi.waitFor(() => expect(load.acked.size).toBeGreaterThan(ackedAtFailure), { timeout: 30_000 });
+        expect(load.failures).toEqual([]);
+      } finally {
+        thaw();
+        await frozen;
+      }
+      await load.stop();
+      await untilLapsed(r);
+      const result = await moveToE(r, map);
+      expect(result.resumed).toBe("rolled-back");
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
+      await expectNothingLost(r, load.acked);
+      expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(buckets.length);
+      expect(await r.clients.a.confirmation.count()).toBe(0);
+      await expectNoLeftovers(r);
+      const view = await readPartitionMap(r.registry);
+      expect([view.stopped, view.leftovers, view.issues]).toEqual([[], [], []]);
+      map.close();
+    },
+    patient(90_000),
+  );
 });
 
 describe("a mover process killed with SIGKILL", () => {
@@ -507,7 +538,7 @@ describe("a mover process killed with SIGKILL", () => {
       await expectMoveFinished(r, map, buckets, SWITCHED.includes(stop) ? "rolled-forward" : "rolled-back");
       map.close();
     },
-    120_000,
+    patient(120_000),
   );
 
   it("a mover that dies between the switch's two commits (decided at the source, not yet at the target): the first router the target refuses completes the switch", async () => {
@@ -571,7 +602,7 @@ describe("two movers of one shard", () => {
       await expectNoLeftovers(r);
       map.close();
     },
-    120_000,
+    patient(120_000),
   );
 
   it.each(["receive", "copy", "fence", "verify-changes", "switch", "teardown"] as const)(
@@ -599,154 +630,169 @@ describe("two movers of one shard", () => {
       await expectNoLeftovers(r);
       map.close();
     },
-    120_000,
+    patient(120_000),
   );
 });
 
 describe("the checks of a live move", () => {
-  it("a copy spoiled in a row nobody wrote during the move is found before the fence; one spoiled in a row written during the move, inside it; both undone", async () => {
-    const { r, map, buckets } = await seeded(10);
-    const spoil = (id: string) =>
-      r.clients.e.$transaction(async (tx) => {
-        await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
-        await tx.$executeRawUnsafe(`UPDATE "Bucket" SET remaining = -1 WHERE id = $1::uuid`, id);
-      });
-    const before = await moveToE(r, map, {
-      afterStep: async (step) => {
-        if (step === "catch-up") await spoil(buckets[0]!);
-      },
-    }).catch((e: unknown) => e);
-    expect(before).toBeInstanceOf(MoveVerifyError);
-    expect((before as MoveVerifyError).mismatches).toEqual([
-      expect.stringMatching(/^Bucket \(rows not written during the move\): source 10 rows/),
-    ]);
-    expect([r.registry.databaseOf(S.g0m1).name, await r.clients.e.bucket.count()]).toEqual(["a", 0]);
+  it(
+    "a copy spoiled in a row nobody wrote during the move is found before the fence; one spoiled in a row written during the move, inside it; both undone",
+    async () => {
+      const { r, map, buckets } = await seeded(10);
+      const spoil = (id: string) =>
+        r.clients.e.$transaction(async (tx) => {
+          await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+          await tx.$executeRawUnsafe(`UPDATE "Bucket" SET remaining = -1 WHERE id = $1::uuid`, id);
+        });
+      const before = await moveToE(r, map, {
+        afterStep: async (step) => {
+          if (step === "catch-up") await spoil(buckets[0]!);
+        },
+      }).catch((e: unknown) => e);
+      expect(before).toBeInstanceOf(MoveVerifyError);
+      expect((before as MoveVerifyError).mismatches).toEqual([
+        expect.stringMatching(/^Bucket \(rows not written during the move\): source 10 rows/),
+      ]);
+      expect([r.registry.databaseOf(S.g0m1).name, await r.clients.e.bucket.count()]).toEqual(["a", 0]);
 
-    const during = await moveToE(r, map, {
-      afterStep: async (step) => {
-        if (step !== "verify") return;
-        // Written at the source after the first check, replicated, then spoiled at the target.
-        await r.db.bucket.update({ where: { id: buckets[1]! }, data: { remaining: 55 } });
-        await eventually(
-          "the update replicates to e",
-          async () => (await r.clients.e.bucket.findUnique({ where: { id: buckets[1]! } }))?.remaining === 55,
-        );
-        await spoil(buckets[1]!);
-      },
-    }).catch((e: unknown) => e);
-    expect(during).toBeInstanceOf(MoveVerifyError);
-    expect((during as MoveVerifyError).mismatches).toEqual([
-      expect.stringMatching(/^Bucket \(rows written during the move\): source 1 rows/),
-    ]);
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    await expectNoLeftovers(r);
-    map.close();
-  }, 120_000);
+      const during = await moveToE(r, map, {
+        afterStep: async (step) => {
+          if (step !== "verify") return;
+          // Written at the source after the first check, replicated, then spoiled at the target.
+          await r.db.bucket.update({ where: { id: buckets[1]! }, data: { remaining: 55 } });
+          await eventually(
+            "the update replicates to e",
+            async () =>
+              (await r.clients.e.bucket.findUnique({ where: { id: buckets[1]! } }))?.remaining === 55,
+          );
+          await spoil(buckets[1]!);
+        },
+      }).catch((e: unknown) => e);
+      expect(during).toBeInstanceOf(MoveVerifyError);
+      expect((during as MoveVerifyError).mismatches).toEqual([
+        expect.stringMatching(/^Bucket \(rows written during the move\): source 1 rows/),
+      ]);
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      await expectNoLeftovers(r);
+      map.close();
+    },
+    patient(120_000),
+  );
 });
 
 describe("a former owner never answers for a shard it lost", () => {
-  it("routers that never refresh read, update, delete and count rows of a moved shard after its cleanup: never null, never P2025, never an empty answer", async () => {
-    const { r, map, buckets } = await seeded(3);
-    const checks: ((s: Router) => Promise<void>)[] = [
-      async (s) => expect(await s.db.bucket.findUnique({ where: { id: buckets[0]! } })).not.toBeNull(),
-      async (s) => expect(await s.db.bucket.findUniqueOrThrow({ where: { id: buckets[0]! } })).toBeTruthy(),
-      async (s) => expect(await s.db.bucket.findMany({ where: { id: buckets[1]! } })).toHaveLength(1),
-      async (s) => expect(await s.db.bucket.count({ where: { id: buckets[1]! } })).toBe(1),
-      async (s) =>
-        expect(
-          (await s.db.bucket.update({ where: { id: buckets[1]! }, data: { remaining: 9 } })).remaining,
-        ).toBe(9),
-      async (s) =>
-        expect(await s.db.bucket.updateMany({ where: { id: buckets[1]! }, data: { remaining: 8 } })).toEqual({
-          count: 1,
+  it(
+    "routers that never refresh read, update, delete and count rows of a moved shard after its cleanup: never null, never P2025, never an empty answer",
+    async () => {
+      const { r, map, buckets } = await seeded(3);
+      const checks: ((s: Router) => Promise<void>)[] = [
+        async (s) => expect(await s.db.bucket.findUnique({ where: { id: buckets[0]! } })).not.toBeNull(),
+        async (s) => expect(await s.db.bucket.findUniqueOrThrow({ where: { id: buckets[0]! } })).toBeTruthy(),
+        async (s) => expect(await s.db.bucket.findMany({ where: { id: buckets[1]! } })).toHaveLength(1),
+        async (s) => expect(await s.db.bucket.count({ where: { id: buckets[1]! } })).toBe(1),
+        async (s) =>
+          expect(
+            (await s.db.bucket.update({ where: { id: buckets[1]! }, data: { remaining: 9 } })).remaining,
+          ).toBe(9),
+        async (s) =>
+          expect(
+            await s.db.bucket.updateMany({ where: { id: buckets[1]! }, data: { remaining: 8 } }),
+          ).toEqual({
+            count: 1,
+          }),
+        async (s) =>
+          expect(await s.db.confirmation.deleteMany({ where: { bucketId: buckets[2]! } })).toEqual({
+            count: 3,
+          }),
+        async (s) =>
+          expect(
+            await s.db.$transactionOn(S.g0m1, async (tx) =>
+              tx.bucket.findUnique({ where: { id: buckets[2]! } }),
+            ),
+          ).not.toBeNull(),
+      ];
+      // One router per check, each with a map read before the move and never refreshed.
+      const stale = await Promise.all(
+        checks.map(async () => {
+          const s = make();
+          return { s, map: await s.open() };
         }),
-      async (s) =>
-        expect(await s.db.confirmation.deleteMany({ where: { bucketId: buckets[2]! } })).toEqual({
-          count: 3,
-        }),
-      async (s) =>
-        expect(
-          await s.db.$transactionOn(S.g0m1, async (tx) =>
-            tx.bucket.findUnique({ where: { id: buckets[2]! } }),
-          ),
-        ).not.toBeNull(),
-    ];
-    // One router per check, each with a map read before the move and never refreshed.
-    const stale = await Promise.all(
-      checks.map(async () => {
-        const s = make();
-        return { s, map: await s.open() };
-      }),
-    );
-    await moveToE(r, map);
-    expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // cleaned up
-    for (const [i, check] of checks.entries()) {
-      const { s, map: staleMap } = stale[i]!;
-      expect(s.registry.databaseOf(S.g0m1).name).toBe("a");
-      await check(s);
-      expect(s.registry.databaseOf(S.g0m1).name).toBe("e");
-      expect(staleMap.counters.staleRejections).toBe(1);
-      staleMap.close();
-    }
-    map.close();
-  }, 120_000);
+      );
+      await moveToE(r, map);
+      expect(await r.clients.a.bucket.count({ where: { id: { in: buckets } } })).toBe(0); // cleaned up
+      for (const [i, check] of checks.entries()) {
+        const { s, map: staleMap } = stale[i]!;
+        expect(s.registry.databaseOf(S.g0m1).name).toBe("a");
+        await check(s);
+        expect(s.registry.databaseOf(S.g0m1).name).toBe("e");
+        expect(staleMap.counters.staleRejections).toBe(1);
+        staleMap.close();
+      }
+      map.close();
+    },
+    patient(120_000),
+  );
 });
 
 describe("moveShard (offline)", () => {
-  it("fences, copies, verifies and switches; a copy that does not match is undone and the source owns the shard again", async () => {
-    const { r, map, buckets } = await seeded(20);
-    const exporter = new InMemorySpanExporter();
-    const telemetry = {
-      tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
-    };
-    const spoiled = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      mode: "offline",
-      telemetry,
-      onProgress: quiet,
-      afterStep: async (step) => {
-        if (step === "copy") {
-          await r.clients.e.$transaction(async (tx) => {
-            await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
-            await tx.$executeRawUnsafe(`UPDATE "Bucket" SET remaining = 0 WHERE id = $1::uuid`, buckets[0]);
-          });
-        }
-      },
-    }).catch((e: unknown) => e);
-    expect(spoiled).toBeInstanceOf(MoveVerifyError);
-    expect((spoiled as MoveVerifyError).mismatches[0]).toMatch(/^Bucket: source 20 rows/);
-    expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
-    expect(await r.clients.e.bucket.count()).toBe(0);
-    await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 5 } }); // a takes writes again
+  it(
+    "fences, copies, verifies and switches; a copy that does not match is undone and the source owns the shard again",
+    async () => {
+      const { r, map, buckets } = await seeded(20);
+      const exporter = new InMemorySpanExporter();
+      const telemetry = {
+        tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
+      };
+      const spoiled = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.databases.e,
+        mode: "offline",
+        telemetry,
+        onProgress: quiet,
+        afterStep: async (step) => {
+          if (step === "copy") {
+            await r.clients.e.$transaction(async (tx) => {
+              await tx.$executeRawUnsafe("SET LOCAL shardkit.mover = 'on'");
+              await tx.$executeRawUnsafe(`UPDATE "Bucket" SET remaining = 0 WHERE id = $1::uuid`, buckets[0]);
+            });
+          }
+        },
+      }).catch((e: unknown) => e);
+      expect(spoiled).toBeInstanceOf(MoveVerifyError);
+      expect((spoiled as MoveVerifyError).mismatches[0]).toMatch(/^Bucket: source 20 rows/);
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
+      expect(await r.clients.e.bucket.count()).toBe(0);
+      await r.db.bucket.update({ where: { id: buckets[0]! }, data: { remaining: 5 } }); // a takes writes again
 
-    const result = await moveShard({
-      map,
-      shard: S.g0m1,
-      to: r.databases.e,
-      mode: "offline",
-      telemetry,
-      onProgress: quiet,
-    });
-    expect(result).toMatchObject({ mode: "offline", epoch: 2, rows: { Bucket: 20, Confirmation: 60 } });
-    // A span per move: the undone one with error status, the other with an event per step.
-    const [undone, moved] = exporter.getFinishedSpans();
-    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["shardkit.move", "shardkit.move"]);
-    expect(undone!.status.code).toBe(SpanStatusCode.ERROR);
-    expect(moved!.status.code).toBe(SpanStatusCode.UNSET);
-    expect(moved!.attributes).toMatchObject({
-      "shardkit.shard": S.g0m1.key,
-      "shardkit.move.to": "e",
-      "shardkit.move.from": "a",
-      "shardkit.move.mode": "offline",
-      "shardkit.move.epoch": 2,
-    });
-    const steps = moved!.events.map((e) => e.attributes?.["shardkit.move.step"]);
-    expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("offline"));
-    expect((await r.clients.e.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(5);
-    map.close();
-  }, 60_000);
+      const result = await moveShard({
+        map,
+        shard: S.g0m1,
+        to: r.databases.e,
+        mode: "offline",
+        telemetry,
+        onProgress: quiet,
+      });
+      expect(result).toMatchObject({ mode: "offline", epoch: 2, rows: { Bucket: 20, Confirmation: 60 } });
+      // A span per move: the undone one with error status, the other with an event per step.
+      const [undone, moved] = exporter.getFinishedSpans();
+      expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["shardkit.move", "shardkit.move"]);
+      expect(undone!.status.code).toBe(SpanStatusCode.ERROR);
+      expect(moved!.status.code).toBe(SpanStatusCode.UNSET);
+      expect(moved!.attributes).toMatchObject({
+        "shardkit.shard": S.g0m1.key,
+        "shardkit.move.to": "e",
+        "shardkit.move.from": "a",
+        "shardkit.move.mode": "offline",
+        "shardkit.move.epoch": 2,
+      });
+      const steps = moved!.events.map((e) => e.attributes?.["shardkit.move.step"]);
+      expect(steps.filter((step, k) => step !== steps[k - 1])).toEqual(moveSteps("offline"));
+      expect((await r.clients.e.bucket.findUnique({ where: { id: buckets[0]! } }))?.remaining).toBe(5);
+      map.close();
+    },
+    patient(60_000),
+  );
 });
 
 describe("moveSteps", () => {

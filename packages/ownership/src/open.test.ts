@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { patient } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { lineReader } from "../test/lines.js";
 import { reset, router } from "../test/world.js";
@@ -44,43 +45,47 @@ async function functions() {
 }
 
 describe("service instances opening their maps at once", () => {
-  it("six processes open maps over the same databases at the same moment: every one opens, and all agree on the map", async () => {
-    for (const round of ["fresh", "an older version installed", "installed"] as const) {
-      if (round !== "installed") {
-        for (const client of Object.values(r.clients)) {
-          await client.$executeRawUnsafe("DROP FUNCTION IF EXISTS shardkit_refuse_write() CASCADE");
-          await client.$executeRawUnsafe("DROP FUNCTION IF EXISTS shardkit_assert_owner(int, int)");
-          await client.$executeRawUnsafe(`DELETE FROM "ShardOwnership"`);
-          if (round === "an older version installed") {
-            await client.$executeRawUnsafe(
-              `CREATE FUNCTION shardkit_assert_owner(bits int, expected int) RETURNS int LANGUAGE sql AS 'SELECT 0'`,
-            );
+  it(
+    "six processes open maps over the same databases at the same moment: every one opens, and all agree on the map",
+    async () => {
+      for (const round of ["fresh", "an older version installed", "installed"] as const) {
+        if (round !== "installed") {
+          for (const client of Object.values(r.clients)) {
+            await client.$executeRawUnsafe("DROP FUNCTION IF EXISTS shardkit_refuse_write() CASCADE");
+            await client.$executeRawUnsafe("DROP FUNCTION IF EXISTS shardkit_assert_owner(int, int)");
+            await client.$executeRawUnsafe(`DELETE FROM "ShardOwnership"`);
+            if (round === "an older version installed") {
+              await client.$executeRawUnsafe(
+                `CREATE FUNCTION shardkit_assert_owner(bits int, expected int) RETURNS int LANGUAGE sql AS 'SELECT 0'`,
+              );
+            }
           }
         }
+        const go = await openers(6);
+        const outcomes = await go();
+        expect(
+          outcomes.filter((o) => !o.ok).map((o) => o.error),
+          round,
+        ).toEqual([]);
+        for (const o of outcomes) expect(o.entries, round).toEqual(outcomes[0]!.entries);
+        expect(outcomes[0]!.entries).toEqual([
+          { shard: "0/0", database: "a", epoch: 1, state: "owned" },
+          { shard: "0/1", database: "a", epoch: 1, state: "owned" },
+          { shard: "1/0", database: "b", epoch: 1, state: "owned" },
+        ]);
+        expect(await functions()).toEqual([
+          { name: "shardkit_assert_owner" },
+          { name: "shardkit_map_check" },
+          { name: "shardkit_refuse_truncate" },
+          { name: "shardkit_refuse_write" },
+        ]);
+        // The functions installed are the current ones: a shard transaction's assertion works.
+        const [own] = await r.clients.a.$queryRawUnsafe<{ epoch: number }[]>(
+          "SELECT shardkit_assert_owner(1, 1) AS epoch",
+        );
+        expect(own!.epoch).toBe(1);
       }
-      const go = await openers(6);
-      const outcomes = await go();
-      expect(
-        outcomes.filter((o) => !o.ok).map((o) => o.error),
-        round,
-      ).toEqual([]);
-      for (const o of outcomes) expect(o.entries, round).toEqual(outcomes[0]!.entries);
-      expect(outcomes[0]!.entries).toEqual([
-        { shard: "0/0", database: "a", epoch: 1, state: "owned" },
-        { shard: "0/1", database: "a", epoch: 1, state: "owned" },
-        { shard: "1/0", database: "b", epoch: 1, state: "owned" },
-      ]);
-      expect(await functions()).toEqual([
-        { name: "shardkit_assert_owner" },
-        { name: "shardkit_map_check" },
-        { name: "shardkit_refuse_truncate" },
-        { name: "shardkit_refuse_write" },
-      ]);
-      // The functions installed are the current ones: a shard transaction's assertion works.
-      const [own] = await r.clients.a.$queryRawUnsafe<{ epoch: number }[]>(
-        "SELECT shardkit_assert_owner(1, 1) AS epoch",
-      );
-      expect(own!.epoch).toBe(1);
-    }
-  }, 120_000);
+    },
+    patient(120_000),
+  );
 });

@@ -7,6 +7,7 @@ import {
   shardRouting,
   UniqueViolationError,
 } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import type { PrismaClient } from "../test/generated/prisma/client.js";
 import { reset, routers, S } from "../test/world.js";
@@ -234,51 +235,58 @@ describe("shardkit's own tables move with their shard", () => {
       laterMap.close();
       map.close();
     },
-    120_000,
+    patient(120_000),
   );
 
-  it("routers that missed the move: their claims reach the former owner, are refused, and are taken at the new owner; a duplicate is still refused as taken", async () => {
-    const r = make();
-    const map = await r.open({ tables: APP_TABLES });
-    // Opened before the move and never refreshed (not started): they miss it.
-    const [one, two] = [make(), make()];
-    const [oneMap, twoMap] = [await one.open({ tables: APP_TABLES }), await two.open({ tables: APP_TABLES })];
-    const db = uniqueNames(r.registry);
-    const names = Array.from({ length: 12 }, (_, i) => `Before-${i}`);
-    for (const [i, name] of names.entries()) {
-      await db.bucket.create({
-        data: { id: ShardedId.generate("Bucket", i % 2 ? S.g0m0 : S.g1m0), name, remaining: 1 },
-      });
-    }
-    const [taken] = await r.clients.a.uniqueClaim.findMany({ where: { shard: S.g0m1.bits } });
-    expect(taken).toBeDefined();
-    await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: quiet });
-    expect(one.registry.databaseOf(S.g0m1).name).toBe("a");
-    expect(two.registry.databaseOf(S.g0m1).name).toBe("a");
+  it(
+    "routers that missed the move: their claims reach the former owner, are refused, and are taken at the new owner; a duplicate is still refused as taken",
+    async () => {
+      const r = make();
+      const map = await r.open({ tables: APP_TABLES });
+      // Opened before the move and never refreshed (not started): they miss it.
+      const [one, two] = [make(), make()];
+      const [oneMap, twoMap] = [
+        await one.open({ tables: APP_TABLES }),
+        await two.open({ tables: APP_TABLES }),
+      ];
+      const db = uniqueNames(r.registry);
+      const names = Array.from({ length: 12 }, (_, i) => `Before-${i}`);
+      for (const [i, name] of names.entries()) {
+        await db.bucket.create({
+          data: { id: ShardedId.generate("Bucket", i % 2 ? S.g0m0 : S.g1m0), name, remaining: 1 },
+        });
+      }
+      const [taken] = await r.clients.a.uniqueClaim.findMany({ where: { shard: S.g0m1.bits } });
+      expect(taken).toBeDefined();
+      await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: quiet });
+      expect(one.registry.databaseOf(S.g0m1).name).toBe("a");
+      expect(two.registry.databaseOf(S.g0m1).name).toBe("a");
 
-    // A value claimed before the move: its claim is tried at a, refused there, found at e: taken.
-    await expect(
-      uniqueNames(one.registry).bucket.create({
-        data: { id: ShardedId.generate("Bucket", S.g0m0), name: taken!.stored, remaining: 1 },
-      }),
-    ).rejects.toBeInstanceOf(UniqueViolationError);
-    expect(oneMap.counters.staleRejections).toBe(1);
-    expect(one.registry.databaseOf(S.g0m1).name).toBe("e");
+      // A value claimed before the move: its claim is tried at a, refused there, found at e: taken.
+      await expect(
+        uniqueNames(one.registry).bucket.create({
+          data: { id: ShardedId.generate("Bucket", S.g0m0), name: taken!.stored, remaining: 1 },
+        }),
+      ).rejects.toBeInstanceOf(UniqueViolationError);
+      expect(oneMap.counters.staleRejections).toBe(1);
+      expect(one.registry.databaseOf(S.g0m1).name).toBe("e");
 
-    // New names, some of whose claims belong on 0/1: every create succeeds, its claims held at e.
-    const fresh = uniqueNames(two.registry);
-    for (const [i, name] of Array.from({ length: 12 }, (_, i) => `After-${i}`).entries()) {
-      await fresh.bucket.create({
-        data: { id: ShardedId.generate("Bucket", i % 2 ? S.g0m0 : S.g1m0), name, remaining: 1 },
-      });
-    }
-    expect(twoMap.counters.staleRejections).toBe(1);
-    const claimsAtE = await r.clients.e.uniqueClaim.findMany({ where: { shard: S.g0m1.bits } });
-    expect(claimsAtE.some((c) => c.stored.startsWith("After-"))).toBe(true);
-    expect(claimsAtE.every((c) => c.state === "held")).toBe(true);
-    expect(await r.clients.a.uniqueClaim.count({ where: { shard: S.g0m1.bits } })).toBe(0);
-    twoMap.close();
-    oneMap.close();
-    map.close();
-  }, 120_000);
+      // New names, some of whose claims belong on 0/1: every create succeeds, its claims held at e.
+      const fresh = uniqueNames(two.registry);
+      for (const [i, name] of Array.from({ length: 12 }, (_, i) => `After-${i}`).entries()) {
+        await fresh.bucket.create({
+          data: { id: ShardedId.generate("Bucket", i % 2 ? S.g0m0 : S.g1m0), name, remaining: 1 },
+        });
+      }
+      expect(twoMap.counters.staleRejections).toBe(1);
+      const claimsAtE = await r.clients.e.uniqueClaim.findMany({ where: { shard: S.g0m1.bits } });
+      expect(claimsAtE.some((c) => c.stored.startsWith("After-"))).toBe(true);
+      expect(claimsAtE.every((c) => c.state === "held")).toBe(true);
+      expect(await r.clients.a.uniqueClaim.count({ where: { shard: S.g0m1.bits } })).toBe(0);
+      twoMap.close();
+      oneMap.close();
+      map.close();
+    },
+    patient(120_000),
+  );
 });

@@ -1,7 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
-import { createDatabase, dropDatabase, MAIN_PORT, withClusterStopped } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
@@ -149,29 +149,33 @@ describe("readPartitionMap", () => {
     map.close();
   });
 
-  it("a database that is down makes only its own part unknown: the others are read, nothing throws", async () => {
-    const map = await moveByHand(make());
-    const r = make();
-    await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-      const view = await readPartitionMap(r.registry, { timeoutMs: 3000 });
-      const e = view.databases.find((d) => d.database === "e")!;
-      expect({ ...e, physical: e.physical.name }).toMatchObject({
-        status: "unavailable",
-        records: [],
-        identity: null,
+  it(
+    "a database that is down makes only its own part unknown: the others are read, nothing throws",
+    async () => {
+      const map = await moveByHand(make());
+      const r = make();
+      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+        const view = await readPartitionMap(r.registry, { timeoutMs: 3000 });
+        const e = view.databases.find((d) => d.database === "e")!;
+        expect({ ...e, physical: e.physical.name }).toMatchObject({
+          status: "unavailable",
+          records: [],
+          identity: null,
+        });
+        expect(e.status === "unavailable" && e.error).toMatch(/./);
+        expect(view.databases.filter((d) => d.status === "recorded").map((d) => d.database)).toEqual([
+          "a",
+          "b",
+        ]);
+        // 0/1's owner did not answer; a's tombstone names e, by the identity the view could not ask e for.
+        expect(named(view.placementOf(S.g0m1))).toMatchObject({ owner: null, state: "unknown", epoch: 2 });
+        expect(named(view.placementOf(S.g0m0))).toMatchObject({ owner: "a", epoch: 1, state: "owned" });
+        expect(named(view.placementOf(S.g1m0))).toMatchObject({ owner: "b", epoch: 1, state: "owned" });
       });
-      expect(e.status === "unavailable" && e.error).toMatch(/./);
-      expect(view.databases.filter((d) => d.status === "recorded").map((d) => d.database)).toEqual([
-        "a",
-        "b",
-      ]);
-      // 0/1's owner did not answer; a's tombstone names e, by the identity the view could not ask e for.
-      expect(named(view.placementOf(S.g0m1))).toMatchObject({ owner: null, state: "unknown", epoch: 2 });
-      expect(named(view.placementOf(S.g0m0))).toMatchObject({ owner: "a", epoch: 1, state: "owned" });
-      expect(named(view.placementOf(S.g1m0))).toMatchObject({ owner: "b", epoch: 1, state: "owned" });
-    });
-    map.close();
-  }, 60_000);
+      map.close();
+    },
+    patient(60_000),
+  );
 
   it("records that cannot be right are listed in issues, never thrown", async () => {
     const r = make();

@@ -8,6 +8,7 @@ import {
   createDatabase,
   dropDatabase,
   MAIN_PORT,
+  patient,
   pgBouncerPath,
   pgUrl,
   startPgBouncer,
@@ -58,80 +59,88 @@ beforeAll(async () => {
     })),
     onProgress: () => {},
   });
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   for (const name of names) await dropDatabase(MAIN_PORT, name);
 });
 
 describe("connections", () => {
-  it("an open warms every database's client: the first routed calls run on the connections it left open, none opened after", async () => {
-    const shardsJson = JSON.stringify(
-      shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 2 })),
-    );
-    const open = await openShards({
-      schema,
-      shardsJson,
-      createClient: (adapter) => new PrismaClient({ adapter }),
-      idleTimeoutMs: 60_000,
-      log: () => {},
-    });
-    try {
-      // The open's own checks ran on connections of their own, closed since: what stays is the
-      // connection each database's pool opened when the open warmed it.
-      await eventually("only the warmed pools' connections are open", async () =>
-        (await backends()).every((n) => n === 1),
+  it(
+    "an open warms every database's client: the first routed calls run on the connections it left open, none opened after",
+    async () => {
+      const shardsJson = JSON.stringify(
+        shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 2 })),
       );
-      const warmed = await backendPids();
-      const db = open.registry.databases[0]!.client.$extends(shardRouting({ registry: open.registry }));
-      for (const shard of shards) {
-        const id = ShardedId.generate("Customer", shard);
-        await db.customer.create({ data: { id, name: "first", region: "eu" } });
-        expect((await db.customer.findUnique({ where: { id } }))?.name).toBe("first");
+      const open = await openShards({
+        schema,
+        shardsJson,
+        createClient: (adapter) => new PrismaClient({ adapter }),
+        idleTimeoutMs: 60_000,
+        log: () => {},
+      });
+      try {
+        // The open's own checks ran on connections of their own, closed since: what stays is the
+        // connection each database's pool opened when the open warmed it.
+        await eventually("only the warmed pools' connections are open", async () =>
+          (await backends()).every((n) => n === 1),
+        );
+        const warmed = await backendPids();
+        const db = open.registry.databases[0]!.client.$extends(shardRouting({ registry: open.registry }));
+        for (const shard of shards) {
+          const id = ShardedId.generate("Customer", shard);
+          await db.customer.create({ data: { id, name: "first", region: "eu" } });
+          expect((await db.customer.findUnique({ where: { id } }))?.name).toBe("first");
+        }
+        // One call at a time on each database: its pool's warm connection answered them all.
+        expect(await backendPids()).toEqual(warmed);
+      } finally {
+        await open.close();
       }
-      // One call at a time on each database: its pool's warm connection answered them all.
-      expect(await backendPids()).toEqual(warmed);
-    } finally {
-      await open.close();
-    }
-  }, 60_000);
+    },
+    patient(60_000),
+  );
 
-  it("serverless: without warming, a database's pool opens on its first call and closes when idle; a pool of 1 never holds more", async () => {
-    const shardsJson = JSON.stringify(
-      shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 1 })),
-    );
-    const open = await openShards({
-      schema,
-      shardsJson,
-      createClient: (adapter) => new PrismaClient({ adapter }),
-      idleTimeoutMs: 100,
-      warm: false,
-      log: () => {},
-    });
-    try {
-      // The open's own checks ran on connections of their own, closed since: no pool is open yet.
-      await eventually("the open's connections are closed", async () =>
-        (await backends()).every((n) => n === 0),
+  it(
+    "serverless: without warming, a database's pool opens on its first call and closes when idle; a pool of 1 never holds more",
+    async () => {
+      const shardsJson = JSON.stringify(
+        shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 1 })),
       );
-      const id = ShardedId.generate("Customer", shards[0]!);
-      const db = open.registry.clientFor(id);
-      await Promise.all(
-        Array.from({ length: 10 }, (_, i) =>
-          i === 0
-            ? db.customer.create({ data: { id, name: "first", region: "eu" } })
-            : db.customer.findMany({ where: { region: "eu" } }),
-        ),
-      );
-      // Ten calls on a's pool of 1: one connection on a, none on b (never called).
-      expect(await backends()).toEqual([1, 0]);
-      await eventually("a's idle connection is closed", async () => (await backends())[0] === 0);
-      // The next call opens it again.
-      expect((await db.customer.findUnique({ where: { id } }))?.name).toBe("first");
-      expect((await backends())[0]).toBe(1);
-    } finally {
-      await open.close();
-    }
-  }, 60_000);
+      const open = await openShards({
+        schema,
+        shardsJson,
+        createClient: (adapter) => new PrismaClient({ adapter }),
+        idleTimeoutMs: 100,
+        warm: false,
+        log: () => {},
+      });
+      try {
+        // The open's own checks ran on connections of their own, closed since: no pool is open yet.
+        await eventually("the open's connections are closed", async () =>
+          (await backends()).every((n) => n === 0),
+        );
+        const id = ShardedId.generate("Customer", shards[0]!);
+        const db = open.registry.clientFor(id);
+        await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            i === 0
+              ? db.customer.create({ data: { id, name: "first", region: "eu" } })
+              : db.customer.findMany({ where: { region: "eu" } }),
+          ),
+        );
+        // Ten calls on a's pool of 1: one connection on a, none on b (never called).
+        expect(await backends()).toEqual([1, 0]);
+        await eventually("a's idle connection is closed", async () => (await backends())[0] === 0);
+        // The next call opens it again.
+        expect((await db.customer.findUnique({ where: { id } }))?.name).toBe("first");
+        expect((await backends())[0]).toBe(1);
+      } finally {
+        await open.close();
+      }
+    },
+    patient(60_000),
+  );
 
   describe.skipIf(!pgBouncerPath())("behind PgBouncer in transaction mode", () => {
     // A port of this file's own (PgBouncer listens on it for this test only).
@@ -139,82 +148,90 @@ describe("connections", () => {
     let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
     beforeAll(async () => {
       bouncer = await startPgBouncer(port, { poolSize: 2, mode: "transaction" });
-    }, 60_000);
+    }, patient(60_000));
     afterAll(() => bouncer?.stop());
 
-    it("routed calls, in lists, scatters and shard transactions from three routers share two server connections per database; every acknowledged write is there", async () => {
-      const routers = [0, 1, 2].map(() => {
-        const clients = names.map(
-          (name) =>
-            new PrismaClient({ adapter: new PrismaPg({ connectionString: bouncer.url(name), max: 10 }) }),
-        );
-        const registry = createShardRegistry({
-          shards: shards.map((shard, i) => ({ shard, client: clients[i]! })),
+    it(
+      "routed calls, in lists, scatters and shard transactions from three routers share two server connections per database; every acknowledged write is there",
+      async () => {
+        const routers = [0, 1, 2].map(() => {
+          const clients = names.map(
+            (name) =>
+              new PrismaClient({ adapter: new PrismaPg({ connectionString: bouncer.url(name), max: 10 }) }),
+          );
+          const registry = createShardRegistry({
+            shards: shards.map((shard, i) => ({ shard, client: clients[i]! })),
+          });
+          return { registry, db: clients[0]!.$extends(shardRouting({ registry, keyless: "scatter" })) };
         });
-        return { registry, db: clients[0]!.$extends(shardRouting({ registry, keyless: "scatter" })) };
-      });
-      const written: string[] = [];
-      await Promise.all(
-        Array.from({ length: 60 }, async (_, i) => {
-          const { db } = routers[i % 3]!;
-          const id = ShardedId.generate("Customer", shards[i % 2]!);
-          if (i % 3 === 0) {
-            await db.$transactionOn(id, async (tx) => {
-              await tx.customer.create({ data: { id, name: `t${i}`, region: "mx" } });
-              await tx.wallet.create({
-                data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 10n },
+        const written: string[] = [];
+        await Promise.all(
+          Array.from({ length: 60 }, async (_, i) => {
+            const { db } = routers[i % 3]!;
+            const id = ShardedId.generate("Customer", shards[i % 2]!);
+            if (i % 3 === 0) {
+              await db.$transactionOn(id, async (tx) => {
+                await tx.customer.create({ data: { id, name: `t${i}`, region: "mx" } });
+                await tx.wallet.create({
+                  data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 10n },
+                });
               });
-            });
-          } else {
-            await db.customer.create({ data: { id, name: `c${i}`, region: "mx" } });
-            await db.customer.update({ where: { id }, data: { name: `u${i}` } });
-          }
-          written.push(id);
-          expect(await db.customer.findUnique({ where: { id } })).not.toBeNull();
-        }),
-      );
-      // Thirty connections asked for per database, two given by PgBouncer.
-      const open = await backends();
-      expect(open.every((n) => n >= 1 && n <= 2)).toBe(true);
-      const { db } = routers[0]!;
-      expect(await db.customer.count({ where: { region: "mx" } })).toBe(60);
-      expect((await db.customer.findMany({ where: { id: { in: written } } })).length).toBe(60);
-      expect(await db.wallet.count()).toBe(20);
-      const top = await db.customer.findMany({ where: { region: "mx" }, orderBy: { id: "asc" }, take: 5 });
-      expect(top.map((c) => c.id)).toEqual([...written].sort().slice(0, 5));
-      for (const r of routers) await r.registry.disconnect();
-    }, 60_000);
+            } else {
+              await db.customer.create({ data: { id, name: `c${i}`, region: "mx" } });
+              await db.customer.update({ where: { id }, data: { name: `u${i}` } });
+            }
+            written.push(id);
+            expect(await db.customer.findUnique({ where: { id } })).not.toBeNull();
+          }),
+        );
+        // Thirty connections asked for per database, two given by PgBouncer.
+        const open = await backends();
+        expect(open.every((n) => n >= 1 && n <= 2)).toBe(true);
+        const { db } = routers[0]!;
+        expect(await db.customer.count({ where: { region: "mx" } })).toBe(60);
+        expect((await db.customer.findMany({ where: { id: { in: written } } })).length).toBe(60);
+        expect(await db.wallet.count()).toBe(20);
+        const top = await db.customer.findMany({ where: { region: "mx" }, orderBy: { id: "asc" }, take: 5 });
+        expect(top.map((c) => c.id)).toEqual([...written].sort().slice(0, 5));
+        for (const r of routers) await r.registry.disconnect();
+      },
+      patient(60_000),
+    );
 
-    it("openShards through the pooler: pools the server alone could not hold open once marked `pooler: true`; the same pools direct are refused", async () => {
-      const config = (url: (i: number) => string, pooler?: boolean) =>
-        JSON.stringify(
-          shards.map((s, i) => ({
-            group: s.group,
-            member: s.member,
-            url: url(i),
-            pool: 60,
-            ...(pooler === undefined ? {} : { pooler }),
-          })),
-        );
-      const open = (shardsJson: string) =>
-        openShards({
-          schema,
-          shardsJson,
-          createClient: (adapter) => new PrismaClient({ adapter }),
-          log: () => {},
-        });
-      // 2 x 60 connections on one server of max_connections 100: refused before anything is changed.
-      await expect(open(config((i) => urls[i]!))).rejects.toBeInstanceOf(ConnectionBudgetError);
-      const pooled = await open(config((i) => bouncer.url(names[i]!), true));
-      try {
-        const id = ShardedId.generate("Customer", shards[1]!);
-        await pooled.registry.clientFor(id).customer.create({ data: { id, name: "pooled", region: "eu" } });
-        expect((await pooled.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe(
-          "pooled",
-        );
-      } finally {
-        await pooled.close();
-      }
-    }, 60_000);
+    it(
+      "openShards through the pooler: pools the server alone could not hold open once marked `pooler: true`; the same pools direct are refused",
+      async () => {
+        const config = (url: (i: number) => string, pooler?: boolean) =>
+          JSON.stringify(
+            shards.map((s, i) => ({
+              group: s.group,
+              member: s.member,
+              url: url(i),
+              pool: 60,
+              ...(pooler === undefined ? {} : { pooler }),
+            })),
+          );
+        const open = (shardsJson: string) =>
+          openShards({
+            schema,
+            shardsJson,
+            createClient: (adapter) => new PrismaClient({ adapter }),
+            log: () => {},
+          });
+        // 2 x 60 connections on one server of max_connections 100: refused before anything is changed.
+        await expect(open(config((i) => urls[i]!))).rejects.toBeInstanceOf(ConnectionBudgetError);
+        const pooled = await open(config((i) => bouncer.url(names[i]!), true));
+        try {
+          const id = ShardedId.generate("Customer", shards[1]!);
+          await pooled.registry.clientFor(id).customer.create({ data: { id, name: "pooled", region: "eu" } });
+          expect((await pooled.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe(
+            "pooled",
+          );
+        } finally {
+          await pooled.close();
+        }
+      },
+      patient(60_000),
+    );
   });
 });

@@ -110,63 +110,67 @@ describe("statements bounded by timeoutMs", () => {
     }
   });
 
-  it("a frozen server fails the statements shardkit sends for a call (scatter legs, claims) and its transactions; the others answer", async () => {
-    const onC = customer();
-    await db.customer.create({ data: onC });
-    const email = emailClaimedOnC();
-    await withClusterFrozen(SECOND.cluster, async () => {
-      // A keyless read with policy "partial" answers from the rest and names what is missing.
-      let missing: string[] = [];
-      const onA = customer(S.g0m0);
-      await db.customer.create({ data: onA });
-      const all = await db
-        .$scatter({ policy: "partial", onReport: (r) => (missing = r.missingShards.map((s) => s.key)) })
-        .customer.findMany({ orderBy: { id: "asc" } });
-      expect(all.map((c) => c.id)).toEqual([onA.id]);
-      expect(missing.sort()).toEqual(["1/1", "1/2"]);
-      // With policy "fail" it fails, as unavailable, naming the database that did not answer.
-      const failed = await db
-        .$scatter({ policy: "fail" })
-        .customer.findMany({})
-        .then(
+  it(
+    "a frozen server fails the statements shardkit sends for a call (scatter legs, claims) and its transactions; the others answer",
+    async () => {
+      const onC = customer();
+      await db.customer.create({ data: onC });
+      const email = emailClaimedOnC();
+      await withClusterFrozen(SECOND.cluster, async () => {
+        // A keyless read with policy "partial" answers from the rest and names what is missing.
+        let missing: string[] = [];
+        const onA = customer(S.g0m0);
+        await db.customer.create({ data: onA });
+        const all = await db
+          .$scatter({ policy: "partial", onReport: (r) => (missing = r.missingShards.map((s) => s.key)) })
+          .customer.findMany({ orderBy: { id: "asc" } });
+        expect(all.map((c) => c.id)).toEqual([onA.id]);
+        expect(missing.sort()).toEqual(["1/1", "1/2"]);
+        // With policy "fail" it fails, as unavailable, naming the database that did not answer.
+        const failed = await db
+          .$scatter({ policy: "fail" })
+          .customer.findMany({})
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+        expect(isShardUnavailable(failed), String(failed)).toBe(true);
+        const causes = ((failed as Error).cause as AggregateError).errors as Error[];
+        expect(causes.map((e) => e.message)).toEqual([
+          `database database #2 (shards 1/1, 1/2) did not answer within ${TIMEOUT_MS} ms`,
+        ]);
+
+        // A shard transaction on the frozen server fails (within its maxWait) instead of hanging.
+        const tx = await db
+          .$transactionOn(S.g1m2, (t) => t.customer.count(), { maxWait: 300, timeout: 300 })
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+        expect(isShardUnavailable(tx), String(tx)).toBe(true);
+
+        // A write whose unique value's claim lives on the frozen server: unavailable, not a hang.
+        const claimed = await db.customer.create({ data: customer(S.g0m0, email) }).then(
           () => undefined,
           (error: unknown) => error,
         );
-      expect(isShardUnavailable(failed), String(failed)).toBe(true);
-      const causes = ((failed as Error).cause as AggregateError).errors as Error[];
-      expect(causes.map((e) => e.message)).toEqual([
-        `database database #2 (shards 1/1, 1/2) did not answer within ${TIMEOUT_MS} ms`,
-      ]);
+        expect(claimed).toBeInstanceOf(ShardTimeoutError);
+        expect(isShardUnavailable(claimed)).toBe(true);
 
-      // A shard transaction on the frozen server fails (within its maxWait) instead of hanging.
-      const tx = await db
-        .$transactionOn(S.g1m2, (t) => t.customer.count(), { maxWait: 300, timeout: 300 })
-        .then(
+        // The caller's own point call is bounded where the caller says: withShardDeadline.
+        const read = await withShardDeadline(S.g1m1, 300, () =>
+          db.customer.findUnique({ where: { id: onC.id } }),
+        ).then(
           () => undefined,
           (error: unknown) => error,
         );
-      expect(isShardUnavailable(tx), String(tx)).toBe(true);
-
-      // A write whose unique value's claim lives on the frozen server: unavailable, not a hang.
-      const claimed = await db.customer.create({ data: customer(S.g0m0, email) }).then(
-        () => undefined,
-        (error: unknown) => error,
-      );
-      expect(claimed).toBeInstanceOf(ShardTimeoutError);
-      expect(isShardUnavailable(claimed)).toBe(true);
-
-      // The caller's own point call is bounded where the caller says: withShardDeadline.
-      const read = await withShardDeadline(S.g1m1, 300, () =>
-        db.customer.findUnique({ where: { id: onC.id } }),
-      ).then(
-        () => undefined,
-        (error: unknown) => error,
-      );
-      expect(read).toBeInstanceOf(ShardTimeoutError);
-    });
-    // Thawed, the same calls answer.
-    expect(await db.customer.findUnique({ where: { id: onC.id } })).toMatchObject({ id: onC.id });
-    await db.customer.create({ data: customer(S.g0m0, email) });
-    expect(await db.customer.count()).toBe(3);
-  }, 120_000);
+        expect(read).toBeInstanceOf(ShardTimeoutError);
+      });
+      // Thawed, the same calls answer.
+      expect(await db.customer.findUnique({ where: { id: onC.id } })).toMatchObject({ id: onC.id });
+      await db.customer.create({ data: customer(S.g0m0, email) });
+      expect(await db.customer.count()).toBe(3);
+    },
+    patient(120_000),
+  );
 });

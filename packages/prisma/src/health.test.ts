@@ -21,23 +21,27 @@ describe("shardHealth", () => {
     for (const s of report.shards) expect(s.latencyMs).toBeGreaterThanOrEqual(0);
   });
 
-  it("a frozen server: its shards are slow (not down) after the timeout, the others up; asking again does not pile up probes", async () => {
-    await withClusterFrozen(SECOND.cluster, async () => {
-      // The servers that are up answer within it on a busy machine too.
-      const timeoutMs = patient(300);
-      for (let round = 0; round < 3; round++) {
-        const report = await shardHealth(world.registry, { timeoutMs });
-        expect(report.status).toBe("degraded");
-        expect(report.shards.filter((s) => s.state === "slow").map((s) => s.shard)).toEqual(["1/1", "1/2"]);
-        expect(report.shards.find((s) => s.shard === "1/1")!.error).toBe(
-          `did not answer within ${timeoutMs} ms`,
-        );
-      }
-    });
-    // Thawed: the one probe left running answers, and the shards are up again.
-    const report = await shardHealth(world.registry, { timeoutMs: 30_000 });
-    expect(report.status).toBe("ok");
-  }, 60_000);
+  it(
+    "a frozen server: its shards are slow (not down) after the timeout, the others up; asking again does not pile up probes",
+    async () => {
+      await withClusterFrozen(SECOND.cluster, async () => {
+        // The servers that are up answer within it on a busy machine too.
+        const timeoutMs = patient(300);
+        for (let round = 0; round < 3; round++) {
+          const report = await shardHealth(world.registry, { timeoutMs });
+          expect(report.status).toBe("degraded");
+          expect(report.shards.filter((s) => s.state === "slow").map((s) => s.shard)).toEqual(["1/1", "1/2"]);
+          expect(report.shards.find((s) => s.shard === "1/1")!.error).toBe(
+            `did not answer within ${timeoutMs} ms`,
+          );
+        }
+      });
+      // Thawed: the one probe left running answers, and the shards are up again.
+      const report = await shardHealth(world.registry, { timeoutMs: 30_000 });
+      expect(report.status).toBe("ok");
+    },
+    patient(60_000),
+  );
 
   it("refuses a timeout that is not a positive number", async () => {
     await expect(shardHealth(world.registry, { timeoutMs: 0 })).rejects.toThrow(/timeoutMs/);
@@ -45,16 +49,20 @@ describe("shardHealth", () => {
 });
 
 describe("withShardDeadline", () => {
-  it("a call to a frozen database fails with SHARD_TIMEOUT naming the shard, which counts as unavailable", async () => {
-    await withClusterFrozen(SECOND.cluster, async () => {
-      const error = await withShardDeadline(S.g1m1, 300, () =>
-        world.db.customer.findUnique({ where: { id: ShardedId.generate("Customer", S.g1m1) } }),
-      ).catch((e: unknown) => e);
-      expect(isShardkitError(error, "SHARD_TIMEOUT")).toBe(true);
-      expect((error as Error).message).toBe("shard 1/1 did not answer within 300 ms");
-      expect(isShardUnavailable(error)).toBe(true);
-    });
-  }, 60_000);
+  it(
+    "a call to a frozen database fails with SHARD_TIMEOUT naming the shard, which counts as unavailable",
+    async () => {
+      await withClusterFrozen(SECOND.cluster, async () => {
+        const error = await withShardDeadline(S.g1m1, 300, () =>
+          world.db.customer.findUnique({ where: { id: ShardedId.generate("Customer", S.g1m1) } }),
+        ).catch((e: unknown) => e);
+        expect(isShardkitError(error, "SHARD_TIMEOUT")).toBe(true);
+        expect((error as Error).message).toBe("shard 1/1 did not answer within 300 ms");
+        expect(isShardUnavailable(error)).toBe(true);
+      });
+    },
+    patient(60_000),
+  );
 
   it("a call that answers in time returns its value; its own error passes through unchanged", async () => {
     expect(await withShardDeadline(S.g0m0, 5000, async () => 42)).toBe(42);

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID } from "@shardkit/id";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT, patient } from "@shardkit/test-db";
 import { catalogVersion, npmInstall, packWorkspacePackages } from "@shardkit/vitest-config/quality";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rolloutSchema } from "./rollout.js";
@@ -88,73 +88,85 @@ beforeAll(async () => {
     targets: [{ name: names[0]!, adapter: new PrismaPg({ connectionString: urls[0]! }) }],
     onProgress: () => {},
   });
-}, 180_000);
+}, patient(180_000));
 
 afterAll(async () => {
   for (const name of names) await dropDatabase(MAIN_PORT, name);
   if (process.env.SHARDKIT_KEEP_PACK) console.log(`new-user app kept in ${app}`);
   else if (work) rmSync(work, { recursive: true, force: true });
-}, 60_000);
+}, patient(60_000));
 
 describe("a new user adopts shardkit from the packed packages", () => {
   let day0: { users: { id: string; email: string; posts: string[] }[] };
 
-  it("day 0: plain Prisma on one database writes rows with v4 ids", () => {
-    day0 = runJson("day0", databaseEnv());
-    const ids = day0.users.flatMap((u) => [u.id, ...u.posts]);
-    expect(ids).toHaveLength(5);
-    for (const id of ids) {
-      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-      expect(ShardedUUID.isValid(id)).toBe(false);
-    }
-  }, 60_000);
+  it(
+    "day 0: plain Prisma on one database writes rows with v4 ids",
+    () => {
+      day0 = runJson("day0", databaseEnv());
+      const ids = day0.users.flatMap((u) => [u.id, ...u.posts]);
+      expect(ids).toHaveLength(5);
+      for (const id of ids) {
+        expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        expect(ShardedUUID.isValid(id)).toBe(false);
+      }
+    },
+    patient(60_000),
+  );
 
-  it("adoption: one npm install per tarball, shardkit.prisma copied in, three databases", () => {
-    const tarballs = packWorkspacePackages(workspacePackages, work);
-    for (const tarball of tarballs) npmInstall([tarball], app);
-    copyFileSync(
-      join(app, "node_modules/@shardkit/prisma/schema/shardkit.prisma"),
-      join(app, "prisma/shardkit.prisma"),
-    );
-    inApp(prismaGenerate, ["prisma"]);
+  it(
+    "adoption: one npm install per tarball, shardkit.prisma copied in, three databases",
+    () => {
+      const tarballs = packWorkspacePackages(workspacePackages, work);
+      for (const tarball of tarballs) npmInstall([tarball], app);
+      copyFileSync(
+        join(app, "node_modules/@shardkit/prisma/schema/shardkit.prisma"),
+        join(app, "prisma/shardkit.prisma"),
+      );
+      inApp(prismaGenerate, ["prisma"]);
 
-    const result = runJson("adopt", databaseEnv());
-    const [bo, cy] = day0.users;
-    // The emails of the existing rows are claimed.
-    expect(result.backfill).toEqual({ rows: 2, claimed: 2, conflicts: 0 });
-    // Existing rows are read by their v4 ids, their children by the parent's id.
-    expect(result.legacy).toEqual({
-      ids: [bo!.id, cy!.id],
-      byId: { id: bo!.id, email: "bo@x.com", role: "MEMBER" },
-      postsByAuthor: [...bo!.posts].sort(),
-    });
-    // A new user is placed by region (eu: 1/0, in the third database), its post colocated.
-    expect(result.created).toMatchObject({
-      shard: "1/0",
-      postShards: ["1/0"],
-      userIn: [0, 0, 1],
-      postIn: [0, 0, 1],
-    });
-    expect(ShardedUUID.shardOf(result.created.id).key).toBe("1/0");
-    expect(result.placedUs).toEqual({ shard: "0/1", userIn: [0, 1, 0] });
-    // One email across every shard, whatever its case, old rows' included.
-    expect(result.duplicate).toBe("UNIQUE_VIOLATION");
-    expect(result.duplicateOfOld).toBe("UNIQUE_VIOLATION");
-    expect(result.claims).toEqual(["ana@x.com held", "bo@x.com held", "cy@x.com held", "dee@x.com held"]);
-    // Login by email, any case: the new user on 1/0, an old one (stored as "Cy@X.com") on 0/0.
-    expect(result.login).toEqual({ new: true, old: true, oldEmail: "Cy@X.com" });
-    // New children of old users stay on 0/0 (the first database), with sharded ids.
-    expect(result.legacyChildren).toEqual({
-      post: "0/0",
-      postIn: [1, 0, 0],
-      nested: "0/0",
-      nestedIn: [1, 0, 0],
-    });
-    // Without a legacy shard, a v4 id is refused, never guessed.
-    expect(result.withoutLegacy).toBe("INVALID_SHARDED_ID");
-  }, 120_000);
+      const result = runJson("adopt", databaseEnv());
+      const [bo, cy] = day0.users;
+      // The emails of the existing rows are claimed.
+      expect(result.backfill).toEqual({ rows: 2, claimed: 2, conflicts: 0 });
+      // Existing rows are read by their v4 ids, their children by the parent's id.
+      expect(result.legacy).toEqual({
+        ids: [bo!.id, cy!.id],
+        byId: { id: bo!.id, email: "bo@x.com", role: "MEMBER" },
+        postsByAuthor: [...bo!.posts].sort(),
+      });
+      // A new user is placed by region (eu: 1/0, in the third database), its post colocated.
+      expect(result.created).toMatchObject({
+        shard: "1/0",
+        postShards: ["1/0"],
+        userIn: [0, 0, 1],
+        postIn: [0, 0, 1],
+      });
+      expect(ShardedUUID.shardOf(result.created.id).key).toBe("1/0");
+      expect(result.placedUs).toEqual({ shard: "0/1", userIn: [0, 1, 0] });
+      // One email across every shard, whatever its case, old rows' included.
+      expect(result.duplicate).toBe("UNIQUE_VIOLATION");
+      expect(result.duplicateOfOld).toBe("UNIQUE_VIOLATION");
+      expect(result.claims).toEqual(["ana@x.com held", "bo@x.com held", "cy@x.com held", "dee@x.com held"]);
+      // Login by email, any case: the new user on 1/0, an old one (stored as "Cy@X.com") on 0/0.
+      expect(result.login).toEqual({ new: true, old: true, oldEmail: "Cy@X.com" });
+      // New children of old users stay on 0/0 (the first database), with sharded ids.
+      expect(result.legacyChildren).toEqual({
+        post: "0/0",
+        postIn: [1, 0, 0],
+        nested: "0/0",
+        nestedIn: [1, 0, 0],
+      });
+      // Without a legacy shard, a v4 id is refused, never guessed.
+      expect(result.withoutLegacy).toBe("INVALID_SHARDED_ID");
+    },
+    patient(120_000),
+  );
 
-  it("the app type-checks with tsc (strict, moduleResolution node16)", () => {
-    expect(inApp("npm", ["run", "--silent", "typecheck"])).toBe("");
-  }, 60_000);
+  it(
+    "the app type-checks with tsc (strict, moduleResolution node16)",
+    () => {
+      expect(inApp("npm", ["run", "--silent", "typecheck"])).toBe("");
+    },
+    patient(60_000),
+  );
 });

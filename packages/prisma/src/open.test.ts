@@ -26,37 +26,41 @@ const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(1, 0)];
 
 describe("openShards", () => {
-  it("embedded: one PGlite database per shard, schema pushed, data kept across reopening", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "sk-open-"));
-    const events: RolloutEvent[] = [];
-    const open = () =>
-      openShards({
-        schema,
-        createClient: (adapter) => new PrismaClient({ adapter }),
-        embedded: { dataDir, shards },
-        onProgress: (e) => events.push(e),
-      });
-    const first = await open();
-    expect(first.describe).toContain(dataDir);
-    expect(first.registry.databases.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["1/0"]]);
-    const id = ShardedId.generate("Customer", shards[1]!);
-    await first.registry.clientFor(id).customer.create({ data: { id, name: "kept", region: "mx" } });
-    await first.close();
-    const statuses = () =>
-      events.filter((e) => e.type === "done").map((e) => (e.type === "done" ? e.report.status : ""));
-    expect(statuses()).toEqual(["applied", "applied"]);
-    events.length = 0;
-    const again = await open();
-    expect(statuses()).toEqual(["unchanged", "unchanged"]);
-    // Known without the schema engine: each database's recorded fingerprint matched.
-    expect(events.flatMap((e) => (e.type === "done" ? [e.report.fingerprint] : []))).toEqual([
-      "matched",
-      "matched",
-    ]);
-    expect((await again.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe("kept");
-    await again.close();
-    // Two PGlite pushes are CPU work on this thread: minutes on a host whose cores are all busy.
-  }, 300_000);
+  it(
+    "embedded: one PGlite database per shard, schema pushed, data kept across reopening",
+    async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), "sk-open-"));
+      const events: RolloutEvent[] = [];
+      const open = () =>
+        openShards({
+          schema,
+          createClient: (adapter) => new PrismaClient({ adapter }),
+          embedded: { dataDir, shards },
+          onProgress: (e) => events.push(e),
+        });
+      const first = await open();
+      expect(first.describe).toContain(dataDir);
+      expect(first.registry.databases.map((p) => p.shards.map((s) => s.key))).toEqual([["0/0"], ["1/0"]]);
+      const id = ShardedId.generate("Customer", shards[1]!);
+      await first.registry.clientFor(id).customer.create({ data: { id, name: "kept", region: "mx" } });
+      await first.close();
+      const statuses = () =>
+        events.filter((e) => e.type === "done").map((e) => (e.type === "done" ? e.report.status : ""));
+      expect(statuses()).toEqual(["applied", "applied"]);
+      events.length = 0;
+      const again = await open();
+      expect(statuses()).toEqual(["unchanged", "unchanged"]);
+      // Known without the schema engine: each database's recorded fingerprint matched.
+      expect(events.flatMap((e) => (e.type === "done" ? [e.report.fingerprint] : []))).toEqual([
+        "matched",
+        "matched",
+      ]);
+      expect((await again.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe("kept");
+      await again.close();
+      // Two PGlite pushes are CPU work on this thread: minutes on a host whose cores are all busy.
+    },
+    patient(300_000),
+  );
 
   it("embedded shards where PGlite is not installed: a RegistryConfigError naming the packages to install, or PostgreSQL to give", async () => {
     const missing = "@shardkit/no-such-package";
@@ -75,61 +79,65 @@ describe("openShards", () => {
     );
   });
 
-  it("a database whose recorded fingerprint matches skips the schema engine; a changed schema, a changed or dropped fingerprint and a schema changed by hand get the push", async () => {
-    const names = [0, 1, 2].map((i) => `sk_open_fp_${i}_${process.pid}`);
-    const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
-    const shardsJson = JSON.stringify(urls.map((url, i) => ({ group: i, member: 0, url, pool: 2 })));
-    const sql = async (i: number, statement: string) => {
-      const admin = new pg.Client({ connectionString: urls[i] });
-      await admin.connect();
+  it(
+    "a database whose recorded fingerprint matches skips the schema engine; a changed schema, a changed or dropped fingerprint and a schema changed by hand get the push",
+    async () => {
+      const names = [0, 1, 2].map((i) => `sk_open_fp_${i}_${process.pid}`);
+      const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+      const shardsJson = JSON.stringify(urls.map((url, i) => ({ group: i, member: 0, url, pool: 2 })));
+      const sql = async (i: number, statement: string) => {
+        const admin = new pg.Client({ connectionString: urls[i] });
+        await admin.connect();
+        try {
+          await admin.query(statement);
+        } finally {
+          await admin.end();
+        }
+      };
+      /** Opens the three databases with `schemaFile` and closes them: each one's [status, fingerprint], in order. */
+      const openWith = async (schemaFile: string, rolloutConcurrency?: number) => {
+        const done = new Map<number, [string, string | undefined]>();
+        const opened = await openShards({
+          schema: schemaFile,
+          createClient: (adapter) => new PrismaClient({ adapter }),
+          shardsJson,
+          ...(rolloutConcurrency === undefined ? {} : { rolloutConcurrency }),
+          onProgress: (e) => {
+            if (e.type === "done") done.set(e.index, [e.report.status, e.report.fingerprint]);
+          },
+          onState: () => {},
+        });
+        expect(opened.databases().map((d) => d.state)).toEqual(["ready", "ready", "ready"]);
+        await opened.close();
+        return [0, 1, 2].map((i) => done.get(i));
+      };
       try {
-        await admin.query(statement);
+        expect(await openWith(schema)).toEqual(urls.map(() => ["applied", "absent"]));
+        expect(await openWith(schema)).toEqual(urls.map(() => ["unchanged", "matched"]));
+
+        // Someone changed one fingerprint, dropped another's table, and a column of the third by hand.
+        await sql(0, `UPDATE shardkit."ShardkitSchema" SET fingerprint = 'tampered'`);
+        await sql(1, `DROP TABLE shardkit."ShardkitSchema"`);
+        await sql(2, `ALTER TABLE "Setting" DROP COLUMN "value"`);
+        expect(await openWith(schema, 1)).toEqual([
+          ["unchanged", "changed"],
+          ["unchanged", "absent"],
+          ["applied", "drifted"],
+        ]);
+        expect(await openWith(schema)).toEqual(urls.map(() => ["unchanged", "matched"]));
+
+        // A new version of the schema: every database gets it, once.
+        const dir = mkdtempSync(join(tmpdir(), "sk-open-fp-"));
+        const grown = join(dir, "schema.prisma");
+        writeFileSync(grown, `${readFileSync(schema, "utf8")}\nmodel Note {\n  id Int @id\n}\n`);
+        expect(await openWith(grown)).toEqual(urls.map(() => ["applied", "changed"]));
+        expect(await openWith(grown)).toEqual(urls.map(() => ["unchanged", "matched"]));
       } finally {
-        await admin.end();
+        for (const name of names) await dropDatabase(MAIN_PORT, name);
       }
-    };
-    /** Opens the three databases with `schemaFile` and closes them: each one's [status, fingerprint], in order. */
-    const openWith = async (schemaFile: string, rolloutConcurrency?: number) => {
-      const done = new Map<number, [string, string | undefined]>();
-      const opened = await openShards({
-        schema: schemaFile,
-        createClient: (adapter) => new PrismaClient({ adapter }),
-        shardsJson,
-        ...(rolloutConcurrency === undefined ? {} : { rolloutConcurrency }),
-        onProgress: (e) => {
-          if (e.type === "done") done.set(e.index, [e.report.status, e.report.fingerprint]);
-        },
-        onState: () => {},
-      });
-      expect(opened.databases().map((d) => d.state)).toEqual(["ready", "ready", "ready"]);
-      await opened.close();
-      return [0, 1, 2].map((i) => done.get(i));
-    };
-    try {
-      expect(await openWith(schema)).toEqual(urls.map(() => ["applied", "absent"]));
-      expect(await openWith(schema)).toEqual(urls.map(() => ["unchanged", "matched"]));
-
-      // Someone changed one fingerprint, dropped another's table, and a column of the third by hand.
-      await sql(0, `UPDATE shardkit."ShardkitSchema" SET fingerprint = 'tampered'`);
-      await sql(1, `DROP TABLE shardkit."ShardkitSchema"`);
-      await sql(2, `ALTER TABLE "Setting" DROP COLUMN "value"`);
-      expect(await openWith(schema, 1)).toEqual([
-        ["unchanged", "changed"],
-        ["unchanged", "absent"],
-        ["applied", "drifted"],
-      ]);
-      expect(await openWith(schema)).toEqual(urls.map(() => ["unchanged", "matched"]));
-
-      // A new version of the schema: every database gets it, once.
-      const dir = mkdtempSync(join(tmpdir(), "sk-open-fp-"));
-      const grown = join(dir, "schema.prisma");
-      writeFileSync(grown, `${readFileSync(schema, "utf8")}\nmodel Note {\n  id Int @id\n}\n`);
-      expect(await openWith(grown)).toEqual(urls.map(() => ["applied", "changed"]));
-      expect(await openWith(grown)).toEqual(urls.map(() => ["unchanged", "matched"]));
-    } finally {
-      for (const name of names) await dropDatabase(MAIN_PORT, name);
-    }
-  }, 180_000);
+    },
+    patient(180_000),
+  );
 
   it("a bad shardsJson is a RegistryConfigError before anything connects", async () => {
     const createClient = () => {
@@ -147,42 +155,47 @@ describe("openShards", () => {
     ).rejects.toThrow(/shards\[0\]\.url: not a URL/);
   });
 
-  it("pools over the server's max_connections are refused before the schema reaches any database", async () => {
-    const names = [`sk_open_budget_a_${process.pid}`, `sk_open_budget_b_${process.pid}`];
-    const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
-    try {
-      const shardsJson = JSON.stringify([
-        { group: 0, member: 0, url: urls[0], pool: 60 },
-        { group: 1, member: 0, url: urls[1], pool: 60 },
-      ]);
-      const createClient = (adapter: SqlMigrationAwareDriverAdapterFactory) => new PrismaClient({ adapter });
-      const error = await openShards({ schema, createClient, shardsJson, onProgress: () => {} }).catch(
-        (e: unknown) => e,
-      );
-      expect(error).toBeInstanceOf(ConnectionBudgetError);
-      expect((error as ConnectionBudgetError).servers[0]?.pools).toBe(120);
-      for (const url of urls) {
-        const admin = new pg.Client({ connectionString: url });
-        await admin.connect();
-        const { rows } = await admin.query(
-          "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
+  it(
+    "pools over the server's max_connections are refused before the schema reaches any database",
+    async () => {
+      const names = [`sk_open_budget_a_${process.pid}`, `sk_open_budget_b_${process.pid}`];
+      const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+      try {
+        const shardsJson = JSON.stringify([
+          { group: 0, member: 0, url: urls[0], pool: 60 },
+          { group: 1, member: 0, url: urls[1], pool: 60 },
+        ]);
+        const createClient = (adapter: SqlMigrationAwareDriverAdapterFactory) =>
+          new PrismaClient({ adapter });
+        const error = await openShards({ schema, createClient, shardsJson, onProgress: () => {} }).catch(
+          (e: unknown) => e,
         );
-        await admin.end();
-        expect(rows[0].n).toBe(0);
+        expect(error).toBeInstanceOf(ConnectionBudgetError);
+        expect((error as ConnectionBudgetError).servers[0]?.pools).toBe(120);
+        for (const url of urls) {
+          const admin = new pg.Client({ connectionString: url });
+          await admin.connect();
+          const { rows } = await admin.query(
+            "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
+          );
+          await admin.end();
+          expect(rows[0].n).toBe(0);
+        }
+        const warned = await openShards({
+          schema,
+          createClient,
+          shardsJson,
+          connectionBudget: "warn",
+          onProgress: () => {},
+        });
+        expect(warned.registry.databases.map((p) => p.pool)).toEqual([60, 60]);
+        await warned.close();
+      } finally {
+        for (const name of names) await dropDatabase(MAIN_PORT, name);
       }
-      const warned = await openShards({
-        schema,
-        createClient,
-        shardsJson,
-        connectionBudget: "warn",
-        onProgress: () => {},
-      });
-      expect(warned.registry.databases.map((p) => p.pool)).toEqual([60, 60]);
-      await warned.close();
-    } finally {
-      for (const name of names) await dropDatabase(MAIN_PORT, name);
-    }
-  }, 60_000);
+    },
+    patient(60_000),
+  );
 
   it("SHARDKIT_SHARDS set but blank is an error naming the variable, never a fallback to embedded", async () => {
     const createClient = () => {
@@ -230,95 +243,103 @@ describe("openShards", () => {
     }
   });
 
-  it("a database that is down at start: the open goes on without it, its shards fail as unavailable, and it gets its schema and opens when it returns", async () => {
-    const names = { up: `sk_open_up_${process.pid}`, down: `sk_open_down_${process.pid}` };
-    const up = await createDatabase(MAIN_PORT, names.up);
-    const down = await createDatabase(SECOND.port, names.down);
-    const states: DatabaseStatus[] = [];
-    let opened: OpenShards<PrismaClient> | undefined;
-    try {
-      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-        opened = await openShards({
-          schema,
-          createClient: (adapter) => new PrismaClient({ adapter }),
-          shardsJson: JSON.stringify([
-            { group: 0, member: 0, url: up },
-            { group: 1, member: 0, url: down },
-          ]),
-          retry: { baseMs: 50, maxMs: 200 },
-          onProgress: () => {},
-          onState: (status) => states.push(status),
+  it(
+    "a database that is down at start: the open goes on without it, its shards fail as unavailable, and it gets its schema and opens when it returns",
+    async () => {
+      const names = { up: `sk_open_up_${process.pid}`, down: `sk_open_down_${process.pid}` };
+      const up = await createDatabase(MAIN_PORT, names.up);
+      const down = await createDatabase(SECOND.port, names.down);
+      const states: DatabaseStatus[] = [];
+      let opened: OpenShards<PrismaClient> | undefined;
+      try {
+        await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+          opened = await openShards({
+            schema,
+            createClient: (adapter) => new PrismaClient({ adapter }),
+            shardsJson: JSON.stringify([
+              { group: 0, member: 0, url: up },
+              { group: 1, member: 0, url: down },
+            ]),
+            retry: { baseMs: 50, maxMs: 200 },
+            onProgress: () => {},
+            onState: (status) => states.push(status),
+          });
+          expect(opened.databases().map((d) => [d.shards, d.state])).toEqual([
+            [["0/0"], "ready"],
+            [["1/0"], "starting"],
+          ]);
+          const ok = ShardedId.generate("Customer", shards[0]!);
+          await opened.registry.clientFor(ok).customer.create({ data: { id: ok, name: "up", region: "eu" } });
+          const waiting = ShardedId.generate("Customer", shards[1]!);
+          const refused = await opened.registry
+            .clientFor(waiting)
+            .customer.findUnique({ where: { id: waiting } })
+            .catch((e: unknown) => e);
+          expect(isShardUnavailable(refused)).toBe(true);
+          const health = await opened.health({ timeoutMs: patient(1000) });
+          expect(health.status).toBe("degraded");
+          expect(health.shards.map((s) => [s.shard, s.state])).toEqual([
+            ["0/0", "up"],
+            ["1/0", "starting"],
+          ]);
+          expect(health.shards[1]!.error).toBeTruthy();
         });
-        expect(opened.databases().map((d) => [d.shards, d.state])).toEqual([
-          [["0/0"], "ready"],
-          [["1/0"], "starting"],
-        ]);
-        const ok = ShardedId.generate("Customer", shards[0]!);
-        await opened.registry.clientFor(ok).customer.create({ data: { id: ok, name: "up", region: "eu" } });
-        const waiting = ShardedId.generate("Customer", shards[1]!);
-        const refused = await opened.registry
-          .clientFor(waiting)
-          .customer.findUnique({ where: { id: waiting } })
-          .catch((e: unknown) => e);
-        expect(isShardUnavailable(refused)).toBe(true);
-        const health = await opened.health({ timeoutMs: patient(1000) });
-        expect(health.status).toBe("degraded");
-        expect(health.shards.map((s) => [s.shard, s.state])).toEqual([
-          ["0/0", "up"],
-          ["1/0", "starting"],
-        ]);
-        expect(health.shards[1]!.error).toBeTruthy();
-      });
-      // The server is back: the retries find it, roll the schema out and open its client.
-      await within(30_000, opened!.ready);
-      expect(opened!.databases().map((d) => d.state)).toEqual(["ready", "ready"]);
-      expect(states.at(-1)).toMatchObject({ shards: ["1/0"], state: "ready" });
-      const id = ShardedId.generate("Customer", shards[1]!);
-      await opened!.registry.clientFor(id).customer.create({ data: { id, name: "back", region: "mx" } });
-      expect((await opened!.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe(
-        "back",
-      );
-      expect((await opened!.health()).status).toBe("ok");
-    } finally {
-      await opened?.close();
-      await dropDatabase(MAIN_PORT, names.up);
-      await dropDatabase(SECOND.port, names.down);
-    }
-  }, 90_000);
+        // The server is back: the retries find it, roll the schema out and open its client.
+        await within(30_000, opened!.ready);
+        expect(opened!.databases().map((d) => d.state)).toEqual(["ready", "ready"]);
+        expect(states.at(-1)).toMatchObject({ shards: ["1/0"], state: "ready" });
+        const id = ShardedId.generate("Customer", shards[1]!);
+        await opened!.registry.clientFor(id).customer.create({ data: { id, name: "back", region: "mx" } });
+        expect((await opened!.registry.clientFor(id).customer.findUnique({ where: { id } }))?.name).toBe(
+          "back",
+        );
+        expect((await opened!.health()).status).toBe("ok");
+      } finally {
+        await opened?.close();
+        await dropDatabase(MAIN_PORT, names.up);
+        await dropDatabase(SECOND.port, names.down);
+      }
+    },
+    patient(90_000),
+  );
 
-  it("a frozen database at start: the open waits connectTimeoutMs for it, not forever, and opens it once it answers", async () => {
-    const names = { up: `sk_open_up2_${process.pid}`, frozen: `sk_open_frozen_${process.pid}` };
-    const up = await createDatabase(MAIN_PORT, names.up);
-    const frozen = await createDatabase(SECOND.port, names.frozen);
-    let opened: OpenShards<PrismaClient> | undefined;
-    try {
-      await withClusterFrozen(SECOND.cluster, async () => {
-        opened = await openShards({
-          schema,
-          createClient: (adapter) => new PrismaClient({ adapter }),
-          shardsJson: JSON.stringify([
-            { group: 0, member: 0, url: up },
-            { group: 1, member: 0, url: frozen },
-          ]),
-          connectTimeoutMs: 500,
-          retry: { baseMs: 50, maxMs: 200 },
-          onProgress: () => {},
-          onState: () => {},
+  it(
+    "a frozen database at start: the open waits connectTimeoutMs for it, not forever, and opens it once it answers",
+    async () => {
+      const names = { up: `sk_open_up2_${process.pid}`, frozen: `sk_open_frozen_${process.pid}` };
+      const up = await createDatabase(MAIN_PORT, names.up);
+      const frozen = await createDatabase(SECOND.port, names.frozen);
+      let opened: OpenShards<PrismaClient> | undefined;
+      try {
+        await withClusterFrozen(SECOND.cluster, async () => {
+          opened = await openShards({
+            schema,
+            createClient: (adapter) => new PrismaClient({ adapter }),
+            shardsJson: JSON.stringify([
+              { group: 0, member: 0, url: up },
+              { group: 1, member: 0, url: frozen },
+            ]),
+            connectTimeoutMs: 500,
+            retry: { baseMs: 50, maxMs: 200 },
+            onProgress: () => {},
+            onState: () => {},
+          });
+          expect(opened.databases().map((d) => d.state)).toEqual(["ready", "starting"]);
+          expect(opened.databases()[1]!.error).toMatch(/500 ms|timed out|time/i);
+          const health = await opened.health({ timeoutMs: patient(300) });
+          expect(health.shards.map((s) => s.state)).toEqual(["up", "starting"]);
         });
-        expect(opened.databases().map((d) => d.state)).toEqual(["ready", "starting"]);
-        expect(opened.databases()[1]!.error).toMatch(/500 ms|timed out|time/i);
-        const health = await opened.health({ timeoutMs: patient(300) });
-        expect(health.shards.map((s) => s.state)).toEqual(["up", "starting"]);
-      });
-      await within(30_000, opened!.ready);
-      const id = ShardedId.generate("Customer", shards[1]!);
-      await opened!.registry.clientFor(id).customer.create({ data: { id, name: "thawed", region: "mx" } });
-    } finally {
-      await opened?.close();
-      await dropDatabase(MAIN_PORT, names.up);
-      await dropDatabase(SECOND.port, names.frozen);
-    }
-  }, 90_000);
+        await within(30_000, opened!.ready);
+        const id = ShardedId.generate("Customer", shards[1]!);
+        await opened!.registry.clientFor(id).customer.create({ data: { id, name: "thawed", region: "mx" } });
+      } finally {
+        await opened?.close();
+        await dropDatabase(MAIN_PORT, names.up);
+        await dropDatabase(SECOND.port, names.frozen);
+      }
+    },
+    patient(90_000),
+  );
 
   it("a database that answers with an error (it does not exist) fails the open: that is configuration, not an outage", async () => {
     const error = await openShards({

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
-import { withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
@@ -226,56 +226,60 @@ describe("relay", () => {
     expect(seen.indexOf("fast2")).toBeLessThan(seen.indexOf("slow0"));
   });
 
-  it("a relay killed mid-batch loses nothing: its unconfirmed deliveries are delivered again", async () => {
-    await seed(8, [S.g0m0]);
-    const out = join(mkdtempSync(join(tmpdir(), "sk-relay-")), "delivered.txt");
-    const child = spawn("pnpm", ["exec", "tsx", "test/relay-child.ts"], {
-      cwd: new URL("..", import.meta.url).pathname,
-      env: {
-        ...process.env,
-        RELAY_CHILD: JSON.stringify({
-          urls: [inject("shardUrls").a],
-          shards: [["0/0", "0/1"]],
-          out,
-          hangAfter: 3,
-          leaseMs: 2500,
-        }),
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-      detached: true,
-    });
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("hanging") && resolve());
-      child.on("exit", (code) => reject(new Error(`relay child exited early (${code})`)));
-    });
-    // Outcomes are recorded as deliveries end, not when the batch ends: the two delivered before
-    // the hang are recorded while it hangs.
-    const recorded = async () =>
-      (await clients.a.outboxEvent.findMany({ where: { status: "delivered" } })).map((e) => e.id).sort();
-    await expect.poll(recorded, { timeout: 20_000 }).toHaveLength(2);
-    const exited = new Promise((resolve) => child.on("exit", resolve));
-    process.kill(-child.pid!, "SIGKILL");
-    await exited;
-    const firstRun = readFileSync(out, "utf8").trim().split("\n");
-    expect(firstRun).toHaveLength(3);
-    expect(await recorded()).toEqual(firstRun.slice(0, 2).sort());
-    const seen: string[] = [];
-    const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
-    // The killed relay's lease ends (2.5 s): its undelivered events are claimed again.
-    await eventually(
-      "the killed relay's undelivered events are delivered again",
-      async () => {
-        await relay.runOnce();
-        return seen.length >= 6;
-      },
-      { everyMs: 100 },
-    );
-    expect(seen).toHaveLength(6);
-    expect(seen).toContain(firstRun[2]); // the one it hung on: delivered again, at least once
-    expect(seen).not.toContain(firstRun[0]); // recorded as delivered: not delivered twice
-    expect(new Set([...seen, ...firstRun]).size).toBe(8); // nothing lost
-    expect((await relay.lag())[0]!.pending).toBe(0);
-  }, 60_000);
+  it(
+    "a relay killed mid-batch loses nothing: its unconfirmed deliveries are delivered again",
+    async () => {
+      await seed(8, [S.g0m0]);
+      const out = join(mkdtempSync(join(tmpdir(), "sk-relay-")), "delivered.txt");
+      const child = spawn("pnpm", ["exec", "tsx", "test/relay-child.ts"], {
+        cwd: new URL("..", import.meta.url).pathname,
+        env: {
+          ...process.env,
+          RELAY_CHILD: JSON.stringify({
+            urls: [inject("shardUrls").a],
+            shards: [["0/0", "0/1"]],
+            out,
+            hangAfter: 3,
+            leaseMs: 2500,
+          }),
+        },
+        stdio: ["ignore", "pipe", "inherit"],
+        detached: true,
+      });
+      await new Promise<void>((resolve, reject) => {
+        child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("hanging") && resolve());
+        child.on("exit", (code) => reject(new Error(`relay child exited early (${code})`)));
+      });
+      // Outcomes are recorded as deliveries end, not when the batch ends: the two delivered before
+      // the hang are recorded while it hangs.
+      const recorded = async () =>
+        (await clients.a.outboxEvent.findMany({ where: { status: "delivered" } })).map((e) => e.id).sort();
+      await expect.poll(recorded, { timeout: 20_000 }).toHaveLength(2);
+      const exited = new Promise((resolve) => child.on("exit", resolve));
+      process.kill(-child.pid!, "SIGKILL");
+      await exited;
+      const firstRun = readFileSync(out, "utf8").trim().split("\n");
+      expect(firstRun).toHaveLength(3);
+      expect(await recorded()).toEqual(firstRun.slice(0, 2).sort());
+      const seen: string[] = [];
+      const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
+      // The killed relay's lease ends (2.5 s): its undelivered events are claimed again.
+      await eventually(
+        "the killed relay's undelivered events are delivered again",
+        async () => {
+          await relay.runOnce();
+          return seen.length >= 6;
+        },
+        { everyMs: 100 },
+      );
+      expect(seen).toHaveLength(6);
+      expect(seen).toContain(firstRun[2]); // the one it hung on: delivered again, at least once
+      expect(seen).not.toContain(firstRun[0]); // recorded as delivered: not delivered twice
+      expect(new Set([...seen, ...firstRun]).size).toBe(8); // nothing lost
+      expect((await relay.lag())[0]!.pending).toBe(0);
+    },
+    patient(60_000),
+  );
 
   it("a lease no longer than a delivery timeout is refused (it could never deliver)", () => {
     expect(() => createOutboxRelay({ registry, leaseMs: 2000, deliver: async () => {} })).toThrow(
@@ -494,45 +498,49 @@ describe("relay", () => {
     }
   });
 
-  it("a frozen database (its server SIGSTOPped) delays only its own events; its polls fail in bounded time; lag() reports it unavailable", async () => {
-    await seed(4, [S.g0m0, S.g1m1]); // 2 events on a, 2 on c (the second server)
-    await clients.c.outboxEvent.count(); // open a connection to c before it freezes
-    const seen: string[] = [];
-    const errors: unknown[] = [];
-    const relay = createOutboxRelay({
-      registry,
-      pollIntervalMs: 20,
-      lagTimeoutMs: 300,
-      queryTimeoutMs: 300,
-      // A claim that timed out here runs once the server thaws, and its events wait for their lease.
-      deliveryTimeoutMs: 1000,
-      leaseMs: 2000,
-      onError: (error, database) => void errors.push([database, error]),
-      deliver: async (m) => void seen.push(m.shard.key),
-    });
-    await withClusterFrozen(SECOND.cluster, async () => {
-      relay.start();
-      await expect.poll(() => seen.filter((k) => k === "0/0").length, { timeout: 10_000 }).toBe(2);
-      const lag = await relay.lag();
-      expect(lag.map((l) => l.pending)).toEqual([0, 0, null]);
-      expect(lag[2]!.error).toBeDefined();
-      expect(seen.filter((k) => k === "1/1")).toEqual([]);
-      // The frozen database's loop does not hang on it: its polls fail, each after queryTimeoutMs.
-      await expect.poll(() => errors.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
-      const [database, error] = errors[0] as [string, DatabaseTimeoutError];
-      expect(database).toBe("database #2");
-      expect(error).toBeInstanceOf(DatabaseTimeoutError);
-      expect(error.message).toBe("database database #2 (shards 1/1, 1/2) did not answer within 300 ms");
-      expect(isShardUnavailable(error)).toBe(true);
-      // A single poll of every database answers too, the frozen one missing.
-      const once = await relay.runOnce();
-      expect(once.missing.map((m) => [m.database, (m.error as Error).name])).toEqual([
-        ["database #2", "DatabaseTimeoutError"],
-      ]);
-    });
-    await expect.poll(() => seen.filter((k) => k === "1/1").length, { timeout: 20_000 }).toBe(2);
-    await relay.stop();
-  }, 60_000);
+  it(
+    "a frozen database (its server SIGSTOPped) delays only its own events; its polls fail in bounded time; lag() reports it unavailable",
+    async () => {
+      await seed(4, [S.g0m0, S.g1m1]); // 2 events on a, 2 on c (the second server)
+      await clients.c.outboxEvent.count(); // open a connection to c before it freezes
+      const seen: string[] = [];
+      const errors: unknown[] = [];
+      const relay = createOutboxRelay({
+        registry,
+        pollIntervalMs: 20,
+        lagTimeoutMs: 300,
+        queryTimeoutMs: 300,
+        // A claim that timed out here runs once the server thaws, and its events wait for their lease.
+        deliveryTimeoutMs: 1000,
+        leaseMs: 2000,
+        onError: (error, database) => void errors.push([database, error]),
+        deliver: async (m) => void seen.push(m.shard.key),
+      });
+      await withClusterFrozen(SECOND.cluster, async () => {
+        relay.start();
+        await expect.poll(() => seen.filter((k) => k === "0/0").length, { timeout: 10_000 }).toBe(2);
+        const lag = await relay.lag();
+        expect(lag.map((l) => l.pending)).toEqual([0, 0, null]);
+        expect(lag[2]!.error).toBeDefined();
+        expect(seen.filter((k) => k === "1/1")).toEqual([]);
+        // The frozen database's loop does not hang on it: its polls fail, each after queryTimeoutMs.
+        await expect.poll(() => errors.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+        const [database, error] = errors[0] as [string, DatabaseTimeoutError];
+        expect(database).toBe("database #2");
+        expect(error).toBeInstanceOf(DatabaseTimeoutError);
+        expect(error.message).toBe("database database #2 (shards 1/1, 1/2) did not answer within 300 ms");
+        expect(isShardUnavailable(error)).toBe(true);
+        // A single poll of every database answers too, the frozen one missing.
+        const once = await relay.runOnce();
+        expect(once.missing.map((m) => [m.database, (m.error as Error).name])).toEqual([
+          ["database #2", "DatabaseTimeoutError"],
+        ]);
+      });
+      await expect.poll(() => seen.filter((k) => k === "1/1").length, { timeout: 20_000 }).toBe(2);
+      await relay.stop();
+    },
+    patient(60_000),
+  );
 
   it("start() keeps polling until stop()", async () => {
     await seed(3);

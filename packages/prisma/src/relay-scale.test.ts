@@ -1,5 +1,5 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { withClusterFrozen } from "@shardkit/test-db";
+import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import type { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
@@ -38,94 +38,106 @@ const yieldTurns = async (n: number) => {
 };
 
 describe("relay over several databases", () => {
-  it("delivers every event exactly once; never more deliveries in flight than deliveryConcurrency, nor databases polled at once than pollConcurrency", async () => {
-    const ids = [
-      ...(await seed(clients.a, S.g0m0, 60)),
-      ...(await seed(clients.b, S.g0m2, 60)),
-      ...(await seed(clients.c, S.g1m1, 60)),
-    ];
-    const seen = new Map<string, number>();
-    let inFlight = 0;
-    let most = 0;
-    const busy = new Map<string, number>();
-    let mostDatabases = 0;
-    const relay = createOutboxRelay({
-      registry,
-      batchSize: 7,
-      deliveryConcurrency: 3,
-      pollConcurrency: 2,
-      stallMs: 600_000, // no poll gives its turn up early here, however busy the machine
-      deliver: async (m) => {
-        most = Math.max(most, ++inFlight);
-        busy.set(databaseOf(m), (busy.get(databaseOf(m)) ?? 0) + 1);
-        mostDatabases = Math.max(mostDatabases, [...busy.values()].filter((n) => n > 0).length);
-        await yieldTurns(3); // stays in flight while the other lanes and polls go on
-        busy.set(databaseOf(m), busy.get(databaseOf(m))! - 1);
-        inFlight--;
-        seen.set(m.id, (seen.get(m.id) ?? 0) + 1);
-      },
-    });
-    relay.start();
-    await expect.poll(() => seen.size, { timeout: 60_000 }).toBe(ids.length);
-    await relay.stop();
-    expect(most).toBe(3);
-    expect(mostDatabases).toBeLessThanOrEqual(2);
-    expect([...seen.keys()].sort()).toEqual([...ids].sort());
-    expect([...seen.values()].every((n) => n === 1)).toBe(true);
-    expect((await relay.lag()).map((l) => l.pending)).toEqual([0, 0, 0]);
-  }, 90_000);
+  it(
+    "delivers every event exactly once; never more deliveries in flight than deliveryConcurrency, nor databases polled at once than pollConcurrency",
+    async () => {
+      const ids = [
+        ...(await seed(clients.a, S.g0m0, 60)),
+        ...(await seed(clients.b, S.g0m2, 60)),
+        ...(await seed(clients.c, S.g1m1, 60)),
+      ];
+      const seen = new Map<string, number>();
+      let inFlight = 0;
+      let most = 0;
+      const busy = new Map<string, number>();
+      let mostDatabases = 0;
+      const relay = createOutboxRelay({
+        registry,
+        batchSize: 7,
+        deliveryConcurrency: 3,
+        pollConcurrency: 2,
+        stallMs: 600_000, // no poll gives its turn up early here, however busy the machine
+        deliver: async (m) => {
+          most = Math.max(most, ++inFlight);
+          busy.set(databaseOf(m), (busy.get(databaseOf(m)) ?? 0) + 1);
+          mostDatabases = Math.max(mostDatabases, [...busy.values()].filter((n) => n > 0).length);
+          await yieldTurns(3); // stays in flight while the other lanes and polls go on
+          busy.set(databaseOf(m), busy.get(databaseOf(m))! - 1);
+          inFlight--;
+          seen.set(m.id, (seen.get(m.id) ?? 0) + 1);
+        },
+      });
+      relay.start();
+      await expect.poll(() => seen.size, { timeout: 60_000 }).toBe(ids.length);
+      await relay.stop();
+      expect(most).toBe(3);
+      expect(mostDatabases).toBeLessThanOrEqual(2);
+      expect([...seen.keys()].sort()).toEqual([...ids].sort());
+      expect([...seen.values()].every((n) => n === 1)).toBe(true);
+      expect((await relay.lag()).map((l) => l.pending)).toEqual([0, 0, 0]);
+    },
+    patient(90_000),
+  );
 
-  it("databases with backlogs take turns: none polls twice while another waits (pollConcurrency 1)", async () => {
-    for (const [client, shard] of [
-      [clients.a, S.g0m0],
-      [clients.b, S.g0m2],
-      [clients.c, S.g1m1],
-    ] as const) {
-      await seed(client, shard, 50);
-    }
-    const order: string[] = [];
-    const relay = createOutboxRelay({
-      registry,
-      batchSize: 5,
-      pollConcurrency: 1,
-      stallMs: 600_000,
-      deliver: async (m) => void order.push(databaseOf(m)),
-    });
-    relay.start();
-    await expect.poll(() => order.length, { timeout: 60_000 }).toBe(150);
-    await relay.stop();
-    // Each poll delivers 5 events of one database: one name per poll, in the order they ran.
-    const polls = order.filter((_, i) => i % 5 === 0);
-    expect(polls).toEqual(Array.from({ length: 10 }, () => registry.databases.map((p) => p.name)).flat());
-  }, 90_000);
+  it(
+    "databases with backlogs take turns: none polls twice while another waits (pollConcurrency 1)",
+    async () => {
+      for (const [client, shard] of [
+        [clients.a, S.g0m0],
+        [clients.b, S.g0m2],
+        [clients.c, S.g1m1],
+      ] as const) {
+        await seed(client, shard, 50);
+      }
+      const order: string[] = [];
+      const relay = createOutboxRelay({
+        registry,
+        batchSize: 5,
+        pollConcurrency: 1,
+        stallMs: 600_000,
+        deliver: async (m) => void order.push(databaseOf(m)),
+      });
+      relay.start();
+      await expect.poll(() => order.length, { timeout: 60_000 }).toBe(150);
+      await relay.stop();
+      // Each poll delivers 5 events of one database: one name per poll, in the order they ran.
+      const polls = order.filter((_, i) => i % 5 === 0);
+      expect(polls).toEqual(Array.from({ length: 10 }, () => registry.databases.map((p) => p.name)).flat());
+    },
+    patient(90_000),
+  );
 
-  it("a database with a large backlog delays another's event by at most the rest of one of its polls", async () => {
-    await seed(clients.a, S.g0m0, 300);
-    const order: string[] = [];
-    let notifiedAt = -1;
-    let late: string | undefined;
-    const relay = createOutboxRelay({
-      registry,
-      batchSize: 10,
-      pollConcurrency: 1,
-      stallMs: 600_000,
-      pollIntervalMs: 600_000, // b sleeps after its first, empty poll: only notify() wakes it
-      deliver: async (m) => {
-        order.push(m.id);
-        // In the middle of a's third poll, b gets an event and the writer says so.
-        if (order.length === 25) {
-          [late] = await seed(clients.b, S.g0m2, 1);
-          relay.notify(S.g0m2);
-          notifiedAt = order.length;
-        }
-      },
-    });
-    relay.start();
-    await expect.poll(() => late !== undefined && order.includes(late), { timeout: 60_000 }).toBe(true);
-    await relay.stop();
-    // Between the notice and b's event: only the 5 events left of a's poll under way (of 10).
-    expect(order.indexOf(late!) - notifiedAt).toBeLessThanOrEqual(10);
-  }, 90_000);
+  it(
+    "a database with a large backlog delays another's event by at most the rest of one of its polls",
+    async () => {
+      await seed(clients.a, S.g0m0, 300);
+      const order: string[] = [];
+      let notifiedAt = -1;
+      let late: string | undefined;
+      const relay = createOutboxRelay({
+        registry,
+        batchSize: 10,
+        pollConcurrency: 1,
+        stallMs: 600_000,
+        pollIntervalMs: 600_000, // b sleeps after its first, empty poll: only notify() wakes it
+        deliver: async (m) => {
+          order.push(m.id);
+          // In the middle of a's third poll, b gets an event and the writer says so.
+          if (order.length === 25) {
+            [late] = await seed(clients.b, S.g0m2, 1);
+            relay.notify(S.g0m2);
+            notifiedAt = order.length;
+          }
+        },
+      });
+      relay.start();
+      await expect.poll(() => late !== undefined && order.includes(late), { timeout: 60_000 }).toBe(true);
+      await relay.stop();
+      // Between the notice and b's event: only the 5 events left of a's poll under way (of 10).
+      expect(order.indexOf(late!) - notifiedAt).toBeLessThanOrEqual(10);
+    },
+    patient(90_000),
+  );
 
   it("a batch whose deliveries end together is recorded in one statement", async () => {
     await seed(clients.a, S.g0m0, 40);
@@ -157,28 +169,32 @@ describe("relay over several databases", () => {
     expect(await delivered()).toHaveLength(4);
   });
 
-  it("a poll stuck on a frozen server gives its turn up after stallMs: the other databases' events go on", async () => {
-    await clients.c.outboxEvent.count(); // open a connection to c before it freezes
-    const seen: string[] = [];
-    const relay = createOutboxRelay({
-      registry,
-      pollConcurrency: 1,
-      stallMs: 100,
-      queryTimeoutMs: 60_000, // c's claim would hold the only turn for a minute
-      pollIntervalMs: 20,
-      onError: () => {},
-      deliver: async (m) => void seen.push(m.id),
-    });
-    world.clear();
-    await withClusterFrozen(SECOND.cluster, async () => {
-      relay.start();
-      // Polls go a, b, c, a: a second claim on a comes after c's claim, stuck, gave its turn up.
-      await expect.poll(() => claims().a, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
-      const ids = await seed(clients.a, S.g0m0, 3);
-      await expect.poll(() => [...seen].sort(), { timeout: 20_000 }).toEqual(ids.sort());
-    });
-    await relay.stop(60_000);
-  }, 120_000);
+  it(
+    "a poll stuck on a frozen server gives its turn up after stallMs: the other databases' events go on",
+    async () => {
+      await clients.c.outboxEvent.count(); // open a connection to c before it freezes
+      const seen: string[] = [];
+      const relay = createOutboxRelay({
+        registry,
+        pollConcurrency: 1,
+        stallMs: 100,
+        queryTimeoutMs: 60_000, // c's claim would hold the only turn for a minute
+        pollIntervalMs: 20,
+        onError: () => {},
+        deliver: async (m) => void seen.push(m.id),
+      });
+      world.clear();
+      await withClusterFrozen(SECOND.cluster, async () => {
+        relay.start();
+        // Polls go a, b, c, a: a second claim on a comes after c's claim, stuck, gave its turn up.
+        await expect.poll(() => claims().a, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+        const ids = await seed(clients.a, S.g0m0, 3);
+        await expect.poll(() => [...seen].sort(), { timeout: 20_000 }).toEqual(ids.sort());
+      });
+      await relay.stop(60_000);
+    },
+    patient(120_000),
+  );
 
   it("an idle database is polled again only after its pause, or at once when notified", async () => {
     const relay = createOutboxRelay({ registry, pollIntervalMs: 600_000, deliver: async () => {} });

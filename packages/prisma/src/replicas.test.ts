@@ -1,7 +1,14 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, pgUrl, waitForReplay, withClusterStopped } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropDatabase,
+  patient,
+  pgUrl,
+  waitForReplay,
+  withClusterStopped,
+} from "@shardkit/test-db";
 import { thrownBy } from "@shardkit/vitest-config/errors";
 import pg from "pg";
 import { afterAll, beforeEach, describe, expect, inject, it, vi } from "vitest";
@@ -474,29 +481,33 @@ describe("read replicas on PostgreSQL streaming replication", () => {
     expect(seen).toEqual(["findUnique", "findUnique", "findUnique"]);
   });
 
-  it("a replica that is down: reads answer from the primary instead, writes still land on the primary only", async () => {
-    const id = await customer();
-    await replayed();
-    await db.customer.findUnique({ where: { id } }); // r1 has a pooled connection when it goes down
-    log.length = 0;
-    await withClusterStopped(REPLICAS[0]!.cluster, REPLICAS[0]!.port, async () => {
-      for (let i = 0; i < 4; i++) expect((await db.customer.findUnique({ where: { id } }))?.id).toBe(id);
-      expect(await db.customer.count({ where: { id } })).toBe(1);
-      expect(landed()).toEqual(["r2", "primary", "r2", "primary", "r2"]);
-      const created = await customer(S.g0m0, "while r1 was down");
-      expect(writes()).toEqual(["primary"]);
-      expect((await db.$primary().customer.findUnique({ where: { id: created } }))?.name).toBe(
-        "while r1 was down",
-      );
-    });
-    // Back up: it catches up from the primary and serves reads again.
-    await replayed();
-    log.length = 0;
-    await db.customer.count({ where: { id } });
-    await db.customer.count({ where: { id } });
-    expect(landed().sort()).toEqual(["r1", "r2"]);
-    expect(await r1.customer.count()).toBe(2);
-  }, 60_000);
+  it(
+    "a replica that is down: reads answer from the primary instead, writes still land on the primary only",
+    async () => {
+      const id = await customer();
+      await replayed();
+      await db.customer.findUnique({ where: { id } }); // r1 has a pooled connection when it goes down
+      log.length = 0;
+      await withClusterStopped(REPLICAS[0]!.cluster, REPLICAS[0]!.port, async () => {
+        for (let i = 0; i < 4; i++) expect((await db.customer.findUnique({ where: { id } }))?.id).toBe(id);
+        expect(await db.customer.count({ where: { id } })).toBe(1);
+        expect(landed()).toEqual(["r2", "primary", "r2", "primary", "r2"]);
+        const created = await customer(S.g0m0, "while r1 was down");
+        expect(writes()).toEqual(["primary"]);
+        expect((await db.$primary().customer.findUnique({ where: { id: created } }))?.name).toBe(
+          "while r1 was down",
+        );
+      });
+      // Back up: it catches up from the primary and serves reads again.
+      await replayed();
+      log.length = 0;
+      await db.customer.count({ where: { id } });
+      await db.customer.count({ where: { id } });
+      expect(landed().sort()).toEqual(["r1", "r2"]);
+      expect(await r1.customer.count()).toBe(2);
+    },
+    patient(60_000),
+  );
 
   it("from the JSON config: shardRegistryFromConfig creates the replicas' clients and reads go to them", async () => {
     const made: string[] = [];
@@ -548,46 +559,52 @@ describe("openShards with replicas", () => {
   const name = `sk_open_replica_${process.pid}`;
   afterAll(() => dropDatabase(PRIMARY.port, name));
 
-  it("rolls the schema out to the database only; the replica opens once it has replayed it; reads go there", async () => {
-    const url = await createDatabase(PRIMARY.port, name);
-    const replicaUrl = pgUrl(REPLICAS[0]!.port, name);
-    const made: { name: string; replicaOf?: string }[] = [];
-    const events: RolloutEvent[] = [];
-    const states: DatabaseStatus[] = [];
-    const open = await openShards({
-      schema,
-      shardsJson: JSON.stringify({ shards: [{ group: 0, member: 0, url, pool: 3, replicas: [replicaUrl] }] }),
-      createClient: (adapter, database) => {
-        made.push(database);
-        return logged(database.replicaOf ? "r1" : "primary", "", adapter);
-      },
-      onProgress: (e) => events.push(e),
-      onState: (s) => states.push(s),
-      retry: { baseMs: 20, maxMs: 200 },
-    });
-    try {
-      await Promise.race([
-        open.ready,
-        new Promise((_, reject) => setTimeout(() => reject(new Error("not ready in 20 s")), 20_000)),
-      ]);
-      expect(made).toEqual([{ name: url }, { name: replicaUrl, replicaOf: url }]);
-      expect(events.filter((e) => e.type === "done").map((e) => e.target)).toEqual([url]);
-      expect(open.databases()).toMatchObject([
-        { name: url, state: "ready" },
-        { name: replicaUrl, replicaOf: url, shards: ["0/0"], state: "ready" },
-      ]);
-      expect(states.at(-1)).toMatchObject({ name: replicaUrl, state: "ready" });
-      const routed = open.registry.databases[0]!.client.$extends(shardRouting({ registry: open.registry }));
-      const id = ShardedId.generate("Customer", S.g0m0);
-      await routed.customer.create({ data: { id, name: "opened", region: "eu" } });
-      await waitForReplay(REPLICAS[0]!.port, PRIMARY.port);
-      log.length = 0;
-      expect((await routed.customer.findUnique({ where: { id } }))?.name).toBe("opened");
-      expect(landed()).toEqual(["r1"]);
-    } finally {
-      await open.close();
-    }
-  }, 60_000);
+  it(
+    "rolls the schema out to the database only; the replica opens once it has replayed it; reads go there",
+    async () => {
+      const url = await createDatabase(PRIMARY.port, name);
+      const replicaUrl = pgUrl(REPLICAS[0]!.port, name);
+      const made: { name: string; replicaOf?: string }[] = [];
+      const events: RolloutEvent[] = [];
+      const states: DatabaseStatus[] = [];
+      const open = await openShards({
+        schema,
+        shardsJson: JSON.stringify({
+          shards: [{ group: 0, member: 0, url, pool: 3, replicas: [replicaUrl] }],
+        }),
+        createClient: (adapter, database) => {
+          made.push(database);
+          return logged(database.replicaOf ? "r1" : "primary", "", adapter);
+        },
+        onProgress: (e) => events.push(e),
+        onState: (s) => states.push(s),
+        retry: { baseMs: 20, maxMs: 200 },
+      });
+      try {
+        await Promise.race([
+          open.ready,
+          new Promise((_, reject) => setTimeout(() => reject(new Error("not ready in 20 s")), 20_000)),
+        ]);
+        expect(made).toEqual([{ name: url }, { name: replicaUrl, replicaOf: url }]);
+        expect(events.filter((e) => e.type === "done").map((e) => e.target)).toEqual([url]);
+        expect(open.databases()).toMatchObject([
+          { name: url, state: "ready" },
+          { name: replicaUrl, replicaOf: url, shards: ["0/0"], state: "ready" },
+        ]);
+        expect(states.at(-1)).toMatchObject({ name: replicaUrl, state: "ready" });
+        const routed = open.registry.databases[0]!.client.$extends(shardRouting({ registry: open.registry }));
+        const id = ShardedId.generate("Customer", S.g0m0);
+        await routed.customer.create({ data: { id, name: "opened", region: "eu" } });
+        await waitForReplay(REPLICAS[0]!.port, PRIMARY.port);
+        log.length = 0;
+        expect((await routed.customer.findUnique({ where: { id } }))?.name).toBe("opened");
+        expect(landed()).toEqual(["r1"]);
+      } finally {
+        await open.close();
+      }
+    },
+    patient(60_000),
+  );
 
   it("refuses a replica that is not a standby, or a standby of another database, and a standby listed as a database", async () => {
     const createClient = (adapter: SqlMigrationAwareDriverAdapterFactory) => new PrismaClient({ adapter });

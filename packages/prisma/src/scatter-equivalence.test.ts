@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, pgUrl } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient, pgUrl } from "@shardkit/test-db";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Prisma, PrismaClient } from "../test/generated/prisma/client.js";
@@ -46,7 +46,7 @@ beforeAll(async () => {
   clients = all.slice(0, 3);
   ref = all[3]!;
   db = makeDb(clients[0]!, clients[1]!, clients[2]!);
-}, 120_000);
+}, patient(120_000));
 
 afterAll(async () => {
   for (const client of [...clients, ref]) await client?.$disconnect();
@@ -164,102 +164,110 @@ async function reference(args: FindArgs, orderBy: Record<string, unknown>[]): Pr
 }
 
 describe("scattered reads equal the same reads on one database holding every row", () => {
-  it("findMany / findFirst with random orderBy, skip, take, cursor and where; count, aggregate, groupBy", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        dataset,
-        walletOrder,
-        window,
-        fc.constantFrom("label", "customerId"),
-        async (rows, order, w, groupField) => {
-          const { wallets } = await load(rows);
-          const orderBy = prismaOrder(order);
-          const where: { where?: Prisma.WalletWhereInput } =
-            w.minBalance === undefined ? {} : { where: { balance: { gte: w.minBalance } } };
-          const cursor =
-            w.cursor === undefined || wallets.length === 0
-              ? {}
-              : { cursor: { id: wallets[w.cursor % wallets.length]!.id } };
-          // Prisma's types take no `undefined` for skip/take under exactOptionalPropertyTypes: leave them out.
-          const skip = w.skip === undefined ? {} : { skip: w.skip };
-          const win: { skip?: number; take?: number } = {
-            ...skip,
-            ...(w.take === undefined ? {} : { take: w.take }),
-          };
-          const args: FindArgs = { ...where, ...cursor, ...win };
-          expect(await db.wallet.findMany({ ...args, orderBy } as never)).toEqual(
-            await reference(args, orderBy),
-          );
-          const first: FindArgs = { ...where, ...cursor, ...skip };
-          expect(await db.wallet.findFirst({ ...first, orderBy } as never)).toEqual(
-            (await reference({ ...first, take: 1 }, orderBy))[0] ?? null,
-          );
-          const selected: FindArgs = { ...args, select: { id: true, label: true } };
-          expect(await db.wallet.findMany({ ...selected, orderBy } as never)).toEqual(
-            await reference(selected, orderBy),
-          );
-          // ASCII strings with upper and lower case: the "C" order of the databases and of the merge
-          const byName = [{ name: order[0]?.dir ?? "asc" }, { region: "desc" }] as const;
-          expect(await db.customer.findMany({ orderBy: [...byName], ...win })).toEqual(
-            await ref.customer.findMany({ orderBy: [...byName, { id: "asc" }], ...win }),
-          );
-          const counted = { ...where, ...win };
-          expect(await db.wallet.count(counted as never)).toBe(await ref.wallet.count(counted as never));
-          expect(await db.customer.count({ select: { _all: true, name: true } })).toEqual(
-            await ref.customer.count({ select: { _all: true, name: true } }),
-          );
-          const aggregates = {
-            ...where,
-            _count: { _all: true, label: true },
-            _sum: { balance: true },
-            _avg: { balance: true },
-            _min: { balance: true, label: true },
-            _max: { balance: true, label: true },
-          } as const;
-          expect(approx(await db.wallet.aggregate(aggregates as never))).toEqual(
-            approx(await ref.wallet.aggregate(aggregates as never)),
-          );
-          const grouped = {
-            by: [groupField],
-            ...where,
-            _count: true,
-            _sum: { balance: true },
-            _avg: { balance: true },
-            _max: { label: true },
-            orderBy: [{ _sum: { balance: "desc" } }, { [groupField]: "asc" }],
-            skip: w.skip,
-            take: w.take,
-          } as const;
-          expect(approx(await db.wallet.groupBy(grouped as never))).toEqual(
-            approx(await ref.wallet.groupBy(grouped as never)),
-          );
-        },
-      ),
-      { numRuns: 40 },
-    );
-  }, 120_000);
+  it(
+    "findMany / findFirst with random orderBy, skip, take, cursor and where; count, aggregate, groupBy",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          dataset,
+          walletOrder,
+          window,
+          fc.constantFrom("label", "customerId"),
+          async (rows, order, w, groupField) => {
+            const { wallets } = await load(rows);
+            const orderBy = prismaOrder(order);
+            const where: { where?: Prisma.WalletWhereInput } =
+              w.minBalance === undefined ? {} : { where: { balance: { gte: w.minBalance } } };
+            const cursor =
+              w.cursor === undefined || wallets.length === 0
+                ? {}
+                : { cursor: { id: wallets[w.cursor % wallets.length]!.id } };
+            // Prisma's types take no `undefined` for skip/take under exactOptionalPropertyTypes: leave them out.
+            const skip = w.skip === undefined ? {} : { skip: w.skip };
+            const win: { skip?: number; take?: number } = {
+              ...skip,
+              ...(w.take === undefined ? {} : { take: w.take }),
+            };
+            const args: FindArgs = { ...where, ...cursor, ...win };
+            expect(await db.wallet.findMany({ ...args, orderBy } as never)).toEqual(
+              await reference(args, orderBy),
+            );
+            const first: FindArgs = { ...where, ...cursor, ...skip };
+            expect(await db.wallet.findFirst({ ...first, orderBy } as never)).toEqual(
+              (await reference({ ...first, take: 1 }, orderBy))[0] ?? null,
+            );
+            const selected: FindArgs = { ...args, select: { id: true, label: true } };
+            expect(await db.wallet.findMany({ ...selected, orderBy } as never)).toEqual(
+              await reference(selected, orderBy),
+            );
+            // ASCII strings with upper and lower case: the "C" order of the databases and of the merge
+            const byName = [{ name: order[0]?.dir ?? "asc" }, { region: "desc" }] as const;
+            expect(await db.customer.findMany({ orderBy: [...byName], ...win })).toEqual(
+              await ref.customer.findMany({ orderBy: [...byName, { id: "asc" }], ...win }),
+            );
+            const counted = { ...where, ...win };
+            expect(await db.wallet.count(counted as never)).toBe(await ref.wallet.count(counted as never));
+            expect(await db.customer.count({ select: { _all: true, name: true } })).toEqual(
+              await ref.customer.count({ select: { _all: true, name: true } }),
+            );
+            const aggregates = {
+              ...where,
+              _count: { _all: true, label: true },
+              _sum: { balance: true },
+              _avg: { balance: true },
+              _min: { balance: true, label: true },
+              _max: { balance: true, label: true },
+            } as const;
+            expect(approx(await db.wallet.aggregate(aggregates as never))).toEqual(
+              approx(await ref.wallet.aggregate(aggregates as never)),
+            );
+            const grouped = {
+              by: [groupField],
+              ...where,
+              _count: true,
+              _sum: { balance: true },
+              _avg: { balance: true },
+              _max: { label: true },
+              orderBy: [{ _sum: { balance: "desc" } }, { [groupField]: "asc" }],
+              skip: w.skip,
+              take: w.take,
+            } as const;
+            expect(approx(await db.wallet.groupBy(grouped as never))).toEqual(
+              approx(await ref.wallet.groupBy(grouped as never)),
+            );
+          },
+        ),
+        { numRuns: 40 },
+      );
+    },
+    patient(120_000),
+  );
 
-  it("pages through every row with cursor + skip 1, in the reference's order", async () => {
-    await fc.assert(
-      fc.asyncProperty(dataset, walletOrder, fc.integer({ min: 1, max: 4 }), async (rows, order, take) => {
-        await load(rows);
-        const orderBy = prismaOrder(order);
-        const seen: string[] = [];
-        let cursor: string | undefined;
-        for (;;) {
-          const page = await db.wallet.findMany({
-            orderBy,
-            take,
-            ...(cursor ? { cursor: { id: cursor }, skip: 1 } : {}),
-          });
-          seen.push(...page.map((r) => r.id));
-          if (page.length < take) break;
-          cursor = page[page.length - 1]!.id;
-        }
-        const all = await ref.wallet.findMany({ orderBy: total(orderBy) as never, select: { id: true } });
-        expect(seen).toEqual(all.map((r) => r.id));
-      }),
-      { numRuns: 20 },
-    );
-  }, 120_000);
+  it(
+    "pages through every row with cursor + skip 1, in the reference's order",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(dataset, walletOrder, fc.integer({ min: 1, max: 4 }), async (rows, order, take) => {
+          await load(rows);
+          const orderBy = prismaOrder(order);
+          const seen: string[] = [];
+          let cursor: string | undefined;
+          for (;;) {
+            const page = await db.wallet.findMany({
+              orderBy,
+              take,
+              ...(cursor ? { cursor: { id: cursor }, skip: 1 } : {}),
+            });
+            seen.push(...page.map((r) => r.id));
+            if (page.length < take) break;
+            cursor = page[page.length - 1]!.id;
+          }
+          const all = await ref.wallet.findMany({ orderBy: total(orderBy) as never, select: { id: true } });
+          expect(seen).toEqual(all.map((r) => r.id));
+        }),
+        { numRuns: 20 },
+      );
+    },
+    patient(120_000),
+  );
 });

@@ -1,6 +1,6 @@
 import { ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import { ScatterError } from "@shardkit/scatter";
-import { withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { SECOND } from "../test/global-setup.js";
 import { makeWorld, models, S } from "../test/world.js";
@@ -241,52 +241,60 @@ describe("the guard, per model and per call", () => {
 });
 
 describe("a database that is down (its PostgreSQL server stopped)", () => {
-  it("'fail' throws ScatterError naming its shards; 'partial' returns the other rows and reports them missing", async () => {
-    const { customers } = await seed();
-    const onC = (shard: ShardIdentifier) => shard.key === "1/1" || shard.key === "1/2";
-    const reports: ScatterReport[] = [];
-    const partial = db.$scatter({ policy: "partial", deadlineMs: 10_000, onReport: (r) => reports.push(r) });
-    await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-      const failed = await db.customer.findMany({ orderBy: { name: "asc" } }).catch((e: unknown) => e);
-      expect(failed).toBeInstanceOf(ScatterError);
-      expect((failed as ScatterError).code).toBe("TARGETS_FAILED");
-      expect((failed as ScatterError).message).toContain('"1/1,1/2 (database #2)"');
-      expect((failed as ScatterError).missing.map((m) => m.key)).toEqual(["1/1,1/2 (database #2)"]);
+  it(
+    "'fail' throws ScatterError naming its shards; 'partial' returns the other rows and reports them missing",
+    async () => {
+      const { customers } = await seed();
+      const onC = (shard: ShardIdentifier) => shard.key === "1/1" || shard.key === "1/2";
+      const reports: ScatterReport[] = [];
+      const partial = db.$scatter({
+        policy: "partial",
+        deadlineMs: 10_000,
+        onReport: (r) => reports.push(r),
+      });
+      await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
+        const failed = await db.customer.findMany({ orderBy: { name: "asc" } }).catch((e: unknown) => e);
+        expect(failed).toBeInstanceOf(ScatterError);
+        expect((failed as ScatterError).code).toBe("TARGETS_FAILED");
+        expect((failed as ScatterError).message).toContain('"1/1,1/2 (database #2)"');
+        expect((failed as ScatterError).missing.map((m) => m.key)).toEqual(["1/1,1/2 (database #2)"]);
 
-      const rows = await partial.customer.findMany({ orderBy: { name: "asc" } });
-      expect(rows.map((c) => c.id)).toEqual(
-        customers
-          .filter((c) => !onC(ShardedUUID.shardOf(c.id)))
-          .sort(byName)
-          .map((c) => c.id),
-      );
-      expect(await partial.customer.count()).toBe(4);
+        const rows = await partial.customer.findMany({ orderBy: { name: "asc" } });
+        expect(rows.map((c) => c.id)).toEqual(
+          customers
+            .filter((c) => !onC(ShardedUUID.shardOf(c.id)))
+            .sort(byName)
+            .map((c) => c.id),
+        );
+        expect(await partial.customer.count()).toBe(4);
 
-      // A page says what it lacks, and hands out no cursor that would skip the missing rows later.
-      const page = await db.$scatterPage(
-        "customer",
-        { orderBy: { name: "asc" }, limit: 3 },
-        { policy: "partial" },
-      );
-      expect(page.complete).toBe(false);
-      expect(page.missingShards.map((s) => s.key)).toEqual(["1/1", "1/2"]);
-      expect(page.nextCursor).toBeNull();
-      expect(page.rows).toHaveLength(3);
-      await expect(
-        db.$scatterPage("customer", { orderBy: { name: "asc" }, limit: 3 }),
-      ).rejects.toBeInstanceOf(ScatterError);
-    });
-    expect(reports).toHaveLength(2);
-    for (const report of reports) {
-      expect(report.complete).toBe(false);
-      expect(report.missing.map((m) => m.key)).toEqual(["1/1,1/2 (database #2)"]);
-      expect(report.missingShards.map((s) => s.key)).toEqual(["1/1", "1/2"]);
-      expect(report.targets.map((t) => t.status)).toEqual(["fulfilled", "fulfilled", "missing"]);
-    }
-    // the server is back: the same view returns everything and reports complete
-    expect(await partial.customer.count()).toBe(6);
-    expect(reports[2]?.complete).toBe(true);
-  }, 60_000);
+        // A page says what it lacks, and hands out no cursor that would skip the missing rows later.
+        const page = await db.$scatterPage(
+          "customer",
+          { orderBy: { name: "asc" }, limit: 3 },
+          { policy: "partial" },
+        );
+        expect(page.complete).toBe(false);
+        expect(page.missingShards.map((s) => s.key)).toEqual(["1/1", "1/2"]);
+        expect(page.nextCursor).toBeNull();
+        expect(page.rows).toHaveLength(3);
+        await expect(
+          db.$scatterPage("customer", { orderBy: { name: "asc" }, limit: 3 }),
+        ).rejects.toBeInstanceOf(ScatterError);
+      });
+      expect(reports).toHaveLength(2);
+      for (const report of reports) {
+        expect(report.complete).toBe(false);
+        expect(report.missing.map((m) => m.key)).toEqual(["1/1,1/2 (database #2)"]);
+        expect(report.missingShards.map((s) => s.key)).toEqual(["1/1", "1/2"]);
+        expect(report.targets.map((t) => t.status)).toEqual(["fulfilled", "fulfilled", "missing"]);
+      }
+      // the server is back: the same view returns everything and reports complete
+      expect(await partial.customer.count()).toBe(6);
+      expect(reports[2]?.complete).toBe(true);
+    },
+    patient(60_000),
+  );
 });
 
 describe("a database that refuses the query itself", () => {

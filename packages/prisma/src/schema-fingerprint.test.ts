@@ -1,5 +1,5 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCHEMA_MODELS } from "../test/layout.js";
@@ -47,26 +47,30 @@ describe("a database's recorded fingerprint (PostgreSQL)", () => {
       targets: [{ name, adapter: adapter() }],
       onProgress: () => {},
     });
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await admin?.end();
     await dropDatabase(MAIN_PORT, name);
   });
 
-  it("lives outside the application's schema, where a push neither sees it nor drops it", async () => {
-    // rolloutSchema recorded one after its push.
-    expect(await checkFingerprint(adapter(), "another")).toBe("changed");
-    const { rows } = await admin.query(
-      "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
-    );
-    expect(rows.map((r) => r.table_name)).toEqual(SCHEMA_MODELS);
-    const again = await rolloutSchema({
-      schema: schemaPath,
-      targets: [{ name, adapter: adapter() }],
-      onProgress: () => {},
-    });
-    expect(again.targets.map((t) => [t.status, t.changes, t.warnings])).toEqual([["unchanged", 0, []]]);
-  }, 60_000);
+  it(
+    "lives outside the application's schema, where a push neither sees it nor drops it",
+    async () => {
+      // rolloutSchema recorded one after its push.
+      expect(await checkFingerprint(adapter(), "another")).toBe("changed");
+      const { rows } = await admin.query(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+      );
+      expect(rows.map((r) => r.table_name)).toEqual(SCHEMA_MODELS);
+      const again = await rolloutSchema({
+        schema: schemaPath,
+        targets: [{ name, adapter: adapter() }],
+        onProgress: () => {},
+      });
+      expect(again.targets.map((t) => [t.status, t.changes, t.warnings])).toEqual([["unchanged", 0, []]]);
+    },
+    patient(60_000),
+  );
 
   it("absent without a table; matched once recorded; changed for another fingerprint", async () => {
     await admin.query(`DROP TABLE ${FINGERPRINT_TABLE}`);

@@ -4,7 +4,7 @@
 // share PostgreSQL itself counted (pg_stat_database's commits); each skewed router is named.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,12 +25,12 @@ beforeAll(async () => {
   urls = await Promise.all(names.map((n) => createDatabase(MAIN_PORT, n)));
   clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }));
   for (const c of clients) for (const ddl of CREATE_LOAD_TABLE) await c.$executeRawUnsafe(ddl);
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   for (const c of clients) await c.$disconnect();
   for (const n of names) await dropDatabase(MAIN_PORT, n);
-}, 60_000);
+}, patient(60_000));
 
 /** 0/0 on the first database, 0/1 on the second. */
 const placement: Placement = {

@@ -7,7 +7,7 @@ import {
 } from "@opentelemetry/sdk-metrics";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, withClusterFrozen } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterFrozen } from "@shardkit/test-db";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
@@ -66,12 +66,12 @@ beforeAll(async () => {
   });
   clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }));
   registry = makeRegistry();
-}, 120_000);
+}, patient(120_000));
 
 afterAll(async () => {
   await registry?.disconnect();
   for (const db of dbs) await dropDatabase(db.port, db.name);
-}, 60_000);
+}, patient(60_000));
 
 const customer = (shard: ShardIdentifier) => ({
   id: ShardedId.generate("Customer", shard),

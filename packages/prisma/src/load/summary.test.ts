@@ -3,7 +3,7 @@
 // series per bucket), and sums of two databases merge per shard.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
 import type { ShardLoadWindow } from "./read.js";
@@ -18,12 +18,12 @@ beforeAll(async () => {
   const urls = await Promise.all(names.map((n) => createDatabase(MAIN_PORT, n)));
   clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }));
   for (const c of clients) for (const ddl of CREATE_LOAD_TABLE) await c.$executeRawUnsafe(ddl);
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   for (const c of clients) await c.$disconnect();
   for (const n of names) await dropDatabase(MAIN_PORT, n);
-}, 60_000);
+}, patient(60_000));
 
 const UNTIL = Date.parse("2026-01-01T12:00:00Z");
 const SPAN = 120_000;
