@@ -9,7 +9,9 @@ import { MAP_BUMP_SQL } from "./sql.js";
 /** One map's announcements: one at a time, those asked for meanwhile shared by the next. */
 export class Announcer<Client extends ShardClient> {
   private running: Promise<void> | undefined;
-  private again = false;
+  /** Announcements asked for, and how many of them the rounds made so far cover. */
+  private asked = 0;
+  private covered = 0;
   private closed = false;
 
   constructor(
@@ -21,29 +23,30 @@ export class Announcer<Client extends ShardClient> {
   /**
    * Moves the map's version on in every database of the registry: one statement each, 16 at a time,
    * each within `timeoutMs`; a database that does not answer is skipped (the routers' sweeps catch
-   * what they miss). Outside the deadline of the work that asks for it. Resolves once the
-   * announcements asked for so far are made.
+   * what they miss). Outside the deadline of the work that asks for it. Resolves once a round that
+   * began after this call has been made: one asked for while a round runs is made by the next.
    */
   announce(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
+    const wanted = ++this.asked;
+    if (!this.running) {
+      const rounds = async () => {
+        while (this.covered < this.asked && !this.closed) {
+          const covering = this.asked;
+          await scatter(this.registry.databases, (p) => this.closed || raw(p).$queryRawUnsafe(MAP_BUMP_SQL), {
+            policy: "partial",
+            concurrency: 16,
+            targetTimeoutMs: this.timeoutMs,
+            abortable: false,
+          });
+          this.covered = covering;
+        }
+      };
+      this.running = unbounded(rounds).finally(() => {
+        this.running = undefined;
+      });
     }
-    const run = async () => {
-      do {
-        this.again = false;
-        await scatter(this.registry.databases, (p) => this.closed || raw(p).$queryRawUnsafe(MAP_BUMP_SQL), {
-          policy: "partial",
-          concurrency: 16,
-          targetTimeoutMs: this.timeoutMs,
-          abortable: false,
-        });
-      } while (this.again && !this.closed);
-    };
-    this.running = unbounded(run).finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
+    // Asked after the last round's check and before it ended: a round of its own.
+    return this.running.then(() => (this.covered >= wanted || this.closed ? undefined : this.announce()));
   }
 
   /** No announcement starts from now on (the map is closed: its clients may be disconnected). */

@@ -29,7 +29,7 @@ export async function liveIssues<Client extends ShardClient>(from: Database<Clie
          (SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user) AS may`,
     ),
     raw(to).$queryRawUnsafe<Target[]>(
-      `SELECT (SELECT count(*)::int FROM pg_stat_subscription) AS workers,
+      `SELECT (SELECT count(*)::int FROM pg_stat_subscription WHERE pid IS NOT NULL) AS workers,
          current_setting('max_logical_replication_workers')::int AS "maxWorkers",
          (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS may`,
     ),

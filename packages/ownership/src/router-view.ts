@@ -135,8 +135,10 @@ export class RouterView<Client extends ShardClient> {
       const problems = [...issues];
       const back = owner !== null && epoch !== null && epoch < this.registry.epochOf(shard);
       const agreed = back && issues.length === 0 && this.agrees(shard, owner, epoch);
-      if (back && !agreed) problems.push(this.noteSetBack(shard, owner, epoch));
-      if (!back) this.setBack.delete(shard.bits);
+      // A set-back is noted only from a read that found nothing else wrong with the shard: two clean
+      // reads agreeing are what adopts it.
+      if (back && !agreed && issues.length === 0) problems.push(this.noteSetBack(shard, owner, epoch));
+      if (!back || issues.length > 0) this.setBack.delete(shard.bits);
       if (owner === null && state === "unknown" && !this.rows.has(configured)) {
         this.problems.set(shard.bits, {
           kind: "unanswered",
