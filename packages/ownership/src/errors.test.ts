@@ -156,6 +156,37 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
       }
     },
   ],
+  MOVE_OBJECT_GONE: [
+    errors.MoveObjectGoneError,
+    async () => {
+      // A live move whose subscription an operator drops by hand after it is made: the move stops at
+      // once, undone, its MoveFailedError's cause naming what is gone.
+      const urls = inject("moveUrls");
+      await reset(urls);
+      const moving = router(urls);
+      const map = await moving.open();
+      try {
+        const failure = await moveShard({
+          map,
+          shard: S.g0m1,
+          to: moving.databases.e,
+          sourceConnection: urls.a,
+          onProgress: () => {},
+          afterStep: async (step) => {
+            if (step !== "subscribe") return;
+            const [sub] = await moving.clients.e.$queryRawUnsafe<{ name: string }[]>(
+              "SELECT subname::text AS name FROM pg_subscription WHERE subname LIKE 'shardkit_move_%'",
+            );
+            await moving.clients.e.$executeRawUnsafe(`DROP SUBSCRIPTION "${sub!.name}"`);
+          },
+        }).catch((e: unknown) => e);
+        throw failure instanceof errors.MoveFailedError ? failure.cause : failure;
+      } finally {
+        map.close();
+        await moving.close();
+      }
+    },
+  ],
   BALANCE_INPUT: [
     errors.BalanceInputError,
     () =>

@@ -187,6 +187,26 @@ export class MovePrecheckError extends OwnershipError<"MOVE_PRECHECK"> {
   }
 }
 
+/**
+ * What a live move waits on is gone (its subscription at the target, or its replication slot at the
+ * source: dropped by hand): the move cannot go on and stops at once, undone, rather than wait out
+ * its time. The cause of the `MoveFailedError` the move throws.
+ */
+export class MoveObjectGoneError extends OwnershipError<"MOVE_OBJECT_GONE"> {
+  /** What is gone, e.g. "the move's subscription shardkit_move_1_ab12". */
+  readonly what: string;
+  /** The database it was on. */
+  readonly database: string;
+  constructor(what: string, database: string) {
+    super(
+      "MOVE_OBJECT_GONE",
+      `${what} is gone from ${database} (dropped by hand?): the move cannot go on without it`,
+    );
+    this.what = what;
+    this.database = database;
+  }
+}
+
 /** The copy did not match the source after the fence: the move was undone, the source owns the shard again. */
 export class MoveVerifyError extends OwnershipError<"MOVE_VERIFY"> {
   readonly mismatches: string[];
@@ -309,6 +329,7 @@ export interface OwnershipErrorByCode {
   MOVE_PRECHECK: MovePrecheckError;
   MOVE_VERIFY: MoveVerifyError;
   MOVE_TIMEOUT: MoveTimeoutError;
+  MOVE_OBJECT_GONE: MoveObjectGoneError;
   NO_ANSWER: DatabasesUnansweredError;
   MOVE_IN_PROGRESS: MoveInProgressError;
   MOVE_LEASE_LOST: MoveLeaseLostError;

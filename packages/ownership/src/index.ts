@@ -34,6 +34,7 @@ export {
   MoveFailedError,
   MoveInProgressError,
   MoveLeaseLostError,
+  MoveObjectGoneError,
   MovePrecheckError,
   MoveTimeoutError,
   MoveVerifyError,

@@ -1,6 +1,6 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
-import { DatabasesUnansweredError } from "./errors.js";
+import { DatabasesUnansweredError, MoveObjectGoneError, MoveTimeoutError } from "./errors.js";
 import { lastLine, type Raw, raw } from "./raw.js";
 import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
 
@@ -55,9 +55,7 @@ export async function subscribe<Client extends ShardClient>(
  * A move's subscription or slot that is gone while the move waits on it (someone dropped it by
  * hand): the move cannot go on, and says so at once rather than wait out its time.
  */
-function gone(what: string, database: string): Error {
-  return new Error(`${what} is gone from ${database} (dropped by hand?): the move cannot go on without it`);
-}
+const gone = (what: string, database: string) => new MoveObjectGoneError(what, database);
 
 /** Whether the subscription's initial copy is done: every table ready. Throws when the subscription is gone. */
 export async function copied<Client extends ShardClient>(to: Database<Client>, subscription: string) {
@@ -149,7 +147,7 @@ export async function teardown<Client extends ShardClient>(
        WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
       ...patterns,
     );
-    for (const { name, oid } of subscriptions) await dropSubscription(from, raw(to), name, oid);
+    for (const { name, oid } of subscriptions) await dropSubscription(shard, from, raw(to), name, oid);
     return true;
   })().catch((error: unknown) => {
     problems.push({ database: to.name, error: lastLine(error) });
@@ -232,6 +230,7 @@ async function cancelRunning<Client extends ShardClient>(
  * disabled and the error is thrown: it is dropped by a later teardown, once the source answers.
  */
 async function dropSubscription<Client extends ShardClient>(
+  shard: ShardIdentifier,
   from: Database<Client>,
   db: Raw,
   name: string,
@@ -239,7 +238,11 @@ async function dropSubscription<Client extends ShardClient>(
 ): Promise<void> {
   await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
   if (!(await cancelRunning(from, syncSlotMaking(oid))))
-    throw new Error(`the slots of subscription ${name}'s table copies are still being made after 5 s`);
+    throw new MoveTimeoutError(
+      shard,
+      `cancelling the making of subscription ${name}'s table copies' slots`,
+      5000,
+    );
   await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
 }
 

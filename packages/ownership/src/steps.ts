@@ -8,7 +8,7 @@
 // failure after the switch is finished, never undone (`decides` marks the step that decides).
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
-import { withDeadline } from "@shardkit/prisma/internal";
+import { orAfter } from "@shardkit/prisma/internal";
 import { countAt } from "./check.js";
 import { MoveTimeoutError, MoveVerifyError } from "./errors.js";
 import type { ShardLease } from "./lease.js";
@@ -313,11 +313,7 @@ async function slotsNamed<Client extends ShardClient>(
     if (!(error instanceof MoveTimeoutError)) throw error;
     // Read outside the move's deadline (it has passed), within a few seconds of its own.
     const waits = await unbounded(() =>
-      withDeadline(
-        5_000,
-        () => new Error("no answer"),
-        () => slotWaits(move.from, move.to, move.held.names.subscription),
-      ),
+      orAfter(5_000, undefined, () => slotWaits(move.from, move.to, move.held.names.subscription)),
     ).catch(() => undefined);
     if (waits === undefined) throw error;
     throw new MoveTimeoutError(move.shard, `${error.what}: ${waits}`, error.timeoutMs, { cause: error });

@@ -30,7 +30,7 @@ export async function withShardDeadline<T>(
  */
 export async function withDeadline<T>(
   timeoutMs: number,
-  late: () => Error,
+  late: () => unknown,
   run: (signal: AbortSignal) => PromiseLike<T>,
 ): Promise<T> {
   const controller = new AbortController();
@@ -62,7 +62,8 @@ export async function orAfter<T, F>(
   fallback: F,
   run: (signal: AbortSignal) => PromiseLike<T>,
 ): Promise<T | F> {
-  const late = new Error(`did not answer within ${timeoutMs} ms`);
+  // What the deadline rejects with here: a mark of this call's own, never seen outside it.
+  const late = Symbol("late");
   try {
     return await withDeadline(timeoutMs, () => late, run);
   } catch (error) {
