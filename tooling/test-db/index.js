@@ -46,6 +46,7 @@ export function slowness() {
 export function patient(ms) {
   return Math.round(ms * slowness());
 }
+
 const LOCK_STALE_MS = 180_000;
 
 export function pgUrl(port, database) {
