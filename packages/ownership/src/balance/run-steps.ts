@@ -101,6 +101,15 @@ export async function runMove<Client extends ShardClient>(
   const shard = registry.shards.find((s) => s.key === next.shard)!;
   const started = Date.now();
   const base = { shard: next.shard, from: next.from, to: next.to, kind: next.kind, reason: next.reason };
+  const failed = (error: string, extra: { halfDone?: true } = {}) => ({
+    ...base,
+    status: "failed" as const,
+    durationMs: Date.now() - started,
+    freezeMs: 0,
+    epoch: null,
+    error,
+    ...extra,
+  });
   try {
     // The plan was made from what the records said then; another mover (a second balance, a person)
     // may have moved the shard since: move it only from where the plan has it.
@@ -108,14 +117,9 @@ export async function runMove<Client extends ShardClient>(
     const from = registry.databaseOf(shard);
     // A stopped move taken over: wherever the records have it (its source, or its target once switched).
     if (from.name !== next.from && next.kind !== "takeover")
-      return {
-        ...base,
-        status: "failed",
-        durationMs: Date.now() - started,
-        freezeMs: 0,
-        epoch: null,
-        error: `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
-      };
+      return failed(
+        `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
+      );
     const source = registry.databases.find((d) => d.name === next.from) ?? from;
     const result = await moveShard({
       map,
@@ -139,14 +143,9 @@ export async function runMove<Client extends ShardClient>(
       epoch: result.epoch,
     };
   } catch (error) {
-    return {
-      ...base,
-      status: "failed",
-      durationMs: Date.now() - started,
-      freezeMs: 0,
-      epoch: null,
-      error: lastLine(error),
-      ...((error as { left?: unknown })?.left === "half-done" ? { halfDone: true } : {}),
-    };
+    return failed(
+      lastLine(error),
+      (error as { left?: unknown })?.left === "half-done" ? { halfDone: true } : {},
+    );
   }
 }
