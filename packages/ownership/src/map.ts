@@ -119,6 +119,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   readonly name: string;
   private resolved: readonly FencedTable[];
   private readonly refreshIntervalMs: number;
+  /** How often, at most, a call makes the map look at its database again (ms). */
+  private readonly recheckMs: number;
   private readonly retries: number;
   private readonly signals: Signals;
   private readonly installer: MapInstall<Client>;
@@ -178,11 +180,13 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       this.repairs,
       this.signals,
     );
+    // A shard whose calls routing refuses is read again on a call at most once a second, however
+    // long the interval: a database back from down serves again within a second of a call. A
+    // database a call goes to is looked at after the call as often at most (`RouterView.glance`).
+    this.recheckMs = Math.min(this.refreshIntervalMs, 1000);
     this.waits = new RouterWaits(this.registry, this.view, this.repairs, () => this.refresh(), {
       waitMs,
-      // A shard whose calls routing refuses is read again on a call at most once a second, however
-      // long the interval: a database back from down serves again within a second of a call.
-      recheckMs: Math.min(this.refreshIntervalMs, 1000),
+      recheckMs: this.recheckMs,
     });
   }
 
@@ -414,7 +418,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         const refusal = (rejected as { refusal?: Refusal }).refusal;
         await this.waits.settle(refusal ?? { shard: rejected.shard, epoch: 0, state: "unknown", peer: null });
       },
-      admit: (shard, call) => this.waits.admit(shard, call),
+      admit: (shard, call) => {
+        // A switch this router missed the announcement of changed the records of the database the
+        // call goes to (its former owner): looked at after the call, at most once per `recheckMs`.
+        this.view.glance(this.registry.databaseOf(shard), this.recheckMs, () => this.refresh());
+        return this.waits.admit(shard, call);
+      },
       begin: (tx, shard) => this.assertOwner(tx, shard),
       confirm: (client, shard) => this.assertOwner(client, shard),
       giveUp: (error) => new StaleOwnerError(refusalOf(error)!, { cause: error }),
