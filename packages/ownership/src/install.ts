@@ -343,8 +343,8 @@ export class MapInstall<Client extends ShardClient> {
     const at = await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p), known);
     for (const database of at) this.signals.emit({ type: "install", database, what: "records" });
     this.recorded = true;
-    // A first recording is a change of records like any other: announced, so that routers opened
-    // before it (that could not record, a database being down) learn of it from their next tick.
-    if (at.length > 0) void this.map.announce();
+    // A first recording is a change of records like any other: announced (before the open or the
+    // read that made it goes on), so that routers opened before it learn of it from their next tick.
+    if (at.length > 0) await this.map.announce();
   }
 }
