@@ -62,7 +62,7 @@ export class RouterView<Client extends ShardClient> {
   private sweepAt = 0;
   /** When each database last answered a read or a look (`performance.now()`). */
   private readonly seenAt = new Map<Database<Client>, number>();
-  /** Databases with a glance under way or due (see `glance`). */
+  /** Databases with a glance under way (see `glance`). */
   private readonly glancing = new Set<Database<Client>>();
 
   constructor(
@@ -239,30 +239,28 @@ export class RouterView<Client extends ShardClient> {
   }
 
   /**
-   * After a call routed to `physical`: looks at it (its version and its records' digest, one small
-   * statement) once `everyMs` have passed since it last answered a read or a look, in the
-   * background, and calls `changed` when either moved on since. A switch changes the records of
-   * the shard's former owner whether or not its announcement reached this router, so a router that
-   * missed one learns of the switch at most `everyMs` (and one statement) after its next call to the
-   * former owner, not at its next sweep. At most one look per database per `everyMs`, however many
-   * calls: a call that comes sooner sets the look for when it is due.
+   * On a call routed to `physical`: when `everyMs` have passed since it last answered a read or a
+   * look, looks at it (its version and its records' digest, one small statement) beside the call,
+   * and calls `changed` when either moved on since. A switch changes the records of the shard's
+   * former owner whether or not its announcement reached this router, so a router that missed one
+   * learns of the switch from its first call to the former owner that comes `everyMs` or more after
+   * its last look there, one statement later, not at its next sweep. At most one look per database
+   * per `everyMs`, however many calls; none without calls.
    */
   glance(physical: Database<Client>, everyMs: number, changed: () => Promise<void>): void {
     if (this.glancing.has(physical)) return;
+    if (performance.now() - (this.seenAt.get(physical) ?? 0) < everyMs) return;
     this.glancing.add(physical);
-    const look = async () => {
+    void (async () => {
       try {
         const { unchanged, announced, missing } = await this.look([physical]);
         if (missing.length === 0 && (announced || !unchanged.has(physical))) await changed();
       } catch {
-        // the next call looks again; a read of the map reports the database that does not answer
+        // the next call looks again; a read of the map reports a database that does not answer
       } finally {
         this.glancing.delete(physical);
       }
-    };
-    const due = (this.seenAt.get(physical) ?? 0) + everyMs - performance.now();
-    if (due <= 0) void look();
-    else setTimeout(() => void look(), due).unref?.();
+    })();
   }
 
   /**
