@@ -240,8 +240,8 @@ export class RouterView<Client extends ShardClient> {
 
   /**
    * On a call routed to `physical`: when `everyMs` have passed since it last answered a read or a
-   * look, looks at it (its version and its records' digest, one small statement) beside the call,
-   * and calls `changed` when either moved on since. A switch changes the records of the shard's
+   * look, looks at it (its records' digest, with the tick's small statement) beside the call, and
+   * calls `changed` when its records changed since this router last read them. A switch changes the records of the shard's
    * former owner whether or not its announcement reached this router, so a router that missed one
    * learns of the switch from its first call to the former owner that comes `everyMs` or more after
    * its last look there, one statement later, not at its next sweep. At most one look per database
@@ -253,8 +253,10 @@ export class RouterView<Client extends ShardClient> {
     this.glancing.add(physical);
     void (async () => {
       try {
-        const { unchanged, announced, missing } = await this.look([physical]);
-        if (missing.length === 0 && (announced || !unchanged.has(physical))) await changed();
+        // Its own records only: the versions stay the ticks' (an announcement moves every
+        // database's on, and a look per database called must not read the map once for each).
+        const { unchanged, missing } = await this.look([physical], false);
+        if (missing.length === 0 && !unchanged.has(physical)) await changed();
       } catch {
         // the next call looks again; a read of the map reports a database that does not answer
       } finally {
@@ -282,11 +284,14 @@ export class RouterView<Client extends ShardClient> {
 
   /**
    * Asks each of `databases` for the map's version and its records' digest (`shardkit_map_check`),
-   * notes the versions, and says which gave the digest of the records last read (`unchanged`),
+   * notes the versions (unless `versions` is false), and says which gave the digest of the records last read (`unchanged`),
    * whether any gave another version than at its last look (`announced`: a change somewhere in the
    * fleet), and which did not answer.
    */
-  private async look(databases: readonly Database<Client>[]): Promise<{
+  private async look(
+    databases: readonly Database<Client>[],
+    versions = true,
+  ): Promise<{
     unchanged: Set<Database<Client>>;
     announced: boolean;
     missing: Database<Client>[];
@@ -304,8 +309,10 @@ export class RouterView<Client extends ShardClient> {
       const { version, digest } = outcome.value;
       this.seenAt.set(outcome.target, performance.now());
       const before = this.versions.get(outcome.target);
-      if (before !== undefined && before !== version) announced = true;
-      this.versions.set(outcome.target, version);
+      if (versions) {
+        if (before !== undefined && before !== version) announced = true;
+        this.versions.set(outcome.target, version);
+      }
       if (digest === this.digests.get(outcome.target)) unchanged.add(outcome.target);
     }
     this.unanswered(result.missing);
