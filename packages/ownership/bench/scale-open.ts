@@ -75,7 +75,11 @@ try {
   row("fresh databases", ROUTERS, await openAt(fleet.urls, ROUTERS));
   for (let round = 1; round <= ROUNDS; round++) {
     const alone = row(`set up, round ${round}: one router (baseline)`, 1, await openAt(fleet.urls, 1));
-    const all = row(`set up, round ${round}: every router at once`, ROUTERS, await openAt(fleet.urls, ROUTERS));
+    const all = row(
+      `set up, round ${round}: every router at once`,
+      ROUTERS,
+      await openAt(fleet.urls, ROUTERS),
+    );
     ratios.push(all / alone);
   }
 } finally {

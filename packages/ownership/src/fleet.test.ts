@@ -188,7 +188,10 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
           async () => deaf.databaseOf(shard).name === to.name,
           { timeoutMs: patient(2000) },
         );
-        expect(deafMap.entries().find((e) => e.shard.equals(shard))).toMatchObject({ database: to.name, epoch: 2 });
+        expect(deafMap.entries().find((e) => e.shard.equals(shard))).toMatchObject({
+          database: to.name,
+          epoch: 2,
+        });
         // Learnt from the former owner's records, not from a refusal.
         expect(deafMap.counters.staleRejections).toBe(0);
         expect(await routedClient(deaf).bucket.findUnique({ where: { id } })).toMatchObject({ remaining: 3 });

@@ -9,15 +9,15 @@ import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { IDENTITY_COLUMNS, identityOf, LOCKS } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, OwnershipOptionsError } from "./errors.js";
+import type { OwnershipRow } from "./placement.js";
 import { bounded, lastLine, type Raw, raw } from "./raw.js";
 import type { Signals } from "./signals.js";
-import type { OwnershipRow } from "./placement.js";
 import {
   type FencedTable,
   FUNCTION_BODIES_SQL,
-  MAP_RECORDS_SQL,
   FUNCTIONS,
   functionBody,
+  MAP_RECORDS_SQL,
   OWNERSHIP_COLUMNS,
   ownershipSchemaIssues,
   schemaIssuesOf,
