@@ -212,9 +212,10 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * at a time: it tells what the database is and holds (schema, tables, functions) and reads its
    * records, which make the map's first read when every database answered and every shard was
    * recorded (else the records are read again after the install). Service instances may open
-   * their maps at the same moment: the set-up is made once per database, by whichever comes first (each database's install and recording run
-   * under an advisory lock of its own; the others, once it is given, find the work done), and a
-   * function already installed as this version has it is left alone (no DDL at all). Once its
+   * their maps at the same moment: the set-up is made once per database, by whichever comes first
+   * (each database's install and recording run under an advisory lock of its own; the others, once
+   * it is given, find the work done), and a function already installed as this version has it is
+   * left alone (no DDL at all). Once its
    * databases have answered, the install and recording wait at most 30 s for them (`INSTALL_TIMEOUT_MS`):
    * a lock that is never given, or a server that froze since, fails the open with
    * `DatabasesUnansweredError`.
