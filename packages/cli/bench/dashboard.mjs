@@ -2,7 +2,8 @@
 // measured in the same run: 1,024 logical shards over 8 databases against 64 shards on 1, each
 // with 5 minutes of load windows from its routers. Figures: time to the first snapshot (what
 // `startDashboard` waits for), the CPU one refresh costs (process.cpuUsage over refreshes, per
-// second of wall time), the snapshot's size, and the heap held with 100 event streams that never read.
+// second of wall time), the snapshot's size, and the memory held with 100 event streams that never
+// read (and so per stream). The browser test at this size is test/dashboard-fleet.test.ts.
 
 import { rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -130,15 +131,15 @@ try {
   const b = await measure(large);
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
   console.log(
-    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread |",
+    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | memory per stream (RSS / 100) |",
   );
-  console.log("|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|");
   for (const [label, m] of [
     ["64 shards, 1 database, 1 router (baseline)", a],
     ["1,024 shards, 8 databases, 4 routers", b],
   ])
     console.log(
-      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) |`,
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round(m.rssGrowth / 100 / 1000)} KB |`,
     );
 } finally {
   for (const f of [small, large]) {

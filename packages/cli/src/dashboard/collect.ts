@@ -142,10 +142,12 @@ export class Collector {
     this.planning = (async () => {
       do {
         this.planAgain = false;
-        // Stamped when measured: the figures are those of this moment.
+        // Stamped when measured: the figures are those of this moment. The placement it is made
+        // over becomes the shown plan's when it lands: meanwhile the plan shown is judged against
+        // its own (a move seen while re-planning keeps it stale, never fresh).
         const at = new Date();
         this.plannedAt = at.getTime();
-        this.plannedPlacement = this.placement();
+        const placement = this.placement();
         try {
           const run = await runBalance({
             registry: this.registry,
@@ -173,6 +175,7 @@ export class Collector {
             moves: [],
           };
         }
+        this.plannedPlacement = placement;
       } while (this.planAgain && !this.stopped);
       this.planning = null;
       this.emit();
