@@ -14,7 +14,13 @@ import pg from "pg";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DashboardSnapshot } from "../src/index.js";
-import { launchChromium, type RunningDashboard, recordLoad, startDashboardCli } from "./browser.js";
+import {
+  launchChromium,
+  type RunningDashboard,
+  recordLoad,
+  screenshot,
+  startDashboardCli,
+} from "./browser.js";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
 import { FLEET } from "./clusters.js";
 import { seed } from "./seed.js";
@@ -134,6 +140,7 @@ describe("shardkit dashboard at 1,024 shards in a browser", () => {
     const cold = await page.locator(`[data-testid=shard][data-key="0/5"]`).getAttribute("data-heat");
     expect(Number(hot)).toBe(1);
     expect(Number(cold)).toBeLessThan(0.2);
+    await screenshot(page, "dashboard-fleet");
   });
 
   it("holds at most --max-streams event streams per client; a page past the cap still shows the fleet", async () => {
