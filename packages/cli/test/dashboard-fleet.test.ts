@@ -14,13 +14,7 @@ import pg from "pg";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DashboardSnapshot } from "../src/index.js";
-import {
-  launchChromium,
-  type RunningDashboard,
-  recordLoad,
-  screenshot,
-  startDashboardCli,
-} from "./browser.js";
+import * as browser from "./browser.js";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
 import { FLEET } from "./clusters.js";
 import { seed } from "./seed.js";
@@ -41,7 +35,7 @@ const MOVED = "0/0";
 const MAX_STREAMS = 2;
 
 let fleetConfig = "";
-let dashboard: RunningDashboard;
+let dashboard: browser.RunningDashboard;
 let chromium: { browser: Browser; close(): Promise<void> };
 let page: Page;
 
@@ -76,7 +70,7 @@ beforeAll(async () => {
   await seed(urls.a, { [MOVED]: 20 });
   // a's shards busy, the others quiet: the plan moves some of a's.
   for (const key of KEYS)
-    await recordLoad(
+    await browser.recordLoad(
       urls[key],
       SHARDS.filter((s) => s.home === key).map((s) => ({
         shard: s.key,
@@ -90,24 +84,13 @@ beforeAll(async () => {
       return { group: shard.group, member: shard.member, url: urls[s.home] };
     }),
   });
-  dashboard = await startDashboardCli([
-    "--config",
-    config,
-    "--refresh",
-    "1000",
-    "--timeout",
-    String(patient(60_000)),
-    "--window",
-    "600000",
-    "--table",
-    "Wallet",
-    "--mode",
-    "offline",
-    "--allow-actions",
-    "--max-streams",
-    String(MAX_STREAMS),
+  // Offline moves (the plan's sizes count Wallet); two event streams per client address.
+  const flags = `--refresh 1000 --window 600000 --table Wallet --mode offline --max-streams ${MAX_STREAMS}`;
+  dashboard = await browser.startDashboardCli([
+    ...flags.split(" "),
+    ...["--config", config, "--timeout", String(patient(60_000)), "--allow-actions"],
   ]);
-  chromium = await launchChromium();
+  chromium = await browser.launchChromium();
   page = await chromium.browser.newPage({ viewport: { width: 1600, height: 1000 } });
   await page.goto(dashboard.url);
   await until(page, () => document.body.dataset.connection === "live", null);
@@ -140,7 +123,7 @@ describe("shardkit dashboard at 1,024 shards in a browser", () => {
     const cold = await page.locator(`[data-testid=shard][data-key="0/5"]`).getAttribute("data-heat");
     expect(Number(hot)).toBe(1);
     expect(Number(cold)).toBeLessThan(0.2);
-    await screenshot(page, "dashboard-fleet");
+    await browser.screenshot(page, "dashboard-fleet");
   });
 
   it("holds at most --max-streams event streams per client; a page past the cap still shows the fleet", async () => {
@@ -186,22 +169,10 @@ describe("shardkit dashboard at 1,024 shards in a browser", () => {
     await holder.query(`LOCK TABLE "Wallet" IN ACCESS EXCLUSIVE MODE`);
     let held = true;
     try {
-      const moved = await shardkit(
-        [
-          "move",
-          MOVED,
-          "--config",
-          fleetConfig,
-          "--to",
-          names.b,
-          "--table",
-          "Wallet",
-          "--mode",
-          "offline",
-          ...SLOW,
-        ],
-        { timeoutMs: patient(120_000) },
-      );
+      const move = ["move", MOVED, "--config", fleetConfig, "--to", names.b];
+      const moved = await shardkit([...move, ..."--table Wallet --mode offline".split(" "), ...SLOW], {
+        timeoutMs: patient(120_000),
+      });
       expect(moved.stderr).not.toContain("failed");
       expect(moved.code).toBe(0);
       await until(
@@ -259,7 +230,7 @@ describe("shardkit dashboard at 1,024 shards in a browser", () => {
       // a records more load meanwhile: its shard's figure changes on the page.
       const cell = `[data-testid=database][data-name="${shown("a")}"] [data-testid=shard][data-key="0/4"]`;
       const load = Number(await page.locator(cell).getAttribute("data-load"));
-      await recordLoad(urls.a, [{ shard: "0/4", calls: 4000, msPerCall: 2 }], { agoMs: 20_000 });
+      await browser.recordLoad(urls.a, [{ shard: "0/4", calls: 4000, msPerCall: 2 }], { agoMs: 20_000 });
       await until(
         page,
         ([selector, old]) =>
