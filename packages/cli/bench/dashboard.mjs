@@ -105,6 +105,7 @@ async function measure(fleet) {
   // 100 event streams whose clients never read.
   globalThis.gc?.();
   const heap0 = process.memoryUsage().heapUsed;
+  const external0 = process.memoryUsage().external;
   const rss0 = process.memoryUsage().rss;
   const sockets = Array.from({ length: 100 }, () => {
     const s = connect(dashboard.port, "127.0.0.1");
@@ -117,11 +118,13 @@ async function measure(fleet) {
   await new Promise((r) => setTimeout(r, 5 * REFRESH_MS));
   globalThis.gc?.();
   const heapGrowth = process.memoryUsage().heapUsed - heap0;
+  // Buffers (what a socket holds for its client) are outside the heap.
+  const externalGrowth = process.memoryUsage().external - external0;
   const rssGrowth = process.memoryUsage().rss - rss0;
   const streams = dashboard.streams();
   for (const s of sockets) s.destroy();
   await dashboard.close();
-  return { firstMs, size, cpuShare, heapGrowth, rssGrowth, streams };
+  return { firstMs, size, cpuShare, heapGrowth, externalGrowth, rssGrowth, streams };
 }
 
 const small = await makeFleet("small", 1, 64, 1);
@@ -131,7 +134,7 @@ try {
   const b = await measure(large);
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
   console.log(
-    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | memory per stream (RSS / 100) |",
+    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | per stream: heap + buffers (and RSS) |",
   );
   console.log("|---|---|---|---|---|---|");
   for (const [label, m] of [
@@ -139,7 +142,7 @@ try {
     ["1,024 shards, 8 databases, 4 routers", b],
   ])
     console.log(
-      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round(m.rssGrowth / 100 / 1000)} KB |`,
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
     );
 } finally {
   for (const f of [small, large]) {
