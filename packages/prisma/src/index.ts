@@ -52,9 +52,13 @@ export {
   shardRouting,
 } from "./extension.js";
 export {
+  type DatabaseConnections,
+  type DatabaseHealth,
   type DatabaseState,
   type DatabaseStatus,
   type HealthReport,
+  type ProbeOptions,
+  probeDatabase,
   type ShardHealth,
   type ShardHealthOptions,
   shardHealth,
