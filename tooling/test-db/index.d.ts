@@ -67,6 +67,44 @@ export declare function createDatabase(
   options?: { collation?: "C"; template?: string },
 ): Promise<string>;
 export declare function dropDatabase(port: number, name: string): Promise<void>;
+/**
+ * The databases of a test run: `names` on the machine's server, `onServer` on `server` (a
+ * `testCluster(...)`, made for the run, `wal_level = logical` when `logical`, dropped after it;
+ * `shared`: with the project's other test processes, through `shareClusters`). Where no server may
+ * be made, `skipped` says why and nothing is made, or with `fallback` the server's databases go on
+ * the main server. `urls` in the order given (main's first); `drop()` drops what the run made.
+ */
+export declare function testDatabases(options: {
+  names?: string[];
+  onServer?: string[];
+  server?: { cluster: string; port: number };
+  logical?: boolean;
+  shared?: boolean;
+  fallback?: boolean;
+}): Promise<TestDatabases>;
+/** What `testDatabases` made: each database's URL, why the server was not made ("" when it was), `drop()`. */
+export interface TestDatabases {
+  urls: string[];
+  skipped: string;
+  drop(): Promise<void>;
+}
+/**
+ * A service's shards for a test run (a vitest global setup): 0/0 and 0/1 on database a, 1/0 on b,
+ * 1/1 on c on `server` (shared; on the main server where none may be made: `skipped` says why),
+ * as SHARDKIT_SHARDS JSON; `drop()` drops them.
+ */
+export declare function shardsOfRun(
+  service: string,
+  server: { cluster: string; port: number },
+): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+/**
+ * Runs `node --import tsx <file>` in `cwd` with `env` added to this process's environment (a key
+ * set to undefined removed) and resolves to what it printed; `signal` (the test's) kills it.
+ */
+export declare function runProgram(
+  file: string,
+  options?: { cwd?: string; env?: Record<string, string | undefined>; signal?: AbortSignal },
+): Promise<string>;
 /** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */
 export declare function pgBouncerPath(): string | undefined;
 /**

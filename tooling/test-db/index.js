@@ -11,7 +11,7 @@
 // This file and index.d.ts are also every create-shardkit template's src/test/test-db.js and
 // src/test/test-db.d.ts, copied unchanged when the templates are built: keep them free of
 // anything that only exists in this repository.
-import { execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import {
   accessSync,
   chmodSync,
@@ -548,6 +548,103 @@ export async function createDatabase(port, name, options = {}) {
 export async function dropDatabase(port, name) {
   await dropReplication(port, name);
   await admin(port, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+/**
+ * The databases of a test run: `names` on the machine's server, `onServer` on `server` (a
+ * `testCluster(...)`: a PostgreSQL server of the project's own, made for the run, with
+ * `wal_level = logical` when `logical`, and dropped after it). `shared: true` shares that server
+ * with the project's other test processes running at once (`shareClusters`): the last one drops it.
+ * Where this machine does not let the tests make a server (`ClustersUnavailableError`), `skipped`
+ * says why and nothing is made, or, with `fallback: true`, the server's databases go on the main
+ * server. Resolves to `{ urls, skipped, drop }`: each database's URL in the order given (main's
+ * first), and `drop()`, which drops every database and the server the run made (only those).
+ */
+export async function testDatabases({
+  names = [],
+  onServer = [],
+  server,
+  logical = false,
+  shared = false,
+  fallback = false,
+}) {
+  let release = async () => {};
+  let skipped = "";
+  if (onServer.length > 0) {
+    const make = () => ensureCluster(server.cluster, server.port, { logical }).then(() => {});
+    const drop = () => dropCluster(server.cluster);
+    try {
+      release = shared ? await shareClusters(server.cluster, { make, drop }) : await make().then(() => drop);
+    } catch (err) {
+      if (err?.code !== "CLUSTERS_UNAVAILABLE") throw err;
+      skipped = err.message;
+    }
+  }
+  const nothing = { urls: [], skipped, drop: async () => {} };
+  if (skipped && !fallback) return nothing;
+  const extraPort = skipped ? MAIN_PORT : server.port;
+  const dbs = [
+    ...names.map((name) => ({ port: MAIN_PORT, name })),
+    ...onServer.map((name) => ({ port: extraPort, name })),
+  ];
+  const urls = await Promise.all(dbs.map((db) => createDatabase(db.port, db.name)));
+  return {
+    urls,
+    skipped,
+    async drop() {
+      for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
+      await release();
+    },
+  };
+}
+
+/**
+ * The shards of a service's test run, for a vitest global setup: four shards in two groups on
+ * three databases of `testDatabases` (`sk_<service>_a|b|c_<pid>`): 0/0 and 0/1 on a, 1/0 on b,
+ * 1/1 on c, which lives on `server` (shared with the project's other test processes at once) or,
+ * where no server may be made, on the main server (`skipped` says why). Resolves to
+ * `{ shardsJson, skipped, drop }`: `shardsJson` in the SHARDKIT_SHARDS format.
+ */
+export async function shardsOfRun(service, server) {
+  await ensureCluster("main", MAIN_PORT);
+  const db = (k) => `sk_${service}_${k}_${process.pid}`;
+  const run = await testDatabases({
+    names: [db("a"), db("b")],
+    onServer: [db("c")],
+    server,
+    shared: true,
+    fallback: true,
+  });
+  const [a, b, c] = run.urls;
+  const shardsJson = JSON.stringify([
+    { group: 0, member: 0, url: a },
+    { group: 0, member: 1, url: a },
+    { group: 1, member: 0, url: b },
+    { group: 1, member: 1, url: c },
+  ]);
+  return { shardsJson, skipped: run.skipped, drop: run.drop };
+}
+
+/**
+ * Runs a TypeScript program of the project (`node --import tsx <file>` in `cwd`) and resolves to
+ * what it printed. `env` is added to this process's environment (a key set to `undefined` is
+ * removed from it). `signal` is the test's: a test that times out or is cancelled kills the
+ * program (SIGKILL), and the processes it started end with it.
+ */
+export function runProgram(file, { cwd, env = {}, signal } = {}) {
+  const merged = { ...process.env, ...env };
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete merged[key];
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ["--import", "tsx", file],
+      { cwd, env: merged, signal, killSignal: "SIGKILL", encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error) reject(Object.assign(error, { stdout, stderr }));
+        else resolve(stdout);
+      },
+    );
+  });
 }
 
 /** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */

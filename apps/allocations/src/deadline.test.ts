@@ -1,13 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  MAIN_PORT,
   patient,
+  type TestDatabases,
   testCluster,
+  testDatabases,
   withClusterFrozen,
 } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,28 +19,16 @@ import { auth, bearer, operator } from "./test/auth.js";
 const FROZEN = testCluster(
   `${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name}/frozen`,
 );
-const dbs = [
-  { port: MAIN_PORT, name: `sk_alloc_deadline_a_${process.pid}` },
-  { port: FROZEN.port, name: `sk_alloc_deadline_f_${process.pid}` },
-];
-const urls: string[] = [];
-let skipped = "";
+let run: TestDatabases | undefined;
 beforeAll(async () => {
-  skipped = await ensureCluster(FROZEN.cluster, FROZEN.port).then(
-    () => "",
-    (err: unknown) => {
-      if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-      return (err as Error).message;
-    },
-  );
-  if (skipped) return console.warn(`skipping the frozen-server test: ${skipped}`);
-  for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
+  run = await testDatabases({
+    names: [`sk_alloc_deadline_a_${process.pid}`],
+    onServer: [`sk_alloc_deadline_f_${process.pid}`],
+    server: FROZEN,
+  });
+  if (run.skipped) console.warn(`skipping the frozen-server test: ${run.skipped}`);
 }, patient(120_000));
-afterAll(async () => {
-  if (skipped) return;
-  for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
-  await dropCluster(FROZEN.cluster);
-}, patient(120_000));
+afterAll(() => run?.drop(), patient(120_000));
 
 /**
  * `request`, or "no answer" once 60 s passed: a bound that keeps a request from holding the
@@ -61,7 +46,8 @@ describe("allocations with a frozen database", () => {
   it(
     "each call on its shard answers 503 SHARD_UNAVAILABLE naming the shard at the deadline; the other shards are served; a retried key applies the command once",
     async ({ skip }) => {
-      skip(skipped !== "", skipped);
+      skip(run!.skipped !== "", run!.skipped);
+      const urls = run!.urls;
       const router = await openServiceRouter({
         shardsJson: JSON.stringify([
           { group: 0, member: 0, url: urls[0] },
