@@ -97,6 +97,39 @@ export declare function shardsOfRun(
   service: string,
   server: { cluster: string; port: number },
 ): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+/** An answer of `httpClient`'s `http`: the status, the body parsed from JSON, the headers. */
+export interface HttpAnswer {
+  status: number;
+  /** The JSON body, parsed. */
+  body: any;
+  headers: Record<string, string | string[] | number | undefined>;
+}
+/**
+ * A test's HTTP client of a Fastify app, over `inject`: `http(method, url, body?, key?, token?)`
+ * sends `body` as JSON with an Idempotency-Key (default a new UUID) and a bearer `token` (default
+ * the one given here); `null` sends no key or no credential.
+ */
+export declare function httpClient(
+  app: {
+    inject(request: {
+      method: "GET" | "POST";
+      url: string;
+      headers: Record<string, string>;
+      payload?: object | string;
+    }): PromiseLike<{
+      statusCode: number;
+      json(): any;
+      headers: Record<string, string | string[] | number | undefined>;
+    }>;
+  },
+  options?: { token?: string | null },
+): (
+  method: "GET" | "POST",
+  url: string,
+  body?: unknown,
+  key?: string | null,
+  token?: string | null,
+) => Promise<HttpAnswer>;
 /**
  * Runs `node --import tsx <file>` in `cwd` with `env` added to this process's environment (a key
  * set to undefined removed) and resolves to what it printed; `signal` (the test's) kills it.

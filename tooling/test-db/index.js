@@ -12,6 +12,7 @@
 // src/test/test-db.d.ts, copied unchanged when the templates are built: keep them free of
 // anything that only exists in this repository.
 import { execFile, execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import {
   accessSync,
   chmodSync,
@@ -623,6 +624,27 @@ export async function shardsOfRun(service, server) {
     { group: 1, member: 1, url: c },
   ]);
   return { shardsJson, skipped: run.skipped, drop: run.drop };
+}
+
+/**
+ * A test's HTTP client of a Fastify app, over `inject` (no socket): `http(method, url, body, key,
+ * token)` sends `body` as JSON with `Idempotency-Key: <key>` (default a new UUID; null: none) and
+ * `Authorization: Bearer <token>` (default the `token` given here; null: none), and resolves to
+ * `{ status, body, headers }`, the body parsed from JSON.
+ */
+export function httpClient(app, { token = null } = {}) {
+  return async (method, url, body, key = randomUUID(), as = token) => {
+    const headers = {};
+    if (key) headers["idempotency-key"] = key;
+    if (as) headers.authorization = `Bearer ${as}`;
+    const response = await app.inject({
+      method,
+      url,
+      headers,
+      ...(body === undefined ? {} : { payload: body }),
+    });
+    return { status: response.statusCode, body: response.json(), headers: response.headers };
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import {
+  httpClient,
   patient,
   type TestDatabases,
   testCluster,
@@ -11,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
 import { openServiceRouter } from "./shards.js";
-import { auth, bearer, operator } from "./test/auth.js";
+import { auth, operator } from "./test/auth.js";
 
 // Shards 0/0 and 0/1 on the machine's server, 1/0 on a server of this file's own that the test
 // freezes (SIGSTOP: connections hang, nothing is refused). Where the test may not make a server
@@ -59,19 +60,7 @@ describe("allocations with a frozen database", () => {
         load: false,
       });
       const app = buildApp(new AllocationService(router, { deadlineMs: 1000 }), { auth });
-      const call = (method: "GET" | "POST", url: string, body?: unknown, key: string = randomUUID()) =>
-        app
-          .inject({
-            method,
-            url,
-            ...(body !== undefined ? { payload: body as object } : {}),
-            headers: { "idempotency-key": key, ...bearer(operator) },
-          })
-          .then((res) => ({
-            status: res.statusCode,
-            body: res.json(),
-            retryAfter: res.headers["retry-after"],
-          }));
+      const call = httpClient(app, { token: operator });
       try {
         const served = (await call("POST", "/buckets", { name: "served", capacity: 5, shard: "0/0" })).body
           .id;
@@ -87,7 +76,7 @@ describe("allocations with a frozen database", () => {
         for (const answer of [answers.hold, answers.create, answers.read]) {
           expect(answer).toMatchObject({
             status: 503,
-            retryAfter: "1",
+            headers: { "retry-after": "1" },
             body: {
               error: "SHARD_UNAVAILABLE",
               shard: "1/0",
