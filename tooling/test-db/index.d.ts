@@ -74,14 +74,16 @@ export declare function dropDatabase(port: number, name: string): Promise<void>;
  * be made, `skipped` says why and nothing is made, or with `fallback` the server's databases go on
  * the main server. `urls` in the order given (main's first); `drop()` drops what the run made.
  */
-export declare function testDatabases(options: {
+export declare function testDatabases(options: TestDatabasesOptions): Promise<TestDatabases>;
+/** What `testDatabases` makes: databases on the main server and on `server`, and how. */
+export interface TestDatabasesOptions {
   names?: string[];
   onServer?: string[];
   server?: { cluster: string; port: number };
   logical?: boolean;
   shared?: boolean;
   fallback?: boolean;
-}): Promise<TestDatabases>;
+}
 /** What `testDatabases` made: each database's URL, why the server was not made ("" when it was), `drop()`. */
 export interface TestDatabases {
   urls: string[];

@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
-import { patient, runProgram, type TestDatabases, testCluster, testDatabases } from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { patient, runProgram, testCluster } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
+import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
 /** Runs the balance demo (tsx src/balance-demo.ts) with `env` and returns what it printed; `signal` (the test's) kills it. */
 const demo = (signal: AbortSignal, env: Record<string, string> = {}) =>
@@ -46,24 +46,21 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
     // project's own (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another; dropped after the test), so
     // every move is between two databases of one server. Where the test may not make the server, it
     // is skipped.
-    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name;
-    const server = testCluster(`${pkg}-balance`);
-    let run: TestDatabases | undefined;
-    beforeAll(async () => {
-      run = await testDatabases({
+    const run = databasesFor(
+      "the balance on PostgreSQL",
+      {
         onServer: ["a", "b", "c"].map((k) => `sk_alloc_bal_${k}_${process.pid}`),
-        server,
+        server: testCluster(`${PACKAGE_NAME}-balance`),
         logical: true,
-      });
-      if (run.skipped) console.warn(`skipping the balance on PostgreSQL: ${run.skipped}`);
-    }, patient(180_000));
-    afterAll(() => run?.drop(), patient(180_000));
+      },
+      180_000,
+    );
 
     it(
       "moves shards live off the hot database while three client processes decide: the same guarantees",
       async ({ skip, signal }) => {
-        skip(run!.skipped !== "", run!.skipped);
-        const urls = run!.urls;
+        skip(run().skipped !== "", run().skipped);
+        const urls = run().urls;
         const shards = JSON.stringify({
           shards: [
             ...[0, 1, 2, 3].map((member) => ({ group: 0, member, url: urls[0] })),

@@ -1,35 +1,25 @@
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import {
-  httpClient,
-  patient,
-  type TestDatabases,
-  testCluster,
-  testDatabases,
-  withClusterFrozen,
-} from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { httpClient, patient, testCluster, withClusterFrozen } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
 import { openServiceRouter } from "./shards.js";
 import { auth, operator } from "./test/auth.js";
+import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
 // Shards 0/0 and 0/1 on the machine's server, 1/0 on a server of this file's own that the test
 // freezes (SIGSTOP: connections hang, nothing is refused). Where the test may not make a server
 // (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
-const FROZEN = testCluster(
-  `${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name}/frozen`,
-);
-let run: TestDatabases | undefined;
-beforeAll(async () => {
-  run = await testDatabases({
+const FROZEN = testCluster(`${PACKAGE_NAME}/frozen`);
+const run = databasesFor(
+  "the frozen-server test",
+  {
     names: [`sk_alloc_deadline_a_${process.pid}`],
     onServer: [`sk_alloc_deadline_f_${process.pid}`],
     server: FROZEN,
-  });
-  if (run.skipped) console.warn(`skipping the frozen-server test: ${run.skipped}`);
-}, patient(120_000));
-afterAll(() => run?.drop(), patient(120_000));
+  },
+  120_000,
+);
 
 /**
  * `request`, or "no answer" once 60 s passed: a bound that keeps a request from holding the
@@ -47,8 +37,8 @@ describe("allocations with a frozen database", () => {
   it(
     "each call on its shard answers 503 SHARD_UNAVAILABLE naming the shard at the deadline; the other shards are served; a retried key applies the command once",
     async ({ skip }) => {
-      skip(run!.skipped !== "", run!.skipped);
-      const urls = run!.urls;
+      skip(run().skipped !== "", run().skipped);
+      const urls = run().urls;
       const router = await openServiceRouter({
         shardsJson: JSON.stringify([
           { group: 0, member: 0, url: urls[0] },

@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
-import { patient, runProgram, type TestDatabases, testCluster, testDatabases } from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { patient, runProgram, testCluster } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
+import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
 /** Runs the demo (tsx src/demo.ts) with `env` and returns what it printed; `signal` (the test's) kills it. */
 const demo = (signal: AbortSignal, env: Record<string, string> = {}) =>
@@ -37,26 +37,22 @@ describe("the demo (tsx src/demo.ts)", () => {
     // The source's server needs wal_level = logical: a cluster of the project's own, named after its
     // package and dropped after the test (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another). Where
     // the test may not make one (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
-    const LOGICAL = testCluster(
-      JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name,
-    );
-    let run: TestDatabases | undefined;
-    beforeAll(async () => {
-      run = await testDatabases({
+    const run = databasesFor(
+      "the live move on PostgreSQL",
+      {
         names: [`sk_alloc_demo_b_${process.pid}`, `sk_alloc_demo_new_${process.pid}`],
         onServer: [`sk_alloc_demo_a_${process.pid}`],
-        server: LOGICAL,
+        server: testCluster(PACKAGE_NAME),
         logical: true,
-      });
-      if (run.skipped) console.warn(`skipping the live move on PostgreSQL: ${run.skipped}`);
-    }, patient(120_000));
-    afterAll(() => run?.drop(), patient(120_000));
+      },
+      120_000,
+    );
 
     it(
       "moves the shard live while the desks confirm: the same guarantees",
       async ({ skip, signal }) => {
-        skip(run!.skipped !== "", run!.skipped);
-        const [b, fresh, a] = run!.urls;
+        skip(run().skipped !== "", run().skipped);
+        const [b, fresh, a] = run().urls;
         const shards = JSON.stringify({
           shards: [
             { group: 0, member: 0, url: a },
