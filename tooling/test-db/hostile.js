@@ -18,7 +18,11 @@ export const escaped = (value) =>
 /** Values a caller may put in a body field or a query: odd numbers, too large, of the wrong type. */
 const VALUES = [0, -1, 1, 1.5, 1_000_001, "1", "10000000000000", "99999999999999999999", 2 ** 53, 1e308];
 
-/** The arbitraries of the run (see `checkHostileInput`). */
+/**
+ * The arbitraries of the run (see `checkHostileInput`).
+ * Longer than 80 lines: every part of a request, each drawn from the service's options and the
+ * hostile values of all services, read top to bottom.
+ */
 function inputs(options) {
   const { routes, fields, known, credentials, shardedId } = options;
   const real = (value) => (typeof value === "string" && value in known ? known[value] : value);

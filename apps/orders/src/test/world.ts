@@ -6,10 +6,7 @@ import { OrderService } from "../order-service.js";
 import { openShards } from "../shards.js";
 import { auth, operator } from "./auth.js";
 
-/**
- * The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject().
- * Longer than 80 lines: the test world's databases, clients and helpers, made together.
- */
+/** The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
 export async function ordersWorld() {
   const shards = await openShards({ shardsJson: inject("shardsJson"), log: () => {} });
   for (const physical of shards.registry.databases) {
