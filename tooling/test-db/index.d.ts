@@ -99,6 +99,11 @@ export declare function shardsOfRun(
   service: string,
   server: { cluster: string; port: number },
 ): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+/** Every row of `model` (a Prisma client's model property, such as "wallet") on every database of a shard registry. */
+export declare function everyRow<T>(
+  registry: { databases: readonly { client: object }[] },
+  model: string,
+): Promise<T[]>;
 /** An answer of `httpClient`'s `http`: the status, the body parsed from JSON, the headers. */
 export interface HttpAnswer {
   status: number;

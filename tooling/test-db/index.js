@@ -627,6 +627,16 @@ export async function shardsOfRun(service, server) {
 }
 
 /**
+ * Every row of `model` (a Prisma client's model property, such as "wallet") on every database of a
+ * shard registry, for a test to check what was written and where nothing was.
+ */
+export async function everyRow(registry, model) {
+  const rows = [];
+  for (const physical of registry.databases) rows.push(...(await physical.client[model].findMany()));
+  return rows;
+}
+
+/**
  * A test's HTTP client of a Fastify app, over `inject` (no socket): `http(method, url, body, key,
  * token)` sends `body` as JSON with `Idempotency-Key: <key>` (default a new UUID; null: none) and
  * `Authorization: Bearer <token>` (default the `token` given here; null: none), and resolves to

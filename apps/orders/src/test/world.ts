@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { httpClient } from "@shardkit/test-db";
+import { everyRow, httpClient } from "@shardkit/test-db";
 import { inject } from "vitest";
 import { buildApp } from "../app.js";
 import { OrderService } from "../order-service.js";
@@ -53,13 +53,8 @@ export async function ordersWorld() {
     }
   }
   /** Every row of a table on every database. */
-  async function all<T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") {
-    const rows: T[] = [];
-    for (const physical of shards.registry.databases) {
-      rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
-    }
-    return rows;
-  }
+  const all = <T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") =>
+    everyRow<T>(shards.registry, table);
   /** Rows of every table on every database (to check that a refused call wrote nothing). */
   async function countRows() {
     let n = 0;

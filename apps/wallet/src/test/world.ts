@@ -1,5 +1,5 @@
 import { createOutboxRelay } from "@shardkit/prisma";
-import { httpClient } from "@shardkit/test-db";
+import { everyRow, httpClient } from "@shardkit/test-db";
 import { inject } from "vitest";
 import { buildApp } from "../app.js";
 import { openShards } from "../shards.js";
@@ -34,15 +34,8 @@ export async function walletWorld() {
     return { customerId: customer.id as string, walletId: wallet.id as string };
   }
   /** Every row of a table on every database. */
-  async function all<T>(
-    table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent",
-  ) {
-    const rows: T[] = [];
-    for (const physical of shards.registry.databases) {
-      rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
-    }
-    return rows;
-  }
+  const all = <T>(table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent") =>
+    everyRow<T>(shards.registry, table);
   return {
     shards,
     service,
