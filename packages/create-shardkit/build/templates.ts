@@ -489,12 +489,15 @@ export const TEST_DB_FILES = { "src/test/test-db.js": "index.js", "src/test/test
 /**
  * The template's src/test/test-db.js and .d.ts: tooling/test-db's index.js and index.d.ts as they
  * are, so the templates' tests run on the very helpers the repository's tests run on. Checked: the
- * two export the same names, and every name the app imports from @shardkit/test-db.
+ * two export the same names, and every name the app imports from @shardkit/test-db. With them,
+ * each other entry the app imports (`@shardkit/test-db/<entry>`, in package.json's `exports`) as
+ * src/test/<entry>.js and .d.ts, the entry's files as they are.
  */
 export function testDbFiles(
   workspace: Map<string, WorkspacePackage>,
   app: string,
   imported: Iterable<string>,
+  entries: Iterable<string> = [],
 ): TemplateFiles {
   const pkg = testDbPackage(workspace);
   const files: TemplateFiles = new Map();
@@ -516,31 +519,17 @@ export function testDbFiles(
     throw new TemplateBuildError(
       `apps/${app} imports ${missing.join(", ")} from @shardkit/test-db, which tooling/test-db does not export`,
     );
-  return files;
-}
-
-/**
- * The template's copies of the other entries of tooling/test-db it imports (`@shardkit/test-db/<entry>`,
- * in package.json's `exports`): src/test/<entry>.js and .d.ts, the entry's files as they are.
- */
-export function testDbEntryFiles(
-  workspace: Map<string, WorkspacePackage>,
-  app: string,
-  entries: Iterable<string>,
-): TemplateFiles {
-  const pkg = testDbPackage(workspace);
   const exports = readJson<{ exports?: Record<string, { types?: string; default?: string }> }>(
     join(pkg.dir, "package.json"),
   ).exports;
-  const files: TemplateFiles = new Map();
   for (const entry of entries) {
-    const target = exports?.[`./${entry}`];
-    if (!target?.types || !target.default)
+    const { types, default: code } = exports?.[`./${entry}`] ?? {};
+    if (!types || !code)
       throw new TemplateBuildError(
         `apps/${app} imports @shardkit/test-db/${entry}, which tooling/test-db does not export (with its types)`,
       );
-    files.set(`src/test/${entry}.js`, readFileSync(join(pkg.dir, target.default), "utf8"));
-    files.set(`src/test/${entry}.d.ts`, readFileSync(join(pkg.dir, target.types), "utf8"));
+    files.set(`src/test/${entry}.js`, readFileSync(join(pkg.dir, code), "utf8"));
+    files.set(`src/test/${entry}.d.ts`, readFileSync(join(pkg.dir, types), "utf8"));
   }
   return files;
 }
@@ -596,22 +585,13 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   }
 
   if (removed.includes("@shardkit/test-db")) {
-    for (const path of ["src/test/test-db.ts", ...Object.keys(TEST_DB_FILES)])
+    const copies = testDbFiles(workspace, app, testDbImports, testDbEntries);
+    for (const path of ["src/test/test-db.ts", ...copies.keys()])
       if (files.has(path))
         throw new TemplateBuildError(
           `apps/${app}/${path}: the template's copy of @shardkit/test-db goes there`,
         );
-    const copies = [
-      ...testDbFiles(workspace, app, testDbImports),
-      ...testDbEntryFiles(workspace, app, testDbEntries),
-    ];
-    for (const [path, text] of copies) {
-      if (files.has(path))
-        throw new TemplateBuildError(
-          `apps/${app}/${path}: the template's copy of @shardkit/test-db goes there`,
-        );
-      files.set(path, text);
-    }
+    for (const [path, text] of copies) files.set(path, text);
   }
   if (Object.values(manifest.scripts ?? {}).some((command) => command.includes(PRISMA_GENERATE.target)))
     files.set(PRISMA_GENERATE.target, prismaGenerateFile(workspace));
