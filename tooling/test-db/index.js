@@ -603,7 +603,8 @@ export async function testDatabases({
  * The shards of a service's test run, for a vitest global setup: four shards in two groups on
  * three databases of `testDatabases` (`sk_<service>_a|b|c_<pid>`): 0/0 and 0/1 on a, 1/0 on b,
  * 1/1 on c, which lives on `server` (shared with the project's other test processes at once) or,
- * where no server may be made, on the main server (`skipped` says why). Resolves to
+ * where no server may be made, on the main server (`skipped` says why, and a warning, for the tests
+ * that stop that server to skip themselves). Resolves to
  * `{ shardsJson, skipped, drop }`: `shardsJson` in the SHARDKIT_SHARDS format.
  */
 export async function shardsOfRun(service, server) {
@@ -616,6 +617,7 @@ export async function shardsOfRun(service, server) {
     shared: true,
     fallback: true,
   });
+  if (run.skipped) console.warn(`skipping the tests that stop a second PostgreSQL server: ${run.skipped}`);
   const [a, b, c] = run.urls;
   const shardsJson = JSON.stringify([
     { group: 0, member: 0, url: a },

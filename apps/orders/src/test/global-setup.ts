@@ -23,7 +23,6 @@ declare module "vitest" {
 /** The run's shard databases, made before the tests and dropped after them. */
 export default async function setup(project: TestProject) {
   const run = await shardsOfRun("orders", SECOND);
-  if (run.skipped) console.warn(`skipping the tests that stop a second PostgreSQL server: ${run.skipped}`);
   project.provide("shardsJson", run.shardsJson);
   project.provide("secondSkipped", run.skipped);
   return run.drop;
