@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { patient, type TestDatabases, type TestDatabasesOptions, testDatabases } from "@shardkit/test-db";
+import { patient, testDatabases } from "@shardkit/test-db";
 import { afterAll, beforeAll } from "vitest";
 
 /** The project's package name: what its test servers are named after (`testCluster`). */
@@ -12,8 +12,8 @@ export const PACKAGE_NAME: string = JSON.parse(
  * them, each step within `limitMs` (`patient`). Where their server may not be made, the warning
  * says why `what` is skipped, and so does the run's `skipped` (for the test's `skip(...)`).
  */
-export function databasesFor(what: string, options: TestDatabasesOptions, limitMs: number) {
-  let run: TestDatabases | undefined;
+export function databasesFor(what: string, options: Parameters<typeof testDatabases>[0], limitMs: number) {
+  let run: Awaited<ReturnType<typeof testDatabases>> | undefined;
   beforeAll(async () => {
     run = await testDatabases(options);
     if (run.skipped) console.warn(`skipping ${what}: ${run.skipped}`);
