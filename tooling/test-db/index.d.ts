@@ -138,8 +138,9 @@ export declare function httpClient(
   token?: string | null,
 ) => Promise<HttpAnswer>;
 /**
- * Runs `node --import tsx <file>` in `cwd` with `env` added to this process's environment (a key
- * set to undefined removed) and resolves to what it printed; `signal` (the test's) kills it.
+ * Runs `node --import tsx <file>` in `cwd`, in a process group of its own, with `env` added to this
+ * process's environment (a key set to undefined removed), and resolves to what it printed; the
+ * group is killed when `signal` (the test's) aborts and when the program ends.
  */
 export declare function runProgram(
   file: string,

@@ -11,7 +11,7 @@
 // This file and index.d.ts are also every create-shardkit template's src/test/test-db.js and
 // src/test/test-db.d.ts, copied unchanged when the templates are built: keep them free of
 // anything that only exists in this repository.
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import {
   accessSync,
@@ -581,22 +581,22 @@ export async function testDatabases({
       skipped = err.message;
     }
   }
-  const nothing = { urls: [], skipped, drop: async () => {} };
-  if (skipped && !fallback) return nothing;
+  if (skipped && !fallback) return { urls: [], skipped, drop: async () => {} };
   const extraPort = skipped ? MAIN_PORT : server.port;
   const dbs = [
     ...names.map((name) => ({ port: MAIN_PORT, name })),
     ...onServer.map((name) => ({ port: extraPort, name })),
   ];
-  const urls = await Promise.all(dbs.map((db) => createDatabase(db.port, db.name)));
-  return {
-    urls,
-    skipped,
-    async drop() {
-      for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
-      await release();
-    },
+  const drop = async () => {
+    for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
+    await release();
   };
+  try {
+    return { urls: await Promise.all(dbs.map((db) => createDatabase(db.port, db.name))), skipped, drop };
+  } catch (err) {
+    await drop(); // a run that could not make its databases leaves none of them
+    throw err;
+  }
 }
 
 /**
@@ -660,24 +660,47 @@ export function httpClient(app, { token = null } = {}) {
 }
 
 /**
- * Runs a TypeScript program of the project (`node --import tsx <file>` in `cwd`) and resolves to
- * what it printed. `env` is added to this process's environment (a key set to `undefined` is
- * removed from it). `signal` is the test's: a test that times out or is cancelled kills the
- * program (SIGKILL), and the processes it started end with it.
+ * Runs a TypeScript program of the project (`node --import tsx <file>` in `cwd`) in a process group
+ * of its own and resolves to what it printed (rejects, with its output, when it fails). `env` is
+ * added to this process's environment (a key set to `undefined` is removed from it). The group is
+ * killed (SIGKILL) when `signal` (the test's: it aborts when the test times out or is cancelled)
+ * aborts, and when the program ends: nothing it started outlives it.
  */
 export function runProgram(file, { cwd, env = {}, signal } = {}) {
   const merged = { ...process.env, ...env };
   for (const [key, value] of Object.entries(env)) if (value === undefined) delete merged[key];
   return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", file],
-      { cwd, env: merged, signal, killSignal: "SIGKILL", encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        if (error) reject(Object.assign(error, { stdout, stderr }));
-        else resolve(stdout);
-      },
-    );
+    const child = spawn(process.execPath, ["--import", "tsx", file], {
+      cwd,
+      env: merged,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const killGroup = () => {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {} // the group has ended
+    };
+    signal?.addEventListener("abort", killGroup, { once: true });
+    if (signal?.aborted) killGroup();
+    child.on("error", reject);
+    child.on("close", (code, killedBy) => {
+      signal?.removeEventListener("abort", killGroup);
+      killGroup();
+      if (code === 0) return resolve(stdout);
+      const error = new Error(
+        `${file} ended with ${killedBy ?? `exit code ${code}`}:\n${stderr.slice(-4000)}`,
+      );
+      reject(Object.assign(error, { stdout, stderr }));
+    });
   });
 }
 
