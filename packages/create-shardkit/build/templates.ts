@@ -519,10 +519,14 @@ export function testDbFiles(
     throw new TemplateBuildError(
       `apps/${app} imports ${missing.join(", ")} from @shardkit/test-db, which tooling/test-db does not export`,
     );
-  const exports = readJson<{ exports?: Record<string, { types?: string; default?: string }> }>(
-    join(pkg.dir, "package.json"),
-  ).exports;
-  for (const entry of entries) {
+  const entryList = [...entries];
+  const exports =
+    entryList.length === 0
+      ? undefined
+      : readJson<{ exports?: Record<string, { types?: string; default?: string }> }>(
+          join(pkg.dir, "package.json"),
+        ).exports;
+  for (const entry of entryList) {
     const { types, default: code } = exports?.[`./${entry}`] ?? {};
     if (!types || !code)
       throw new TemplateBuildError(
