@@ -13,7 +13,7 @@ export interface HostileExample {
   query?: Record<string, unknown>;
   /** A name of `credentials`, or null for none. */
   credential?: string | null;
-  /** The Idempotency-Key, or null for none. */
+  /** The Idempotency-Key (default one of its own), or null for none. */
   key?: string | null;
 }
 
@@ -24,7 +24,7 @@ export interface HostileInputOptions {
   fields: string[];
   /** Stand-ins for the IDs (and cursors) made before the run, replaced by them wherever they are drawn. */
   known: Record<string, string>;
-  /** Credentials by name (the tokens). */
+  /** Credentials by name (the tokens), an operator's first. */
   credentials: Record<string, string>;
   /** An ID of the shard with these bits (0 to 16383), such as `ShardedUUID.generate(ShardIdentifier.fromBits(bits))`. */
   shardedId: (bits: number) => string;
@@ -34,6 +34,11 @@ export interface HostileInputOptions {
   itemFields?: string[];
   /** The query parameters of the GET routes, values they take, and the stand-ins of `known` that are cursors. */
   query?: { names: string[]; values?: string[]; cursors?: string[] };
+  /**
+   * Requests run first, beside the ones every service gets (each route valid as the first
+   * credential and without one, the first POST route with an empty body): what needs the service's
+   * knowledge, such as a route a credential may not use (403) or another caller's data (404).
+   */
   examples?: HostileExample[];
   numRuns?: number;
 }
@@ -51,7 +56,7 @@ export interface Injectable {
 /**
  * Sends `numRuns` (default 1,000) hostile requests to `app` and checks every answer: a 2xx, a 4xx
  * naming the problem, or a 503 naming the shard, never a 500, and no stack trace, SQL or connection
- * string in an error body. `examples` run first. Resolves to the statuses seen.
+ * string in an error body. Examples run first (see `examples`). Resolves to the statuses seen.
  */
 export declare function checkHostileInput(
   app: Injectable,

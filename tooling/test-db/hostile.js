@@ -111,20 +111,30 @@ function inputs(options) {
 
 /**
  * Sends `numRuns` (default 1,000) hostile requests to `app` (Fastify's `inject`) and checks every
- * answer (see the file's comment); `examples` run first, so what the run reaches never depends on
- * the draw. Resolves to the statuses seen, for the test to check that every layer was reached.
- * Longer than 80 lines: one request built, sent and judged, with the options applied on the way.
+ * answer (see the file's comment). Examples run first, so what the run reaches never depends on the
+ * draw: every route with its valid body as the first of `credentials` (an operator) and without a
+ * credential, the first POST route with an empty body, then the service's own `examples` (what
+ * needs its knowledge: a route a credential may not use, another caller's data). Resolves to the
+ * statuses seen, for the test to check that every layer was reached.
  */
 export async function checkHostileInput(app, options) {
   const { routes, credentials, numRuns = 1000 } = options;
   const { real, request, segment, query, credential, key, search } = inputs(options);
   const seen = new Set();
-  const examples = (options.examples ?? []).map((e) => [
+  const names = Object.keys(routes);
+  const operator = Object.keys(credentials)[0];
+  const firstPost = names.filter((route) => route.startsWith("POST ")).slice(0, 1);
+  const examples = [
+    ...names.map((route) => ({ route, credential: operator })),
+    ...names.map((route) => ({ route })),
+    ...firstPost.map((route) => ({ route, body: {}, credential: operator })),
+    ...(options.examples ?? []),
+  ].map((e, i) => [
     [e.route, e.body ?? routes[e.route]],
     e.id === undefined ? "x" : escaped(String(real(e.id))),
     e.query ?? {},
     e.credential ?? null,
-    e.key ?? null,
+    e.key === undefined ? `hostile-example-${i}` : e.key,
   ]);
   await fc.assert(
     fc.asyncProperty(request, segment, query, credential, key, async ([route, payload], seg, q, cred, k) => {

@@ -55,14 +55,11 @@ it("no input answers 500, and no error body carries internals", { timeout: 600_0
     known,
     credentials,
     shardedId: (bits) => ShardedUUID.generate(ShardIdentifier.fromBits(bits)),
-    // One request per layer first: a read, a valid write, a bad body, no credential, a desk on an
-    // operator's route, a bucket there is not.
+    // Beside each route as an operator and without a credential: a read, a desk on an operator's
+    // route, a bucket there is not.
     examples: [
       { route: "GET /buckets/:id", id: "known-bucket", credential: "desk" },
-      { route: "POST /buckets", credential: "operator", key: "hostile-example-201" },
-      { route: "POST /buckets", body: {}, credential: "operator", key: "hostile-example-400" },
-      { route: "GET /buckets/:id", id: "known-bucket" },
-      { route: "POST /buckets", credential: "desk", key: "hostile-example-403" },
+      { route: "POST /buckets", credential: "desk" },
       { route: "GET /buckets/:id", id: ShardedUUID.generate(ShardIdentifier.of(0, 0)), credential: "desk" },
     ],
   });
