@@ -67,6 +67,85 @@ export declare function createDatabase(
   options?: { collation?: "C"; template?: string },
 ): Promise<string>;
 export declare function dropDatabase(port: number, name: string): Promise<void>;
+/**
+ * The databases of a test run: `names` on the machine's server, `onServer` on `server` (a
+ * `testCluster(...)`, made for the run, `wal_level = logical` when `logical`, dropped after it;
+ * `shared`: with the project's other test processes, through `shareClusters`). Where no server may
+ * be made, `skipped` says why and nothing is made, or with `fallback` the server's databases go on
+ * the main server. `urls` in the order given (main's first); `drop()` drops what the run made.
+ */
+export declare function testDatabases(options: TestDatabasesOptions): Promise<TestDatabases>;
+/** What `testDatabases` makes: databases on the main server and on `server`, and how. */
+export interface TestDatabasesOptions {
+  names?: string[];
+  onServer?: string[];
+  server?: { cluster: string; port: number };
+  logical?: boolean;
+  shared?: boolean;
+  fallback?: boolean;
+}
+/** What `testDatabases` made: each database's URL, why the server was not made ("" when it was), `drop()`. */
+export interface TestDatabases {
+  urls: string[];
+  skipped: string;
+  drop(): Promise<void>;
+}
+/**
+ * A service's shards for a test run (a vitest global setup): 0/0 and 0/1 on database a, 1/0 on b,
+ * 1/1 on c on `server` (shared; on the main server where none may be made: `skipped` says why),
+ * as SHARDKIT_SHARDS JSON; `drop()` drops them.
+ */
+export declare function shardsOfRun(
+  service: string,
+  server: { cluster: string; port: number },
+): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+/** Every row of `model` (a Prisma client's model property, such as "wallet") on every database of a shard registry. */
+export declare function everyRow<T>(
+  registry: { databases: readonly { client: object }[] },
+  model: string,
+): Promise<T[]>;
+/** An answer of `httpClient`'s `http`: the status, the body parsed from JSON, the headers. */
+export interface HttpAnswer {
+  status: number;
+  /** The JSON body, parsed. */
+  body: any;
+  headers: Record<string, string | string[] | number | undefined>;
+}
+/**
+ * A test's HTTP client of a Fastify app, over `inject`: `http(method, url, body?, key?, token?)`
+ * sends `body` as JSON with an Idempotency-Key (default a new UUID) and a bearer `token` (default
+ * the one given here); `null` sends no key or no credential.
+ */
+export declare function httpClient(
+  app: {
+    inject(request: {
+      method: "GET" | "POST";
+      url: string;
+      headers: Record<string, string>;
+      payload?: object | string;
+    }): PromiseLike<{
+      statusCode: number;
+      json(): any;
+      headers: Record<string, string | string[] | number | undefined>;
+    }>;
+  },
+  options?: { token?: string | null },
+): (
+  method: "GET" | "POST",
+  url: string,
+  body?: unknown,
+  key?: string | null,
+  token?: string | null,
+) => Promise<HttpAnswer>;
+/**
+ * Runs `node --import tsx <file>` in `cwd`, in a process group of its own, with `env` added to this
+ * process's environment (a key set to undefined removed), and resolves to what it printed; the
+ * group is killed when `signal` (the test's) aborts and when the program ends.
+ */
+export declare function runProgram(
+  file: string,
+  options?: { cwd?: string; env?: Record<string, string | undefined>; signal?: AbortSignal },
+): Promise<string>;
 /** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */
 export declare function pgBouncerPath(): string | undefined;
 /**

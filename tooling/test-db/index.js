@@ -12,6 +12,7 @@
 // src/test/test-db.d.ts, copied unchanged when the templates are built: keep them free of
 // anything that only exists in this repository.
 import { execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import {
   accessSync,
   chmodSync,
@@ -548,6 +549,159 @@ export async function createDatabase(port, name, options = {}) {
 export async function dropDatabase(port, name) {
   await dropReplication(port, name);
   await admin(port, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+/**
+ * The databases of a test run: `names` on the machine's server, `onServer` on `server` (a
+ * `testCluster(...)`: a PostgreSQL server of the project's own, made for the run, with
+ * `wal_level = logical` when `logical`, and dropped after it). `shared: true` shares that server
+ * with the project's other test processes running at once (`shareClusters`): the last one drops it.
+ * Where this machine does not let the tests make a server (`ClustersUnavailableError`), `skipped`
+ * says why and nothing is made, or, with `fallback: true`, the server's databases go on the main
+ * server. Resolves to `{ urls, skipped, drop }`: each database's URL in the order given (main's
+ * first), and `drop()`, which drops every database and the server the run made (only those).
+ */
+export async function testDatabases({
+  names = [],
+  onServer = [],
+  server,
+  logical = false,
+  shared = false,
+  fallback = false,
+}) {
+  let release = async () => {};
+  let skipped = "";
+  if (onServer.length > 0) {
+    const make = () => ensureCluster(server.cluster, server.port, { logical }).then(() => {});
+    const drop = () => dropCluster(server.cluster);
+    try {
+      release = shared ? await shareClusters(server.cluster, { make, drop }) : await make().then(() => drop);
+    } catch (err) {
+      if (err?.code !== "CLUSTERS_UNAVAILABLE") throw err;
+      skipped = err.message;
+    }
+  }
+  if (skipped && !fallback) return { urls: [], skipped, drop: async () => {} };
+  const extraPort = skipped ? MAIN_PORT : server.port;
+  const dbs = [
+    ...names.map((name) => ({ port: MAIN_PORT, name })),
+    ...onServer.map((name) => ({ port: extraPort, name })),
+  ];
+  const drop = async () => {
+    for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
+    await release();
+  };
+  try {
+    return { urls: await Promise.all(dbs.map((db) => createDatabase(db.port, db.name))), skipped, drop };
+  } catch (err) {
+    await drop(); // a run that could not make its databases leaves none of them
+    throw err;
+  }
+}
+
+/**
+ * The shards of a service's test run, for a vitest global setup: four shards in two groups on
+ * three databases of `testDatabases` (`sk_<service>_a|b|c_<pid>`): 0/0 and 0/1 on a, 1/0 on b,
+ * 1/1 on c, which lives on `server` (shared with the project's other test processes at once) or,
+ * where no server may be made, on the main server (`skipped` says why, and a warning, for the tests
+ * that stop that server to skip themselves). Resolves to
+ * `{ shardsJson, skipped, drop }`: `shardsJson` in the SHARDKIT_SHARDS format.
+ */
+export async function shardsOfRun(service, server) {
+  await ensureCluster("main", MAIN_PORT);
+  const db = (k) => `sk_${service}_${k}_${process.pid}`;
+  const run = await testDatabases({
+    names: [db("a"), db("b")],
+    onServer: [db("c")],
+    server,
+    shared: true,
+    fallback: true,
+  });
+  if (run.skipped) console.warn(`skipping the tests that stop a second PostgreSQL server: ${run.skipped}`);
+  const [a, b, c] = run.urls;
+  const shardsJson = JSON.stringify([
+    { group: 0, member: 0, url: a },
+    { group: 0, member: 1, url: a },
+    { group: 1, member: 0, url: b },
+    { group: 1, member: 1, url: c },
+  ]);
+  return { shardsJson, skipped: run.skipped, drop: run.drop };
+}
+
+/**
+ * Every row of `model` (a Prisma client's model property, such as "wallet") on every database of a
+ * shard registry, for a test to check what was written and where nothing was.
+ */
+export async function everyRow(registry, model) {
+  const rows = [];
+  for (const physical of registry.databases) rows.push(...(await physical.client[model].findMany()));
+  return rows;
+}
+
+/**
+ * A test's HTTP client of a Fastify app, over `inject` (no socket): `http(method, url, body, key,
+ * token)` sends `body` as JSON with `Idempotency-Key: <key>` (default a new UUID; null: none) and
+ * `Authorization: Bearer <token>` (default the `token` given here; null: none), and resolves to
+ * `{ status, body, headers }`, the body parsed from JSON.
+ */
+export function httpClient(app, { token = null } = {}) {
+  return async (method, url, body, key = randomUUID(), as = token) => {
+    const headers = {};
+    if (key) headers["idempotency-key"] = key;
+    if (as) headers.authorization = `Bearer ${as}`;
+    const response = await app.inject({
+      method,
+      url,
+      headers,
+      ...(body === undefined ? {} : { payload: body }),
+    });
+    return { status: response.statusCode, body: response.json(), headers: response.headers };
+  };
+}
+
+/**
+ * Runs a TypeScript program of the project (`node --import tsx <file>` in `cwd`) in a process group
+ * of its own and resolves to what it printed (rejects, with its output, when it fails). `env` is
+ * added to this process's environment (a key set to `undefined` is removed from it). The group is
+ * killed (SIGKILL) when `signal` (the test's: it aborts when the test times out or is cancelled)
+ * aborts, and when the program ends: nothing it started outlives it.
+ */
+export function runProgram(file, { cwd, env = {}, signal } = {}) {
+  const merged = { ...process.env, ...env };
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete merged[key];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", file], {
+      cwd,
+      env: merged,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const killGroup = () => {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {} // the group has ended
+    };
+    signal?.addEventListener("abort", killGroup, { once: true });
+    if (signal?.aborted) killGroup();
+    child.on("error", reject);
+    child.on("close", (code, killedBy) => {
+      signal?.removeEventListener("abort", killGroup);
+      killGroup();
+      if (code === 0) return resolve(stdout);
+      const error = new Error(
+        `${file} ended with ${killedBy ?? `exit code ${code}`}:\n${stderr.slice(-4000)}`,
+      );
+      reject(Object.assign(error, { stdout, stderr }));
+    });
+  });
 }
 
 /** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */

@@ -1,32 +1,10 @@
-import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { promisify } from "node:util";
-import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  patient,
-  testCluster,
-} from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { patient, runProgram, testCluster } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
+import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
-const run = promisify(execFile);
-
-/**
- * Runs the balance demo (tsx src/balance-demo.ts) with `env` and returns what it printed. `signal` is the test's: a
- * test that times out or is cancelled kills the demo, and its client processes end with it.
- */
-async function demo(signal: AbortSignal, env: Record<string, string> = {}) {
-  const { stdout } = await run(process.execPath, ["--import", "tsx", "src/balance-demo.ts"], {
-    cwd: new URL("..", import.meta.url).pathname,
-    env: { ...process.env, ...env },
-    signal,
-    killSignal: "SIGKILL",
-    encoding: "utf8",
-  });
-  return stdout;
-}
+/** Runs the balance demo (tsx src/balance-demo.ts) with `env` and returns what it printed; `signal` (the test's) kills it. */
+const demo = (signal: AbortSignal, env: Record<string, string> = {}) =>
+  runProgram("src/balance-demo.ts", { cwd: new URL("..", import.meta.url).pathname, env, signal });
 
 /** What every run must show: load measured, shards moved off the hot database, no decision lost or doubled. */
 function expectBalanced(output: string, mode: "live" | "offline") {
@@ -68,32 +46,21 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
     // project's own (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another; dropped after the test), so
     // every move is between two databases of one server. Where the test may not make the server, it
     // is skipped.
-    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name;
-    const server = testCluster(`${pkg}-balance`);
-    const names = ["a", "b", "c"].map((k) => `sk_alloc_bal_${k}_${process.pid}`);
-    const urls: string[] = [];
-    let skipped = "";
-    beforeAll(async () => {
-      skipped = await ensureCluster(server.cluster, server.port, { logical: true }).then(
-        () => "",
-        (err: unknown) => {
-          if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-          return (err as Error).message;
-        },
-      );
-      if (skipped) return console.warn(`skipping the balance on PostgreSQL: ${skipped}`);
-      for (const name of names) urls.push(await createDatabase(server.port, name));
-    }, patient(180_000));
-    afterAll(async () => {
-      if (skipped) return;
-      for (const name of names) await dropDatabase(server.port, name).catch(() => {});
-      await dropCluster(server.cluster);
-    }, patient(180_000));
+    const run = databasesFor(
+      "the balance on PostgreSQL",
+      {
+        onServer: ["a", "b", "c"].map((k) => `sk_alloc_bal_${k}_${process.pid}`),
+        server: testCluster(`${PACKAGE_NAME}-balance`),
+        logical: true,
+      },
+      180_000,
+    );
 
     it(
       "moves shards live off the hot database while three client processes decide: the same guarantees",
       async ({ skip, signal }) => {
-        skip(skipped !== "", skipped);
+        skip(run().skipped !== "", run().skipped);
+        const urls = run().urls;
         const shards = JSON.stringify({
           shards: [
             ...[0, 1, 2, 3].map((member) => ({ group: 0, member, url: urls[0] })),

@@ -1,49 +1,25 @@
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  MAIN_PORT,
-  patient,
-  testCluster,
-  withClusterFrozen,
-} from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { httpClient, patient, testCluster, withClusterFrozen } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
 import { openServiceRouter } from "./shards.js";
-import { auth, bearer, operator } from "./test/auth.js";
+import { auth, operator } from "./test/auth.js";
+import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
 // Shards 0/0 and 0/1 on the machine's server, 1/0 on a server of this file's own that the test
 // freezes (SIGSTOP: connections hang, nothing is refused). Where the test may not make a server
 // (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
-const FROZEN = testCluster(
-  `${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name}/frozen`,
+const FROZEN = testCluster(`${PACKAGE_NAME}/frozen`);
+const run = databasesFor(
+  "the frozen-server test",
+  {
+    names: [`sk_alloc_deadline_a_${process.pid}`],
+    onServer: [`sk_alloc_deadline_f_${process.pid}`],
+    server: FROZEN,
+  },
+  120_000,
 );
-const dbs = [
-  { port: MAIN_PORT, name: `sk_alloc_deadline_a_${process.pid}` },
-  { port: FROZEN.port, name: `sk_alloc_deadline_f_${process.pid}` },
-];
-const urls: string[] = [];
-let skipped = "";
-beforeAll(async () => {
-  skipped = await ensureCluster(FROZEN.cluster, FROZEN.port).then(
-    () => "",
-    (err: unknown) => {
-      if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-      return (err as Error).message;
-    },
-  );
-  if (skipped) return console.warn(`skipping the frozen-server test: ${skipped}`);
-  for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
-}, patient(120_000));
-afterAll(async () => {
-  if (skipped) return;
-  for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
-  await dropCluster(FROZEN.cluster);
-}, patient(120_000));
 
 /**
  * `request`, or "no answer" once 60 s passed: a bound that keeps a request from holding the
@@ -61,7 +37,8 @@ describe("allocations with a frozen database", () => {
   it(
     "each call on its shard answers 503 SHARD_UNAVAILABLE naming the shard at the deadline; the other shards are served; a retried key applies the command once",
     async ({ skip }) => {
-      skip(skipped !== "", skipped);
+      skip(run().skipped !== "", run().skipped);
+      const urls = run().urls;
       const router = await openServiceRouter({
         shardsJson: JSON.stringify([
           { group: 0, member: 0, url: urls[0] },
@@ -73,19 +50,7 @@ describe("allocations with a frozen database", () => {
         load: false,
       });
       const app = buildApp(new AllocationService(router, { deadlineMs: 1000 }), { auth });
-      const call = (method: "GET" | "POST", url: string, body?: unknown, key: string = randomUUID()) =>
-        app
-          .inject({
-            method,
-            url,
-            ...(body !== undefined ? { payload: body as object } : {}),
-            headers: { "idempotency-key": key, ...bearer(operator) },
-          })
-          .then((res) => ({
-            status: res.statusCode,
-            body: res.json(),
-            retryAfter: res.headers["retry-after"],
-          }));
+      const call = httpClient(app, { token: operator });
       try {
         const served = (await call("POST", "/buckets", { name: "served", capacity: 5, shard: "0/0" })).body
           .id;
@@ -101,7 +66,7 @@ describe("allocations with a frozen database", () => {
         for (const answer of [answers.hold, answers.create, answers.read]) {
           expect(answer).toMatchObject({
             status: 503,
-            retryAfter: "1",
+            headers: { "retry-after": "1" },
             body: {
               error: "SHARD_UNAVAILABLE",
               shard: "1/0",

@@ -1,33 +1,10 @@
-import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { promisify } from "node:util";
-import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  MAIN_PORT,
-  patient,
-  testCluster,
-} from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { patient, runProgram, testCluster } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
+import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
-const run = promisify(execFile);
-
-/**
- * Runs the demo (tsx src/demo.ts) with `env` and returns what it printed. `signal` is the test's: a
- * test that times out or is cancelled kills the demo, and its client processes end with it.
- */
-async function demo(signal: AbortSignal, env: Record<string, string> = {}) {
-  const { stdout } = await run(process.execPath, ["--import", "tsx", "src/demo.ts"], {
-    cwd: new URL("..", import.meta.url).pathname,
-    env: { ...process.env, ...env },
-    signal,
-    killSignal: "SIGKILL",
-    encoding: "utf8",
-  });
-  return stdout;
-}
+/** Runs the demo (tsx src/demo.ts) with `env` and returns what it printed; `signal` (the test's) kills it. */
+const demo = (signal: AbortSignal, env: Record<string, string> = {}) =>
+  runProgram("src/demo.ts", { cwd: new URL("..", import.meta.url).pathname, env, signal });
 
 /** What every run of the demo must show, whatever its databases. */
 function expectSoldOutOnce(output: string, mode: "live" | "offline") {
@@ -60,47 +37,32 @@ describe("the demo (tsx src/demo.ts)", () => {
     // The source's server needs wal_level = logical: a cluster of the project's own, named after its
     // package and dropped after the test (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another). Where
     // the test may not make one (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
-    const LOGICAL = testCluster(
-      JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).name,
+    const run = databasesFor(
+      "the live move on PostgreSQL",
+      {
+        names: [`sk_alloc_demo_b_${process.pid}`, `sk_alloc_demo_new_${process.pid}`],
+        onServer: [`sk_alloc_demo_a_${process.pid}`],
+        server: testCluster(PACKAGE_NAME),
+        logical: true,
+      },
+      120_000,
     );
-    const dbs = [
-      { port: LOGICAL.port, name: `sk_alloc_demo_a_${process.pid}` },
-      { port: MAIN_PORT, name: `sk_alloc_demo_b_${process.pid}` },
-      { port: MAIN_PORT, name: `sk_alloc_demo_new_${process.pid}` },
-    ];
-    const urls: string[] = [];
-    let skipped = "";
-    beforeAll(async () => {
-      skipped = await ensureCluster(LOGICAL.cluster, LOGICAL.port, { logical: true }).then(
-        () => "",
-        (err: unknown) => {
-          if ((err as { code?: unknown } | null)?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-          return (err as Error).message;
-        },
-      );
-      if (skipped) return console.warn(`skipping the live move on PostgreSQL: ${skipped}`);
-      for (const db of dbs) urls.push(await createDatabase(db.port, db.name));
-    }, patient(120_000));
-    afterAll(async () => {
-      if (skipped) return;
-      for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
-      await dropCluster(LOGICAL.cluster);
-    }, patient(120_000));
 
     it(
       "moves the shard live while the desks confirm: the same guarantees",
       async ({ skip, signal }) => {
-        skip(skipped !== "", skipped);
+        skip(run().skipped !== "", run().skipped);
+        const [b, fresh, a] = run().urls;
         const shards = JSON.stringify({
           shards: [
-            { group: 0, member: 0, url: urls[0] },
-            { group: 0, member: 1, url: urls[0] },
-            { group: 1, member: 0, url: urls[1] },
+            { group: 0, member: 0, url: a },
+            { group: 0, member: 1, url: a },
+            { group: 1, member: 0, url: b },
           ],
-          databases: [{ url: urls[2] }],
+          databases: [{ url: fresh }],
         });
         const output = await demo(signal, { SHARDKIT_SHARDS: shards });
-        expect(output).toContain(`recorded in ${urls[2]}`);
+        expect(output).toContain(`recorded in ${fresh}`);
         expectSoldOutOnce(output, "live");
       },
       patient(120_000),

@@ -1,5 +1,6 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { moveShard } from "@shardkit/ownership";
+import { httpClient } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
@@ -25,22 +26,9 @@ afterAll(async () => {
   for (const d of databases) await d.pglite.close();
 });
 
-let n = 0;
-/** A POST as `token`'s holder (default: an operator; null: no credential). */
-async function post(
-  url: string,
-  body: unknown,
-  key: string | null = `key-${++n}-${Date.now()}`,
-  token: string | null = operator,
-) {
-  const res = await app.inject({
-    method: "POST",
-    url,
-    payload: body as object,
-    headers: { ...(key ? { "idempotency-key": key } : {}), ...(token ? bearer(token) : {}) },
-  });
-  return { status: res.statusCode, body: res.json(), headers: res.headers };
-}
+/** A POST as `token`'s holder (default: an operator; null: no credential), under a new Idempotency-Key. */
+const post = (url: string, body: unknown, key?: string | null, token?: string | null) =>
+  httpClient(app, { token: operator })("POST", url, body, key, token);
 
 describe("allocations over HTTP", () => {
   it("a body giving a key twice is a 400 naming the key", async () => {

@@ -1,16 +1,15 @@
-import { execFileSync } from "node:child_process";
-import { patient } from "@shardkit/test-db";
+import { patient, runProgram } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 
 describe("the demo (tsx src/demo.ts)", () => {
   it(
     "runs on embedded PGlite shards with no configuration, and money is conserved",
-    () => {
-      const output = execFileSync(process.execPath, ["--import", "tsx", "src/demo.ts"], {
+    async ({ signal }) => {
+      // Without SHARDKIT_SHARDS: the demo's default, embedded databases.
+      const output = await runProgram("src/demo.ts", {
         cwd: new URL("..", import.meta.url).pathname,
-        encoding: "utf8",
-        env: withoutShards(),
-        stdio: ["ignore", "pipe", "pipe"],
+        env: { SHARDKIT_SHARDS: undefined },
+        signal,
       });
       expect(output).toContain("embedded PGlite, one database per shard");
       expect(output).toMatch(/Ana -> Ana savings, 25.00 \(same shard: one transaction\): HTTP 201 completed/);
@@ -25,9 +24,3 @@ describe("the demo (tsx src/demo.ts)", () => {
     patient(120_000),
   );
 });
-
-/** This process's environment without SHARDKIT_SHARDS: the demo's default, embedded databases. */
-function withoutShards(): NodeJS.ProcessEnv {
-  const { SHARDKIT_SHARDS: _, ...env } = process.env;
-  return env;
-}

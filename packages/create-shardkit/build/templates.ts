@@ -6,7 +6,8 @@
 // - tsconfig.json without `extends` (the shared settings written in), vitest.config.ts without
 //   @shardkit/vitest-config (the app's own options, as the app's config computes them);
 // - imports of @shardkit/test-db -> src/test/test-db.js, with its types in src/test/test-db.d.ts:
-//   tooling/test-db's index.js and index.d.ts, copied unchanged (one source, never a hand copy);
+//   tooling/test-db's index.js and index.d.ts, copied unchanged (one source, never a hand copy),
+//   and of @shardkit/test-db/<entry> -> src/test/<entry>.js and .d.ts, that entry's files likewise;
 //   its `shardkit-prisma-generate` bin -> scripts/prisma-generate.mjs, the bin's file as it is;
 // - a .gitignore (shipped as `gitignore`: npm does not publish `.gitignore` files) and a README:
 //   how to start, then the app's README with the repository's commands turned into npm's.
@@ -353,12 +354,19 @@ export async function standaloneVitestConfig(appDir: string): Promise<string> {
   return `import { defineConfig } from "vitest/config";\n\n${comments ? `${comments}\n` : ""}export default defineConfig({\n  test: ${toSource(sorted, "  ")},\n});\n`;
 }
 
-/** `import ... from "@shardkit/test-db"` -> the template's own src/test/test-db.js (and its .d.ts). */
+/**
+ * `import ... from "@shardkit/test-db"` -> the template's own src/test/test-db.js (and its .d.ts);
+ * `"@shardkit/test-db/<entry>"` -> src/test/<entry>.js.
+ */
 function localTestDb(path: string, text: string): string {
-  const target = "src/test/test-db.js";
-  let rel = posix.relative(posix.dirname(path), target);
-  if (!rel.startsWith(".")) rel = `./${rel}`;
-  return text.replace(/(\bfrom\s+|\bimport\s*\(\s*|\bimport\s+)(["'])@shardkit\/test-db\2/g, `$1$2${rel}$2`);
+  return text.replace(
+    /(\bfrom\s+|\bimport\s*\(\s*|\bimport\s+)(["'])@shardkit\/test-db(?:\/([\w-]+))?\2/g,
+    (_all, before: string, quote: string, entry: string | undefined) => {
+      let rel = posix.relative(posix.dirname(path), `src/test/${entry ?? "test-db"}.js`);
+      if (!rel.startsWith(".")) rel = `./${rel}`;
+      return `${before}${quote}${rel}${quote}`;
+    },
+  );
 }
 
 /** The README's text with the repository's commands and paths turned into the project's. */
@@ -481,12 +489,15 @@ export const TEST_DB_FILES = { "src/test/test-db.js": "index.js", "src/test/test
 /**
  * The template's src/test/test-db.js and .d.ts: tooling/test-db's index.js and index.d.ts as they
  * are, so the templates' tests run on the very helpers the repository's tests run on. Checked: the
- * two export the same names, and every name the app imports from @shardkit/test-db.
+ * two export the same names, and every name the app imports from @shardkit/test-db. With them,
+ * each other entry the app imports (`@shardkit/test-db/<entry>`, in package.json's `exports`) as
+ * src/test/<entry>.js and .d.ts, the entry's files as they are.
  */
 export function testDbFiles(
   workspace: Map<string, WorkspacePackage>,
   app: string,
   imported: Iterable<string>,
+  entries: Iterable<string> = [],
 ): TemplateFiles {
   const pkg = testDbPackage(workspace);
   const files: TemplateFiles = new Map();
@@ -508,6 +519,22 @@ export function testDbFiles(
     throw new TemplateBuildError(
       `apps/${app} imports ${missing.join(", ")} from @shardkit/test-db, which tooling/test-db does not export`,
     );
+  const entryList = [...entries];
+  const exports =
+    entryList.length === 0
+      ? undefined
+      : readJson<{ exports?: Record<string, { types?: string; default?: string }> }>(
+          join(pkg.dir, "package.json"),
+        ).exports;
+  for (const entry of entryList) {
+    const { types, default: code } = exports?.[`./${entry}`] ?? {};
+    if (!types || !code)
+      throw new TemplateBuildError(
+        `apps/${app} imports @shardkit/test-db/${entry}, which tooling/test-db does not export (with its types)`,
+      );
+    files.set(`src/test/${entry}.js`, readFileSync(join(pkg.dir, code), "utf8"));
+    files.set(`src/test/${entry}.d.ts`, readFileSync(join(pkg.dir, types), "utf8"));
+  }
   return files;
 }
 
@@ -537,6 +564,7 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   });
 
   const testDbImports = new Set<string>();
+  const testDbEntries = new Set<string>();
   let server = false;
   for (const path of walk(appDir)) {
     if (REPLACED.has(path)) continue;
@@ -553,6 +581,7 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
             .trim();
           if (id) testDbImports.add(id);
         }
+      for (const m of text.matchAll(/["']@shardkit\/test-db\/([\w-]+)["']/g)) testDbEntries.add(m[1]!);
       if (TEST_CLUSTER.test(text)) server = true;
       out = localTestDb(path, text);
     }
@@ -560,12 +589,13 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   }
 
   if (removed.includes("@shardkit/test-db")) {
-    for (const path of ["src/test/test-db.ts", ...Object.keys(TEST_DB_FILES)])
+    const copies = testDbFiles(workspace, app, testDbImports, testDbEntries);
+    for (const path of ["src/test/test-db.ts", ...copies.keys()])
       if (files.has(path))
         throw new TemplateBuildError(
           `apps/${app}/${path}: the template's copy of @shardkit/test-db goes there`,
         );
-    for (const [path, text] of testDbFiles(workspace, app, testDbImports)) files.set(path, text);
+    for (const [path, text] of copies) files.set(path, text);
   }
   if (Object.values(manifest.scripts ?? {}).some((command) => command.includes(PRISMA_GENERATE.target)))
     files.set(PRISMA_GENERATE.target, prismaGenerateFile(workspace));

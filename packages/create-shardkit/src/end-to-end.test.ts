@@ -46,7 +46,8 @@ const SMOKE: Record<string, { files: string[]; server: boolean }> = {
   wallet: { files: ["src/http.test.ts", "src/degraded.test.ts", "src/schema.test.ts"], server: true },
   orders: { files: ["src/http.test.ts", "src/credit.test.ts", "src/schema.test.ts"], server: true },
   // Its second server is the live move's, in demo.test.ts (the skip check below runs it without).
-  allocations: { files: ["src/http.test.ts", "src/server.test.ts"], server: false },
+  // And its hostile-input test: src/test/hostile.js (tooling/test-db's, with fast-check) standing alone.
+  allocations: { files: ["src/http.test.ts", "src/server.test.ts", "src/hostile.test.ts"], server: false },
 };
 /** A test of each template that needs a second server, run where the tests may not make one. */
 const SKIP_CHECK: Record<string, { args: string[]; says: RegExp }> = {

@@ -109,6 +109,12 @@ describe("the templates, made from apps/*", () => {
           readFileSync(join(repoRoot, "tooling", "test-db", source), "utf8"),
         );
       expect(files.has("src/test/test-db.ts")).toBe(false);
+      // Likewise tooling/test-db's hostile-input entry, which every app's hostile test imports.
+      for (const ext of ["js", "d.ts"])
+        expect(files.get(`src/test/hostile.${ext}`), `hostile.${ext}`).toBe(
+          readFileSync(join(repoRoot, "tooling", "test-db", `hostile.${ext}`), "utf8"),
+        );
+      expect(files.get("src/hostile.test.ts")).toContain('from "./test/hostile.js"');
       const importers = [...files].filter(
         ([path, text]) => path.endsWith(".ts") && !path.endsWith(".d.ts") && text.includes("/test-db.js"),
       );
@@ -244,6 +250,21 @@ describe("the build refuses what would not stand alone", () => {
       ),
     );
     expect([...testDbFiles(fake, "demo", ["MAIN_PORT"]).keys()]).toEqual(Object.keys(TEST_DB_FILES));
+    // An entry (`@shardkit/test-db/<entry>`) comes from package.json's exports, with its types.
+    writeFileSync(
+      join(dir, "package.json"),
+      '{ "exports": { "./table": { "types": "./t.d.ts", "default": "./t.js" } } }',
+    );
+    writeFileSync(join(dir, "t.js"), "export const table = [];\n");
+    writeFileSync(join(dir, "t.d.ts"), "export declare const table: never[];\n");
+    expect(() => testDbFiles(fake, "demo", [], ["chairs"])).toThrow(
+      new TemplateBuildError(
+        "apps/demo imports @shardkit/test-db/chairs, which tooling/test-db does not export (with its types)",
+      ),
+    );
+    const withEntry = testDbFiles(fake, "demo", [], ["table"]);
+    expect(withEntry.get("src/test/table.js")).toBe("export const table = [];\n");
+    expect(withEntry.get("src/test/table.d.ts")).toBe("export declare const table: never[];\n");
   });
 
   it("an app whose files still name the repository or import an undeclared package", async () => {

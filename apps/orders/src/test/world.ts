@@ -1,14 +1,12 @@
 import { randomUUID } from "node:crypto";
+import { everyRow, httpClient } from "@shardkit/test-db";
 import { inject } from "vitest";
 import { buildApp } from "../app.js";
 import { OrderService } from "../order-service.js";
 import { openShards } from "../shards.js";
-import { auth, bearer, operator } from "./auth.js";
+import { auth, operator } from "./auth.js";
 
-/**
- * The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject().
- * Longer than 80 lines: the test world's databases, clients and helpers, made together.
- */
+/** The orders service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
 export async function ordersWorld() {
   const shards = await openShards({ shardsJson: inject("shardsJson"), log: () => {} });
   for (const physical of shards.registry.databases) {
@@ -18,22 +16,8 @@ export async function ordersWorld() {
   }
   const service = new OrderService(shards);
   const app = buildApp(service, { auth });
-  /** A request as `token`'s holder (default: an operator; null: no credential). */
-  async function http(
-    method: "GET" | "POST",
-    url: string,
-    body?: unknown,
-    key: string | null = randomUUID(),
-    token: string | null = operator,
-  ) {
-    const response = await app.inject({
-      method,
-      url,
-      headers: { ...(key ? { "idempotency-key": key } : {}), ...(token ? bearer(token) : {}) },
-      ...(body === undefined ? {} : { payload: body as object }),
-    });
-    return { status: response.statusCode, body: response.json(), headers: response.headers };
-  }
+  /** A request as `token`'s holder (default: an operator; null: no credential), under a new Idempotency-Key. */
+  const http = httpClient(app, { token: operator });
   /** A customer (EUR unless the region is MX) with the given credit limit in minor units. */
   async function customer(region: string, tenant: string, creditLimit = "1000000") {
     const currency = region === "MX" ? "MXN" : "EUR";
@@ -69,13 +53,8 @@ export async function ordersWorld() {
     }
   }
   /** Every row of a table on every database. */
-  async function all<T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") {
-    const rows: T[] = [];
-    for (const physical of shards.registry.databases) {
-      rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
-    }
-    return rows;
-  }
+  const all = <T>(table: "customer" | "order" | "orderItem" | "outboxEvent" | "idempotencyKey") =>
+    everyRow<T>(shards.registry, table);
   /** Rows of every table on every database (to check that a refused call wrote nothing). */
   async function countRows() {
     let n = 0;

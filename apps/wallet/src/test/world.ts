@@ -1,10 +1,10 @@
-import { randomUUID } from "node:crypto";
 import { createOutboxRelay } from "@shardkit/prisma";
+import { everyRow, httpClient } from "@shardkit/test-db";
 import { inject } from "vitest";
 import { buildApp } from "../app.js";
 import { openShards } from "../shards.js";
 import { WalletService } from "../wallet-service.js";
-import { auth, bearer, operator } from "./auth.js";
+import { auth, operator } from "./auth.js";
 
 /** The wallet service on the test's PostgreSQL shards, emptied, with an HTTP client over inject(). */
 export async function walletWorld() {
@@ -17,22 +17,8 @@ export async function walletWorld() {
   const service = new WalletService(shards, { deadlineMs: 3000 });
   const app = buildApp(service, { auth });
   const relay = createOutboxRelay({ registry: shards.registry, deliver: (m) => service.handle(m) });
-  /** A request as `token`'s holder (default: an operator; null: no credential). */
-  async function http(
-    method: "GET" | "POST",
-    url: string,
-    body?: unknown,
-    key: string | null = randomUUID(),
-    token: string | null = operator,
-  ) {
-    const response = await app.inject({
-      method,
-      url,
-      headers: { ...(key ? { "idempotency-key": key } : {}), ...(token ? bearer(token) : {}) },
-      ...(body === undefined ? {} : { payload: body as object }),
-    });
-    return { status: response.statusCode, body: response.json(), headers: response.headers };
-  }
+  /** A request as `token`'s holder (default: an operator; null: no credential), under a new Idempotency-Key. */
+  const http = httpClient(app, { token: operator });
   /** Runs the relay until no database has anything left to deliver. */
   async function drain(rounds = 20) {
     for (let i = 0; i < rounds; i++) {
@@ -48,15 +34,8 @@ export async function walletWorld() {
     return { customerId: customer.id as string, walletId: wallet.id as string };
   }
   /** Every row of a table on every database. */
-  async function all<T>(
-    table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent",
-  ) {
-    const rows: T[] = [];
-    for (const physical of shards.registry.databases) {
-      rows.push(...(await (physical.client[table] as unknown as { findMany(): Promise<T[]> }).findMany()));
-    }
-    return rows;
-  }
+  const all = <T>(table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent") =>
+    everyRow<T>(shards.registry, table);
   return {
     shards,
     service,
