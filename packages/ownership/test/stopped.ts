@@ -3,6 +3,7 @@
 import { spawn } from "node:child_process";
 import { LatencySketch } from "@shardkit/prisma";
 import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
+import { patient } from "@shardkit/test-db";
 import { afterEach } from "vitest";
 import type { PrismaClient } from "./generated/prisma/client.js";
 import { S } from "./layout.js";
@@ -13,7 +14,10 @@ export function stoppedMoves(urls: { a: string; b: string; e: string }) {
   afterEach(() => {
     for (const kill of killed.splice(0)) kill();
   });
-  const LEASE_MS = 1500;
+  // The balancers' leases (each move's and the fleet's): short, so the tests need not wait long for
+  // a dead one to lapse, but scaled by the machine's load, so a live one busy on a loaded machine
+  // renews in time.
+  const LEASE_MS = patient(1500);
 
   /** One router's window of the last minute on a: 3 s of database time per shard. */
   async function recordLoad(client: PrismaClient) {

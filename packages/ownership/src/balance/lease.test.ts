@@ -1,5 +1,7 @@
 import { hostname } from "node:os";
 import { createShardRegistry } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { routerOver } from "../../test/layout.js";
 import { reset, router, S, TABLES } from "../../test/world.js";
@@ -24,7 +26,7 @@ beforeEach(async () => {
   await everywhere(`DELETE FROM ${BALANCE_LEASE_TABLE}`);
 });
 
-describe("the fleet's balance lease", () => {
+describe("the fleet's balance lease", { timeout: patient(30_000) }, () => {
   it("two runs taking it together: exactly one holds it, the other is refused naming the holder and when it expires", async () => {
     const taken = await Promise.allSettled([
       BalanceLease.take(r.registry, "balance", OPTIONS),
@@ -88,8 +90,10 @@ describe("the fleet's balance lease", () => {
 
   it("a run whose lease lapsed and was taken by another stops before its next move", async () => {
     // A drain of a: two moves (0/0 and 0/1). While the first is under way, its lease lapses and
-    // another run takes it.
-    let takeover: Promise<BalanceLease> | undefined;
+    // another run takes it. The run's own renewals go on meanwhile (every third of its lease): one
+    // that lands between the lapse and the take puts the lease back, so the other run tries again.
+    let other: BalanceLease | undefined;
+    let takeover: Promise<void> | undefined;
     const run: BalanceRun = await runBalance({
       registry: r.registry,
       tables: TABLES,
@@ -97,22 +101,26 @@ describe("the fleet's balance lease", () => {
       drain: r.databases.a,
       onEvent: (event) => {
         if (event.type === "move" && event.index === 0)
-          takeover = lapse().then(() => BalanceLease.take(r.registry, "balance", OPTIONS));
+          takeover = eventually("another run took the lapsed lease", async () => {
+            await lapse();
+            other = await BalanceLease.take(r.registry, "balance", OPTIONS);
+            return true;
+          });
       },
     });
-    const other = await takeover!;
+    await takeover!;
     expect(run.moves).toHaveLength(1);
     expect(run.moves[0]!.status).toBe("moved");
     expect(run.stoppedBy).toBe("lease-lost");
     expect(run.ok).toBe(false);
     expect(run.reason).toMatch(
       new RegExp(
-        `^stopped after 1 move, before the next: this run lost the fleet's balance lease \\(balance by host .*, pid ${process.pid}, run ${other.run} holds it now\\); the drain is not done: a still holds 0/[01]$`,
+        `^stopped after 1 move, before the next: this run lost the fleet's balance lease \\(balance by host .*, pid ${process.pid}, run ${other!.run} holds it now\\); the drain is not done: a still holds 0/[01]$`,
       ),
     );
     // The lease stays the other run's.
-    expect(await other.renew()).toBeUndefined();
-    await other.release();
+    expect(await other!.renew()).toBeUndefined();
+    await other!.release();
   });
 
   it("runs over configurations that name and order the databases differently, or add one: one holds the lease, the other is refused", async () => {
