@@ -4,7 +4,7 @@ import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { beforeEach, describe, expect, inject, it } from "vitest";
-import { reset, routers, S, TABLES } from "../../test/world.js";
+import { resetWithLoad, routers, S, TABLES } from "../../test/world.js";
 import { runBalance } from "./run.js";
 
 // A full balance plan over routers whose clocks are off: one an hour ahead, one ten minutes behind.
@@ -14,12 +14,7 @@ import { runBalance } from "./run.js";
 // takes 600 and b 300.
 const urls = inject("ownershipUrls");
 const make = routers(urls);
-beforeEach(async () => {
-  await reset(urls);
-  const r = make();
-  for (const client of Object.values(r.clients))
-    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad"`);
-});
+beforeEach(() => resetWithLoad(urls, make));
 
 /** Each database's commits so far, by its own count (reading them is one more). */
 async function commits(): Promise<number[]> {

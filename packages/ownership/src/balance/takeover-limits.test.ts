@@ -4,7 +4,7 @@ import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import { stoppedMoves } from "../../test/stopped.js";
-import { models, reset, routers, S, TABLES } from "../../test/world.js";
+import { models, resetWithLoad, routers, S, TABLES } from "../../test/world.js";
 import { isShardkitError } from "../errors.js";
 import { readPartitionMap } from "../view.js";
 import { type BalanceRun, type RunBalanceOptions, runBalance } from "./run.js";
@@ -16,12 +16,7 @@ import { type BalanceRun, type RunBalanceOptions, runBalance } from "./run.js";
 const urls = inject("moveUrls");
 const make = routers(urls);
 const { recordLoad, killedBalancer, LEASE_MS } = stoppedMoves(urls);
-beforeEach(async () => {
-  await reset(urls);
-  const r = make();
-  for (const client of Object.values(r.clients))
-    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad"`);
-});
+beforeEach(() => resetWithLoad(urls, make));
 
 type Options = RunBalanceOptions<ReturnType<typeof make>["clients"]["a"]>;
 
@@ -80,13 +75,18 @@ async function stoppedAt(r: ReturnType<typeof make>, step: string) {
     shard = view.stopped[0]?.shard.key ?? "";
     return view.stopped.length === 1 && view.stopped[0]!.database === "a" && view.stopped[0]!.to === "e";
   });
-  const count = async () => {
+  /** The stopped move undone: none left stopped, the shard owned by a, every acknowledged write there once. */
+  const backOnA = async () => {
+    const view = await readPartitionMap(r.registry);
+    expect([view.stopped, view.issues]).toEqual([[], []]);
+    expect(view.shards.find((p) => p.shard.key === shard)!.owner!.name).toBe("a");
     let found = 0;
     for (const name of ["a", "b", "e"] as const)
       found += await r.clients[name].bucket.count({ where: { id: { in: acked } } });
-    return found;
+    expect(found).toBe(acked.length);
+    return view;
   };
-  return { shard, acked, count };
+  return { shard, backOnA };
 }
 
 describe("a stopped move taken over within the run's limits", () => {
@@ -94,7 +94,7 @@ describe("a stopped move taken over within the run's limits", () => {
     "maxMoves, an aborted signal and the p99 guard leave it stopped; a target forbidden now undoes it to its source",
     async () => {
       const r = make();
-      const { shard, acked, count } = await stoppedAt(r, "verify");
+      const { shard, backOnA } = await stoppedAt(r, "verify");
       const stillStopped = async () => (await readPartitionMap(r.registry)).stopped.map((s) => s.shard.key);
 
       const none = await balanceAgain({ registry: r.registry, maxMoves: 0 });
@@ -121,10 +121,7 @@ describe("a stopped move taken over within the run's limits", () => {
       expect(run.moves[0]!.reason).toMatch(
         /undone, .* kept on \(or moved back to\) a, as e may not hold it now/,
       );
-      const view = await readPartitionMap(ruled);
-      expect([view.stopped, view.issues]).toEqual([[], []]);
-      expect(view.shards.find((p) => p.shard.key === shard)!.owner!.name).toBe("a");
-      expect(await count()).toBe(acked.length);
+      await backOnA();
     },
     patient(120_000),
   );
@@ -133,16 +130,12 @@ describe("a stopped move taken over within the run's limits", () => {
     "a switched move whose target is forbidden now is moved back to its source",
     async () => {
       const r = make();
-      const { shard, acked, count } = await stoppedAt(r, "teardown");
+      const { shard, backOnA } = await stoppedAt(r, "teardown");
       const run = await balanceAgain({ registry: euOnly(r) });
       expect(run.ok, run.reason).toBe(true);
       expect(run.moves[0]).toMatchObject({ kind: "takeover", status: "moved", shard, to: "a" });
       expect(run.moves[0]!.undone).toMatch(/may live only on region=eu/);
-      const view = await readPartitionMap(r.registry);
-      expect([view.stopped, view.issues]).toEqual([[], []]);
-      expect(view.shards.find((p) => p.shard.key === shard)!.owner!.name).toBe("a");
-      // Every acknowledged write once, on its owner a.
-      expect(await count()).toBe(acked.length);
+      await backOnA();
     },
     patient(120_000),
   );
@@ -151,17 +144,15 @@ describe("a stopped move taken over within the run's limits", () => {
     "a drain of the stopped move's target undoes the move instead of moving the shard onto it",
     async () => {
       const r = make();
-      const { shard, acked, count } = await stoppedAt(r, "verify");
+      const { shard, backOnA } = await stoppedAt(r, "verify");
       const e = r.registry.databases.find((d) => d.name === "e")!;
       const run = await balanceAgain({ registry: r.registry, drain: e });
       expect(run.ok, run.reason).toBe(true);
       expect(run.moves).toMatchObject([
         { kind: "takeover", status: "moved", shard, to: "a", undone: "e is being drained" },
       ]);
-      const view = await readPartitionMap(r.registry);
-      expect(view.stopped).toEqual([]);
+      const view = await backOnA();
       expect(view.shards.map((p) => p.owner!.name).sort()).toEqual(["a", "a", "b"]);
-      expect(await count()).toBe(acked.length);
     },
     patient(120_000),
   );

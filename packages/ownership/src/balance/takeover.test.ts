@@ -4,7 +4,7 @@ import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import { stoppedMoves } from "../../test/stopped.js";
-import { models, reset, routers, S, TABLES } from "../../test/world.js";
+import { models, resetWithLoad, routers, S, TABLES } from "../../test/world.js";
 import { isShardkitError } from "../errors.js";
 import { readPartitionMap } from "../view.js";
 import { type BalanceRun, runBalance } from "./run.js";
@@ -15,13 +15,7 @@ import { type BalanceRun, runBalance } from "./run.js";
 // each shard as loaded as the others, so the balance moves one of a's two shards to e.
 const urls = inject("moveUrls");
 const make = routers(urls);
-beforeEach(async () => {
-  await reset(urls);
-  // The load windows of earlier tests go too: each test records its own.
-  const r = make();
-  for (const client of Object.values(r.clients))
-    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad"`);
-});
+beforeEach(() => resetWithLoad(urls, make));
 const { recordLoad, killedBalancer, LEASE_MS } = stoppedMoves(urls);
 
 // Before the fence (undone), fenced (finished or undone), switched (finished).
