@@ -20,6 +20,11 @@ export interface ConfigOptions {
   env?: Record<string, string | undefined>;
   /** Relative `config` paths resolve from here. Default `process.cwd()`. */
   cwd?: string;
+  /**
+   * How long opening a connection to a database may take (a busy host accepts late). Default 5000
+   * ms; `status` uses its `--timeout`.
+   */
+  connectTimeoutMs?: number;
 }
 
 /** The client the CLI opens per database: a Prisma client with no models, for raw SQL only. */
@@ -39,6 +44,8 @@ const VARIABLE = "SHARDKIT_SHARDS";
 
 /** The pool the CLI itself opens per database (the config's `pool` is the apps' and is what `doctor` checks). */
 const CLI_POOL = 4;
+/** How long opening a connection may take, unless the command says (`connectTimeoutMs`). */
+const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 /** How long a finished command waits for its database pools to close before it moves on. */
 const CLOSE_TIMEOUT_MS = 5000;
 
@@ -56,7 +63,7 @@ export function openConfig(options: ConfigOptions = {}): OpenedConfig {
       adapter: new PrismaPg({
         connectionString: url,
         max: Math.min(database.pool, CLI_POOL),
-        connectionTimeoutMillis: 5000,
+        connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       }),
     });
     urls.set(client, url);

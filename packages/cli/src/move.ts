@@ -147,8 +147,10 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
       ]);
     const to = findDatabase(opened, options.to);
     if (options.dryRun) {
-      // The move's own precheck, on a read of the map (SELECTs only): what `moveShard` would refuse.
-      const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs });
+      // The move's own precheck, on a read of the map (SELECTs only): what `moveShard` would refuse;
+      // with the configuration's URLs, one that reaches a transaction-mode pooler is named.
+      const connection = opened.urlOf;
+      const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs, connection });
       const { placement, from } = check;
       return {
         dryRun: true,

@@ -6,7 +6,10 @@ import { bytes, duration, oneLine, plainDbError, plural, table } from "./format.
 import { applyRecords, isMissingTable } from "./records.js";
 
 export interface StatusOptions extends ConfigOptions {
-  /** How long each database may take to answer each question. Default 5000 ms. */
+  /**
+   * How long each database may take to answer each question, and to accept a connection (a
+   * connection not made in time makes it `slow`, as an answer late would). Default 5000 ms.
+   */
   timeoutMs?: number;
 }
 
@@ -125,7 +128,7 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
   const timeoutMs = options.timeoutMs ?? 5000;
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0))
     throw new UsageError([`--timeout: expected a positive number of ms, got ${timeoutMs}`]);
-  const opened = openConfig(options);
+  const opened = openConfig({ ...options, connectTimeoutMs: timeoutMs });
   try {
     const { registry } = opened;
     // First where each shard is now (by the ownership records), then its health and outbox there.
@@ -228,6 +231,14 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
 }
 
 /**
+ * A connection the server did not accept within the connect timeout (`--timeout`): busy, not known
+ * to be down (the pool's own words, as the driver passes them on).
+ */
+function connectLate(error: string | undefined): boolean {
+  return error !== undefined && /timeout exceeded when trying to connect|connection timeout/i.test(error);
+}
+
+/**
  * One database's answer from every question `status` asked it: a failure makes it `no` (with that
  * error), else a question not answered in time makes it `slow`, else `yes`.
  */
@@ -241,15 +252,15 @@ function answerOf(
   let late = false;
   // The health probe's error first: it says it plainest (`Can't reach database server at ...`).
   for (const probe of probes) {
-    if (probe.state === "slow") late = true;
+    if (probe.state === "slow" || connectLate(probe.error)) late = true;
     else if (probe.state !== "up") failed.push(plainDbError(probe.error ?? probe.state));
   }
   if (records.status === "unavailable") {
-    if (records.timedOut) late = true;
+    if (records.timedOut || connectLate(records.error)) late = true;
     else failed.push(records.error);
   }
   if (outboxError !== undefined) {
-    if (isShardkitError(outboxError, "DEADLINE_EXCEEDED")) late = true;
+    if (isShardkitError(outboxError, "DEADLINE_EXCEEDED") || connectLate(oneLine(outboxError))) late = true;
     else failed.push(oneLine(outboxError));
   }
   if (failed.length > 0) return { reachable: "no", error: failed[0]! };

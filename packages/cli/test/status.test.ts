@@ -1,5 +1,6 @@
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { MAIN_PORT, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
+import { MAIN_PORT, patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
@@ -151,6 +152,65 @@ describe("shardkit status", () => {
       ]);
     }
   });
+
+  it(
+    "a server that accepts connections late: `yes` within a --timeout longer than the wait (the connect deadline is --timeout, not a fixed 5 s), `slow` within a shorter one, never `no`",
+    async () => {
+      // b behind a proxy that holds every new connection 6 s before passing it on (a busy host).
+      const HOLD_MS = 6000;
+      const sockets: Socket[] = [];
+      const proxy = createServer((socket) => {
+        sockets.push(socket);
+        const held = setTimeout(() => {
+          const upstream = connect(
+            new URL(urls.b).port ? Number(new URL(urls.b).port) : MAIN_PORT,
+            "127.0.0.1",
+          );
+          sockets.push(upstream);
+          socket.pipe(upstream).pipe(socket);
+          upstream.on("error", () => socket.destroy());
+        }, HOLD_MS);
+        socket.on("error", () => clearTimeout(held));
+        socket.on("close", () => clearTimeout(held));
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+      try {
+        const late = new URL(urls.b);
+        late.port = String((proxy.address() as AddressInfo).port);
+        const delayed = configFile("status-late", [
+          { group: 0, member: 0, url: urls.a },
+          { group: 1, member: 0, url: late.toString() },
+        ]);
+        const patientRun = await shardkit([
+          "status",
+          "--config",
+          delayed,
+          "--json",
+          "--timeout",
+          String(HOLD_MS + patient(10_000)),
+        ]);
+        expect(patientRun.code, patientRun.stderr).toBe(0);
+        const answered = JSON.parse(patientRun.stdout) as {
+          databases: { database: string; reachable: string }[];
+        };
+        expect(answered.databases.map((d) => d.reachable)).toEqual(["yes", "yes"]);
+
+        const hasty = await shardkit(["status", "--config", delayed, "--json", "--timeout", "1000"]);
+        expect(hasty.code).toBe(1);
+        const report = JSON.parse(hasty.stdout) as {
+          databases: { database: string; reachable: string }[];
+          slow: string[];
+          unreachable: string[];
+        };
+        expect(report.databases.find((d) => d.database === late.toString())?.reachable).toBe("slow");
+        expect([report.slow, report.unreachable]).toEqual([[late.toString()], []]);
+      } finally {
+        for (const socket of sockets) socket.destroy();
+        await new Promise((resolve) => proxy.close(resolve));
+      }
+    },
+    patient(120_000),
+  );
 
   it("records that cannot be right (a shard with two owners) are listed; exit 1", async () => {
     const bits = ShardIdentifier.of(1, 0).bits;

@@ -5,6 +5,7 @@ import { primaryKeys } from "./changes.js";
 import { OwnershipOptionsError } from "./errors.js";
 import { liveIssues } from "./live-issues.js";
 import type { ShardPlacement } from "./placement.js";
+import { poolerIssue } from "./pooler.js";
 import { raw } from "./raw.js";
 import { findMoves, isLive } from "./records.js";
 import { type FencedTable, ownershipSchemaIssues, shardOfRowSql } from "./sql.js";
@@ -39,6 +40,12 @@ export interface MoveCheckOptions<Client extends ShardClient> {
    * 10 000 ms, as a move's.
    */
   timeoutMs?: number;
+  /**
+   * Each database's libpq URL (as a live move's `sourceConnection` gives it). With it, a live check
+   * also connects to the source and the target by these URLs and names one reached through a
+   * connection pooler in transaction mode (PgBouncer), which a live move cannot use.
+   */
+  connection?: (database: Database<Client>) => string;
 }
 
 /** What `checkMove` found: where the shard is, and what would stop `moveShard` from starting. */
@@ -172,6 +179,13 @@ export async function checkMove<Client extends ShardClient>(
         (resume?.action === "undo" && stoppedTarget === to) || liveTarget === to,
       )),
     );
+  const { connection } = options;
+  if (mode === "live" && connection && from !== null) {
+    const pooled = await Promise.all(
+      [...new Set([from, to])].map((db) => poolerIssue(db.name, connection(db), timeoutMs)),
+    );
+    found.push(...pooled.filter((issue) => issue !== undefined));
+  }
   return { shard, from, to, mode, tables, placement, resume, issues: found };
 }
 

@@ -115,7 +115,8 @@ export interface MoveResult {
  * and every step checks it in the transaction of its change, so a mover that lost it (it lapsed,
  * and another mover took the move over, or a router gave the fenced shard back to its owner) can
  * change nothing more. A move that stopped half-way is taken over by the next `moveShard` of the
- * shard once its lease has lapsed, and finished (it had switched) or undone (it had not). At every
+ * shard once its lease has lapsed, and finished (it had switched) or undone (it had not); a move to
+ * the stopped move's source undoes it (moving the shard back if it had switched) and ends. At every
  * point exactly one database accepts the shard's writes, or none, for at most the lease, between
  * the fence and the switch. A failure says where, what it left, and what a rerun does
  * (`MoveFailedError`). A target whose labels break a placement rule of the registry for the shard's
@@ -276,7 +277,11 @@ async function moveWithin<Client extends ShardClient>(
     if (stopped) throw stopped.error;
     await done("resume");
     await map.refresh();
-    if (resumed === "rolled-forward" && held.to === to && map.registry.databaseOf(shard) === to) {
+    // Where the caller wants the shard once the stopped move is finished (its target) or undone
+    // (its source, e.g. a target a placement rule forbids now): nothing more to do.
+    const settled =
+      resumed === "rolled-forward" ? held.to === to : resumed === "rolled-back" && held.from === to;
+    if (settled && map.registry.databaseOf(shard) === to) {
       return {
         shard: shard.key,
         from: held.from.name,

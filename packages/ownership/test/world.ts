@@ -1,6 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database } from "@shardkit/prisma";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, inject } from "vitest";
 import { PartitionMap, type PartitionMapOptions, type ShardLease } from "../src/index.js";
 import { shardOfRowSql } from "../src/sql.js";
@@ -38,6 +39,17 @@ export function routers(defaults: Urls = inject("ownershipUrls")) {
   };
 }
 
+/**
+ * `reset`, and the load windows of earlier tests dropped too (`shardkit."ShardLoad"`): each test
+ * records its own. Through a router `make` returns (closed after the test).
+ */
+export async function resetWithLoad(urls: Urls, make: (urls: Urls) => ReturnType<typeof router>) {
+  await reset(urls);
+  const r = make(urls);
+  for (const client of Object.values(r.clients))
+    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad"`);
+}
+
 /** Empties every table of every test database, the ownership records and fences included. */
 export async function reset(urls: { a: string; b: string; e: string } = inject("ownershipUrls")) {
   // Moves' replication objects first (a subscription left by a test would keep copying rows in).
@@ -59,13 +71,14 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
     await client.$queryRawUnsafe(
       `SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL AND slot_name LIKE 'shardkit%'`,
     );
-    for (let i = 0; i < 100; i++) {
+    // Waited for as long as the machine needs (a fixed 5 s was not enough on a loaded one: the drop
+    // below then failed on a slot still active).
+    await eventually("the moves' replication slots to be let go", async () => {
       const [left] = await client.$queryRawUnsafe<{ n: number }[]>(
         `SELECT count(*)::int AS n FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%' AND active`,
       );
-      if (left!.n === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+      return left!.n === 0;
+    });
     await client.$queryRawUnsafe(
       `SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%'`,
     );

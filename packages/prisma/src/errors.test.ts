@@ -2,6 +2,7 @@ import { type AddressInfo, createServer, type Socket } from "node:net";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
+import pg from "pg";
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { walletOf } from "../test/layout.js";
@@ -16,6 +17,7 @@ import { emitEvent } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
 import { createOutboxRelay } from "./relay/relay.js";
 import { rolloutSchema } from "./rollout.js";
+import { ROLLOUT_LOCK_KEY, withRolloutLock } from "./schema/rollout-lock.js";
 import { byDirectory } from "./strategies.js";
 
 // Every code of @shardkit/prisma, raised through the public API (real PostgreSQL where it takes one).
@@ -138,6 +140,24 @@ const byCode: ErrorTable<errors.PrismaShardErrorCode> = {
   INVALID_ROLLOUT_OPTIONS: [
     errors.RolloutOptionsError,
     () => rolloutSchema({ schema: "/no/such/schema.prisma", targets: [], onProgress: () => {} }),
+  ],
+  ROLLOUT_LOCK_TIMEOUT: [
+    errors.RolloutLockTimeoutError,
+    async () => {
+      // Another rollout (a connection of its own) holds the database's rollout lock.
+      const holder = new pg.Client({ connectionString: inject("shardUrls").a });
+      await holder.connect();
+      try {
+        await holder.query(`BEGIN; SELECT pg_advisory_xact_lock(${ROLLOUT_LOCK_KEY})`);
+        return await withRolloutLock(
+          new PrismaPg({ connectionString: inject("shardUrls").a }),
+          async () => {},
+          50,
+        );
+      } finally {
+        await holder.end();
+      }
+    },
   ],
   SHARD_TIMEOUT: [errors.ShardTimeoutError, () => withShardDeadline(S.g0m0, 20, () => new Promise(() => {}))],
   DATABASE_TIMEOUT: [

@@ -233,6 +233,24 @@ export class RolloutOptionsError extends ShardRoutingError<"INVALID_ROLLOUT_OPTI
   }
 }
 
+/**
+ * A rollout waited longer than its `lockTimeoutMs` for the database's rollout lock: another rollout
+ * (another service starting, a `shardkit rollout`) holds it. `holder` names it (pid, application_name,
+ * since when), as `pg_locks` and `pg_stat_activity` say. Nothing was applied.
+ */
+export class RolloutLockTimeoutError extends ShardRoutingError<"ROLLOUT_LOCK_TIMEOUT"> {
+  readonly timeoutMs: number;
+  readonly holder: string;
+  constructor(timeoutMs: number, holder: string) {
+    super(
+      "ROLLOUT_LOCK_TIMEOUT",
+      `the database's rollout lock was not free within ${timeoutMs} ms: ${holder}. Another rollout is under way there (nothing was applied): run it again once that one ends, or end it (pg_terminate_backend) if it is stuck`,
+    );
+    this.timeoutMs = timeoutMs;
+    this.holder = holder;
+  }
+}
+
 /** A shard's database did not answer within a caller's deadline (`withShardDeadline`): a frozen or overloaded server. */
 export class ShardTimeoutError extends ShardRoutingError<"SHARD_TIMEOUT"> {
   readonly shard: ShardIdentifier;
@@ -337,6 +355,7 @@ export interface PrismaErrorByCode {
   CONNECTION_BUDGET: ConnectionBudgetError;
   ROLLOUT_FAILED: SchemaRolloutError;
   INVALID_ROLLOUT_OPTIONS: RolloutOptionsError;
+  ROLLOUT_LOCK_TIMEOUT: RolloutLockTimeoutError;
   SHARD_TIMEOUT: ShardTimeoutError;
   DATABASE_TIMEOUT: DatabaseTimeoutError;
   DIRECTORY_UNAVAILABLE: DirectoryUnavailableError;

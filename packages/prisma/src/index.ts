@@ -32,6 +32,7 @@ export {
   type PrismaErrorByCode,
   type PrismaShardErrorCode,
   RegistryConfigError,
+  RolloutLockTimeoutError,
   RolloutOptionsError,
   RoutingOptionsError,
   ScatterRefusedError,

@@ -3,6 +3,8 @@
 // Its classes are the main entry's (one shared chunk).
 export { databaseIdentities, IDENTITY_COLUMNS, identityOf } from "./budget.js";
 export { orAfter, withDeadline } from "./deadline.js";
+export { loadOptionsOf } from "./load/options.js";
+export { LoadRecorder } from "./load/recorder.js";
 export { CREATE_LOAD_TABLE, FLUSH_LOAD } from "./load/sql.js";
 export { toShard } from "./registry.js";
 export { backoff, type RetryOptions, retry } from "./retry.js";

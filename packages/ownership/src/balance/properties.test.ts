@@ -1,4 +1,5 @@
 import { ShardIdentifier } from "@shardkit/id";
+import { patient } from "@shardkit/test-db";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { planBalance } from "./plan.js";
@@ -106,7 +107,8 @@ function applied(placement: BalancePlacement, plan: BalancePlan): BalancePlaceme
 
 const RUNS = { numRuns: Number(process.env.BALANCE_RUNS ?? 300) };
 
-describe("planBalance properties", () => {
+// Hundreds of generated fleets per property, pure CPU: the time limit scales with the machine's load.
+describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("never proposes a move a rule forbids or onto a draining database, each from where the shard is then; at most maxMoves and maxBytes", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {

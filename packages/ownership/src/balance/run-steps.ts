@@ -6,39 +6,122 @@ import { PartitionMap } from "../map.js";
 import { type MoveProgress, moveShard } from "../move.js";
 import { lastLine } from "../raw.js";
 import { readPartitionMap } from "../view.js";
+import type { BalanceLease } from "./lease.js";
 import type { Measurement } from "./measure.js";
+import { waitForCalm } from "./pause.js";
 import type { BalanceMoveDone, BalanceRun, RunBalanceOptions } from "./run-types.js";
 import type { BalanceMove } from "./types.js";
 
+/** Why a run stops before its next move (`beforeMove`), or why its takeovers stopped it. */
+export interface RunStop {
+  stoppedBy: "interrupted" | "p99" | "lease-lost" | "max-moves" | "failed";
+  reason: string;
+}
+
+/**
+ * What is checked before each move of a run, a takeover's too: the run's signal, the p99 guard
+ * (`maxP99Ms`: waits while another shard is hot, stops when the pause outlasts `maxPauseMs`), and
+ * the fleet's lease, renewed right before the move (a run whose lease lapsed and was taken by
+ * another run starts no other move). `made`: the moves made so far, for the reason.
+ */
+export async function beforeMove<Client extends ShardClient>(
+  options: RunBalanceOptions<Client>,
+  lease: BalanceLease | undefined,
+  shard: string,
+  made: number,
+  timeoutMs: number,
+): Promise<RunStop | undefined> {
+  const interrupted = `interrupted after ${plural(made, "move")}: run it again to go on`;
+  if (options.signal?.aborted) return { stoppedBy: "interrupted", reason: interrupted };
+  if (options.maxP99Ms !== undefined) {
+    const calm = await waitForCalm(
+      options.registry,
+      shard,
+      { ...options, onPause: (pause) => options.onEvent?.({ type: "pause", ...pause }) },
+      timeoutMs,
+    );
+    if (calm === "aborted") return { stoppedBy: "interrupted", reason: interrupted };
+    if (calm !== true) return { stoppedBy: "p99", reason: calm };
+  }
+  const lost = await lease?.renew().catch((error: unknown) => `it could not be renewed: ${lastLine(error)}`);
+  if (lost)
+    return {
+      stoppedBy: "lease-lost",
+      reason: `stopped after ${plural(made, "move")}, before the next: this run lost the fleet's balance lease (${lost})`,
+    };
+  return undefined;
+}
+
+export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
 /**
  * Takes over every move the records show stopped (its lease lapsed: its balancer or mover died),
- * one at a time, each made through `moveShard` to its target; stops at the first that fails.
+ * one at a time, each made through `moveShard`: finished to its target, or undone (the shard kept
+ * on, or moved back to, its source) when the target may no longer have it (a placement rule
+ * forbids it now, or it is the database being drained). Each counts against `limit` (maxMoves) and
+ * goes through `beforeMove` (signal, p99 guard, lease); the first that fails stops the run.
  */
 export async function takeOverStopped<Client extends ShardClient>(
   options: RunBalanceOptions<Client>,
+  lease: BalanceLease,
+  limit: number,
   timeoutMs: number,
-): Promise<BalanceMoveDone[]> {
+): Promise<{ moves: BalanceMoveDone[]; stop?: RunStop }> {
   const { registry } = options;
   const view = await readPartitionMap(registry, { timeoutMs });
   const stopped = view.stopped.filter((s) => registry.databases.some((d) => d.name === s.to));
-  if (stopped.length === 0) return [];
+  const moves: BalanceMoveDone[] = [];
+  if (stopped.length === 0) return { moves };
   const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
-  const done: BalanceMoveDone[] = [];
   try {
     for (const s of stopped) {
-      const index = done.length;
-      const reason = `a move stopped at ${s.step} by ${s.holder}, whose lease lapsed: taken over and made`;
-      const next = { shard: s.shard.key, from: s.database, to: s.to, kind: "takeover" as const, reason };
-      options.onEvent?.({ type: "move", index, shard: next.shard, from: next.from, to: next.to, reason });
-      const move = await runMove(map, next, options, (progress) =>
-        options.onEvent?.({ type: "step", index, shard: next.shard, progress }),
+      if (moves.length >= limit)
+        return {
+          moves,
+          stop: {
+            stoppedBy: "max-moves",
+            reason: `${plural(moves.length, "stopped move")} taken over (maxMoves), ${stopped.length - moves.length} left: run it again to go on`,
+          },
+        };
+      const stop = await beforeMove(options, lease, s.shard.key, moves.length, timeoutMs);
+      if (stop) return { moves, stop };
+      const index = moves.length;
+      const target = registry.databases.find((d) => d.name === s.to)!;
+      const forbidden =
+        registry.placement.allows(s.shard, target) ??
+        (target === options.drain ? `${s.to} is being drained` : undefined);
+      const what = `a move of ${s.shard.key} from ${s.database} to ${s.to}, stopped at ${s.step} by ${s.holder} (its lease lapsed)`;
+      const next = forbidden
+        ? {
+            to: s.database,
+            undone: forbidden,
+            reason: `${what}: undone, ${s.shard.key} kept on (or moved back to) ${s.database}, as ${s.to} may not hold it now (${forbidden})`,
+          }
+        : { to: s.to, reason: `${what}: taken over and made` };
+      const planned = {
+        shard: s.shard.key,
+        from: s.database,
+        to: next.to,
+        kind: "takeover" as const,
+        reason: next.reason,
+      };
+      options.onEvent?.({ type: "move", index, ...planned });
+      const move = await runMove(map, planned, options, (progress) =>
+        options.onEvent?.({ type: "step", index, shard: planned.shard, progress }),
       );
-      done.push(move);
-      if (move.status === "failed") break;
+      moves.push(next.undone ? { ...move, undone: next.undone } : move);
+      if (move.status === "failed")
+        return {
+          moves,
+          stop: {
+            stoppedBy: "failed",
+            reason: `the stopped move of ${s.shard.key} to ${s.to}, taken over${next.undone ? " to be undone" : ""}, failed: ${move.error}`,
+          },
+        };
       options.onEvent?.({
         type: "moved",
         index,
-        shard: next.shard,
+        shard: planned.shard,
         durationMs: move.durationMs,
         freezeMs: move.freezeMs,
       });
@@ -46,7 +129,7 @@ export async function takeOverStopped<Client extends ShardClient>(
   } finally {
     if (!options.map) map.close();
   }
-  return done;
+  return { moves };
 }
 
 /** Where each shard of the map's registry is (database name by shard key), or why that is unknown. */
@@ -120,7 +203,11 @@ export async function runMove<Client extends ShardClient>(
       return failed(
         `shard ${next.shard} is on ${from.name} now, not on ${next.from} as planned (another mover moved it): nothing was changed`,
       );
-    const source = registry.databases.find((d) => d.name === next.from) ?? from;
+    // A takeover undone after its switch moves the shard back from where the records have it now.
+    const source =
+      next.kind === "takeover" && from !== to
+        ? from
+        : (registry.databases.find((d) => d.name === next.from) ?? from);
     const result = await moveShard({
       map,
       shard,

@@ -96,6 +96,11 @@ export interface BalanceMoveDone {
    * finishes or undoes it first; until then a balance refuses to plan.
    */
   halfDone?: boolean;
+  /**
+   * A stopped move taken over and undone instead of finished (`to` is then its source), and why:
+   * its target may no longer hold the shard (a placement rule forbids it now, or it is being drained).
+   */
+  undone?: string;
 }
 
 export interface BalanceRun {

@@ -9,14 +9,19 @@ import { PartitionMap } from "../map.js";
 import { lastLine } from "../raw.js";
 import { BalanceLease } from "./lease.js";
 import { type LoadMeasure, type MeasuredShard, type Measurement, measure } from "./measure.js";
-import { waitForCalm } from "./pause.js";
 import { planBalance } from "./plan.js";
-import { drained, type Placed, placedNow, runMove, takeOverStopped } from "./run-steps.js";
+import {
+  beforeMove,
+  drained,
+  type Placed,
+  placedNow,
+  plural,
+  runMove,
+  takeOverStopped,
+} from "./run-steps.js";
 import type { BalanceEvent, BalanceMoveDone, BalanceRun, RunBalanceOptions } from "./run-types.js";
 
 export type { BalanceEvent, BalanceMoveDone, BalanceRun, LoadMeasure, MeasuredShard, RunBalanceOptions };
-
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 /**
  * Measures, plans and runs a balance over `registry` (see `RunBalanceOptions`). The load of each
@@ -137,8 +142,8 @@ async function balanceRun<Client extends ShardClient>(
       sizes,
     });
   // Moves a dead balancer or mover left stopped (their lease lapsed): each taken over first and
-  // made (`moveShard` finishes it, or undoes and makes it again), then the run plans from there.
-  const takenOver = lease ? await takeOverStopped(options, timeoutMs) : [];
+  // finished or undone (`takeOverStopped`), counted against maxMoves; then the run plans from there.
+  const takeover = lease ? await takeOverStopped(options, lease, limit, timeoutMs) : { moves: [] };
   let m = await measureNow();
   const sizes = m.sizes;
   const report: BalanceRun = {
@@ -150,19 +155,16 @@ async function balanceRun<Client extends ShardClient>(
     problems: m.problems,
     shards: m.shards,
     plan: null,
-    moves: [],
+    moves: [...takeover.moves],
     stoppedBy: "dry-run",
     reason: "",
   };
-  report.moves.push(...takenOver);
-  const failed = takenOver.find((mv) => mv.status === "failed");
-  if (failed)
+  if (takeover.stop)
     return drained(
       {
         ...report,
-        ok: false,
-        stoppedBy: "failed",
-        reason: `the stopped move of ${failed.shard} to ${failed.to}, taken over, failed: ${failed.error}`,
+        ok: takeover.stop.stoppedBy !== "failed" && takeover.stop.stoppedBy !== "lease-lost",
+        ...takeover.stop,
       },
       m,
     );
@@ -174,7 +176,7 @@ async function balanceRun<Client extends ShardClient>(
       reason: "the balance did not start: the map or the load could not be read as they should",
     };
   }
-  report.plan = plan(m, limit);
+  report.plan = plan(m, limit - takeover.moves.length);
   options.onEvent?.({ type: "measured", plan: report.plan });
   if (report.dryRun) return drained({ ...report, reason: `dry run: ${report.plan.reason}` }, m);
   // The moves approved, when given: made as they are, one after another, without planning again.
@@ -185,15 +187,9 @@ async function balanceRun<Client extends ShardClient>(
 
   const map = options.map ?? (await PartitionMap.open({ registry, tables: options.tables, timeoutMs }));
   let placed: Placed | undefined;
-  const interrupted = () => `interrupted after ${plural(report.moves.length, "move")}: run it again to go on`;
   try {
     let current = report.plan;
     for (;;) {
-      if (options.signal?.aborted) {
-        report.stoppedBy = "interrupted";
-        report.reason = interrupted();
-        break;
-      }
       const next = approved ? approved[0] : current.moves[0];
       if (!next) {
         report.stoppedBy = approved ? "done" : current.stoppedBy;
@@ -202,28 +198,10 @@ async function balanceRun<Client extends ShardClient>(
           : current.reason;
         break;
       }
-      if (options.maxP99Ms !== undefined) {
-        const calm = await waitForCalm(
-          registry,
-          next.shard,
-          { ...options, onPause: (pause) => options.onEvent?.({ type: "pause", ...pause }) },
-          timeoutMs,
-        );
-        if (calm !== true) {
-          report.stoppedBy = calm === "aborted" ? "interrupted" : "p99";
-          report.reason = calm === "aborted" ? interrupted() : calm;
-          break;
-        }
-      }
-      // The fleet's lease, renewed right before the move: a run whose lease lapsed and was taken by
-      // another run starts no other move.
-      const lost = await lease
-        ?.renew()
-        .catch((error: unknown) => `it could not be renewed: ${lastLine(error)}`);
-      if (lost) {
-        report.ok = false;
-        report.stoppedBy = "lease-lost";
-        report.reason = `stopped after ${plural(report.moves.length, "move")}, before the next: this run lost the fleet's balance lease (${lost})`;
+      const stop = await beforeMove(options, lease, next.shard, report.moves.length, timeoutMs);
+      if (stop) {
+        if (stop.stoppedBy === "lease-lost") report.ok = false;
+        Object.assign(report, stop);
         break;
       }
       const index = report.moves.length;

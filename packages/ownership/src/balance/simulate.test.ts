@@ -1,8 +1,10 @@
+import { patient } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 import { SCENARIOS, simulate } from "./simulate.js";
 
 // The goals of the balancer, on the simulator's fleets (seed 1; bench/balance-sim.ts prints them all).
-describe("balancing simulated fleets by measured load", () => {
+// Whole simulated fleets, pure CPU: the time limit scales with the machine's load.
+describe("balancing simulated fleets by measured load", { timeout: patient(30_000) }, () => {
   it.each(SCENARIOS.map((s) => [s.name, s] as const))("%s", (_, scenario) => {
     const byLoad = simulate(scenario, "load");
     const byBytes = simulate(scenario, "bytes");

@@ -1,11 +1,10 @@
-import { spawn } from "node:child_process";
 import { ShardedId, ShardedUUID } from "@shardkit/id";
-import { LatencySketch, shardRouting } from "@shardkit/prisma";
-import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
+import { shardRouting } from "@shardkit/prisma";
 import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
-import { models, reset, routers, S, TABLES } from "../../test/world.js";
+import { beforeEach, describe, expect, inject, it } from "vitest";
+import { stoppedMoves } from "../../test/stopped.js";
+import { models, resetWithLoad, routers, S, TABLES } from "../../test/world.js";
 import { isShardkitError } from "../errors.js";
 import { readPartitionMap } from "../view.js";
 import { type BalanceRun, runBalance } from "./run.js";
@@ -16,54 +15,8 @@ import { type BalanceRun, runBalance } from "./run.js";
 // each shard as loaded as the others, so the balance moves one of a's two shards to e.
 const urls = inject("moveUrls");
 const make = routers(urls);
-beforeEach(async () => {
-  await reset(urls);
-  // The load windows of earlier tests go too: each test records its own.
-  const r = make();
-  for (const client of Object.values(r.clients))
-    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad"`);
-});
-const killed: (() => void)[] = [];
-afterEach(() => {
-  for (const kill of killed.splice(0)) kill();
-});
-const LEASE_MS = 1500;
-
-/** One router's window of the last minute on a: 3 s of database time per shard. */
-async function recordLoad(client: ReturnType<typeof make>["clients"]["a"]) {
-  for (const statement of CREATE_LOAD_TABLE) await client.$executeRawUnsafe(statement);
-  const sketch = new LatencySketch();
-  sketch.record(2, 1500);
-  const rows = [S.g0m0, S.g0m1, S.g1m0].map((shard) => ({
-    shard: shard.bits,
-    window_start: new Date(Date.now() - 60_000).toISOString(),
-    window_ms: 10_000,
-    router: "test:1:r1",
-    calls: 1500,
-    writes: 1500,
-    rows_written: 1500,
-    db_ms: 3000,
-    sketch: sketch.toJSON(),
-    top: [],
-    config: "cfg",
-  }));
-  await client.$executeRawUnsafe(
-    FLUSH_LOAD,
-    JSON.stringify(rows),
-    new Date(Date.now() - 86_400_000).toISOString(),
-  );
-}
-
-/** A balance process killed (by itself) when its first move reaches `step`. */
-function killedBalancer(step: string): Promise<NodeJS.Signals | null> {
-  const child = spawn(process.execPath, ["--import", "tsx", "test/balancer.ts"], {
-    cwd: new URL("../..", import.meta.url).pathname,
-    env: { ...process.env, MOVE_URLS: JSON.stringify(urls), KILL_AT: step, LEASE_MS: String(LEASE_MS) },
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  killed.push(() => child.kill("SIGKILL"));
-  return new Promise((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
-}
+beforeEach(() => resetWithLoad(urls, make));
+const { recordLoad, killedBalancer, LEASE_MS } = stoppedMoves(urls);
 
 // Before the fence (undone), fenced (finished or undone), switched (finished).
 describe.each(["verify", "final-position", "teardown"])(

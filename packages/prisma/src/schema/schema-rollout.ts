@@ -55,6 +55,12 @@ export interface RolloutOptions {
    * targets' order either way.
    */
   concurrency?: number;
+  /**
+   * How long a target waits for its database's rollout lock while another rollout holds it (another
+   * service starting): then that target fails with `RolloutLockTimeoutError` naming the holder (pid,
+   * application_name). Default 120000 (2 minutes).
+   */
+  lockTimeoutMs?: number;
   /** Called as each target starts and ends. Default: one line per event on stderr. */
   onProgress?: (event: RolloutEvent) => void;
 }
@@ -185,7 +191,11 @@ export async function runRollout(
     try {
       // Under the database's rollout lock: a rollout started at the same time elsewhere (another
       // service's start) waits, then its engine compares the database with the schema again.
-      await withRolloutLock(target.adapter, () => pushOrMigrate(prepared, options, target, entry));
+      await withRolloutLock(
+        target.adapter,
+        () => pushOrMigrate(prepared, options, target, entry),
+        options.lockTimeoutMs,
+      );
     } catch (error) {
       entry.error = messageOf(error);
       fail(index, error);
@@ -276,6 +286,7 @@ async function prepare(options: Omit<RolloutOptions, "targets">) {
     throw new RolloutOptionsError("rolloutSchema: migrate needs `migrations`");
   }
   positiveInteger(options.concurrency, "concurrency"); // before any target is touched
+  positiveInteger(options.lockTimeoutMs, "lockTimeoutMs");
   const files = options.schema
     ? await readSchemaFiles(options.schema).catch((error: unknown) => {
         throw new RolloutOptionsError(
