@@ -6,6 +6,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
+import { scatter } from "@shardkit/scatter";
 import { RolloutOptionsError, SchemaRolloutError } from "../errors.js";
 import { withRolloutLock } from "./rollout-lock.js";
 import type { RolloutReport, RolloutTargetReport } from "./rollout-report.js";
@@ -146,7 +147,8 @@ export async function runRollout(
   if (options.skipUnchanged) {
     const checkWithin = options.checkWithin ?? ((_target, check) => check());
     const unmatched = new Set<number>();
-    await bounded(pending, CHECKS_AT_ONCE, async (index) => {
+    // Each target's check records its own failure and never rejects; so does its rollout below.
+    const check = async (index: number) => {
       if (stopped) return;
       const target = options.targets[index]!;
       const entry = entries[index]!;
@@ -172,11 +174,12 @@ export async function runRollout(
       progress({ type: "start", index, total, target: target.name });
       entry.status = "unchanged";
       done(index, started);
-    });
+    };
+    await scatter(pending, check, { concurrency: CHECKS_AT_ONCE, abortable: false });
     pending = pending.filter((index) => unmatched.has(index));
   }
 
-  await bounded(pending, positiveInteger(options.concurrency, "concurrency"), async (index) => {
+  const rollOut = async (index: number) => {
     if (stopped) return;
     const target = options.targets[index]!;
     const entry = entries[index]!;
@@ -208,7 +211,9 @@ export async function runRollout(
       );
     });
     done(index, started);
-  });
+  };
+  const concurrency = positiveInteger(options.concurrency, "concurrency");
+  await scatter(pending, rollOut, { concurrency, abortable: false });
   return { report, failure, errors };
 }
 
@@ -240,15 +245,6 @@ async function pushOrMigrate(
       entry.changes = result.appliedMigrationNames.length;
     }
   });
-}
-
-/** Runs `fn` on each item, at most `limit` at a time, starting them in order. `fn` must not reject. */
-async function bounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 function positiveInteger(value: number | undefined, name: string): number {
