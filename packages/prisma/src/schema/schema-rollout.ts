@@ -61,7 +61,18 @@ export interface RolloutOptions {
 }
 
 export type RolloutEvent =
-  | { type: "start"; index: number; total: number; target: string }
+  | {
+      type: "start";
+      index: number;
+      total: number;
+      target: string;
+      /**
+       * True when the schema engine runs on the target next (a push or migrations: the long step;
+       * the first in a process also compiles the engine); false when it is done without it (its
+       * fingerprint matched, or its check failed).
+       */
+      applying: boolean;
+    }
   | { type: "done"; index: number; total: number; target: string; report: RolloutTargetReport };
 
 /** How many fingerprint checks run at once (one connection each). */
@@ -165,13 +176,13 @@ export async function runRollout(
           return "unreadable" as const;
         });
       } catch (error) {
-        progress({ type: "start", index, total, target: target.name });
+        progress({ type: "start", index, total, target: target.name, applying: false });
         entry.error = messageOf(error);
         fail(index, error);
         return done(index, started);
       }
       if (entry.fingerprint !== "matched") return void unmatched.add(index);
-      progress({ type: "start", index, total, target: target.name });
+      progress({ type: "start", index, total, target: target.name, applying: false });
       entry.status = "unchanged";
       done(index, started);
     };
@@ -184,7 +195,7 @@ export async function runRollout(
     const target = options.targets[index]!;
     const entry = entries[index]!;
     const started = startedAt.get(index) ?? performance.now();
-    progress({ type: "start", index, total, target: target.name });
+    progress({ type: "start", index, total, target: target.name, applying: true });
     try {
       // Under the database's rollout lock: a rollout started at the same time elsewhere (another
       // service's start) waits, then its engine compares the database with the schema again.
