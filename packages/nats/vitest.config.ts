@@ -5,5 +5,7 @@ import { packageProject } from "@shardkit/vitest-config";
 // at a time: the relay and consumer processes the tests start, and the pack check, need the cores.
 export default packageProject(import.meta.url, {
   globalSetup: ["test/global-setup.ts"],
+  // The pack check's example consumes from the machine's NATS server, and needs no database.
+  releaseGlobalSetup: ["test/release-setup.ts"],
   fileParallelism: false,
 });

@@ -3,6 +3,10 @@ export interface ProjectOptions {
   testTimeout?: number;
   hookTimeout?: number;
   globalSetup?: string[];
+  /** The global setups the release checks (src/package.test.ts) need when they run alone. Default none. */
+  releaseGlobalSetup?: string[];
   fileParallelism?: boolean;
 }
 export declare function packageProject(configUrl: string, options?: ProjectOptions): ViteUserConfig;
+/** The release checks' files, relative to a package: they run in a lane of their own in `pnpm test`. */
+export declare const RELEASE_CHECKS: string[];

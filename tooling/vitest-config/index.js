@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { configDefaults } from "vitest/config";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -25,6 +26,26 @@ function workspaceAliases() {
   return aliases;
 }
 
+/** The release checks: each package's packed-and-installed test (publint, are-the-types-wrong, types). */
+export const RELEASE_CHECKS = ["src/package.test.ts"];
+
+/**
+ * Which of a project's test files run (`SHARDKIT_TEST_FILES`, set by the lanes of `pnpm test`):
+ * `release` the release checks alone (no type tests, and only the global setups they need, so a
+ * release lane never touches the databases and clusters another lane's setup made), `tests`
+ * everything else, unset everything.
+ */
+function selection(options) {
+  const which = process.env.SHARDKIT_TEST_FILES;
+  const globalSetup = which === "release" ? (options.releaseGlobalSetup ?? []) : (options.globalSetup ?? []);
+  return {
+    include: which === "release" ? RELEASE_CHECKS : ["src/**/*.test.ts", "test/**/*.test.ts"],
+    ...(which === "tests" ? { exclude: [...configDefaults.exclude, ...RELEASE_CHECKS] } : {}),
+    typecheckEnabled: which !== "release",
+    ...(globalSetup.length > 0 ? { globalSetup } : {}),
+  };
+}
+
 /**
  * The vitest project config of one workspace package. Usage in `vitest.config.ts`:
  * `export default packageProject(import.meta.url)`.
@@ -34,17 +55,23 @@ function workspaceAliases() {
 export function packageProject(configUrl, options = {}) {
   const root = dirname(fileURLToPath(configUrl));
   const { name } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  const { include, exclude, typecheckEnabled, globalSetup } = selection(options);
   return {
     root,
     resolve: { alias: workspaceAliases() },
     test: {
       name,
-      include: ["src/**/*.test.ts", "test/**/*.test.ts"],
-      typecheck: { enabled: true, include: ["src/**/*.test-d.ts"], tsconfig: join(root, "tsconfig.json") },
+      include,
+      ...(exclude ? { exclude } : {}),
+      typecheck: {
+        enabled: typecheckEnabled,
+        include: ["src/**/*.test-d.ts"],
+        tsconfig: join(root, "tsconfig.json"),
+      },
       benchmark: { include: ["src/**/*.bench.ts", "bench/**/*.bench.ts"] },
       testTimeout: options.testTimeout ?? 30_000,
       hookTimeout: options.hookTimeout ?? 120_000,
-      ...(options.globalSetup ? { globalSetup: options.globalSetup } : {}),
+      ...(globalSetup ? { globalSetup } : {}),
       ...(options.fileParallelism === false ? { fileParallelism: false } : {}),
     },
   };

@@ -1,22 +1,27 @@
 #!/usr/bin/env node
-// The repository's test run (`pnpm test`): every vitest project, in two lanes that run side by side.
+// The repository's test run (`pnpm test`): every vitest project, in lanes that run side by side.
 // A project's files run one at a time where they share databases (its own config says so); vitest
 // alone would then run every such project one after another, leaving a core idle while a test waits
-// out a lease or an npm install. Each lane is one `vitest run` over its projects; every project is in
-// exactly one lane. Lines are prefixed with their lane. With SHARDKIT_TEST_REPORT set, the lanes'
-// JSON reports are merged into that file. Packages are packed once for the whole run
-// (SHARDKIT_PACK_CACHE). Arguments (`pnpm test -- --project @shardkit/id`) run one plain vitest instead.
+// out a lease or an npm install. Each lane is one `vitest run` over its projects (one file at a time
+// on two cores); every project's tests are in exactly one of the two test lanes, and the release
+// checks (each package's src/package.test.ts: packing, publint, are-the-types-wrong, type
+// resolution) run in a third lane of their own, so they lengthen neither test lane
+// (SHARDKIT_TEST_FILES tells each project's config which of its files a lane runs). Lines are
+// prefixed with their lane. With SHARDKIT_TEST_REPORT set, the lanes' JSON reports are merged into
+// that file. Packages are packed once for the whole run (SHARDKIT_PACK_CACHE). Arguments
+// (`pnpm test -- --project @shardkit/id`) run one plain vitest over every file instead.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { RELEASE_CHECKS } from "./index.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const vitest = join(repoRoot, "node_modules/.bin/vitest");
 
 /** Balanced by the files' durations (docs/development.md): the move tests beside the template end-to-end test. */
-const LANES = [
+const TEST_LANES = [
   [
     "@shardkit/ownership",
     "@shardkit/cli",
@@ -28,22 +33,32 @@ const LANES = [
   ["create-shardkit", "@shardkit/prisma", "@shardkit/wallet", "@shardkit/orders", "@shardkit/allocations"],
 ];
 
+/** Every vitest project: its name, and whether it has release checks. */
 function projects() {
-  const names = [];
+  const found = [];
   for (const parent of ["packages", "apps"]) {
     for (const dir of readdirSync(join(repoRoot, parent))) {
       const root = join(repoRoot, parent, dir);
       if (existsSync(join(root, "vitest.config.ts"))) {
-        names.push(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).name);
+        const { name } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+        found.push({ name, release: RELEASE_CHECKS.some((file) => existsSync(join(root, file))) });
       }
     }
   }
-  return names;
+  return found;
+}
+
+/** The two test lanes, then the release checks of every project that has them. */
+function lanes() {
+  const release = projects()
+    .filter((p) => p.release)
+    .map((p) => p.name);
+  return [...TEST_LANES.map((names) => ({ names, files: "tests" })), { names: release, files: "release" }];
 }
 
 function checkLanes() {
-  const laned = LANES.flat();
-  const all = projects();
+  const laned = TEST_LANES.flat();
+  const all = projects().map((p) => p.name);
   const problems = [
     ...all.filter((name) => !laned.includes(name)).map((name) => `${name} has tests but is in no lane`),
     ...laned.filter((name, i) => laned.indexOf(name) !== i).map((name) => `${name} is in two lanes`),
@@ -89,16 +104,18 @@ async function main() {
   const args = process.argv.slice(2);
   if (args.length > 0) return plain(args);
   checkLanes();
+  const LANES = lanes();
   const report = process.env.SHARDKIT_TEST_REPORT;
   const work = mkdtempSync(join(tmpdir(), "shardkit-test-run-"));
   const cache = join(work, "packs");
   const started = Date.now();
   try {
     const results = await Promise.all(
-      LANES.map((names, i) => {
+      LANES.map(({ names, files }, i) => {
         const env = {
           ...process.env,
           SHARDKIT_PACK_CACHE: cache,
+          SHARDKIT_TEST_FILES: files,
           SHARDKIT_TEST_REPORT: join(work, `lane-${i + 1}.json`),
         };
         if (!report) delete env.SHARDKIT_TEST_REPORT;
@@ -108,9 +125,12 @@ async function main() {
     const seconds = ((Date.now() - started) / 1000).toFixed(0);
     for (const [i, r] of results.entries()) {
       const outcome = r.code === 0 ? "passed" : "FAILED";
-      console.log(`lane ${i + 1} (${LANES[i].join(", ")}): ${outcome} in ${r.seconds.toFixed(0)} s`);
+      const what = LANES[i].files === "release" ? "release checks of " : "";
+      console.log(
+        `lane ${i + 1} (${what}${LANES[i].names.join(", ")}): ${outcome} in ${r.seconds.toFixed(0)} s`,
+      );
     }
-    console.log(`both lanes: ${seconds} s`);
+    console.log(`all lanes: ${seconds} s`);
     if (report)
       writeFileSync(report, JSON.stringify(merge(results.map((_, i) => join(work, `lane-${i + 1}.json`)))));
     process.exitCode = results.every((r) => r.code === 0) ? 0 : 1;

@@ -214,10 +214,9 @@ export const typed: [${entries.map((_, i) => `NotAny<typeof m${i}>`).join(", ")}
 
 /**
  * Packs workspace packages as they would be published (`pnpm pack` rewrites `workspace:` and `catalog:`),
- * installs the tarballs into a throwaway npm project outside the workspace, one `npm install` per
- * tarball as a user would (`alsoPack` in the order given, then the package itself; so `alsoPack` lists
- * dependencies before their dependents), then the package's optional peer dependencies, and reports
- * what each module system sees. Runs publint --strict and are-the-types-wrong (every resolution mode,
+ * installs the tarballs and the package's optional peer dependencies into a throwaway npm project
+ * outside the workspace in one `npm install`, as a user adds the package (its workspace dependencies,
+ * `alsoPack`, from their tarballs), and reports what each module system sees. Runs publint --strict and are-the-types-wrong (every resolution mode,
  * node10 included) on the tarball of `pkgDir`.
  * Throws when an entry (every subpath of `exports`) does not load from both `import()` and `require()`
  * with the same exports, or does not type-check under node10, node16 (CommonJS and ESM) and bundler.
@@ -242,14 +241,15 @@ export function checkPublishedPackage(pkgDir, options = {}) {
       join(app, "package.json"),
       JSON.stringify({ name: "pack-check", private: true, version: "0.0.0" }),
     );
-    for (const tarball of [...tarballs.slice(1), own]) npmInstall([tarball], app);
     const pkg = JSON.parse(run("tar", ["-xzOf", own, "package/package.json"], work));
     const name = pkg.name;
     // What the README tells users to add for the optional parts, at the versions the package is tested with.
     const optionalPeers = Object.keys(pkg.peerDependenciesMeta ?? {})
       .filter((peer) => pkg.peerDependenciesMeta[peer]?.optional)
       .map((peer) => `${peer}@${pkg.devDependencies?.[peer] ?? pkg.peerDependencies[peer]}`);
-    if (optionalPeers.length > 0) npmInstall(optionalPeers, app);
+    // One install, as a user's `npm install <package> <optional peers>` resolves them: the workspace
+    // dependencies come from their tarballs (the registry has none of these versions).
+    npmInstall([...tarballs.slice(1), own, ...optionalPeers], app);
 
     const keysOf = (specs, kind) =>
       JSON.parse(

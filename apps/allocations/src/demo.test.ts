@@ -21,6 +21,29 @@ function expectSoldOutOnce(output: string, mode: "live" | "offline") {
   expect(output).toMatch(/retrying desk (one|two)'s first key: HTTP 201, the recorded confirmation/);
 }
 
+/**
+ * Each long step of the demo is announced by a line printed before it starts, in this order, so a
+ * person watching is never left without a word while the step runs (however slow the machine).
+ */
+function expectStepsAnnounced(output: string, opening: RegExp) {
+  const lines = output.split("\n");
+  const steps = [
+    opening,
+    /^opening two desks/,
+    /^bucket B-173/,
+    /^the desks confirm B-173's units/,
+    /^moving shard 0\/1 to .+ while the desks go on/,
+    /^ {2}1000 units confirmed$/,
+    /^moved shard 0\/1/,
+  ];
+  const at = steps.map((step) => lines.findIndex((line) => step.test(line)));
+  expect(
+    at.filter((i) => i < 0),
+    `a step without its line:\n${output}`,
+  ).toEqual([]);
+  expect(at).toEqual([...at].sort((a, b) => a - b));
+}
+
 describe("the demo (tsx src/demo.ts)", () => {
   it(
     "embedded PGlite: two desks sell out B-173 while its shard moves offline: every unit confirmed once, the stale desk refused and retried",
@@ -29,6 +52,12 @@ describe("the demo (tsx src/demo.ts)", () => {
       expect(output).toContain("bucket B-173 (1000 units) on shard 0/1, in db-a");
       expect(output).toContain("confirmations: 1000 answered, 1000 recorded in db-new (capacity 1000)");
       expectSoldOutOnce(output, "offline");
+      expectStepsAnnounced(output, /^opening 3 embedded PGlite databases/);
+      // Each database's schema push (the first compiles the engine) is announced before it runs.
+      const schema = output.split("\n").filter((line) => /^ {2}schema \d\/3 /.test(line));
+      expect(schema).toEqual(
+        ["db-a", "db-b", "db-new"].map((db, i) => `  schema ${i + 1}/3 ${db}: applying`),
+      );
     },
     patient(120_000),
   );
@@ -64,6 +93,7 @@ describe("the demo (tsx src/demo.ts)", () => {
         const output = await demo(signal, { SHARDKIT_SHARDS: shards });
         expect(output).toContain(`recorded in ${fresh}`);
         expectSoldOutOnce(output, "live");
+        expectStepsAnnounced(output, /^opening the PostgreSQL databases of SHARDKIT_SHARDS/);
       },
       patient(120_000),
     );

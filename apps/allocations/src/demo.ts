@@ -36,11 +36,19 @@ async function embedded(): Promise<Setup> {
       "SHARDKIT_MOVE_MODE=live needs PostgreSQL (SHARDKIT_SHARDS): PGlite has no logical replication",
     );
   }
-  const databases = await embeddedDatabases([
-    { name: "db-a", shards: [ShardIdentifier.of(0, 0), SHARD] },
-    { name: "db-b", shards: [ShardIdentifier.of(1, 0)] },
-    { name: "db-new", shards: [] },
-  ]);
+  say("opening 3 embedded PGlite databases in memory (db-a, db-b, db-new), the schema applied to each");
+  const databases = await embeddedDatabases(
+    [
+      { name: "db-a", shards: [ShardIdentifier.of(0, 0), SHARD] },
+      { name: "db-b", shards: [ShardIdentifier.of(1, 0)] },
+      { name: "db-new", shards: [] },
+    ],
+    undefined,
+    (event) => {
+      if (event.type === "start" && event.applying)
+        say(`  schema ${event.index + 1}/${event.total} ${event.target}: applying`);
+    },
+  );
   return {
     open: (poll) => openRouter(databases, { poll }),
     target: "db-new",
@@ -73,6 +81,7 @@ async function postgres(shardsJson: string): Promise<Setup> {
   // A database's registry name is its URL with any password hidden.
   const urlOf = (name: string) =>
     urls.find((url) => url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@") === name)!;
+  say("opening the PostgreSQL databases of SHARDKIT_SHARDS (schema lines on stderr)");
   const probe = await openServiceRouter({ shardsJson, dataDir: "/nonexistent", poll: false });
   const owner = probe.registry.databaseOf(SHARD).name;
   const target =
@@ -94,6 +103,7 @@ const setup = process.env.SHARDKIT_SHARDS ? await postgres(process.env.SHARDKIT_
 // deployment issues them where it authenticates people, with ALLOCATIONS_AUTH_SECRET.)
 const auth = createAuth(process.env.ALLOCATIONS_AUTH_SECRET ?? randomBytes(32).toString("base64url"));
 const operator = await auth.issue({ role: "admin", subject: "demo" });
+say("opening two desks (each a service with a router of its own) and the mover's router");
 const desks = await Promise.all(
   [
     { name: "desk one", poll: true },
@@ -139,15 +149,19 @@ const refused: Record<string, number> = {};
 let started!: () => void;
 const move = new Promise<void>((resolve) => {
   started = resolve;
-}).then(() =>
-  moveShard({
+}).then(() => {
+  say(
+    `moving shard ${SHARD.key} to ${setup.target} (${setup.mode}) while the desks go on (its steps on stderr)`,
+  );
+  return moveShard({
     map: mover.map,
     shard: SHARD,
     to: mover.database(setup.target),
     mode: setup.mode,
     ...(setup.sourceConnection ? { sourceConnection: setup.sourceConnection } : {}),
-  }),
-);
+  });
+});
+say(`the desks confirm B-173's units one at a time; after the first 100, its shard moves`);
 const work = desks.map(async (desk) => {
   for (let i = 0; ; i++) {
     const key = `${desk.name.replace(" ", "-")}-${i}`;
@@ -158,8 +172,10 @@ const work = desks.map(async (desk) => {
       key,
       desk.token,
     );
-    if (res.status === 201) confirmed.push({ desk: desk.name, key, id: res.body.id! });
-    else refused[res.body.error!] = (refused[res.body.error!] ?? 0) + 1;
+    if (res.status === 201) {
+      confirmed.push({ desk: desk.name, key, id: res.body.id! });
+      if (confirmed.length % 250 === 0) say(`  ${confirmed.length} units confirmed`);
+    } else refused[res.body.error!] = (refused[res.body.error!] ?? 0) + 1;
     if (res.body.error === "SOLD_OUT") return;
     if (confirmed.length >= 100) started();
   }

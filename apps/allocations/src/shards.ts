@@ -2,7 +2,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { ShardIdentifier } from "@shardkit/id";
 import { type FencedTable, PartitionMap } from "@shardkit/ownership";
 import { createShardRegistry, type LoadOption, shardRouting } from "@shardkit/prisma";
-import { openShards, rolloutSchema } from "@shardkit/prisma/rollout";
+import { openShards, type RolloutEvent, rolloutSchema } from "@shardkit/prisma/rollout";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "./generated/prisma/client.js";
 
@@ -34,6 +34,7 @@ export interface Database {
 export async function embeddedDatabases(
   layout: readonly { name: string; shards: readonly ShardIdentifier[] }[],
   dataDir?: string,
+  onProgress: (event: RolloutEvent) => void = () => {},
 ): Promise<Database[]> {
   const databases = layout.map((d) => ({
     ...d,
@@ -42,7 +43,7 @@ export async function embeddedDatabases(
   await rolloutSchema({
     schema: SCHEMA_DIR,
     targets: databases.map((d) => ({ name: d.name, adapter: new PrismaPGlite(d.pglite), shards: d.shards })),
-    onProgress: () => {},
+    onProgress,
   });
   return databases;
 }

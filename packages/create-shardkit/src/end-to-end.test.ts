@@ -20,6 +20,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { delimiter, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { catalogVersion, inDependencyOrder, packWorkspacePackages } from "@shardkit/vitest-config/quality";
+import pLimit from "p-limit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
 import { dropCluster, patient, testCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
@@ -116,28 +117,12 @@ function sh(cmd: string, args: string[], cwd: string, timeoutMs: number, env = u
   });
 }
 
-/** A runner of at most `n` calls at a time: a call waits while `n` run. */
-function limit(n: number) {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  return async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (running < n) running++;
-    else await new Promise<void>((go) => waiting.push(go)); // a finished call hands its place over
-    try {
-      return await fn();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running--;
-    }
-  };
-}
 // The templates' test suites hold concurrent work to deadlines of a few seconds (a call that waits
 // longer is a 503): a suite needs about two cores to itself, so on two cores they run one at a time.
 // The installs run one at a time, so that the first suite starts early; the other templates install,
 // and those whose tests are done run their demo and typecheck, while a suite runs.
-const suites = limit(Math.min(3, Math.max(1, Math.floor(availableParallelism() / 2))));
-const installs = limit(1);
+const suites = pLimit(Math.min(3, Math.max(1, Math.floor(availableParallelism() / 2))));
+const installs = pLimit(1);
 
 const tail = (r: Result, lines = 60) => r.output.split("\n").slice(-lines).join("\n");
 

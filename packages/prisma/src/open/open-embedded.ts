@@ -33,6 +33,12 @@ export async function openEmbedded<Client extends ShardClient>(
     throw new RegistryConfigError(["openShards: no shardsJson and no embedded configuration"]);
   }
   const onProgress = options.onProgress ?? progressLine(logOf(options));
+  // The default progress lines say what the silent part is: a new PGlite database is created, and
+  // every one started, before the first schema line (seconds each on a busy host).
+  if (!options.onProgress) {
+    const n = options.embedded.shards.length;
+    logOf(options)(`opening ${n} embedded PGlite database(s) under ${options.embedded.dataDir}`);
+  }
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([
     embeddedPackage(() => import("@electric-sql/pglite"), "@electric-sql/pglite"),
     embeddedPackage(() => import("pglite-prisma-adapter"), "pglite-prisma-adapter"),

@@ -133,11 +133,14 @@ export const stateLine =
     }
   };
 
-/** A database's schema rollout, once done, as a line for people. */
+/** A database's schema rollout as lines for people: before the engine runs on it, and once done. */
 export const progressLine =
   (log: (line: string) => void) =>
   (event: RolloutEvent): void => {
-    if (event.type !== "done") return;
+    if (event.type === "start") {
+      if (event.applying) log(`schema ${event.index + 1}/${event.total} ${event.target}: applying`);
+      return;
+    }
     const matched = event.report.fingerprint === "matched" ? " (fingerprint matched)" : "";
     log(`schema ${event.index + 1}/${event.total} ${event.target}: ${event.report.status}${matched}`);
   };

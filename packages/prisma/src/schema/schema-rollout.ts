@@ -6,6 +6,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
+import { scatter } from "@shardkit/scatter";
 import { RolloutOptionsError, SchemaRolloutError } from "../errors.js";
 import { withRolloutLock } from "./rollout-lock.js";
 import type { RolloutReport, RolloutTargetReport } from "./rollout-report.js";
@@ -66,7 +67,18 @@ export interface RolloutOptions {
 }
 
 export type RolloutEvent =
-  | { type: "start"; index: number; total: number; target: string }
+  | {
+      type: "start";
+      index: number;
+      total: number;
+      target: string;
+      /**
+       * True when the schema engine runs on the target next (a push or migrations: the long step;
+       * the first in a process also compiles the engine); false when it is done without it (its
+       * fingerprint matched, or its check failed).
+       */
+      applying: boolean;
+    }
   | { type: "done"; index: number; total: number; target: string; report: RolloutTargetReport };
 
 /** How many fingerprint checks run at once (one connection each). */
@@ -152,7 +164,8 @@ export async function runRollout(
   if (options.skipUnchanged) {
     const checkWithin = options.checkWithin ?? ((_target, check) => check());
     const unmatched = new Set<number>();
-    await bounded(pending, CHECKS_AT_ONCE, async (index) => {
+    // Each target's check records its own failure and never rejects; so does its rollout below.
+    const check = async (index: number) => {
       if (stopped) return;
       const target = options.targets[index]!;
       const entry = entries[index]!;
@@ -169,25 +182,26 @@ export async function runRollout(
           return "unreadable" as const;
         });
       } catch (error) {
-        progress({ type: "start", index, total, target: target.name });
+        progress({ type: "start", index, total, target: target.name, applying: false });
         entry.error = messageOf(error);
         fail(index, error);
         return done(index, started);
       }
       if (entry.fingerprint !== "matched") return void unmatched.add(index);
-      progress({ type: "start", index, total, target: target.name });
+      progress({ type: "start", index, total, target: target.name, applying: false });
       entry.status = "unchanged";
       done(index, started);
-    });
+    };
+    await scatter(pending, check, { concurrency: CHECKS_AT_ONCE, abortable: false });
     pending = pending.filter((index) => unmatched.has(index));
   }
 
-  await bounded(pending, positiveInteger(options.concurrency, "concurrency"), async (index) => {
+  const rollOut = async (index: number) => {
     if (stopped) return;
     const target = options.targets[index]!;
     const entry = entries[index]!;
     const started = startedAt.get(index) ?? performance.now();
-    progress({ type: "start", index, total, target: target.name });
+    progress({ type: "start", index, total, target: target.name, applying: true });
     try {
       // Under the database's rollout lock: a rollout started at the same time elsewhere (another
       // service's start) waits, then its engine compares the database with the schema again.
@@ -218,7 +232,9 @@ export async function runRollout(
       );
     });
     done(index, started);
-  });
+  };
+  const concurrency = positiveInteger(options.concurrency, "concurrency");
+  await scatter(pending, rollOut, { concurrency, abortable: false });
   return { report, failure, errors };
 }
 
@@ -250,15 +266,6 @@ async function pushOrMigrate(
       entry.changes = result.appliedMigrationNames.length;
     }
   });
-}
-
-/** Runs `fn` on each item, at most `limit` at a time, starting them in order. `fn` must not reject. */
-async function bounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 function positiveInteger(value: number | undefined, name: string): number {
