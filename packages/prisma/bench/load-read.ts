@@ -14,7 +14,9 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
 import { readShardLoad, summarizeLoad, windowsWithin } from "../src/index.js";
-import { CREATE_LOAD_TABLE, LOAD_TABLE } from "../src/load/sql.js";
+import { ROLLUP_TABLE } from "../src/load/rollup.js";
+import { CREATE_LOAD_TABLE } from "../src/load/schema.js";
+import { LOAD_TABLE } from "../src/load/sql.js";
 import { mergeShardLoad, sumShardLoad } from "../src/load/summary.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 

@@ -13,7 +13,9 @@ import type { Telemetry } from "../telemetry.js";
 import { type Batch, configDigest, copy, merge, routerId, ShardCounts } from "./batch.js";
 import { HANDLER, Measured, rowsOf } from "./measured.js";
 import type { ResolvedLoadOptions } from "./options.js";
-import { CREATE_LOAD_TABLE, FLUSH_LOAD, type LoadRow } from "./sql.js";
+import { ROLL_UP } from "./rollup.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
+import { FLUSH_LOAD, type LoadRow } from "./sql.js";
 
 type Raw = { $executeRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
 

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
 import type { ShardLoadWindow } from "./read.js";
 import { LatencySketch } from "./sketch.js";
-import { CREATE_LOAD_TABLE, FLUSH_LOAD, type LoadRow } from "./sql.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
+import { FLUSH_LOAD, type LoadRow } from "./sql.js";
 import { mergeShardLoad, sumShardLoad, sumWindows } from "./summary.js";
 
 const names = [`ld_sum_a_${process.pid}`, `ld_sum_b_${process.pid}`];
