@@ -18,8 +18,8 @@ export function mergeCtes(p: string, source: string, group: readonly string[], k
   const n = group.length;
   const list = (upTo: number) => Array.from({ length: upTo }, (_, i) => i + 1).join(", ");
   return `${p}buckets AS (
-  SELECT ${group.map((c) => `w.${c}`).join(", ")}, (b->>0)::int AS i, sum((b->>1)::float8) AS n
-  FROM ${source} w, jsonb_array_elements(w.sketch->'buckets') b
+  SELECT ${group.map((c) => `w.${c}`).join(", ")}, (sb->>0)::int AS i, sum((sb->>1)::float8) AS n
+  FROM ${source} w, jsonb_array_elements(w.sketch->'buckets') sb
   WHERE ${whole} AND (w.sketch->>'alpha')::float8 = ${SKETCH_ALPHA} AND (w.sketch->>'min')::float8 = ${SKETCH_MIN_MS}
   GROUP BY ${list(n + 1)}
 ), ${p}sketches AS (

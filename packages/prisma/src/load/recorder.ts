@@ -12,8 +12,8 @@ import type { Placement } from "../planner.js";
 import type { Telemetry } from "../telemetry.js";
 import { type Batch, configDigest, copy, merge, routerId, ShardCounts } from "./batch.js";
 import { HANDLER, Measured, rowsOf } from "./measured.js";
-import type { ResolvedLoadOptions } from "./options.js";
-import { ROLL_UP } from "./rollup.js";
+import { DEFAULT_TOP_KEYS, type ResolvedLoadOptions } from "./options.js";
+import { Roller } from "./roller.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD, type LoadRow } from "./sql.js";
 
@@ -55,6 +55,7 @@ export class LoadRecorder {
   private readonly batches: (Batch | undefined)[] = [];
   private readonly inFlight: (Promise<unknown> | undefined)[] = [];
   private readonly ensured: boolean[] = [];
+  private readonly rollers: (Roller | undefined)[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
   private closed = false;
   private readonly keyFields = new Map<string, readonly string[]>();
@@ -376,6 +377,9 @@ export class LoadRecorder {
           ),
         () => running,
       );
+      // Whichever router flushes rolls the windows up (a day of history at least, whatever `retainMs`).
+      this.rollers[database] ??= new Roller(client, Math.max(o.retainMs, 86_400_000), Math.max(o.topKeys, DEFAULT_TOP_KEYS));
+      this.rollers[database].after(now);
       return { database: name, status: "written", rows: rows.length };
     } catch (error) {
       // Kept for the next flush, merged with what came since (from this batch's start: sent again,
@@ -388,16 +392,13 @@ export class LoadRecorder {
     }
   }
 
-  /** Resolves once no flush statement is in flight (a slow database's late answer included). */
+  /** Resolves once no flush statement nor rollup is in flight (a slow database's late answer included). */
   async idle(): Promise<void> {
-    await Promise.all(
-      this.inFlight.map((p) =>
-        p?.then(
-          () => {},
-          () => {},
-        ),
-      ),
+    const settled = (p: Promise<unknown> | undefined) => p?.then(
+      () => {},
+      () => {},
     );
+    await Promise.all([...this.inFlight.map(settled), ...this.rollers.map((r) => r?.idle())]);
   }
 
   /** Stops the timer and flushes once more (a routed client's registry disconnecting). */

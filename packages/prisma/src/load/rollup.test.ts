@@ -1,0 +1,286 @@
+// Rollups keep every count: the load read at each resolution after windows are rolled up (in one go,
+// in several, by many connections at once, or by one killed halfway) equals the windows' own sum; a
+// table of the old shape is changed in place by routers setting up together; a router's flush rolls
+// up what is past the lag.
+import { spawn } from "node:child_process";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardIdentifier } from "@shardkit/id";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
+import fc from "fast-check";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
+import type { Placement } from "../planner.js";
+import { LOCKS } from "../shared.js";
+import { loadOptionsOf } from "./options.js";
+import type { ShardLoadWindow } from "./read.js";
+import { LoadRecorder } from "./recorder.js";
+import { ROLLUP_TABLE } from "./rollup.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
+import { LatencySketch } from "./sketch.js";
+import { FLUSH_LOAD, LOAD_TABLE, type LoadRow } from "./sql.js";
+import { sumShardLoad, sumWindows } from "./summary.js";
+
+const name = `ld_rollup_${process.pid}`;
+let url = "";
+let client: PrismaClient;
+let admin: pg.Client;
+
+beforeAll(async () => {
+  url = await createDatabase(MAIN_PORT, name);
+  client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
+  admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
+}, patient(60_000));
+
+afterAll(async () => {
+  await client?.$disconnect();
+  await admin?.end();
+  await dropDatabase(MAIN_PORT, name);
+}, patient(60_000));
+
+const T0 = Date.parse("2026-01-01T12:00:00Z");
+/** After every window of these tests and its lag: a rollup at this time moves them all. */
+const LATER = new Date(T0 + 17 * 60_000);
+
+async function clear() {
+  await admin.query(`DELETE FROM ${LOAD_TABLE}; DELETE FROM ${ROLLUP_TABLE}`);
+}
+
+async function write(windows: readonly ShardLoadWindow[], db: { query(sql: string, v: unknown[]): unknown } = admin) {
+  const rows: LoadRow[] = windows.map((w) => ({
+    shard: w.shard.bits,
+    window_start: w.windowStart.toISOString(),
+    window_ms: w.windowMs,
+    router: w.router,
+    calls: w.calls,
+    writes: w.writes,
+    rows_written: w.rowsWritten,
+    db_ms: w.dbMs,
+    sketch: w.sketch,
+    top: w.top,
+    config: w.config,
+  }));
+  await db.query(FLUSH_LOAD, [JSON.stringify(rows), new Date(0).toISOString()]);
+}
+
+const rollUp = async (at: Date, db: pg.Client = admin) =>
+  Number((await db.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0].n);
+
+/** Spans that read each resolution (10 s, 1 min, 10 min) around every window, ending at `LATER`. */
+const SPANS = [20 * 60_000, 4 * 3_600_000, 40 * 3_600_000];
+
+/** Per shard: the counts, routers, configurations and quantiles (rounded: float sums in another order). */
+function totals(shards: readonly {
+  key: string;
+  calls: number;
+  writes: number;
+  rowsWritten: number;
+  dbMs: number;
+  routers: string[];
+  configs: string[];
+  p50: number | undefined;
+  p99: number | undefined;
+  top: { key: string; count: number; error: number }[];
+}[]) {
+  const r = (n: number) => Math.round(n * 1e6) / 1e6;
+  return shards.map((s) => ({
+    key: s.key,
+    calls: r(s.calls),
+    writes: r(s.writes),
+    rows: r(s.rowsWritten),
+    dbMs: r(s.dbMs),
+    routers: s.routers,
+    configs: s.configs,
+    p50: s.p50,
+    p99: s.p99,
+    // Lists never full here (fewer keys than kept): merged exactly, whatever the order of merging.
+    top: s.top.map((t) => [t.key, r(t.count), r(t.error)]).sort(([x], [y]) => (x! < y! ? -1 : 1)),
+  }));
+}
+
+async function readAll(spanMs: number) {
+  return sumShardLoad(client, { until: LATER, spanMs, topKeys: 16 });
+}
+
+const windowArb = fc.record({
+  shard: fc.constantFrom("0/0", "0/1", "2/5"),
+  router: fc.constantFrom("r1", "r2", "r3"),
+  offsetMs: fc.integer({ min: 0, max: 10 * 60_000 }),
+  lengthMs: fc.oneof(fc.constant(10_000), fc.integer({ min: 0, max: 100_000 })),
+  calls: fc.integer({ min: 1, max: 1000 }),
+  latency: fc.double({ min: 0.01, max: 500, noNaN: true }),
+  key: fc.integer({ min: 0, max: 5 }),
+});
+
+type Drawn = { shard: string; router: string; offsetMs: number; lengthMs: number; calls: number; latency: number; key: number };
+
+function windowsOf(list: readonly Drawn[]) {
+  const seen = new Set<string>();
+  const out: ShardLoadWindow[] = [];
+  for (const w of list) {
+    const start = T0 + w.offsetMs;
+    const id = `${w.shard}|${w.router}|${start}`;
+    if (seen.has(id)) continue; // one row per router stamp
+    seen.add(id);
+    const sketch = new LatencySketch();
+    sketch.record(w.latency, w.calls);
+    out.push({
+      shard: ShardIdentifier.parse(w.shard),
+      windowStart: new Date(start),
+      windowMs: w.lengthMs,
+      router: w.router,
+      calls: w.calls,
+      writes: Math.floor(w.calls / 3),
+      rowsWritten: Math.floor(w.calls / 2),
+      dbMs: w.calls * 1.5,
+      sketch: sketch.toJSON(),
+      top: [{ key: `k${w.key}`, count: Math.ceil(w.calls / 2), error: 0 }],
+      config: w.router === "r3" ? "other" : "c",
+    });
+  }
+  return out;
+}
+
+describe("load rollups", () => {
+  it("keep every count: rolled up at random times, each resolution reads what the windows sum to", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(windowArb, { minLength: 1, maxLength: 40 }),
+        fc.array(fc.integer({ min: 0, max: 20 * 60_000 }), { maxLength: 4 }),
+        async (list, times) => {
+          await clear();
+          const windows = windowsOf(list);
+          await write(windows);
+          const expected = totals(
+            sumWindows(windows, { from: LATER.getTime() - SPANS[0]!, to: LATER.getTime() }).shards,
+          );
+          for (const t of [...times].sort((x, y) => x - y)) await rollUp(new Date(T0 + t));
+          await rollUp(LATER);
+          const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+          expect(left.rows[0].n).toBe(0);
+          for (const spanMs of SPANS) {
+            const sum = await readAll(spanMs);
+            expect(sum.resolutionMs).toBe([10_000, 60_000, 600_000][SPANS.indexOf(spanMs)]);
+            expect(totals(sum.shards)).toEqual(expected);
+          }
+        },
+      ),
+      { numRuns: 25 },
+    );
+  }, patient(240_000));
+
+  it("a rollup skips while another holds the lock, and many at once while windows arrive count each window once", async () => {
+    await clear();
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await holder.query("BEGIN");
+    await holder.query(`SELECT pg_advisory_xact_lock(${LOCKS.loadRollup}, 0)`);
+    await write(windowsOf([{ shard: "0/0", router: "r1", offsetMs: 0, lengthMs: 10_000, calls: 5, latency: 1, key: 0 }]));
+    expect(await rollUp(LATER)).toBe(-1);
+    await holder.query("ROLLBACK");
+    await holder.end();
+    await clear();
+
+    const rollers = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const c = new pg.Client({ connectionString: url });
+        await c.connect();
+        return c;
+      }),
+    );
+    const all: ShardLoadWindow[] = [];
+    let writing = true;
+    const moved: number[] = [];
+    const loops = rollers.map(async (c) => {
+      while (writing) moved.push(await rollUp(LATER, c));
+    });
+    for (let batch = 0; batch < 20; batch++) {
+      const windows = windowsOf(
+        Array.from({ length: 30 }, (_, i) => ({
+          shard: ["0/0", "0/1", "2/5"][i % 3]!,
+          router: `r${batch}`,
+          offsetMs: (i * 17_000) % (10 * 60_000),
+          lengthMs: 10_000 + (i % 4) * 9_000,
+          calls: 1 + ((i * 31 + batch) % 97),
+          latency: 1 + (i % 7),
+          key: i % 5,
+        })),
+      );
+      all.push(...windows);
+      await write(windows);
+    }
+    writing = false;
+    await Promise.all(loops);
+    await rollUp(LATER);
+    await Promise.all(rollers.map((c) => c.end()));
+    expect(moved.filter((n) => n > 0).length).toBeGreaterThan(0);
+    const expected = totals(sumWindows(all, { from: LATER.getTime() - SPANS[0]!, to: LATER.getTime() }).shards);
+    for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
+  }, patient(120_000));
+
+  it("a rollup whose connection drops or whose process is killed halfway leaves every count once", async () => {
+    await clear();
+    const windows = windowsOf(
+      Array.from({ length: 60 }, (_, i) => ({
+        shard: ["0/0", "0/1", "2/5"][i % 3]!,
+        router: `r${i % 4}`,
+        offsetMs: i * 13_000,
+        lengthMs: 10_000,
+        calls: 1 + i,
+        latency: 2,
+        key: i % 3,
+      })),
+    );
+    // A first rollup makes the bucket rows the next one merges into.
+    await write(windows.slice(0, 30));
+    await rollUp(LATER);
+    await write(windows.slice(30));
+    const expected = totals(sumWindows(windows, { from: LATER.getTime() - SPANS[0]!, to: LATER.getTime() }).shards);
+
+    for (const stop of ["connection dropped", "process killed"] as const) {
+      // A row lock on every 10 min bucket holds the rollup after it moved the windows, before it writes.
+      const blocker = new pg.Client({ connectionString: url });
+      await blocker.connect();
+      await blocker.query("BEGIN");
+      await blocker.query(`SELECT 1 FROM ${ROLLUP_TABLE} WHERE bucket_ms = 600000 FOR UPDATE`);
+      const app = `rollup-${stop.replace(" ", "-")}-${process.pid}`;
+      const child = spawn(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `import pg from "pg"; const c = new pg.Client({ connectionString: process.env.URL, application_name: process.env.APP });
+           await c.connect(); await c.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
+        ],
+        { env: { ...process.env, URL: url, APP: app, AT: LATER.toISOString() }, stdio: "ignore", detached: true },
+      );
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      let pid = 0;
+      await eventually("the rollup to wait for the row lock", async () => {
+        const { rows } = await admin.query(
+          "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          [app],
+        );
+        pid = rows[0]?.pid ?? 0;
+        return pid > 0;
+      });
+      if (stop === "connection dropped") await admin.query("SELECT pg_terminate_backend($1)", [pid]);
+      process.kill(-child.pid!, "SIGKILL");
+      await exited;
+      await blocker.query("ROLLBACK");
+      await blocker.end();
+      await eventually("the rollup's backend to end", async () => {
+        const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
+        return rows.length === 0;
+      });
+      for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
+    }
+    await rollUp(LATER);
+    const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+    expect(left.rows[0].n).toBe(0);
+    for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
+  }, patient(120_000));
+});
