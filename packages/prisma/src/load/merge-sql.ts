@@ -22,7 +22,7 @@ export function mergeCtes(p: string, source: string, group: readonly string[], k
   FROM ${source} w, jsonb_array_elements(w.sketch->'buckets') sb
   WHERE ${whole} AND (w.sketch->>'alpha')::float8 = ${SKETCH_ALPHA} AND (w.sketch->>'min')::float8 = ${SKETCH_MIN_MS}
   GROUP BY ${list(n + 1)}
-), ${p}sketches AS (
+), ${p}sketches AS MATERIALIZED (
   SELECT ${g}, jsonb_agg(jsonb_build_array(i, n) ORDER BY i) AS buckets FROM ${p}buckets GROUP BY ${g}
 ), ${p}lists AS (
   SELECT ${group.map((c) => `w.${c}`).join(", ")}, w.f, w.top, jsonb_array_length(w.top) >= ${k} AS is_full,
@@ -39,7 +39,7 @@ export function mergeCtes(p: string, source: string, group: readonly string[], k
   SELECT ${on}, k.key, k.count + fl.total - k.held AS count, k.error + fl.total - k.held AS error,
     row_number() OVER (PARTITION BY ${on} ORDER BY k.count + fl.total - k.held DESC, k.key COLLATE "C") AS rank
   FROM ${p}keys k JOIN ${p}floors fl USING (${g})
-), ${p}tops AS (
+), ${p}tops AS MATERIALIZED (
   SELECT ${g}, jsonb_agg(jsonb_build_object('key', key, 'count', count, 'error', error) ORDER BY rank) AS top
   FROM ${p}ranked WHERE rank <= ${k} GROUP BY ${g}
 )`;

@@ -1,5 +1,5 @@
-// Downsampled load history: routers' windows merged across routers into buckets of 10 s, 1 min and
-// 10 min, so a read costs one row per shard and bucket whatever the number of routers. Whichever
+// Downsampled load history: routers' windows merged across routers into buckets of 10 s, 1 min,
+// 10 min and 1 h, so a read costs one row per shard and bucket whatever the number of routers. Whichever
 // router flushes rolls up (one at a time per database, under an advisory lock): windows whose end is
 // past the lag are moved out of `shardkit."ShardLoad"` into every resolution at once, in one
 // transaction, so each count is in the windows or in the rollups, never both and never neither.
@@ -19,11 +19,12 @@ export interface LoadResolution {
   keepMs: number | null;
 }
 
-/** 10 s buckets kept an hour, 1 min buckets a day, 10 min buckets for `retainMs` (default 30 days). */
+/** 10 s buckets kept an hour, 1 min buckets a day, 10 min and 1 h buckets for `retainMs` (default 30 days). */
 export const LOAD_RESOLUTIONS: readonly LoadResolution[] = Object.freeze([
   { bucketMs: 10_000, keepMs: 3_600_000 },
   { bucketMs: 60_000, keepMs: 86_400_000 },
   { bucketMs: 600_000, keepMs: null },
+  { bucketMs: 3_600_000, keepMs: null },
 ]);
 
 /**
@@ -133,6 +134,8 @@ BEGIN
   DELETE FROM ${PARTS};
   ${MOVE_WINDOWS};
   SELECT count(*) INTO moved FROM ${PARTS} WHERE whole;
+  -- Its size now, for the plans of what follows (it was empty when last analyzed).
+  IF moved > 0 THEN ANALYZE ${PARTS}; END IF;
   IF moved > 0 THEN
     FOREACH tier IN ARRAY ARRAY[${LOAD_RESOLUTIONS.map((r) => r.bucketMs).join(", ")}] LOOP
       ${TAKE_BUCKETS};

@@ -1,6 +1,6 @@
 // The statement `sumShardLoad` sends: one database's load summed per shard over a span of its clock,
 // from the windows not yet rolled up and the rollups of one resolution (`LOAD_RESOLUTIONS`: the
-// coarsest whose buckets are at most a thirtieth of the span, among those kept as far back as the
+// coarsest whose buckets are at most a twentieth of the span, among those kept as far back as the
 // span's start). A count is in the windows or in the rollups, never both, so every resolution holds
 // all of it; each row is a window of its data's extent, counted by `windowShare`'s rule.
 import { epochMs, mergeCtes } from "./merge-sql.js";
@@ -9,7 +9,7 @@ import { LOAD_TABLE } from "./sql.js";
 
 const MS = "interval '1 millisecond'";
 /** A resolution is read for spans of at least this many of its buckets. */
-export const BUCKETS_PER_SPAN = 30;
+export const BUCKETS_PER_SPAN = 20;
 
 const RESOLUTIONS = `(VALUES ${LOAD_RESOLUTIONS.map((r) => `(${r.bucketMs}, ${r.keepMs ?? "NULL"}::float8)`).join(", ")}) AS t(ms, keep)`;
 const KEPT = "(t.keep IS NULL OR s.since >= s.until - (t.keep - t.ms) * interval '1 millisecond')";
@@ -28,7 +28,7 @@ export const SUM_LOAD = `WITH span0 AS MATERIALIZED (
     (SELECT max(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT} AND t.ms * ${BUCKETS_PER_SPAN} <= ${epochMs("s.until - s.since")}),
     (SELECT min(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT})) AS tier
   FROM span0 s
-), w AS MATERIALIZED (
+), w AS NOT MATERIALIZED (
   SELECT x.*, ${epochMs("x.window_start")} AS s_ms, ${epochMs("x.window_end")} AS e_ms,
     CASE WHEN x.window_ms <= 0 THEN 1::float8 ELSE LEAST(1, GREATEST(0,
       ${epochMs("LEAST(x.window_end, span.until) - GREATEST(x.window_start, span.since)")} / x.window_ms)) END AS f
@@ -50,9 +50,11 @@ export const SUM_LOAD = `WITH span0 AS MATERIALIZED (
     ${epochMs("max(window_end)")} AS to_ms
   FROM w GROUP BY shard
 ), names AS (
-  SELECT shard, array_agg(DISTINCT r) AS routers FROM w, unnest(w.routers) r GROUP BY shard
+  SELECT shard, array_agg(DISTINCT r) AS routers
+  FROM (SELECT DISTINCT shard, routers FROM w) x, unnest(x.routers) r GROUP BY shard
 ), cfgs AS (
-  SELECT shard, array_agg(DISTINCT c) AS configs FROM w, unnest(w.configs) c GROUP BY shard
+  SELECT shard, array_agg(DISTINCT c) AS configs
+  FROM (SELECT DISTINCT shard, configs FROM w) x, unnest(x.configs) c GROUP BY shard
 ), ${mergeCtes("", "w", ["shard"], "$4::int")}, series AS (
   SELECT b, sum(w.calls * x.share) AS calls, sum(w.writes * x.share) AS writes, sum(w.db_ms * x.share) AS db_ms
   FROM w CROSS JOIN span
@@ -63,10 +65,14 @@ export const SUM_LOAD = `WITH span0 AS MATERIALIZED (
   CROSS JOIN LATERAL (SELECT CASE WHEN w.window_ms <= 0 THEN 1::float8
     ELSE GREATEST(0, LEAST(w.e_ms, (b + 1) * $5::float8) - GREATEST(w.s_ms, b * $5::float8)) / w.window_ms END AS share) x
   GROUP BY b
-), routers AS (
-  SELECT router, count(*) AS windows, ${epochMs("max(window_end)")} AS last_ms,
+), by_routers AS (
+  SELECT routers, count(*) AS windows, max(window_end) AS last,
     (array_agg(skew_ms ORDER BY window_end DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
-  FROM w, unnest(w.routers) router GROUP BY router
+  FROM w GROUP BY routers
+), routers AS (
+  SELECT router, sum(windows) AS windows, ${epochMs("max(last)")} AS last_ms,
+    (array_agg(skew_ms ORDER BY last DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
+  FROM by_routers, unnest(by_routers.routers) router GROUP BY router
 )
 SELECT ${epochMs("span.since")} AS since_ms, ${epochMs("span.until")} AS until_ms, span.tier AS tier_ms,
   COALESCE((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY window_ms) FROM w WHERE raw),
