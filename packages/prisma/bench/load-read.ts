@@ -31,7 +31,7 @@ interface Fleet {
   clients: PrismaClient[];
 }
 
-/** The windows of the last minute not yet rolled up: `$1` shards, `$2` routers. */
+/** The windows not yet rolled up (the last 40 s: a rollup moves those that ended 30 s ago): `$1` shards, `$2` routers. */
 const WINDOWS = `INSERT INTO ${LOAD_TABLE}
   (shard, window_start, window_ms, router, router_start, calls, writes, rows_written, db_ms, sketch, top, config)
 SELECT s, t, 10000, 'router-' || r, t, c, c / 10, c / 5, c * 1.5,
@@ -44,7 +44,7 @@ SELECT s, t, 10000, 'router-' || r, t, c, c / 10, c / 5, c * 1.5,
     jsonb_build_object('key', 'k' || (w % 9), 'count', 2, 'error', 0),
     jsonb_build_object('key', 'k' || (r % 5), 'count', 1, 'error', 0)),
   'bench'
-FROM unnest($1::int[]) s, generate_series(0, $2::int - 1) r, generate_series(0, 5) w,
+FROM unnest($1::int[]) s, generate_series(0, $2::int - 1) r, generate_series(0, 3) w,
   LATERAL (SELECT now() - (w + 1) * interval '10 seconds' AS t, 10 + (s * 7 + w + r) % 50 AS c) x`;
 
 /** A day of rollups up to the windows above (a minute ago): `$1` shards, `$2` routers. */

@@ -3,7 +3,6 @@
 // Its classes are the main entry's (one shared chunk).
 export { databaseIdentities, IDENTITY_COLUMNS, identityOf } from "./budget.js";
 export { orAfter, withDeadline } from "./deadline.js";
-export { rollUpLoad } from "./load/rollup.js";
 export { CREATE_LOAD_TABLE } from "./load/schema.js";
 export { FLUSH_LOAD } from "./load/sql.js";
 export { toShard } from "./registry.js";

@@ -283,4 +283,49 @@ describe("load rollups", () => {
     expect(left.rows[0].n).toBe(0);
     for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
   }, patient(120_000));
+
+  it("a table of the old shape is changed in place by routers setting up at once: its rows kept, one primary key", async () => {
+    const old = `ld_rollup_old_${process.pid}`;
+    const oldUrl = await createDatabase(MAIN_PORT, old);
+    const connect = async () => {
+      const c = new pg.Client({ connectionString: oldUrl });
+      await c.connect();
+      return c;
+    };
+    const [a, b] = await Promise.all([connect(), connect()]);
+    try {
+      // What earlier versions made: the primary key (shard, window_start, router) beside the unique key.
+      await a.query(`CREATE SCHEMA shardkit;
+        CREATE TABLE ${LOAD_TABLE} (shard integer NOT NULL, window_start timestamptz NOT NULL, window_ms integer NOT NULL,
+          router text NOT NULL, calls bigint NOT NULL, writes bigint NOT NULL, rows_written bigint NOT NULL,
+          db_ms double precision NOT NULL, sketch jsonb NOT NULL, top jsonb NOT NULL, config text NOT NULL,
+          PRIMARY KEY (shard, window_start, router));
+        ALTER TABLE ${LOAD_TABLE} ADD COLUMN router_start timestamptz, ADD COLUMN skew_ms double precision;
+        CREATE UNIQUE INDEX "ShardLoad_router_start_key" ON ${LOAD_TABLE} (shard, router, router_start);
+        INSERT INTO ${LOAD_TABLE} VALUES
+          (1, now() - interval '5 minutes', 10000, 'by-hand', 3, 0, 0, 1, '{}', '[]', 'c', NULL, NULL),
+          (1, now() - interval '4 minutes', 10000, 'r', 4, 0, 0, 1, '{}', '[]', 'c', now() - interval '4 minutes', 0)`);
+      await Promise.all([a, b].map(async (c) => {
+        for (const ddl of CREATE_LOAD_TABLE) await c.query(ddl);
+      }));
+      const keys = await a.query(
+        `SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = '${LOAD_TABLE}'::regclass AND contype IN ('p', 'u')`,
+      );
+      expect(keys.rows).toEqual([
+        { conname: "ShardLoad_router_start_key", def: "PRIMARY KEY (shard, router, router_start)" },
+      ]);
+      const rows = await a.query(`SELECT router, calls::int AS calls FROM ${LOAD_TABLE} ORDER BY router`);
+      expect(rows.rows).toEqual([
+        { router: "by-hand", calls: 3 },
+        { router: "r", calls: 4 },
+      ]);
+      // Both roll up: the windows are counted in the rollups now.
+      expect(await rollUp(new Date(Date.now() + 3_600_000), a)).toBe(2);
+      const { rows: rolled } = await a.query(`SELECT sum(calls)::int AS n FROM ${ROLLUP_TABLE} WHERE bucket_ms = 60000`);
+      expect(rolled[0].n).toBe(7);
+    } finally {
+      await Promise.all([a.end(), b.end()]);
+      await dropDatabase(MAIN_PORT, old);
+    }
+  }, patient(60_000));
 });
