@@ -124,7 +124,9 @@ try {
     rows.push(["1,024 shards, 16 routers", span, await measure(summed(large, spanMs))]);
   }
   const resolutions = await Promise.all(
-    [300_000, HOUR, 24 * HOUR].map(async (spanMs) => (await sumShardLoad(large.clients[0]!, { spanMs })).resolutionMs),
+    [300_000, HOUR, 24 * HOUR].map(
+      async (spanMs) => (await sumShardLoad(large.clients[0]!, { spanMs })).resolutionMs,
+    ),
   );
   const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
   console.log(`resolutions read (5 min, 1 h, 24 h): ${resolutions.map((r) => `${r! / 1000} s`).join(", ")}`);

@@ -271,7 +271,10 @@ describe("load per logical shard", () => {
     const schema = new URL("../../test/schema.prisma", import.meta.url).pathname;
     // What is counted (windows and rollups alike; a router's rollup may move windows meanwhile).
     const counted = async () =>
-      (await sumShardLoad(clients[0]!, { spanMs: 3_600_000 })).shards.map((s) => [s.key, Math.round(s.calls * 1e6)]);
+      (await sumShardLoad(clients[0]!, { spanMs: 3_600_000 })).shards.map((s) => [
+        s.key,
+        Math.round(s.calls * 1e6),
+      ]);
     const before = await counted();
     expect(before.length).toBeGreaterThan(0);
     const checked = await rolloutSchema({

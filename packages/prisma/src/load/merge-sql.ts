@@ -12,7 +12,13 @@ export const epochMs = (t: string) => `(extract(epoch FROM ${t}) * 1000)::float8
  * `buckets`: `[[index, count], ...]` of the rows where `whole` holds) and `<p>tops` (group, `top`:
  * the `k` heaviest keys, heaviest first, ties by key). `k` is SQL (a parameter or a variable).
  */
-export function mergeCtes(p: string, source: string, group: readonly string[], k: string, whole = "true"): string {
+export function mergeCtes(
+  p: string,
+  source: string,
+  group: readonly string[],
+  k: string,
+  whole = "true",
+): string {
   const g = group.join(", ");
   const on = group.map((c) => `k.${c}`).join(", ");
   const n = group.length;

@@ -378,7 +378,11 @@ export class LoadRecorder {
         () => running,
       );
       // Whichever router flushes rolls the windows up (a day of history at least, whatever `retainMs`).
-      this.rollers[database] ??= new Roller(client, Math.max(o.retainMs, 86_400_000), Math.max(o.topKeys, DEFAULT_TOP_KEYS));
+      this.rollers[database] ??= new Roller(
+        client,
+        Math.max(o.retainMs, 86_400_000),
+        Math.max(o.topKeys, DEFAULT_TOP_KEYS),
+      );
       this.rollers[database].after(now);
       return { database: name, status: "written", rows: rows.length };
     } catch (error) {
@@ -394,10 +398,11 @@ export class LoadRecorder {
 
   /** Resolves once no flush statement nor rollup is in flight (a slow database's late answer included). */
   async idle(): Promise<void> {
-    const settled = (p: Promise<unknown> | undefined) => p?.then(
-      () => {},
-      () => {},
-    );
+    const settled = (p: Promise<unknown> | undefined) =>
+      p?.then(
+        () => {},
+        () => {},
+      );
     await Promise.all([...this.inFlight.map(settled), ...this.rollers.map((r) => r?.idle())]);
   }
 
