@@ -324,11 +324,21 @@ describe("load rollups", () => {
           router text NOT NULL, calls bigint NOT NULL, writes bigint NOT NULL, rows_written bigint NOT NULL,
           db_ms double precision NOT NULL, sketch jsonb NOT NULL, top jsonb NOT NULL, config text NOT NULL,
           PRIMARY KEY (shard, window_start, router));
-        ALTER TABLE ${LOAD_TABLE} ADD COLUMN router_start timestamptz, ADD COLUMN skew_ms double precision;
+        CREATE FUNCTION shardkit.load_window_end(start timestamptz, ms integer) RETURNS timestamptz
+          LANGUAGE sql IMMUTABLE AS $$ SELECT start + ms * interval '1 millisecond' $$;
+        ALTER TABLE ${LOAD_TABLE} ADD COLUMN window_end timestamptz
+            GENERATED ALWAYS AS (shardkit.load_window_end(window_start, window_ms)) STORED,
+          ADD COLUMN router_start timestamptz, ADD COLUMN skew_ms double precision;
         CREATE UNIQUE INDEX "ShardLoad_router_start_key" ON ${LOAD_TABLE} (shard, router, router_start);
         INSERT INTO ${LOAD_TABLE} VALUES
-          (1, now() - interval '5 minutes', 10000, 'by-hand', 3, 0, 0, 1, '{}', '[]', 'c', NULL, NULL),
-          (1, now() - interval '4 minutes', 10000, 'r', 4, 0, 0, 1, '{}', '[]', 'c', now() - interval '4 minutes', 0)`);
+          (1, now() - interval '5 minutes', 10000, 'by-hand', 3, 0, 0, 1, '{}', '[]', 'c', DEFAULT, NULL, NULL),
+          (1, now() - interval '4 minutes', 10000, 'r', 4, 0, 0, 1, '{}', '[]', 'c', DEFAULT, now() - interval '4 minutes', 0)`);
+        // Read before any router of this version set it up: the windows, without rollups.
+        const raw = {
+          $queryRawUnsafe: (sql: string, ...v: unknown[]) => a.query(sql, v).then((r) => r.rows),
+        };
+        const before = await sumShardLoad(raw, { spanMs: 600_000 });
+        expect(before.shards.map((s) => [s.key, s.calls])).toEqual([["0/1", 7]]);
         await Promise.all(
           [a, b].map(async (c) => {
             for (const ddl of CREATE_LOAD_TABLE) await c.query(ddl);

@@ -8,6 +8,8 @@ import { LOAD_RESOLUTIONS, ROLLUP_TABLE } from "./rollup.js";
 import { LOAD_TABLE } from "./sql.js";
 
 const MS = "interval '1 millisecond'";
+/** Where the statement reads rollups from (the table, or nothing on a database set up before them). */
+const ROLLUP_FROM = "%ROLLUPS%";
 /** A resolution is read for spans of at least this many of its buckets. */
 export const BUCKETS_PER_SPAN = 20;
 
@@ -20,7 +22,7 @@ const KEPT = "(t.keep IS NULL OR s.since >= s.until - (t.keep - t.ms) * interval
  * the resolution read, the median window length, the shards, the series (per bucket of `$5` ms since
  * the epoch) and the routers seen, each with its last skew.
  */
-export const SUM_LOAD = `WITH span0 AS MATERIALIZED (
+const SUM = `WITH span0 AS MATERIALIZED (
   SELECT u.until, COALESCE($1::timestamptz, u.until - $2::float8 * ${MS}) AS since
   FROM (SELECT COALESCE($3::timestamptz, now()) AS until) u
 ), span AS MATERIALIZED (
@@ -40,7 +42,7 @@ export const SUM_LOAD = `WITH span0 AS MATERIALIZED (
     UNION ALL
     SELECT r.shard, r.routers, r.configs, r.data_start, r.data_end, ${epochMs("r.data_end - r.data_start")},
       NULL, r.sketch, r.top, r.calls, r.writes, r.rows_written, r.db_ms, r.windows, false
-    FROM ${ROLLUP_TABLE} r
+    FROM ${ROLLUP_FROM} r
     WHERE r.bucket_ms = span.tier AND r.bucket_start > span.since - span.tier * ${MS} AND r.bucket_start < span.until
       AND r.data_end > span.since AND r.data_start < span.until
   ) x
@@ -86,3 +88,15 @@ SELECT ${epochMs("span.since")} AS since_ms, ${epochMs("span.until")} AS until_m
   (SELECT COALESCE(jsonb_agg(jsonb_build_object('router', router, 'windows', windows, 'last', last_ms,
       'skewMs', skew_ms) ORDER BY router), '[]') FROM routers) AS routers
 FROM span`;
+
+/** The statement, reading the rollups' table. */
+export const SUM_LOAD = SUM.replace(ROLLUP_FROM, ROLLUP_TABLE);
+
+/** The statement on a database set up by an earlier version (windows only, no rollups' table yet). */
+export const SUM_WINDOWS = SUM.replace(
+  ROLLUP_FROM,
+  `(SELECT NULL::int AS bucket_ms, NULL::timestamptz AS bucket_start, NULL::int AS shard,
+    NULL::timestamptz AS data_start, NULL::timestamptz AS data_end, NULL::float8 AS calls, NULL::float8 AS writes,
+    NULL::float8 AS rows_written, NULL::float8 AS db_ms, NULL::int AS windows, NULL::jsonb AS sketch,
+    NULL::jsonb AS top, NULL::text[] AS routers, NULL::text[] AS configs WHERE false)`,
+);

@@ -8,7 +8,7 @@ import { windowShare, windowsWithin } from "./figure.js";
 import { type ShardLoadSummary, type ShardLoadWindow, summarizeLoad } from "./read.js";
 import { LatencySketch, SKETCH_ALPHA, SKETCH_MIN_MS, type SketchData } from "./sketch.js";
 import { missingLoadTable } from "./sql.js";
-import { SUM_LOAD } from "./sum-sql.js";
+import { SUM_LOAD, SUM_WINDOWS } from "./sum-sql.js";
 import { mergeTopKeys, type TopKey } from "./top-keys.js";
 
 /** A router whose windows were summed: its last measured clock skew (its clock minus the database's). */
@@ -62,14 +62,21 @@ type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLik
  */
 export async function sumShardLoad(client: RawQuery, options: SumShardLoadOptions = {}): Promise<LoadSum> {
   let rows: unknown;
-  try {
-    rows = await client.$queryRawUnsafe(
-      SUM_LOAD,
+  const sum = (sql: string) =>
+    client.$queryRawUnsafe(
+      sql,
       options.since?.toISOString() ?? null,
       options.spanMs ?? 3_600_000,
       options.until?.toISOString() ?? null,
       options.topKeys ?? 16,
       options.bucketMs ?? null,
+    );
+  try {
+    rows = await sum(SUM_LOAD).then(undefined, (error: unknown) =>
+      // Set up by an earlier version, no router of this one has flushed there yet: its windows only.
+      missingLoadTable(error) && /ShardLoadRollup/.test(String(error))
+        ? sum(SUM_WINDOWS)
+        : Promise.reject(error),
     );
   } catch (error) {
     if (!missingLoadTable(error)) throw error;
