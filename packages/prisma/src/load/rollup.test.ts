@@ -57,8 +57,11 @@ async function write(windows: readonly ShardLoadWindow[]) {
 const rollUp = async (at: Date, db: pg.Client = admin) =>
   Number((await db.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0].n);
 
-/** Spans that read each resolution (10 s, 1 min, 10 min) around every window, ending at `LATER`. */
-const SPANS = [20 * 60_000, 4 * 3_600_000, 40 * 3_600_000];
+/** The end of the spans read: after every window of these tests. */
+const UNTIL = new Date(T0 + 13 * 60_000);
+/** Spans that read each resolution (10 s, 1 min, 10 min, 1 h) around every window, ending at `UNTIL`. */
+const SPANS = [16 * 60_000, 3 * 3_600_000, 10 * 3_600_000, 40 * 3_600_000];
+const RESOLUTIONS = [10_000, 60_000, 600_000, 3_600_000];
 
 /** Per shard: the counts, routers, configurations and quantiles (rounded: float sums in another order). */
 function totals(
@@ -92,7 +95,7 @@ function totals(
 }
 
 async function readAll(spanMs: number) {
-  return sumShardLoad(client, { until: LATER, spanMs, topKeys: 16 });
+  return sumShardLoad(client, { until: UNTIL, spanMs, topKeys: 16 });
 }
 
 const windowArb = fc.record({
@@ -155,7 +158,7 @@ describe("load rollups", () => {
             const windows = windowsOf(list);
             await write(windows);
             const expected = totals(
-              sumWindows(windows, { from: LATER.getTime() - SPANS[0]!, to: LATER.getTime() }).shards,
+              sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
             );
             for (const t of [...times].sort((x, y) => x - y)) await rollUp(new Date(T0 + t));
             await rollUp(LATER);
@@ -163,7 +166,7 @@ describe("load rollups", () => {
             expect(left.rows[0].n).toBe(0);
             for (const spanMs of SPANS) {
               const sum = await readAll(spanMs);
-              expect(sum.resolutionMs).toBe([10_000, 60_000, 600_000][SPANS.indexOf(spanMs)]);
+              expect(sum.resolutionMs).toBe(RESOLUTIONS[SPANS.indexOf(spanMs)]);
               expect(totals(sum.shards)).toEqual(expected);
             }
           },
@@ -226,7 +229,7 @@ describe("load rollups", () => {
       await Promise.all(rollers.map((c) => c.end()));
       expect(moved.filter((n) => n > 0).length).toBeGreaterThan(0);
       const expected = totals(
-        sumWindows(all, { from: LATER.getTime() - SPANS[0]!, to: LATER.getTime() }).shards,
+        sumWindows(all, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
       );
       for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
     },
@@ -253,7 +256,7 @@ describe("load rollups", () => {
       await rollUp(LATER);
       await write(windows.slice(30));
       const expected = totals(
-        sumWindows(windows, { from: LATER.getTime() - SPANS[0]!, to: LATER.getTime() }).shards,
+        sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
       );
 
       for (const stop of ["connection dropped", "process killed"] as const) {

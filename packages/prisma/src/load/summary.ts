@@ -74,7 +74,7 @@ export async function sumShardLoad(client: RawQuery, options: SumShardLoadOption
   try {
     rows = await sum(SUM_LOAD).then(undefined, (error: unknown) =>
       // Set up by an earlier version, no router of this one has flushed there yet: its windows only.
-      missingLoadTable(error) && /ShardLoadRollup/.test(String(error))
+      /relation "[^"]*ShardLoadRollup" does not exist/.test(String((error as { message?: unknown })?.message))
         ? sum(SUM_WINDOWS)
         : Promise.reject(error),
     );
