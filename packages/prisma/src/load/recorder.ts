@@ -12,7 +12,7 @@ import type { Placement } from "../planner.js";
 import type { Telemetry } from "../telemetry.js";
 import { type Batch, configDigest, copy, merge, routerId, ShardCounts } from "./batch.js";
 import { HANDLER, Measured, rowsOf } from "./measured.js";
-import { DEFAULT_TOP_KEYS, type ResolvedLoadOptions } from "./options.js";
+import type { ResolvedLoadOptions } from "./options.js";
 import { Roller } from "./roller.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD, type LoadRow } from "./sql.js";
@@ -377,13 +377,7 @@ export class LoadRecorder {
           ),
         () => running,
       );
-      // Whichever router flushes rolls the windows up (a day of history at least, whatever `retainMs`).
-      this.rollers[database] ??= new Roller(
-        client,
-        Math.max(o.retainMs, 86_400_000),
-        Math.max(o.topKeys, DEFAULT_TOP_KEYS),
-      );
-      this.rollers[database].after(now);
+      Roller.of(this.rollers, database, client, o).after(now); // whichever router flushes rolls up
       return { database: name, status: "written", rows: rows.length };
     } catch (error) {
       // Kept for the next flush, merged with what came since (from this batch's start: sent again,

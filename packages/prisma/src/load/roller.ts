@@ -1,5 +1,6 @@
 // Who rolls up: each router, after a flush to a database that answered, now and then (never two of
 // its own at once there); the database lets one rollup run at a time (`shardkit.load_rollup`'s lock).
+import { DEFAULT_TOP_KEYS } from "./options.js";
 import { ROLL_UP } from "./rollup.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
 
@@ -19,6 +20,21 @@ export class Roller {
     private readonly retainMs: number,
     private readonly topKeys: number,
   ) {}
+
+  /** `database`'s in `rollers`, made on first use: a day of history kept at least, whatever `retainMs`. */
+  static of(
+    rollers: (Roller | undefined)[],
+    database: number,
+    client: Raw,
+    options: { retainMs: number; topKeys: number },
+  ): Roller {
+    rollers[database] ??= new Roller(
+      client,
+      Math.max(options.retainMs, 86_400_000),
+      Math.max(options.topKeys, DEFAULT_TOP_KEYS),
+    );
+    return rollers[database];
+  }
 
   /**
    * Starts a rollup unless one ran less than `ROLLUP_EVERY_MS` ago (by `now`) or is running. A
