@@ -145,34 +145,32 @@ function windowsOf(list: readonly Drawn[]) {
   return out;
 }
 
+/** Windows rolled up at random times, then all: each resolution reads what the windows sum to. */
+async function rolledAtRandomTimes(list: Drawn[], times: number[]) {
+  await clear();
+  const windows = windowsOf(list);
+  await write(windows);
+  const expected = totals(
+    sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
+  );
+  for (const t of [...times].sort((x, y) => x - y)) await rollUp(new Date(T0 + t));
+  await rollUp(LATER);
+  const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+  expect(left.rows[0].n).toBe(0);
+  for (const spanMs of SPANS) {
+    const sum = await readAll(spanMs);
+    expect(sum.resolutionMs).toBe(RESOLUTIONS[SPANS.indexOf(spanMs)]);
+    expect(totals(sum.shards)).toEqual(expected);
+  }
+}
+
 describe("load rollups", () => {
   it(
     "keep every count: rolled up at random times, each resolution reads what the windows sum to",
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          fc.array(windowArb, { minLength: 1, maxLength: 40 }),
-          fc.array(fc.integer({ min: 0, max: 20 * 60_000 }), { maxLength: 4 }),
-          async (list, times) => {
-            await clear();
-            const windows = windowsOf(list);
-            await write(windows);
-            const expected = totals(
-              sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
-            );
-            for (const t of [...times].sort((x, y) => x - y)) await rollUp(new Date(T0 + t));
-            await rollUp(LATER);
-            const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
-            expect(left.rows[0].n).toBe(0);
-            for (const spanMs of SPANS) {
-              const sum = await readAll(spanMs);
-              expect(sum.resolutionMs).toBe(RESOLUTIONS[SPANS.indexOf(spanMs)]);
-              expect(totals(sum.shards)).toEqual(expected);
-            }
-          },
-        ),
-        { numRuns: 25 },
-      );
+    () => {
+      const times = fc.array(fc.integer({ min: 0, max: 20 * 60_000 }), { maxLength: 4 });
+      const lists = fc.array(windowArb, { minLength: 1, maxLength: 40 });
+      return fc.assert(fc.asyncProperty(lists, times, rolledAtRandomTimes), { numRuns: 25 });
     },
     patient(240_000),
   );
