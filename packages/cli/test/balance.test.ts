@@ -168,8 +168,8 @@ describe("shardkit balance", () => {
     for (const statement of CREATE_LOAD_TABLE) await sql(urls.c, statement);
     await sql(
       urls.c,
-      `INSERT INTO shardkit."ShardLoad" (shard, window_start, window_ms, router, calls, writes, rows_written, db_ms, sketch, top, config)
-       VALUES (3, now() - interval '10 minutes', 600000, 'kept:1:x', 3000, 3000, 3000, 6000, $1::jsonb, '[]', 'cfg-one')`,
+      `INSERT INTO shardkit."ShardLoad" (shard, window_start, router_start, window_ms, router, calls, writes, rows_written, db_ms, sketch, top, config)
+       VALUES (3, now() - interval '10 minutes', now() - interval '10 minutes', 600000, 'kept:1:x', 3000, 3000, 3000, 6000, $1::jsonb, '[]', 'cfg-one')`,
       [JSON.stringify(sketch.toJSON())],
     );
     const run = await shardkit(["balance", "--config", config, ...TABLES, "--dry-run", "--json"]);

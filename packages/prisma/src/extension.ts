@@ -70,8 +70,8 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
    * Load per logical shard, counted by this router: calls, writes, rows written, time in the
    * database with a latency sketch (p50/p95/p99 within 2%) and the heaviest routing keys, written
    * every `intervalMs` (default 10 s) to `shardkit."ShardLoad"` on each database holding the shards
-   * (one statement per database with counts; the table is made on the first flush). Read it with
-   * `readShardLoad` and `summarizeLoad`. Default on (`openShards({ load })` sets the default for its
+   * (one statement per database with counts; the table is made on the first flush), and rolled up
+   * there across routers now and then. Read it with `sumShardLoad`. Default on (`openShards({ load })` sets the default for its
    * registry); `false` turns it off. The README's "Load per shard" says more.
    */
   load?: LoadOption;

@@ -90,6 +90,7 @@ export {
   summarizeLoad,
 } from "./load/read.js";
 export type { LoadFlushResult } from "./load/recorder.js";
+export { LOAD_RESOLUTIONS, type LoadResolution, rollUpLoad } from "./load/rollup.js";
 export { LatencySketch, type SketchData } from "./load/sketch.js";
 export { LOAD_TABLE } from "./load/sql.js";
 export {

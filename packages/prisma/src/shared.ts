@@ -13,6 +13,10 @@ export const LOCKS = Object.freeze({
   install: 7304,
   /** Taking the fleet's balance lease, and making its table (@shardkit/ownership; one key). */
   balance: 7305,
+  /** Rolling load windows up (one rollup at a time per database; one key). */
+  loadRollup: 7306,
+  /** Making or changing the load tables and functions (one key). */
+  loadSetup: 7307,
 } as const);
 
 /** One of shardkit's own tables that hold shard rows, and how each row names its shard. */

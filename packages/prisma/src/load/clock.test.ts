@@ -12,7 +12,7 @@ import { PrismaClient } from "../../test/generated/prisma/client.js";
 import type { Placement } from "../planner.js";
 import { loadOptionsOf } from "./options.js";
 import { LoadRecorder } from "./recorder.js";
-import { CREATE_LOAD_TABLE } from "./sql.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
 import { mergeShardLoad, skewedRouters, sumShardLoad } from "./summary.js";
 
 const names = [`ld_clock_a_${process.pid}`, `ld_clock_b_${process.pid}`];

@@ -4,7 +4,11 @@
 export interface LoadOptions {
   /** How often the router writes its window to each database (ms). Default 10,000. */
   intervalMs?: number;
-  /** Windows older than this are deleted by the flushes (ms, every router's). Default 24 h. */
+  /**
+   * How long load history is kept (ms, every router's): the 10 min and 1 h rollups older than this
+   * are deleted by the routers' rollups (never those of the last day), windows by the flushes (never
+   * those of the last hour). Default 30 days.
+   */
   retainMs?: number;
   /** Heavy hitters kept per shard and window (space-saving counters). Default 16; 0 keeps none. */
   topKeys?: number;
@@ -33,7 +37,7 @@ export interface ResolvedLoadOptions {
 }
 
 export const DEFAULT_LOAD_INTERVAL_MS = 10_000;
-export const DEFAULT_LOAD_RETAIN_MS = 24 * 60 * 60 * 1000;
+export const DEFAULT_LOAD_RETAIN_MS = 30 * 24 * 60 * 60 * 1000;
 export const DEFAULT_TOP_KEYS = 16;
 const DEFAULT_SALT = "shardkit/load/1";
 

@@ -46,8 +46,9 @@ type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLik
 
 /**
  * The load windows stored on one database (`client`: its own Prisma client, e.g.
- * `registry.databases[i].client`, or anything with `$queryRawUnsafe`), oldest first. A database
- * no router has flushed to yet has none: `[]`.
+ * `registry.databases[i].client`, or anything with `$queryRawUnsafe`), oldest first: those not yet
+ * rolled up (about the last 40 s; `sumShardLoad` reads the rollups too). A database no router has
+ * flushed to yet has none: `[]`.
  */
 export async function readShardLoad(
   client: RawQuery,

@@ -13,7 +13,9 @@ import type { Telemetry } from "../telemetry.js";
 import { type Batch, configDigest, copy, merge, routerId, ShardCounts } from "./batch.js";
 import { HANDLER, Measured, rowsOf } from "./measured.js";
 import type { ResolvedLoadOptions } from "./options.js";
-import { CREATE_LOAD_TABLE, FLUSH_LOAD, type LoadRow } from "./sql.js";
+import { Roller } from "./roller.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
+import { FLUSH_LOAD, type LoadRow } from "./sql.js";
 
 type Raw = { $executeRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
 
@@ -53,6 +55,7 @@ export class LoadRecorder {
   private readonly batches: (Batch | undefined)[] = [];
   private readonly inFlight: (Promise<unknown> | undefined)[] = [];
   private readonly ensured: boolean[] = [];
+  private readonly rollers: (Roller | undefined)[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
   private closed = false;
   private readonly keyFields = new Map<string, readonly string[]>();
@@ -374,6 +377,7 @@ export class LoadRecorder {
           ),
         () => running,
       );
+      Roller.of(this.rollers, database, client, o).after(now); // whichever router flushes rolls up
       return { database: name, status: "written", rows: rows.length };
     } catch (error) {
       // Kept for the next flush, merged with what came since (from this batch's start: sent again,
@@ -386,16 +390,14 @@ export class LoadRecorder {
     }
   }
 
-  /** Resolves once no flush statement is in flight (a slow database's late answer included). */
+  /** Resolves once no flush statement nor rollup is in flight (a slow database's late answer included). */
   async idle(): Promise<void> {
-    await Promise.all(
-      this.inFlight.map((p) =>
-        p?.then(
-          () => {},
-          () => {},
-        ),
-      ),
-    );
+    const settled = (p: Promise<unknown> | undefined) =>
+      p?.then(
+        () => {},
+        () => {},
+      );
+    await Promise.all([...this.inFlight.map(settled), ...this.rollers.map((r) => r?.idle())]);
   }
 
   /** Stops the timer and flushes once more (a routed client's registry disconnecting). */

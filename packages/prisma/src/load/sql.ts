@@ -1,46 +1,8 @@
-// The table a router's load windows go to, on each database: its DDL, the one statement a flush
-// sends (upsert the windows, expire old ones), the read of its windows and their sum per shard.
+// The table a router's load windows go to, on each database (made by schema.ts): the one statement
+// a flush sends (upsert the windows, expire old ones) and the read of its windows.
 
 /** The table, in shardkit's own PostgreSQL schema (beside `shardkit."ShardkitSchema"`, never in the app's). */
 export const LOAD_TABLE = 'shardkit."ShardLoad"';
-
-/** A window's end: its start plus its length (immutable: a length in ms has no days or months to shift). */
-const WINDOW_END = `CREATE OR REPLACE FUNCTION shardkit.load_window_end(start timestamptz, ms integer)
-RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT start + ms * interval '1 millisecond' $$`;
-
-/**
- * Made on a database's first flush (each `IF NOT EXISTS`: routers racing are fine). A window's
- * `window_start` (and so `window_end`) is the database's clock: the flush moves the router's own
- * stamp, kept in `router_start`, by the router's clock skew, `skew_ms`. Both are null in rows
- * written without the router's clock. A table made by an earlier version gets the columns it lacks.
- */
-export const CREATE_LOAD_TABLE = [
-  "CREATE SCHEMA IF NOT EXISTS shardkit",
-  WINDOW_END,
-  `CREATE TABLE IF NOT EXISTS ${LOAD_TABLE} (
-  shard integer NOT NULL,
-  window_start timestamptz NOT NULL,
-  window_ms integer NOT NULL,
-  router text NOT NULL,
-  calls bigint NOT NULL,
-  writes bigint NOT NULL,
-  rows_written bigint NOT NULL,
-  db_ms double precision NOT NULL,
-  sketch jsonb NOT NULL,
-  top jsonb NOT NULL,
-  config text NOT NULL,
-  PRIMARY KEY (shard, window_start, router)
-)`,
-  `ALTER TABLE ${LOAD_TABLE}
-  ADD COLUMN IF NOT EXISTS window_end timestamptz
-    GENERATED ALWAYS AS (shardkit.load_window_end(window_start, window_ms)) STORED,
-  ADD COLUMN IF NOT EXISTS router_start timestamptz,
-  ADD COLUMN IF NOT EXISTS skew_ms double precision`,
-  // A retry of a window is found by its router's own stamp (the database's moves with each send).
-  `CREATE UNIQUE INDEX IF NOT EXISTS "ShardLoad_router_start_key" ON ${LOAD_TABLE} (shard, router, router_start)`,
-  `CREATE INDEX IF NOT EXISTS "ShardLoad_window_start_idx" ON ${LOAD_TABLE} (window_start)`,
-  `CREATE INDEX IF NOT EXISTS "ShardLoad_window_end_idx" ON ${LOAD_TABLE} (window_end)`,
-];
 
 /** One row of the table as a flush sends it (in the JSON of `$1`). */
 export interface LoadRow {

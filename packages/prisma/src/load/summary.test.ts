@@ -6,9 +6,11 @@ import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
+import { loadRows } from "../../test/load-rows.js";
 import type { ShardLoadWindow } from "./read.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
 import { LatencySketch } from "./sketch.js";
-import { CREATE_LOAD_TABLE, FLUSH_LOAD, type LoadRow } from "./sql.js";
+import { FLUSH_LOAD } from "./sql.js";
 import { mergeShardLoad, sumShardLoad, sumWindows } from "./summary.js";
 
 const names = [`ld_sum_a_${process.pid}`, `ld_sum_b_${process.pid}`];
@@ -70,20 +72,7 @@ function windows(seed: number): ShardLoadWindow[] {
 }
 
 async function write(client: PrismaClient, list: readonly ShardLoadWindow[]) {
-  const rows: LoadRow[] = list.map((w) => ({
-    shard: w.shard.bits,
-    window_start: w.windowStart.toISOString(),
-    window_ms: w.windowMs,
-    router: w.router,
-    calls: w.calls,
-    writes: w.writes,
-    rows_written: w.rowsWritten,
-    db_ms: w.dbMs,
-    sketch: w.sketch,
-    top: w.top,
-    config: w.config,
-  }));
-  await client.$executeRawUnsafe(FLUSH_LOAD, JSON.stringify(rows), new Date(0).toISOString());
+  await client.$executeRawUnsafe(FLUSH_LOAD, loadRows(list), new Date(0).toISOString());
 }
 
 const figures = (s: {

@@ -1,90 +1,15 @@
 // Load summed per logical shard in the database: one statement per database over a span of its
-// clock, whatever the number of routers and windows, pro-rating only the windows across the span's
+// clock (sum-sql.ts), from the windows not yet rolled up and the rollups, whatever the number of
+// routers and windows, pro-rating only the windows across the span's
 // edges (`windowShare`'s rule), latency sketches merged bucket by bucket and heavy hitters merged as
 // `mergeTopKeys` merges them. The reader gets one row per shard, so its memory and time stay flat.
 import { ShardIdentifier } from "@shardkit/id";
 import { windowShare, windowsWithin } from "./figure.js";
 import { type ShardLoadSummary, type ShardLoadWindow, summarizeLoad } from "./read.js";
 import { LatencySketch, SKETCH_ALPHA, SKETCH_MIN_MS, type SketchData } from "./sketch.js";
-import { LOAD_TABLE, missingLoadTable } from "./sql.js";
+import { missingLoadTable } from "./sql.js";
+import { SUM_LOAD, SUM_WINDOWS } from "./sum-sql.js";
 import { mergeTopKeys, type TopKey } from "./top-keys.js";
-
-const MS = "interval '1 millisecond'";
-const EPOCH_MS = (t: string) => `(extract(epoch FROM ${t}) * 1000)::float8`;
-
-/**
- * `$1` since (or null: `$3` minus `$2` ms), `$2` the span (ms), `$3` until (or null: `now()`), `$4`
- * heavy hitters kept per shard, `$5` the series' bucket (ms, or null: no series). One row: the span,
- * the median window length, the shards, the series (per bucket of `$5` ms since the epoch) and the
- * routers seen, each with its last skew.
- */
-export const SUM_LOAD = `WITH span AS MATERIALIZED (
-  SELECT u.until, COALESCE($1::timestamptz, u.until - $2::float8 * ${MS}) AS since
-  FROM (SELECT COALESCE($3::timestamptz, now()) AS until) u
-), w AS MATERIALIZED (
-  SELECT l.shard, l.router, l.config, l.window_start, l.window_end, l.window_ms, l.skew_ms, l.sketch, l.top,
-    l.calls, l.writes, l.rows_written, l.db_ms,
-    ${EPOCH_MS("l.window_start")} AS s_ms, ${EPOCH_MS("l.window_end")} AS e_ms,
-    CASE WHEN l.window_ms <= 0 THEN 1::float8 ELSE LEAST(1, GREATEST(0,
-      ${EPOCH_MS("LEAST(l.window_end, span.until) - GREATEST(l.window_start, span.since)")} / l.window_ms)) END AS f
-  FROM ${LOAD_TABLE} l, span
-  WHERE l.window_end > span.since AND l.window_start < span.until
-), sums AS (
-  SELECT shard, sum(calls * f) AS calls, sum(writes * f) AS writes, sum(rows_written * f) AS rows_written,
-    sum(db_ms * f) AS db_ms, count(*) AS windows, ${EPOCH_MS("min(window_start)")} AS from_ms,
-    ${EPOCH_MS("max(window_end)")} AS to_ms, array_agg(DISTINCT router) AS routers,
-    array_agg(DISTINCT config) AS configs
-  FROM w GROUP BY shard
-), buckets AS (
-  SELECT w.shard, (b->>0)::int AS i, sum((b->>1)::float8) AS n
-  FROM w, jsonb_array_elements(w.sketch->'buckets') b
-  WHERE (w.sketch->>'alpha')::float8 = ${SKETCH_ALPHA} AND (w.sketch->>'min')::float8 = ${SKETCH_MIN_MS}
-  GROUP BY 1, 2
-), sketches AS (
-  SELECT shard, jsonb_agg(jsonb_build_array(i, n) ORDER BY i) AS buckets FROM buckets GROUP BY shard
-), lists AS (
-  SELECT w.shard, w.f, w.top, jsonb_array_length(w.top) >= $4::int AS is_full,
-    CASE WHEN jsonb_array_length(w.top) >= $4::int
-      THEN (SELECT min((e->>'count')::float8) FROM jsonb_array_elements(w.top) e) END AS low
-  FROM w WHERE jsonb_typeof(w.top) = 'array' AND jsonb_array_length(w.top) > 0
-), floors AS (
-  SELECT shard, COALESCE(sum(low * f) FILTER (WHERE is_full), 0) AS total FROM lists GROUP BY shard
-), keys AS (
-  SELECT t.shard, e->>'key' AS key, sum((e->>'count')::float8 * t.f) AS count,
-    sum((e->>'error')::float8 * t.f) AS error, COALESCE(sum(t.low * t.f) FILTER (WHERE t.is_full), 0) AS held
-  FROM lists t, jsonb_array_elements(t.top) e GROUP BY 1, 2
-), ranked AS (
-  SELECT k.shard, k.key, k.count + fl.total - k.held AS count, k.error + fl.total - k.held AS error,
-    row_number() OVER (PARTITION BY k.shard ORDER BY k.count + fl.total - k.held DESC, k.key COLLATE "C") AS rank
-  FROM keys k JOIN floors fl USING (shard)
-), tops AS (
-  SELECT shard, jsonb_agg(jsonb_build_object('key', key, 'count', count, 'error', error) ORDER BY rank) AS top
-  FROM ranked WHERE rank <= $4::int GROUP BY shard
-), series AS (
-  SELECT b, sum(w.calls * x.share) AS calls, sum(w.writes * x.share) AS writes, sum(w.db_ms * x.share) AS db_ms
-  FROM w CROSS JOIN span
-  CROSS JOIN LATERAL generate_series(
-    GREATEST(floor(w.s_ms / $5::float8), floor(${EPOCH_MS("span.since")} / $5::float8))::bigint,
-    LEAST(floor(GREATEST(w.e_ms - 1, w.s_ms) / $5::float8), floor(${EPOCH_MS("span.until")} / $5::float8))::bigint
-  ) AS b
-  CROSS JOIN LATERAL (SELECT CASE WHEN w.window_ms <= 0 THEN 1::float8
-    ELSE GREATEST(0, LEAST(w.e_ms, (b + 1) * $5::float8) - GREATEST(w.s_ms, b * $5::float8)) / w.window_ms END AS share) x
-  GROUP BY b
-), routers AS (
-  SELECT router, count(*) AS windows, ${EPOCH_MS("max(window_end)")} AS last_ms,
-    (array_agg(skew_ms ORDER BY window_end DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
-  FROM w GROUP BY router
-)
-SELECT ${EPOCH_MS("span.since")} AS since_ms, ${EPOCH_MS("span.until")} AS until_ms,
-  (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY window_ms) FROM w) AS typical_ms,
-  (SELECT COALESCE(jsonb_agg(jsonb_build_object('shard', s.shard, 'calls', s.calls, 'writes', s.writes,
-      'rows', s.rows_written, 'dbMs', s.db_ms, 'windows', s.windows, 'from', s.from_ms, 'to', s.to_ms,
-      'routers', s.routers, 'configs', s.configs, 'sketch', COALESCE(k.buckets, '[]'), 'top', COALESCE(t.top, '[]'))
-    ORDER BY s.shard), '[]') FROM sums s LEFT JOIN sketches k USING (shard) LEFT JOIN tops t USING (shard)) AS shards,
-  (SELECT COALESCE(jsonb_agg(jsonb_build_array(b, calls, writes, db_ms) ORDER BY b), '[]') FROM series) AS series,
-  (SELECT COALESCE(jsonb_agg(jsonb_build_object('router', router, 'windows', windows, 'last', last_ms,
-      'skewMs', skew_ms) ORDER BY router), '[]') FROM routers) AS routers
-FROM span`;
 
 /** A router whose windows were summed: its last measured clock skew (its clock minus the database's). */
 export interface LoadRouter {
@@ -103,8 +28,13 @@ export interface LoadSum {
   to: Date;
   /** Summed per shard, in shard order (`sketch` set). */
   shards: ShardLoadSummary[];
-  /** The median length of the windows summed (ms), null without windows. */
+  /** The median length of the windows summed (ms; the resolution read when all were rolled up), null without any. */
   typicalWindowMs: number | null;
+  /**
+   * The resolution of the rollups read with the windows not yet rolled up (ms: 10 s, 1 min or 10 min,
+   * `LOAD_RESOLUTIONS`); undefined for a sum of windows in memory.
+   */
+  resolutionMs?: number;
   /** Calls, writes and database time per bucket of `bucketMs` since the epoch (`bucket * bucketMs`). */
   series: { bucket: number; calls: number; writes: number; dbMs: number }[];
   routers: LoadRouter[];
@@ -132,14 +62,21 @@ type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLik
  */
 export async function sumShardLoad(client: RawQuery, options: SumShardLoadOptions = {}): Promise<LoadSum> {
   let rows: unknown;
-  try {
-    rows = await client.$queryRawUnsafe(
-      SUM_LOAD,
+  const sum = (sql: string) =>
+    client.$queryRawUnsafe(
+      sql,
       options.since?.toISOString() ?? null,
       options.spanMs ?? 3_600_000,
       options.until?.toISOString() ?? null,
       options.topKeys ?? 16,
       options.bucketMs ?? null,
+    );
+  try {
+    rows = await sum(SUM_LOAD).then(undefined, (error: unknown) =>
+      // Set up by an earlier version, no router of this one has flushed there yet: its windows only.
+      /relation "[^"]*ShardLoadRollup" does not exist/.test(String((error as { message?: unknown })?.message))
+        ? sum(SUM_WINDOWS)
+        : Promise.reject(error),
     );
   } catch (error) {
     if (!missingLoadTable(error)) throw error;
@@ -154,6 +91,7 @@ export async function sumShardLoad(client: RawQuery, options: SumShardLoadOption
     to: new Date(Number(row.until_ms)),
     shards,
     typicalWindowMs: row.typical_ms === null ? null : Number(row.typical_ms),
+    resolutionMs: Number(row.tier_ms),
     series: (json(row.series) as number[][]).map(([bucket, calls, writes, dbMs]) => ({
       bucket: Number(bucket),
       calls: Number(calls),

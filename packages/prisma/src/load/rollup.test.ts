@@ -1,0 +1,417 @@
+// Rollups keep every count: the load read at each resolution after windows are rolled up (in one go,
+// in several, by many connections at once, or by one killed halfway) equals the windows' own sum; a
+// table of the old shape is changed in place by routers setting up together; a router's flush rolls
+// up what is past the lag.
+import { spawn } from "node:child_process";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardIdentifier } from "@shardkit/id";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
+import fc from "fast-check";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
+import { loadRows } from "../../test/load-rows.js";
+import type { Placement } from "../planner.js";
+import { LOCKS } from "../shared.js";
+import { loadOptionsOf } from "./options.js";
+import type { ShardLoadWindow } from "./read.js";
+import { LoadRecorder } from "./recorder.js";
+import { ROLLUP_TABLE } from "./rollup.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
+import { LatencySketch } from "./sketch.js";
+import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
+import { sumShardLoad, sumWindows } from "./summary.js";
+
+const name = `ld_rollup_${process.pid}`;
+let url = "";
+let client: PrismaClient;
+let admin: pg.Client;
+
+beforeAll(async () => {
+  url = await createDatabase(MAIN_PORT, name);
+  client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
+  admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
+}, patient(60_000));
+
+afterAll(async () => {
+  await client?.$disconnect();
+  await admin?.end();
+  await dropDatabase(MAIN_PORT, name);
+}, patient(60_000));
+
+const T0 = Date.parse("2026-01-01T12:00:00Z");
+/** After every window of these tests and its lag: a rollup at this time moves them all. */
+const LATER = new Date(T0 + 17 * 60_000);
+
+async function clear() {
+  await admin.query(`DELETE FROM ${LOAD_TABLE}; DELETE FROM ${ROLLUP_TABLE}`);
+}
+
+async function write(windows: readonly ShardLoadWindow[]) {
+  await admin.query(FLUSH_LOAD, [loadRows(windows), new Date(0).toISOString()]);
+}
+
+const rollUp = async (at: Date, db: pg.Client = admin) =>
+  Number((await db.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0].n);
+
+/** The end of the spans read: after every window of these tests. */
+const UNTIL = new Date(T0 + 13 * 60_000);
+/** Spans that read each resolution (10 s, 1 min, 10 min, 1 h) around every window, ending at `UNTIL`. */
+const SPANS = [16 * 60_000, 3 * 3_600_000, 10 * 3_600_000, 40 * 3_600_000];
+const RESOLUTIONS = [10_000, 60_000, 600_000, 3_600_000];
+
+/** Per shard: the counts, routers, configurations and quantiles (rounded: float sums in another order). */
+function totals(
+  shards: readonly {
+    key: string;
+    calls: number;
+    writes: number;
+    rowsWritten: number;
+    dbMs: number;
+    routers: string[];
+    configs: string[];
+    p50: number | undefined;
+    p99: number | undefined;
+    top: { key: string; count: number; error: number }[];
+  }[],
+) {
+  const r = (n: number) => Math.round(n * 1e6) / 1e6;
+  return shards.map((s) => ({
+    key: s.key,
+    calls: r(s.calls),
+    writes: r(s.writes),
+    rows: r(s.rowsWritten),
+    dbMs: r(s.dbMs),
+    routers: s.routers,
+    configs: s.configs,
+    p50: s.p50,
+    p99: s.p99,
+    // Lists never full here (fewer keys than kept): merged exactly, whatever the order of merging.
+    top: s.top.map((t) => [t.key, r(t.count), r(t.error)]).sort(([x], [y]) => (x! < y! ? -1 : 1)),
+  }));
+}
+
+async function readAll(spanMs: number) {
+  return sumShardLoad(client, { until: UNTIL, spanMs, topKeys: 16 });
+}
+
+const windowArb = fc.record({
+  shard: fc.constantFrom("0/0", "0/1", "2/5"),
+  router: fc.constantFrom("r1", "r2", "r3"),
+  offsetMs: fc.integer({ min: 0, max: 10 * 60_000 }),
+  lengthMs: fc.oneof(fc.constant(10_000), fc.integer({ min: 0, max: 100_000 })),
+  calls: fc.integer({ min: 1, max: 1000 }),
+  latency: fc.double({ min: 0.01, max: 500, noNaN: true }),
+  key: fc.integer({ min: 0, max: 5 }),
+});
+
+type Drawn = {
+  shard: string;
+  router: string;
+  offsetMs: number;
+  lengthMs: number;
+  calls: number;
+  latency: number;
+  key: number;
+};
+
+function windowsOf(list: readonly Drawn[]) {
+  const seen = new Set<string>();
+  const out: ShardLoadWindow[] = [];
+  for (const w of list) {
+    const start = T0 + w.offsetMs;
+    const id = `${w.shard}|${w.router}|${start}`;
+    if (seen.has(id)) continue; // one row per router stamp
+    seen.add(id);
+    const sketch = new LatencySketch();
+    sketch.record(w.latency, w.calls);
+    out.push({
+      shard: ShardIdentifier.parse(w.shard),
+      windowStart: new Date(start),
+      windowMs: w.lengthMs,
+      router: w.router,
+      calls: w.calls,
+      writes: Math.floor(w.calls / 3),
+      rowsWritten: Math.floor(w.calls / 2),
+      dbMs: w.calls * 1.5,
+      sketch: sketch.toJSON(),
+      top: [{ key: `k${w.key}`, count: Math.ceil(w.calls / 2), error: 0 }],
+      config: w.router === "r3" ? "other" : "c",
+    });
+  }
+  return out;
+}
+
+/** Windows rolled up at random times, then all: each resolution reads what the windows sum to. */
+async function rolledAtRandomTimes(list: Drawn[], times: number[]) {
+  await clear();
+  const windows = windowsOf(list);
+  await write(windows);
+  const expected = totals(
+    sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
+  );
+  for (const t of [...times].sort((x, y) => x - y)) await rollUp(new Date(T0 + t));
+  await rollUp(LATER);
+  const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+  expect(left.rows[0].n).toBe(0);
+  for (const spanMs of SPANS) {
+    const sum = await readAll(spanMs);
+    expect(sum.resolutionMs).toBe(RESOLUTIONS[SPANS.indexOf(spanMs)]);
+    expect(totals(sum.shards)).toEqual(expected);
+  }
+}
+
+describe("load rollups", () => {
+  it(
+    "keep every count: rolled up at random times, each resolution reads what the windows sum to",
+    () => {
+      const times = fc.array(fc.integer({ min: 0, max: 20 * 60_000 }), { maxLength: 4 });
+      const lists = fc.array(windowArb, { minLength: 1, maxLength: 40 });
+      return fc.assert(fc.asyncProperty(lists, times, rolledAtRandomTimes), { numRuns: 25 });
+    },
+    patient(240_000),
+  );
+
+  it(
+    "a rollup skips while another holds the lock, and many at once while windows arrive count each window once",
+    async () => {
+      await clear();
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      await holder.query("BEGIN");
+      await holder.query(`SELECT pg_advisory_xact_lock(${LOCKS.loadRollup}, 0)`);
+      await write(
+        windowsOf([
+          { shard: "0/0", router: "r1", offsetMs: 0, lengthMs: 10_000, calls: 5, latency: 1, key: 0 },
+        ]),
+      );
+      expect(await rollUp(LATER)).toBe(-1);
+      await holder.query("ROLLBACK");
+      await holder.end();
+      await clear();
+
+      const rollers = await Promise.all(
+        Array.from({ length: 6 }, async () => {
+          const c = new pg.Client({ connectionString: url });
+          await c.connect();
+          return c;
+        }),
+      );
+      const all: ShardLoadWindow[] = [];
+      let writing = true;
+      const moved: number[] = [];
+      const loops = rollers.map(async (c) => {
+        while (writing) moved.push(await rollUp(LATER, c));
+      });
+      for (let batch = 0; batch < 20; batch++) {
+        const windows = windowsOf(
+          Array.from({ length: 30 }, (_, i) => ({
+            shard: ["0/0", "0/1", "2/5"][i % 3]!,
+            router: `r${batch}`,
+            offsetMs: (i * 17_000) % (10 * 60_000),
+            lengthMs: 10_000 + (i % 4) * 9_000,
+            calls: 1 + ((i * 31 + batch) % 97),
+            latency: 1 + (i % 7),
+            key: i % 5,
+          })),
+        );
+        all.push(...windows);
+        await write(windows);
+      }
+      writing = false;
+      await Promise.all(loops);
+      await rollUp(LATER);
+      await Promise.all(rollers.map((c) => c.end()));
+      expect(moved.filter((n) => n > 0).length).toBeGreaterThan(0);
+      const expected = totals(
+        sumWindows(all, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
+      );
+      for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
+    },
+    patient(120_000),
+  );
+
+  it(
+    "a rollup whose connection drops or whose process is killed halfway leaves every count once",
+    async () => {
+      await clear();
+      const windows = windowsOf(
+        Array.from({ length: 60 }, (_, i) => ({
+          shard: ["0/0", "0/1", "2/5"][i % 3]!,
+          router: `r${i % 4}`,
+          offsetMs: i * 13_000,
+          lengthMs: 10_000,
+          calls: 1 + i,
+          latency: 2,
+          key: i % 3,
+        })),
+      );
+      // A first rollup makes the bucket rows the next one merges into.
+      await write(windows.slice(0, 30));
+      await rollUp(LATER);
+      await write(windows.slice(30));
+      const expected = totals(
+        sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
+      );
+
+      for (const stop of ["connection dropped", "process killed"] as const) {
+        // A row lock on every 10 min bucket holds the rollup after it moved the windows, before it writes.
+        const blocker = new pg.Client({ connectionString: url });
+        await blocker.connect();
+        await blocker.query("BEGIN");
+        await blocker.query(`SELECT 1 FROM ${ROLLUP_TABLE} WHERE bucket_ms = 600000 FOR UPDATE`);
+        const app = `rollup-${stop.replace(" ", "-")}-${process.pid}`;
+        const child = spawn(
+          process.execPath,
+          [
+            "--input-type=module",
+            "-e",
+            `import pg from "pg"; const c = new pg.Client({ connectionString: process.env.URL, application_name: process.env.APP });
+           await c.connect(); await c.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
+          ],
+          {
+            env: { ...process.env, URL: url, APP: app, AT: LATER.toISOString() },
+            stdio: "ignore",
+            detached: true,
+          },
+        );
+        const exited = new Promise((resolve) => child.once("exit", resolve));
+        let pid = 0;
+        await eventually("the rollup to wait for the row lock", async () => {
+          const { rows } = await admin.query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            [app],
+          );
+          pid = rows[0]?.pid ?? 0;
+          return pid > 0;
+        });
+        if (stop === "connection dropped") await admin.query("SELECT pg_terminate_backend($1)", [pid]);
+        process.kill(-child.pid!, "SIGKILL");
+        await exited;
+        await blocker.query("ROLLBACK");
+        await blocker.end();
+        await eventually("the rollup's backend to end", async () => {
+          const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
+          return rows.length === 0;
+        });
+        for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
+      }
+      await rollUp(LATER);
+      const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+      expect(left.rows[0].n).toBe(0);
+      for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
+    },
+    patient(120_000),
+  );
+
+  it(
+    "a table of the old shape is changed in place by routers setting up at once: its rows kept, one primary key",
+    async () => {
+      const old = `ld_rollup_old_${process.pid}`;
+      const oldUrl = await createDatabase(MAIN_PORT, old);
+      const connect = async () => {
+        const c = new pg.Client({ connectionString: oldUrl });
+        await c.connect();
+        return c;
+      };
+      const [a, b] = await Promise.all([connect(), connect()]);
+      try {
+        // What earlier versions made: the primary key (shard, window_start, router) beside the unique key.
+        await a.query(`CREATE SCHEMA shardkit;
+        CREATE TABLE ${LOAD_TABLE} (shard integer NOT NULL, window_start timestamptz NOT NULL, window_ms integer NOT NULL,
+          router text NOT NULL, calls bigint NOT NULL, writes bigint NOT NULL, rows_written bigint NOT NULL,
+          db_ms double precision NOT NULL, sketch jsonb NOT NULL, top jsonb NOT NULL, config text NOT NULL,
+          PRIMARY KEY (shard, window_start, router));
+        CREATE FUNCTION shardkit.load_window_end(start timestamptz, ms integer) RETURNS timestamptz
+          LANGUAGE sql IMMUTABLE AS $$ SELECT start + ms * interval '1 millisecond' $$;
+        ALTER TABLE ${LOAD_TABLE} ADD COLUMN window_end timestamptz
+            GENERATED ALWAYS AS (shardkit.load_window_end(window_start, window_ms)) STORED,
+          ADD COLUMN router_start timestamptz, ADD COLUMN skew_ms double precision;
+        CREATE UNIQUE INDEX "ShardLoad_router_start_key" ON ${LOAD_TABLE} (shard, router, router_start);
+        INSERT INTO ${LOAD_TABLE} VALUES
+          (1, now() - interval '5 minutes', 10000, 'by-hand', 3, 0, 0, 1, '{}', '[]', 'c', DEFAULT, NULL, NULL),
+          (1, now() - interval '4 minutes', 10000, 'r', 4, 0, 0, 1, '{}', '[]', 'c', DEFAULT, now() - interval '4 minutes', 0)`);
+        // Read before any router of this version set it up: the windows, without rollups.
+        const raw = {
+          $queryRawUnsafe: (sql: string, ...v: unknown[]) => a.query(sql, v).then((r) => r.rows),
+        };
+        const before = await sumShardLoad(raw, { spanMs: 600_000 });
+        expect(before.shards.map((s) => [s.key, s.calls])).toEqual([["0/1", 7]]);
+        await Promise.all(
+          [a, b].map(async (c) => {
+            for (const ddl of CREATE_LOAD_TABLE) await c.query(ddl);
+          }),
+        );
+        const keys = await a.query(
+          `SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = '${LOAD_TABLE}'::regclass AND contype IN ('p', 'u')`,
+        );
+        expect(keys.rows).toEqual([
+          { conname: "ShardLoad_router_start_key", def: "PRIMARY KEY (shard, router, router_start)" },
+        ]);
+        const rows = await a.query(`SELECT router, calls::int AS calls FROM ${LOAD_TABLE} ORDER BY router`);
+        expect(rows.rows).toEqual([
+          { router: "by-hand", calls: 3 },
+          { router: "r", calls: 4 },
+        ]);
+        // Both roll up: the windows are counted in the rollups now.
+        expect(await rollUp(new Date(Date.now() + 3_600_000), a)).toBe(2);
+        const { rows: rolled } = await a.query(
+          `SELECT sum(calls)::int AS n FROM ${ROLLUP_TABLE} WHERE bucket_ms = 60000`,
+        );
+        expect(rolled[0].n).toBe(7);
+      } finally {
+        await Promise.all([a.end(), b.end()]);
+        await dropDatabase(MAIN_PORT, old);
+      }
+    },
+    patient(60_000),
+  );
+
+  it(
+    "a router's flush rolls up the windows past the lag, its own and other routers'",
+    async () => {
+      await clear();
+      const shard = ShardIdentifier.of(0, 0);
+      const placement: Placement = {
+        resolve: (s) => s,
+        databases: [{ index: 0, shards: [shard] }],
+        databaseOf: () => ({ index: 0 }),
+      };
+      // Another router's windows of 5 minutes ago, by the database's clock.
+      const { rows } = await admin.query("SELECT now() AS now");
+      const old = windowsOf(
+        [1, 2, 3].map((i) => ({
+          shard: "0/0",
+          router: "gone",
+          offsetMs: i * 10_000,
+          lengthMs: 10_000,
+          calls: 10,
+          latency: 1,
+          key: 0,
+        })),
+      ).map((w) => ({
+        ...w,
+        windowStart: new Date(rows[0].now.getTime() - 300_000 + w.windowStart.getTime() - T0),
+      }));
+      await write(old);
+      const load = new LoadRecorder(
+        { placement, databases: [{ client, name }], keysOf: () => ["id"] },
+        loadOptionsOf({ intervalMs: 600_000 }, "load", [])!,
+      );
+      await load.timed(client.$queryRawUnsafe("SELECT 1"), [shard], "queryRaw");
+      expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
+      await load.idle(); // the rollup it started
+      const left = await admin.query(`SELECT router, calls::int AS calls FROM ${LOAD_TABLE}`);
+      expect(left.rows).toEqual([{ router: load.router, calls: 1 }]);
+      const sum = await sumShardLoad(client, { spanMs: 600_000 });
+      expect(sum.shards.map((s) => [s.key, s.calls, s.routers])).toEqual([
+        ["0/0", 31, ["gone", load.router].sort()],
+      ]);
+      await load.close();
+    },
+    patient(60_000),
+  );
+});

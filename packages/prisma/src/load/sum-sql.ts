@@ -1,0 +1,102 @@
+// The statement `sumShardLoad` sends: one database's load summed per shard over a span of its clock,
+// from the windows not yet rolled up and the rollups of one resolution (`LOAD_RESOLUTIONS`: the
+// coarsest whose buckets are at most a twentieth of the span, among those kept as far back as the
+// span's start). A count is in the windows or in the rollups, never both, so every resolution holds
+// all of it; each row is a window of its data's extent, counted by `windowShare`'s rule.
+import { epochMs, mergeCtes } from "./merge-sql.js";
+import { LOAD_RESOLUTIONS, ROLLUP_TABLE } from "./rollup.js";
+import { LOAD_TABLE } from "./sql.js";
+
+const MS = "interval '1 millisecond'";
+/** Where the statement reads rollups from (the table, or nothing on a database set up before them). */
+const ROLLUP_FROM = "%ROLLUPS%";
+/** A resolution is read for spans of at least this many of its buckets. */
+export const BUCKETS_PER_SPAN = 20;
+
+const RESOLUTIONS = `(VALUES ${LOAD_RESOLUTIONS.map((r) => `(${r.bucketMs}, ${r.keepMs ?? "NULL"}::float8)`).join(", ")}) AS t(ms, keep)`;
+const KEPT = "(t.keep IS NULL OR s.since >= s.until - (t.keep - t.ms) * interval '1 millisecond')";
+
+/**
+ * `$1` since (or null: `$3` minus `$2` ms), `$2` the span (ms), `$3` until (or null: `now()`), `$4`
+ * heavy hitters kept per shard, `$5` the series' bucket (ms, or null: no series). One row: the span,
+ * the resolution read, the median window length, the shards, the series (per bucket of `$5` ms since
+ * the epoch) and the routers seen, each with its last skew.
+ */
+const SUM = `WITH span0 AS MATERIALIZED (
+  SELECT u.until, COALESCE($1::timestamptz, u.until - $2::float8 * ${MS}) AS since
+  FROM (SELECT COALESCE($3::timestamptz, now()) AS until) u
+), span AS MATERIALIZED (
+  SELECT s.until, s.since, COALESCE(
+    (SELECT max(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT} AND t.ms * ${BUCKETS_PER_SPAN} <= ${epochMs("s.until - s.since")}),
+    (SELECT min(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT})) AS tier
+  FROM span0 s
+), w AS NOT MATERIALIZED (
+  SELECT x.*, ${epochMs("x.window_start")} AS s_ms, ${epochMs("x.window_end")} AS e_ms,
+    CASE WHEN x.window_ms <= 0 THEN 1::float8 ELSE LEAST(1, GREATEST(0,
+      ${epochMs("LEAST(x.window_end, span.until) - GREATEST(x.window_start, span.since)")} / x.window_ms)) END AS f
+  FROM span, LATERAL (
+    SELECT l.shard, ARRAY[l.router] AS routers, ARRAY[l.config] AS configs, l.window_start, l.window_end,
+      l.window_ms::float8 AS window_ms, l.skew_ms, l.sketch, l.top, l.calls::float8 AS calls,
+      l.writes::float8 AS writes, l.rows_written::float8 AS rows_written, l.db_ms, 1 AS windows, true AS raw
+    FROM ${LOAD_TABLE} l WHERE l.window_end > span.since AND l.window_start < span.until
+    UNION ALL
+    SELECT r.shard, r.routers, r.configs, r.data_start, r.data_end, ${epochMs("r.data_end - r.data_start")},
+      NULL, r.sketch, r.top, r.calls, r.writes, r.rows_written, r.db_ms, r.windows, false
+    FROM ${ROLLUP_FROM} r
+    WHERE r.bucket_ms = span.tier AND r.bucket_start > span.since - span.tier * ${MS} AND r.bucket_start < span.until
+      AND r.data_end > span.since AND r.data_start < span.until
+  ) x
+), sums AS (
+  SELECT shard, sum(calls * f) AS calls, sum(writes * f) AS writes, sum(rows_written * f) AS rows_written,
+    sum(db_ms * f) AS db_ms, sum(windows) AS windows, ${epochMs("min(window_start)")} AS from_ms,
+    ${epochMs("max(window_end)")} AS to_ms
+  FROM w GROUP BY shard
+), names AS (
+  SELECT shard, array_agg(DISTINCT r) AS routers
+  FROM (SELECT DISTINCT shard, routers FROM w) x, unnest(x.routers) r GROUP BY shard
+), cfgs AS (
+  SELECT shard, array_agg(DISTINCT c) AS configs
+  FROM (SELECT DISTINCT shard, configs FROM w) x, unnest(x.configs) c GROUP BY shard
+), ${mergeCtes("", "w", ["shard"], "$4::int")}, series AS (
+  SELECT b, sum(w.calls * x.share) AS calls, sum(w.writes * x.share) AS writes, sum(w.db_ms * x.share) AS db_ms
+  FROM w CROSS JOIN span
+  CROSS JOIN LATERAL generate_series(
+    GREATEST(floor(w.s_ms / $5::float8), floor(${epochMs("span.since")} / $5::float8))::bigint,
+    LEAST(floor(GREATEST(w.e_ms - 1, w.s_ms) / $5::float8), floor(${epochMs("span.until")} / $5::float8))::bigint
+  ) AS b
+  CROSS JOIN LATERAL (SELECT CASE WHEN w.window_ms <= 0 THEN 1::float8
+    ELSE GREATEST(0, LEAST(w.e_ms, (b + 1) * $5::float8) - GREATEST(w.s_ms, b * $5::float8)) / w.window_ms END AS share) x
+  GROUP BY b
+), by_routers AS (
+  SELECT routers, count(*) AS windows, max(window_end) AS last,
+    (array_agg(skew_ms ORDER BY window_end DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
+  FROM w GROUP BY routers
+), routers AS (
+  SELECT router, sum(windows) AS windows, ${epochMs("max(last)")} AS last_ms,
+    (array_agg(skew_ms ORDER BY last DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
+  FROM by_routers, unnest(by_routers.routers) router GROUP BY router
+)
+SELECT ${epochMs("span.since")} AS since_ms, ${epochMs("span.until")} AS until_ms, span.tier AS tier_ms,
+  COALESCE((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY window_ms) FROM w WHERE raw),
+    (SELECT span.tier WHERE EXISTS (SELECT 1 FROM w))) AS typical_ms,
+  (SELECT COALESCE(jsonb_agg(jsonb_build_object('shard', s.shard, 'calls', s.calls, 'writes', s.writes,
+      'rows', s.rows_written, 'dbMs', s.db_ms, 'windows', s.windows, 'from', s.from_ms, 'to', s.to_ms,
+      'routers', n.routers, 'configs', c.configs, 'sketch', COALESCE(k.buckets, '[]'), 'top', COALESCE(t.top, '[]'))
+    ORDER BY s.shard), '[]') FROM sums s JOIN names n USING (shard) JOIN cfgs c USING (shard)
+    LEFT JOIN sketches k USING (shard) LEFT JOIN tops t USING (shard)) AS shards,
+  (SELECT COALESCE(jsonb_agg(jsonb_build_array(b, calls, writes, db_ms) ORDER BY b), '[]') FROM series) AS series,
+  (SELECT COALESCE(jsonb_agg(jsonb_build_object('router', router, 'windows', windows, 'last', last_ms,
+      'skewMs', skew_ms) ORDER BY router), '[]') FROM routers) AS routers
+FROM span`;
+
+/** The statement, reading the rollups' table. */
+export const SUM_LOAD = SUM.replace(ROLLUP_FROM, ROLLUP_TABLE);
+
+/** The statement on a database set up by an earlier version (windows only, no rollups' table yet). */
+export const SUM_WINDOWS = SUM.replace(
+  ROLLUP_FROM,
+  `(SELECT NULL::int AS bucket_ms, NULL::timestamptz AS bucket_start, NULL::int AS shard,
+    NULL::timestamptz AS data_start, NULL::timestamptz AS data_end, NULL::float8 AS calls, NULL::float8 AS writes,
+    NULL::float8 AS rows_written, NULL::float8 AS db_ms, NULL::int AS windows, NULL::jsonb AS sketch,
+    NULL::jsonb AS top, NULL::text[] AS routers, NULL::text[] AS configs WHERE false)`,
+);
