@@ -1,0 +1,243 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import { ShardedId } from "@shardkit/id";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  type AtomicRouter,
+  atomicDatabases,
+  atomicRouter,
+  eachDatabase,
+  ledger,
+  preparedGids,
+  S,
+  stageTransfer,
+  walletOn,
+} from "../test/atomic-world.js";
+import { PrismaClient } from "../test/generated/prisma/client.js";
+import { AtomicUnavailableError, CrossShardError } from "./errors.js";
+import { rolloutSchema } from "./rollout.js";
+
+let urls: string[];
+let release: () => Promise<void>;
+let router: AtomicRouter;
+
+beforeAll(async () => {
+  ({ urls, release } = await atomicDatabases("a"));
+  router = atomicRouter(urls);
+}, patient(180_000));
+afterAll(async () => {
+  await router?.close();
+  await release?.();
+}, patient(120_000));
+beforeEach(async () => {
+  await router.db.$recoverAtomic({ leaseMs: 0 });
+  await eachDatabase(urls, `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`);
+});
+
+const transfer = (from: string, to: string, amount: bigint) => ({
+  id: ShardedId.generate("Customer", S.g0m0),
+  from,
+  to,
+  amount,
+});
+
+/** A coordinator that stops for good at `point` (its promise never settles), as a crashed one would. */
+const stopAt = (point: string) => (at: string) => (at === point ? new Promise<void>(() => {}) : undefined);
+
+describe("$action(fn, { atomic: true }): two-phase commit across databases", () => {
+  it("commits on every database, records the decision, and leaves nothing prepared", async () => {
+    const a = await walletOn(router, S.g0m0, 100n);
+    const b = await walletOn(router, S.g1m1, 0n);
+    const t = transfer(a, b, 30n);
+    await router.db.$action((unit) => stageTransfer(unit, t), { atomic: true });
+    expect((await router.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(70n);
+    expect((await router.db.wallet.findUnique({ where: { id: b } }))?.balance).toBe(30n);
+    expect(await preparedGids(urls)).toEqual([]);
+    const [decisions] = await eachDatabase<{ decision: string; participants: string }>(
+      urls,
+      `SELECT decision, participants FROM "AtomicDecision"`,
+    );
+    expect(decisions).toHaveLength(1);
+    expect(decisions![0]!.decision).toBe("commit");
+    expect(JSON.parse(decisions![0]!.participants).map((p: { shards: number[] }) => p.shards)).toEqual([
+      [S.g0m0.bits],
+      [S.g1m1.bits],
+    ]);
+    expect((await ledger(urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
+  });
+
+  it("a failure on one database before the decision rolls back everywhere and rethrows it", async () => {
+    const a = await walletOn(router, S.g0m0, 100n);
+    const b = await walletOn(router, S.g1m1, 0n);
+    const t = transfer(a, b, 30n);
+    const error = await router.db
+      .$action(
+        (unit) => {
+          stageTransfer(unit, t);
+          unit.on(b, async () => {
+            throw new RangeError("refused by a check on the second database");
+          });
+        },
+        { atomic: true },
+      )
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RangeError);
+    expect((await router.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
+    expect((await ledger(urls)).sides.size).toBe(0);
+    expect(await preparedGids(urls)).toEqual([]);
+  });
+
+  it("is opt-in: without it, writes to two shards are still refused before anything is written", async () => {
+    const a = await walletOn(router, S.g0m0, 100n);
+    const b = await walletOn(router, S.g1m1, 0n);
+    await expect(router.db.$action((unit) => stageTransfer(unit, transfer(a, b, 1n)))).rejects.toBeInstanceOf(
+      CrossShardError,
+    );
+  });
+
+  it("refuses, naming the database, when a participant's server has max_prepared_transactions = 0", async () => {
+    const name = `sk_atomic_main_${process.pid}`;
+    const mainUrl = await createDatabase(MAIN_PORT, name);
+    try {
+      await rolloutSchema({
+        schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+        targets: [{ name, adapter: new PrismaPg({ connectionString: mainUrl }) }],
+        onProgress: () => {},
+      });
+      const mixed = atomicRouter([urls[0]!, urls[1]!, mainUrl]);
+      try {
+        const a = await walletOn(mixed, S.g0m0, 100n);
+        const b = await walletOn(mixed, S.g1m1, 0n);
+        const error = await mixed.db
+          .$action((unit) => stageTransfer(unit, transfer(a, b, 5n)), { atomic: true })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(AtomicUnavailableError);
+        expect((error as AtomicUnavailableError).code).toBe("ATOMIC_UNAVAILABLE");
+        expect((error as AtomicUnavailableError).databases).toEqual([
+          { database: "db2", reason: expect.stringMatching(/max_prepared_transactions = 0/) },
+        ]);
+        expect((await mixed.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
+      } finally {
+        await mixed.close();
+      }
+    } finally {
+      await dropDatabase(MAIN_PORT, name);
+    }
+  });
+
+  it("refuses when the deciding database has no AtomicDecision table", async () => {
+    const bare = new PrismaClient({ adapter: new PrismaPg({ connectionString: urls[0]! }) });
+    await bare.$executeRawUnsafe(`ALTER TABLE "AtomicDecision" RENAME TO "AtomicDecisionAway"`);
+    const fresh = atomicRouter(urls); // new clients: their facts are read anew
+    try {
+      const a = await walletOn(fresh, S.g0m0, 100n);
+      const b = await walletOn(fresh, S.g1m1, 0n);
+      const error = await fresh.db
+        .$action((unit) => stageTransfer(unit, transfer(a, b, 5n)), { atomic: true })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AtomicUnavailableError);
+      expect(String(error)).toMatch(/db0: .*no AtomicDecision table/);
+    } finally {
+      await bare.$executeRawUnsafe(`ALTER TABLE "AtomicDecisionAway" RENAME TO "AtomicDecision"`);
+      await bare.$disconnect();
+      await fresh.close();
+    }
+  });
+});
+
+describe("recovery: any router concludes what a stopped coordinator left prepared", () => {
+  it("stopped after every database prepared (no decision yet): rolled back everywhere", async () => {
+    const a = await walletOn(router, S.g0m0, 100n);
+    const b = await walletOn(router, S.g1m1, 0n);
+    const t = transfer(a, b, 30n);
+    const prepared: number[] = [];
+    void router.db.$action((unit) => stageTransfer(unit, t), {
+      atomic: true,
+      atomicProbe: (point, database) => {
+        prepared.push(database);
+        return point === "prepared" && prepared.length === 2 ? new Promise<void>(() => {}) : undefined;
+      },
+    });
+    const other = atomicRouter(urls);
+    try {
+      await eventually("both databases to prepare", async () => (await preparedGids(urls)).length === 2);
+      const young = await other.db.$recoverAtomic({ leaseMs: 3_600_000 });
+      expect(young.transactions.map((x) => x.outcome)).toEqual(["left", "left"]);
+      const report = await other.db.$recoverAtomic({ leaseMs: 0 });
+      expect(report.transactions.map((x) => x.outcome).sort()).toEqual(["rolled-back", "rolled-back"]);
+      expect(await preparedGids(urls)).toEqual([]);
+      expect((await ledger(urls)).sides.size).toBe(0);
+      expect((await other.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("stopped after the decision: the other database is committed by recovery", async () => {
+    const a = await walletOn(router, S.g0m0, 100n);
+    const b = await walletOn(router, S.g1m1, 0n);
+    const t = transfer(a, b, 30n);
+    void router.db.$action((unit) => stageTransfer(unit, t), {
+      atomic: true,
+      atomicProbe: stopAt("decided"),
+    });
+    const other = atomicRouter(urls);
+    try {
+      await eventually(
+        "the decision to commit",
+        async () => (await ledger(urls)).sides.get(t.id)?.join() === "debit",
+      );
+      const report = await other.db.$recoverAtomic({ leaseMs: 0 });
+      expect(report.transactions).toMatchObject([
+        { database: "db2", decision: "commit", outcome: "committed" },
+      ]);
+      expect((await ledger(urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
+      expect((await other.db.wallet.findUnique({ where: { id: b } }))?.balance).toBe(30n);
+      expect(await preparedGids(urls)).toEqual([]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("two routers recovering the same orphans at once: one outcome, each transaction ended once", async () => {
+    const a = await walletOn(router, S.g0m0, 100n);
+    const b = await walletOn(router, S.g1m1, 0n);
+    const c = await walletOn(router, S.g0m2, 0n);
+    const decided = transfer(a, b, 10n);
+    const undecided = transfer(a, c, 20n);
+    void router.db.$action((unit) => stageTransfer(unit, decided), {
+      atomic: true,
+      atomicProbe: stopAt("decided"),
+    });
+    await eventually(
+      "the decision to commit",
+      async () => (await ledger(urls)).sides.get(decided.id)?.join() === "debit",
+    );
+    let seen = 0;
+    void router.db.$action((unit) => stageTransfer(unit, undecided), {
+      atomic: true,
+      atomicProbe: (point) =>
+        point === "prepared" && ++seen === 2 ? new Promise<void>(() => {}) : undefined,
+    });
+    await eventually("three prepared transactions", async () => (await preparedGids(urls)).length === 3);
+    const [one, two] = [atomicRouter(urls), atomicRouter(urls)];
+    try {
+      const reports = await Promise.all([
+        one.db.$recoverAtomic({ leaseMs: 0 }),
+        two.db.$recoverAtomic({ leaseMs: 0 }),
+      ]);
+      const outcomes = reports.flatMap((r) => r.transactions.filter((x) => x.outcome !== "left"));
+      // Each of the three prepared transactions was ended by exactly one router.
+      expect(outcomes.map((x) => x.gid).sort()).toEqual([...new Set(outcomes.map((x) => x.gid))].sort());
+      expect(await preparedGids(urls)).toEqual([]);
+      const { sides, total } = await ledger(urls);
+      expect(sides.get(decided.id)).toEqual(["credit", "debit"]);
+      expect(sides.get(undecided.id)).toBeUndefined();
+      expect(total).toBe(100n);
+    } finally {
+      await one.close();
+      await two.close();
+    }
+  });
+});
