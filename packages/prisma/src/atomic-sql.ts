@@ -177,3 +177,14 @@ export const PREPARED_SQL = `SELECT gid, (extract(epoch FROM now() - prepared) *
 export async function preparedAt(client: object): Promise<{ gid: string; ageMs: number }[]> {
   return raw(client).$queryRawUnsafe<{ gid: string; ageMs: number }[]>(PREPARED_SQL);
 }
+
+/**
+ * The global ids of the atomic actions prepared on this database that write to the shard `bits`:
+ * a move waits for them before it switches the shard (their rows would commit at a former owner).
+ */
+export async function preparedNaming(client: object, bits: number): Promise<string[]> {
+  const rows = await raw(client).$queryRawUnsafe<{ gid: string }[]>(
+    `SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE '${GID_PREFIX}%'`,
+  );
+  return rows.map((r) => r.gid).filter((gid) => parseGid(gid)?.shards.includes(bits));
+}

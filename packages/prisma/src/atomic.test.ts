@@ -32,7 +32,10 @@ afterAll(async () => {
 }, patient(120_000));
 beforeEach(async () => {
   await router.db.$recoverAtomic({ leaseMs: 0 });
-  await eachDatabase(urls, `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`);
+  await eachDatabase(
+    urls,
+    `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`,
+  );
 });
 
 const transfer = (from: string, to: string, amount: bigint) => ({

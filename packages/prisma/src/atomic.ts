@@ -121,13 +121,16 @@ export async function runAtomic(
     });
   }
   await context.options.atomicProbe?.("decided", parts[0]!.database);
-  // Decided: each commit that does not answer now is recovery's to finish (its rows stay locked until then).
-  await Promise.allSettled(
-    parts.slice(1).map(async (p) => {
+  // Decided: the others commit in database order; one that does not answer now is recovery's to
+  // finish (its rows stay locked until then).
+  for (const p of parts.slice(1)) {
+    try {
       await executor.bounded(p.database, () => endPrepared(view.clients[p.database]!, "COMMIT", p.gid));
-      await context.options.atomicProbe?.("committed", p.database);
-    }),
-  );
+    } catch {
+      continue;
+    }
+    await context.options.atomicProbe?.("committed", p.database);
+  }
   return undefined;
 }
 
