@@ -1,18 +1,16 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { ShardedId } from "@shardkit/id";
 import { patient } from "@shardkit/test-db";
-import { eventually } from "@shardkit/vitest-config/eventually";
 import fc from "fast-check";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  type AtomicRouter,
-  atomicDatabases,
-  atomicRouter,
   eachDatabase,
   ledger,
   preparedGids,
+  recoverAll as recoverWorld,
   S,
   stageTransfer,
+  useAtomicWorld,
   walletOn,
 } from "../test/atomic-world.js";
 import type { AtomicPoint } from "./atomic.js";
@@ -21,33 +19,8 @@ import type { AtomicPoint } from "./atomic.js";
 // action whose coordinator never goes on): after recovery by another router, every action is all
 // or nothing, counted row by row, the money is all there, and nothing is left prepared.
 
-let urls: string[];
-let release: () => Promise<void>;
-let router: AtomicRouter;
-
-beforeAll(async () => {
-  ({ urls, release } = await atomicDatabases("crash"));
-  router = atomicRouter(urls);
-}, patient(180_000));
-afterAll(async () => {
-  await router?.close();
-  await release?.();
-}, patient(120_000));
-beforeEach(async () => {
-  await recoverAll();
-  await eachDatabase(
-    urls,
-    `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`,
-  );
-});
-
-/** Recovery by this test's router until nothing is prepared (a lock the dead coordinator held may need a moment to go). */
-async function recoverAll(): Promise<void> {
-  await eventually("recovery to conclude every prepared transaction", async () => {
-    await router.db.$recoverAtomic({ leaseMs: 0 });
-    return (await preparedGids(urls)).length === 0;
-  });
-}
+const world = useAtomicWorld("crash");
+const recoverAll = () => recoverWorld(world.router, world.urls);
 
 function startChild(env: object): {
   child: ChildProcess;
@@ -82,25 +55,35 @@ describe("a coordinator killed with SIGKILL at each step of an atomic action", (
   ];
   for (const { stopAt, committed } of cases) {
     it(`killed after ${stopAt}: recovery ${committed ? "commits" : "rolls back"} it on every database`, async () => {
-      const from = await walletOn(router, S.g0m0, 100n);
-      const to = await walletOn(router, S.g0m2, 0n);
-      const fee = await walletOn(router, S.g1m1, 0n);
+      const from = await walletOn(world.router, S.g0m0, 100n);
+      const to = await walletOn(world.router, S.g0m2, 0n);
+      const fee = await walletOn(world.router, S.g1m1, 0n);
       const id = ShardedId.generate("Customer", S.g0m0);
-      const { child, stopped, exited } = startChild({ urls, stopAt, from, to, fee, id, amount: "40" });
+      const { child, stopped, exited } = startChild({
+        urls: world.urls,
+        stopAt,
+        from,
+        to,
+        fee,
+        id,
+        amount: "40",
+      });
       try {
         expect(await stopped).toBe(`stopped ${stopAt}`);
       } finally {
         process.kill(-child.pid!, "SIGKILL");
         await exited;
       }
-      const before = await preparedGids(urls);
+      const before = await preparedGids(world.urls);
       expect(before.length).toBeGreaterThan(0); // the crash left work in doubt
       await recoverAll();
-      const { sides, total } = await ledger(urls);
+      const { sides, total } = await ledger(world.urls);
       expect(sides.get(id) ?? []).toEqual(committed ? ["credit", "debit", "fee"] : []);
       expect(total).toBe(100n);
       const balances = await Promise.all(
-        [from, to, fee].map(async (w) => (await router.db.wallet.findUnique({ where: { id: w } }))!.balance),
+        [from, to, fee].map(
+          async (w) => (await world.router.db.wallet.findUnique({ where: { id: w } }))!.balance,
+        ),
       );
       expect(balances).toEqual(committed ? [59n, 40n, 1n] : [100n, 0n, 0n]);
     });
@@ -124,15 +107,18 @@ describe("property: atomic transfers between wallets on several databases, with 
       await fc.assert(
         fc.asyncProperty(fc.array(transfer, { minLength: 1, maxLength: 6 }), async (transfers) => {
           await recoverAll();
-          await eachDatabase(urls, `TRUNCATE "OutboxEvent", "Wallet", "Customer", "AtomicDecision" CASCADE`);
-          const wallets = await Promise.all(shards.map((s) => walletOn(router, s, 100n)));
+          await eachDatabase(
+            world.urls,
+            `TRUNCATE "OutboxEvent", "Wallet", "Customer", "AtomicDecision" CASCADE`,
+          );
+          const wallets = await Promise.all(shards.map((s) => walletOn(world.router, s, 100n)));
           const ids: string[] = [];
           for (const t of transfers) {
             const id = ShardedId.generate("Customer", S.g0m0);
             ids.push(id);
             const staged = { id, from: wallets[t.from]!, to: wallets[t.to]!, amount: t.amount };
             if (t.stop === "none") {
-              await router.db.$action((unit) => stageTransfer(unit, staged), { atomic: true });
+              await world.router.db.$action((unit) => stageTransfer(unit, staged), { atomic: true });
               continue;
             }
             // A coordinator that stops for good at its point (at "prepared": once both databases
@@ -140,7 +126,7 @@ describe("property: atomic transfers between wallets on several databases, with 
             let reached!: () => void;
             const stoppedThere = new Promise<void>((resolve) => (reached = resolve));
             let prepared = 0;
-            void router.db
+            void world.router.db
               .$action((unit) => stageTransfer(unit, staged), {
                 atomic: true,
                 atomicProbe: (at) => {
@@ -155,11 +141,11 @@ describe("property: atomic transfers between wallets on several databases, with 
             await recoverAll();
           }
           await recoverAll();
-          const { sides, total } = await ledger(urls);
+          const { sides, total } = await ledger(world.urls);
           expect(total).toBe(600n);
           for (const id of ids) expect([[], ["credit", "debit"]]).toContainEqual(sides.get(id) ?? []);
           const balances = await eachDatabase<{ n: string }>(
-            urls,
+            world.urls,
             `SELECT sum(balance)::text AS n FROM "Wallet"`,
           );
           expect(balances.flat().reduce((s, r) => s + BigInt(r.n), 0n)).toBe(600n);

@@ -1,42 +1,23 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  type AtomicRouter,
-  atomicDatabases,
   atomicRouter,
   eachDatabase,
   ledger,
   preparedGids,
   S,
   stageTransfer,
+  useAtomicWorld,
   walletOn,
 } from "../test/atomic-world.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { AtomicUnavailableError, CrossShardError } from "./errors.js";
 import { rolloutSchema } from "./rollout.js";
 
-let urls: string[];
-let release: () => Promise<void>;
-let router: AtomicRouter;
-
-beforeAll(async () => {
-  ({ urls, release } = await atomicDatabases("a"));
-  router = atomicRouter(urls);
-}, patient(180_000));
-afterAll(async () => {
-  await router?.close();
-  await release?.();
-}, patient(120_000));
-beforeEach(async () => {
-  await router.db.$recoverAtomic({ leaseMs: 0 });
-  await eachDatabase(
-    urls,
-    `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`,
-  );
-});
+const world = useAtomicWorld("a");
 
 const transfer = (from: string, to: string, amount: bigint) => ({
   id: ShardedId.generate("Customer", S.g0m0),
@@ -50,15 +31,15 @@ const stopAt = (point: string) => (at: string) => (at === point ? new Promise<vo
 
 describe("$action(fn, { atomic: true }): two-phase commit across databases", () => {
   it("commits on every database, records the decision, and leaves nothing prepared", async () => {
-    const a = await walletOn(router, S.g0m0, 100n);
-    const b = await walletOn(router, S.g1m1, 0n);
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
     const t = transfer(a, b, 30n);
-    await router.db.$action((unit) => stageTransfer(unit, t), { atomic: true });
-    expect((await router.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(70n);
-    expect((await router.db.wallet.findUnique({ where: { id: b } }))?.balance).toBe(30n);
-    expect(await preparedGids(urls)).toEqual([]);
+    await world.router.db.$action((unit) => stageTransfer(unit, t), { atomic: true });
+    expect((await world.router.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(70n);
+    expect((await world.router.db.wallet.findUnique({ where: { id: b } }))?.balance).toBe(30n);
+    expect(await preparedGids(world.urls)).toEqual([]);
     const [decisions] = await eachDatabase<{ decision: string; participants: string }>(
-      urls,
+      world.urls,
       `SELECT decision, participants FROM "AtomicDecision"`,
     );
     expect(decisions).toHaveLength(1);
@@ -67,14 +48,14 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
       [S.g0m0.bits],
       [S.g1m1.bits],
     ]);
-    expect((await ledger(urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
+    expect((await ledger(world.urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
   });
 
   it("a failure on one database before the decision rolls back everywhere and rethrows it", async () => {
-    const a = await walletOn(router, S.g0m0, 100n);
-    const b = await walletOn(router, S.g1m1, 0n);
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
     const t = transfer(a, b, 30n);
-    const error = await router.db
+    const error = await world.router.db
       .$action(
         (unit) => {
           stageTransfer(unit, t);
@@ -86,17 +67,17 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
       )
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RangeError);
-    expect((await router.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
-    expect((await ledger(urls)).sides.size).toBe(0);
-    expect(await preparedGids(urls)).toEqual([]);
+    expect((await world.router.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
+    expect((await ledger(world.urls)).sides.size).toBe(0);
+    expect(await preparedGids(world.urls)).toEqual([]);
   });
 
   it("is opt-in: without it, writes to two shards are still refused before anything is written", async () => {
-    const a = await walletOn(router, S.g0m0, 100n);
-    const b = await walletOn(router, S.g1m1, 0n);
-    await expect(router.db.$action((unit) => stageTransfer(unit, transfer(a, b, 1n)))).rejects.toBeInstanceOf(
-      CrossShardError,
-    );
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
+    await expect(
+      world.router.db.$action((unit) => stageTransfer(unit, transfer(a, b, 1n))),
+    ).rejects.toBeInstanceOf(CrossShardError);
   });
 
   it("refuses, naming the database, when a participant's server has max_prepared_transactions = 0", async () => {
@@ -108,7 +89,7 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
         targets: [{ name, adapter: new PrismaPg({ connectionString: mainUrl }) }],
         onProgress: () => {},
       });
-      const mixed = atomicRouter([urls[0]!, urls[1]!, mainUrl]);
+      const mixed = atomicRouter([world.urls[0]!, world.urls[1]!, mainUrl]);
       try {
         const a = await walletOn(mixed, S.g0m0, 100n);
         const b = await walletOn(mixed, S.g1m1, 0n);
@@ -130,9 +111,9 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
   });
 
   it("refuses when the deciding database has no AtomicDecision table", async () => {
-    const bare = new PrismaClient({ adapter: new PrismaPg({ connectionString: urls[0]! }) });
+    const bare = new PrismaClient({ adapter: new PrismaPg({ connectionString: world.urls[0]! }) });
     await bare.$executeRawUnsafe(`ALTER TABLE "AtomicDecision" RENAME TO "AtomicDecisionAway"`);
-    const fresh = atomicRouter(urls); // new clients: their facts are read anew
+    const fresh = atomicRouter(world.urls); // new clients: their facts are read anew
     try {
       const a = await walletOn(fresh, S.g0m0, 100n);
       const b = await walletOn(fresh, S.g1m1, 0n);
@@ -151,26 +132,29 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
 
 describe("recovery: any router concludes what a stopped coordinator left prepared", () => {
   it("stopped after every database prepared (no decision yet): rolled back everywhere", async () => {
-    const a = await walletOn(router, S.g0m0, 100n);
-    const b = await walletOn(router, S.g1m1, 0n);
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
     const t = transfer(a, b, 30n);
     const prepared: number[] = [];
-    void router.db.$action((unit) => stageTransfer(unit, t), {
+    void world.router.db.$action((unit) => stageTransfer(unit, t), {
       atomic: true,
       atomicProbe: (point, database) => {
         prepared.push(database);
         return point === "prepared" && prepared.length === 2 ? new Promise<void>(() => {}) : undefined;
       },
     });
-    const other = atomicRouter(urls);
+    const other = atomicRouter(world.urls);
     try {
-      await eventually("both databases to prepare", async () => (await preparedGids(urls)).length === 2);
+      await eventually(
+        "both databases to prepare",
+        async () => (await preparedGids(world.urls)).length === 2,
+      );
       const young = await other.db.$recoverAtomic({ leaseMs: 3_600_000 });
       expect(young.transactions.map((x) => x.outcome)).toEqual(["left", "left"]);
       const report = await other.db.$recoverAtomic({ leaseMs: 0 });
       expect(report.transactions.map((x) => x.outcome).sort()).toEqual(["rolled-back", "rolled-back"]);
-      expect(await preparedGids(urls)).toEqual([]);
-      expect((await ledger(urls)).sides.size).toBe(0);
+      expect(await preparedGids(world.urls)).toEqual([]);
+      expect((await ledger(world.urls)).sides.size).toBe(0);
       expect((await other.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
     } finally {
       await other.close();
@@ -178,53 +162,56 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("stopped after the decision: the other database is committed by recovery", async () => {
-    const a = await walletOn(router, S.g0m0, 100n);
-    const b = await walletOn(router, S.g1m1, 0n);
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
     const t = transfer(a, b, 30n);
-    void router.db.$action((unit) => stageTransfer(unit, t), {
+    void world.router.db.$action((unit) => stageTransfer(unit, t), {
       atomic: true,
       atomicProbe: stopAt("decided"),
     });
-    const other = atomicRouter(urls);
+    const other = atomicRouter(world.urls);
     try {
       await eventually(
         "the decision to commit",
-        async () => (await ledger(urls)).sides.get(t.id)?.join() === "debit",
+        async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
       );
       const report = await other.db.$recoverAtomic({ leaseMs: 0 });
       expect(report.transactions).toMatchObject([
         { database: "db2", decision: "commit", outcome: "committed" },
       ]);
-      expect((await ledger(urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
+      expect((await ledger(world.urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
       expect((await other.db.wallet.findUnique({ where: { id: b } }))?.balance).toBe(30n);
-      expect(await preparedGids(urls)).toEqual([]);
+      expect(await preparedGids(world.urls)).toEqual([]);
     } finally {
       await other.close();
     }
   });
 
   it("two routers recovering the same orphans at once: one outcome, each transaction ended once", async () => {
-    const a = await walletOn(router, S.g0m0, 100n);
-    const b = await walletOn(router, S.g1m1, 0n);
-    const c = await walletOn(router, S.g0m2, 0n);
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
+    const c = await walletOn(world.router, S.g0m2, 0n);
     const decided = transfer(a, b, 10n);
     const undecided = transfer(a, c, 20n);
-    void router.db.$action((unit) => stageTransfer(unit, decided), {
+    void world.router.db.$action((unit) => stageTransfer(unit, decided), {
       atomic: true,
       atomicProbe: stopAt("decided"),
     });
     await eventually(
       "the decision to commit",
-      async () => (await ledger(urls)).sides.get(decided.id)?.join() === "debit",
+      async () => (await ledger(world.urls)).sides.get(decided.id)?.join() === "debit",
     );
     let seen = 0;
-    void router.db.$action((unit) => stageTransfer(unit, undecided), {
+    void world.router.db.$action((unit) => stageTransfer(unit, undecided), {
       atomic: true,
       atomicProbe: (point) =>
         point === "prepared" && ++seen === 2 ? new Promise<void>(() => {}) : undefined,
     });
-    await eventually("three prepared transactions", async () => (await preparedGids(urls)).length === 3);
-    const [one, two] = [atomicRouter(urls), atomicRouter(urls)];
+    await eventually(
+      "three prepared transactions",
+      async () => (await preparedGids(world.urls)).length === 3,
+    );
+    const [one, two] = [atomicRouter(world.urls), atomicRouter(world.urls)];
     try {
       const reports = await Promise.all([
         one.db.$recoverAtomic({ leaseMs: 0 }),
@@ -233,8 +220,8 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
       const outcomes = reports.flatMap((r) => r.transactions.filter((x) => x.outcome !== "left"));
       // Each of the three prepared transactions was ended by exactly one router.
       expect(outcomes.map((x) => x.gid).sort()).toEqual([...new Set(outcomes.map((x) => x.gid))].sort());
-      expect(await preparedGids(urls)).toEqual([]);
-      const { sides, total } = await ledger(urls);
+      expect(await preparedGids(world.urls)).toEqual([]);
+      const { sides, total } = await ledger(world.urls);
       expect(sides.get(decided.id)).toEqual(["credit", "debit"]);
       expect(sides.get(undecided.id)).toBeUndefined();
       expect(total).toBe(100n);

@@ -205,58 +205,50 @@ const byCode: ErrorTable<errors.PrismaShardErrorCode> = {
   ],
   ATOMIC_ABORTED: [
     errors.AtomicAbortedError,
-    async () => {
-      // A coordinator slower than the lease: another router concludes its action first.
-      const router = await atomicWorld();
-      let prepared = 0;
-      return router.db.$action(
-        (unit) => {
-          unit.create("customer", { data: customer(S.g0m0) });
-          unit.create("customer", { data: customer(S.g1m1) });
-        },
-        {
-          atomic: true,
-          atomicProbe: async (point) => {
-            if (point !== "prepared" || ++prepared < 2) return;
-            const other = atomicRouter(atomic!.urls);
-            await other.db.$recoverAtomic({ leaseMs: 0 }).finally(() => other.close());
-          },
-        },
-      );
-    },
+    // A coordinator slower than the lease: another router concludes its action first.
+    () =>
+      atomicOverTwo(async () => {
+        const other = atomicRouter(atomic!.urls);
+        await other.db.$recoverAtomic({ leaseMs: 0 }).finally(() => other.close());
+      }),
   ],
   ATOMIC_IN_DOUBT: [
     errors.AtomicInDoubtError,
     async () => {
       // The deciding database takes no connection from the moment every database prepared.
-      const router = await atomicWorld();
+      await atomicWorld();
       const name = new URL(atomic!.urls[0]!).pathname.slice(1);
-      let prepared = 0;
+      const admin = (sql: string) => eachDatabase([atomic!.urls[2]!], sql);
       try {
-        return await router.db.$action(
-          (unit) => {
-            unit.create("customer", { data: customer(S.g0m0) });
-            unit.create("customer", { data: customer(S.g1m1) });
-          },
-          {
-            atomic: true,
-            atomicProbe: async (point) => {
-              if (point !== "prepared" || ++prepared < 2) return;
-              await eachDatabase([atomic!.urls[2]!], `ALTER DATABASE "${name}" ALLOW_CONNECTIONS false`);
-              await eachDatabase(
-                [atomic!.urls[2]!],
-                `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}'`,
-              );
-            },
-          },
-        );
+        return await atomicOverTwo(async () => {
+          await admin(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS false`);
+          await admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}'`);
+        });
       } finally {
-        await eachDatabase([atomic!.urls[2]!], `ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`);
-        await router.db.$recoverAtomic({ leaseMs: 0 });
+        await admin(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`);
+        await atomicRouted!.db.$recoverAtomic({ leaseMs: 0 });
       }
     },
   ],
 };
+
+/** An atomic action over two databases of the atomic tests' server; `whenPrepared` runs once both prepared. */
+async function atomicOverTwo(whenPrepared: () => Promise<void>) {
+  const router = await atomicWorld();
+  let prepared = 0;
+  return router.db.$action(
+    (unit) => {
+      unit.create("customer", { data: customer(S.g0m0) });
+      unit.create("customer", { data: customer(S.g1m1) });
+    },
+    {
+      atomic: true,
+      atomicProbe: async (point) => {
+        if (point === "prepared" && ++prepared === 2) await whenPrepared();
+      },
+    },
+  );
+}
 
 /** The atomic tests' server and databases (max_prepared_transactions > 0), made on first use. */
 let atomic: Awaited<ReturnType<typeof atomicDatabases>> | undefined;

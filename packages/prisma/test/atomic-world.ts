@@ -4,8 +4,17 @@
 // server dropped by the last run to end.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, type ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropCluster, dropDatabase, ensureCluster, shareClusters } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropCluster,
+  dropDatabase,
+  ensureCluster,
+  patient,
+  shareClusters,
+} from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
+import { afterAll, beforeAll, beforeEach } from "vitest";
 import { shardRouting } from "../src/extension.js";
 import { createShardRegistry } from "../src/registry.js";
 import { rolloutSchema } from "../src/rollout.js";
@@ -142,3 +151,38 @@ export async function ledger(urls: readonly string[]) {
 }
 
 export { models, S };
+
+/**
+ * A test file's databases and router: made before its tests, dropped after them, and before each
+ * test every prepared transaction concluded (by recovery) and every table emptied.
+ */
+export function useAtomicWorld(tag: string) {
+  const world = { urls: [] as string[], router: undefined as unknown as AtomicRouter };
+  let release: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    const made = await atomicDatabases(tag);
+    release = made.release;
+    world.urls = made.urls;
+    world.router = atomicRouter(made.urls);
+  }, patient(180_000));
+  afterAll(async () => {
+    await world.router?.close();
+    await release?.();
+  }, patient(120_000));
+  beforeEach(async () => {
+    await recoverAll(world.router, world.urls);
+    await eachDatabase(
+      world.urls,
+      `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`,
+    );
+  });
+  return world;
+}
+
+/** Recovery by `router` until nothing is prepared (a lock a dead coordinator held may need a moment to go). */
+export async function recoverAll(router: AtomicRouter, urls: readonly string[]): Promise<void> {
+  await eventually("recovery to conclude every prepared transaction", async () => {
+    await router.db.$recoverAtomic({ leaseMs: 0 });
+    return (await preparedGids(urls)).length === 0;
+  });
+}
