@@ -60,6 +60,12 @@ export declare function shareClusters(
   key: string,
   hooks: { make(): Promise<void>; drop(): Promise<void> },
 ): Promise<() => Promise<void>>;
+/** One cluster shared by concurrent test processes: made (`ensureCluster`) by the first user, dropped by the last. */
+export declare function shareCluster(
+  name: string,
+  port: number,
+  options?: Parameters<typeof ensureCluster>[2],
+): Promise<() => Promise<void>>;
 /**
  * Stops and drops a cluster a test created, its configuration folder included. Never `main`, and
  * never a cluster these helpers did not make (rejects: `ensureCluster` refuses one too).

@@ -428,6 +428,19 @@ export async function shareClusters(key, { make, drop }) {
 }
 
 /**
+ * One cluster several test processes share (`shareClusters`): made by `ensureCluster(name, port,
+ * options)` for the first live user, dropped by the last to release. Returns this process's release.
+ */
+export function shareCluster(name, port, options = {}) {
+  return shareClusters(`cluster-${name}`, {
+    make: async () => {
+      await ensureCluster(name, port, options);
+    },
+    drop: () => dropCluster(name),
+  });
+}
+
+/**
  * Stops and drops a cluster a test created (never `main`, never one these helpers did not make),
  * its configuration folder included.
  */

@@ -1,14 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  patient,
-  shareClusters,
-} from "@shardkit/test-db";
+import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { reset, router, S, transfer } from "../test/world.js";
@@ -25,11 +18,9 @@ let urls: { a: string; b: string; e: string };
 let release: () => Promise<void>;
 
 beforeAll(async () => {
-  const drop = await shareClusters("prisma-atomic", {
-    make: async () => {
-      await ensureCluster(SERVER.cluster, SERVER.port, { settings: { max_prepared_transactions: 50 } });
-    },
-    drop: () => dropCluster(SERVER.cluster),
+  // The same server as @shardkit/prisma's atomic tests, with the same settings.
+  const drop = await shareCluster(SERVER.cluster, SERVER.port, {
+    settings: { max_prepared_transactions: 50 },
   });
   const names = { a: "", b: "", e: "" };
   urls = { a: "", b: "", e: "" };

@@ -4,14 +4,7 @@
 // server dropped by the last run to end.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, type ShardIdentifier } from "@shardkit/id";
-import {
-  createDatabase,
-  dropCluster,
-  dropDatabase,
-  ensureCluster,
-  patient,
-  shareClusters,
-} from "@shardkit/test-db";
+import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach } from "vitest";
@@ -33,12 +26,7 @@ export const LAYOUT: string[][] = [
 /** Makes the server (when no overlapping run did) and three databases with the test schema; returns their URLs and the release. */
 export async function atomicDatabases(tag: string): Promise<{ urls: string[]; release(): Promise<void> }> {
   const { cluster, port } = ATOMIC_SERVER;
-  const release = await shareClusters("prisma-atomic", {
-    make: async () => {
-      await ensureCluster(cluster, port, { settings: { max_prepared_transactions: 50 } });
-    },
-    drop: () => dropCluster(cluster),
-  });
+  const release = await shareCluster(cluster, port, { settings: { max_prepared_transactions: 50 } });
   const names = ["x", "y", "z"].map((d) => `sk_atomic_${tag}_${d}_${process.pid}`);
   const urls: string[] = [];
   for (const name of names) urls.push(await createDatabase(port, name));
