@@ -14,6 +14,7 @@ import {
   walletOn,
 } from "../test/atomic-world.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { startAtomicRecovery } from "./atomic-recover.js";
 import { AtomicUnavailableError, CrossShardError } from "./errors.js";
 import { rolloutSchema } from "./rollout.js";
 
@@ -183,6 +184,37 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
       expect((await other.db.wallet.findUnique({ where: { id: b } }))?.balance).toBe(30n);
       expect(await preparedGids(world.urls)).toEqual([]);
     } finally {
+      await other.close();
+    }
+  });
+
+  it("a router's periodic recovery (startAtomicRecovery) concludes an orphan by itself; dryRun only lists it", async () => {
+    const a = await walletOn(world.router, S.g0m0, 100n);
+    const b = await walletOn(world.router, S.g1m1, 0n);
+    const t = transfer(a, b, 30n);
+    void world.router.db.$action((unit) => stageTransfer(unit, t), {
+      atomic: true,
+      atomicProbe: stopAt("decided"),
+    });
+    await eventually(
+      "the decision to commit",
+      async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
+    );
+    const other = atomicRouter(world.urls);
+    const listed = await other.db.$recoverAtomic({ leaseMs: 0, dryRun: true });
+    expect(listed.transactions).toMatchObject([
+      { database: "db2", decision: "commit", outcome: "left", participants: 2 },
+    ]);
+    expect(listed.transactions[0]!.shards.map((s) => s.key)).toEqual([S.g1m1.key]);
+    const recovery = startAtomicRecovery(() => other.db.$recoverAtomic({ leaseMs: 0 }), { everyMs: 20 });
+    try {
+      await eventually(
+        "periodic recovery to commit the orphan",
+        async () => (await preparedGids(world.urls)).length === 0,
+      );
+      expect((await ledger(world.urls)).sides.get(t.id)).toEqual(["credit", "debit"]);
+    } finally {
+      await recovery.stop();
       await other.close();
     }
   });
