@@ -13,7 +13,7 @@ import { moveShard } from "./move.js";
 // atomic action is prepared on it at its source. On a server of their own with
 // max_prepared_transactions > 0 (shared with @shardkit/prisma's atomic tests when runs overlap).
 
-const SERVER = { cluster: "skatomic", port: 5450 };
+const SERVER = { cluster: "skatomic", port: 5461 };
 let urls: { a: string; b: string; e: string };
 let release: () => Promise<void>;
 

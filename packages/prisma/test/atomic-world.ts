@@ -14,7 +14,7 @@ import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { models, S } from "./layout.js";
 
-export const ATOMIC_SERVER = { cluster: "skatomic", port: 5450 };
+export const ATOMIC_SERVER = { cluster: "skatomic", port: 5461 };
 
 /** Which shards each database holds: x 0/0 0/1, y 0/2 1/0, z 1/1 1/2 (as test/world.ts). */
 export const LAYOUT: string[][] = [
