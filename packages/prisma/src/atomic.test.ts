@@ -27,6 +27,17 @@ const transfer = (from: string, to: string, amount: bigint) => ({
   amount,
 });
 
+/** An atomic transfer between new wallets on 0/0 and 1/1 that `router` refuses with `AtomicUnavailableError`. */
+async function refusedTransfer(router: ReturnType<typeof atomicRouter>) {
+  const from = await walletOn(router, S.g0m0, 100n);
+  const to = await walletOn(router, S.g1m1, 0n);
+  const error = await router.db
+    .$action((unit) => stageTransfer(unit, transfer(from, to, 5n)), { atomic: true })
+    .catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(AtomicUnavailableError);
+  return { error, from };
+}
+
 /** A coordinator that stops for good at `point` (its promise never settles), as a crashed one would. */
 const stopAt = (point: string) => (at: string) => (at === point ? new Promise<void>(() => {}) : undefined);
 
@@ -92,17 +103,12 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
       });
       const mixed = atomicRouter([world.urls[0]!, world.urls[1]!, mainUrl]);
       try {
-        const a = await walletOn(mixed, S.g0m0, 100n);
-        const b = await walletOn(mixed, S.g1m1, 0n);
-        const error = await mixed.db
-          .$action((unit) => stageTransfer(unit, transfer(a, b, 5n)), { atomic: true })
-          .catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(AtomicUnavailableError);
+        const { error, from } = await refusedTransfer(mixed);
         expect((error as AtomicUnavailableError).code).toBe("ATOMIC_UNAVAILABLE");
         expect((error as AtomicUnavailableError).databases).toEqual([
           { database: "db2", reason: expect.stringMatching(/max_prepared_transactions = 0/) },
         ]);
-        expect((await mixed.db.wallet.findUnique({ where: { id: a } }))?.balance).toBe(100n);
+        expect((await mixed.db.wallet.findUnique({ where: { id: from } }))?.balance).toBe(100n);
       } finally {
         await mixed.close();
       }
@@ -116,12 +122,7 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
     await bare.$executeRawUnsafe(`ALTER TABLE "AtomicDecision" RENAME TO "AtomicDecisionAway"`);
     const fresh = atomicRouter(world.urls); // new clients: their facts are read anew
     try {
-      const a = await walletOn(fresh, S.g0m0, 100n);
-      const b = await walletOn(fresh, S.g1m1, 0n);
-      const error = await fresh.db
-        .$action((unit) => stageTransfer(unit, transfer(a, b, 5n)), { atomic: true })
-        .catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(AtomicUnavailableError);
+      const { error } = await refusedTransfer(fresh);
       expect(String(error)).toMatch(/db0: .*no AtomicDecision table/);
     } finally {
       await bare.$executeRawUnsafe(`ALTER TABLE "AtomicDecisionAway" RENAME TO "AtomicDecision"`);
