@@ -38,6 +38,25 @@ async function refusedTransfer(router: ReturnType<typeof atomicRouter>) {
   return { error, from };
 }
 
+/**
+ * A transfer from a new wallet on 0/0 (db0, the decider) to one on 1/1 (db2) whose coordinator
+ * stops for good right after the decision: the debit is committed, the credit left prepared.
+ */
+async function orphanAfterDecision() {
+  const a = await walletOn(world.router, S.g0m0, 100n);
+  const b = await walletOn(world.router, S.g1m1, 0n);
+  const t = transfer(a, b, 30n);
+  void world.router.db.$action((unit) => stageTransfer(unit, t), {
+    atomic: true,
+    atomicProbe: stopAt("decided"),
+  });
+  await eventually(
+    "the decision to commit",
+    async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
+  );
+  return { a, b, t };
+}
+
 /** A coordinator that stops for good at `point` (its promise never settles), as a crashed one would. */
 const stopAt = (point: string) => (at: string) => (at === point ? new Promise<void>(() => {}) : undefined);
 
@@ -164,19 +183,9 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("stopped after the decision: the other database is committed by recovery", async () => {
-    const a = await walletOn(world.router, S.g0m0, 100n);
-    const b = await walletOn(world.router, S.g1m1, 0n);
-    const t = transfer(a, b, 30n);
-    void world.router.db.$action((unit) => stageTransfer(unit, t), {
-      atomic: true,
-      atomicProbe: stopAt("decided"),
-    });
+    const { b, t } = await orphanAfterDecision();
     const other = atomicRouter(world.urls);
     try {
-      await eventually(
-        "the decision to commit",
-        async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
-      );
       const report = await other.db.$recoverAtomic({ leaseMs: 0 });
       expect(report.transactions).toMatchObject([
         { database: "db2", decision: "commit", outcome: "committed" },
@@ -190,17 +199,7 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("a router's periodic recovery (startAtomicRecovery) concludes an orphan by itself; dryRun only lists it", async () => {
-    const a = await walletOn(world.router, S.g0m0, 100n);
-    const b = await walletOn(world.router, S.g1m1, 0n);
-    const t = transfer(a, b, 30n);
-    void world.router.db.$action((unit) => stageTransfer(unit, t), {
-      atomic: true,
-      atomicProbe: stopAt("decided"),
-    });
-    await eventually(
-      "the decision to commit",
-      async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
-    );
+    const { t } = await orphanAfterDecision();
     const other = atomicRouter(world.urls);
     const listed = await other.db.$recoverAtomic({ leaseMs: 0, dryRun: true });
     expect(listed.transactions).toMatchObject([
@@ -221,19 +220,9 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("two routers recovering the same orphans at once: one outcome, each transaction ended once", async () => {
-    const a = await walletOn(world.router, S.g0m0, 100n);
-    const b = await walletOn(world.router, S.g1m1, 0n);
+    const { a, t: decided } = await orphanAfterDecision();
     const c = await walletOn(world.router, S.g0m2, 0n);
-    const decided = transfer(a, b, 10n);
     const undecided = transfer(a, c, 20n);
-    void world.router.db.$action((unit) => stageTransfer(unit, decided), {
-      atomic: true,
-      atomicProbe: stopAt("decided"),
-    });
-    await eventually(
-      "the decision to commit",
-      async () => (await ledger(world.urls)).sides.get(decided.id)?.join() === "debit",
-    );
     let seen = 0;
     void world.router.db.$action((unit) => stageTransfer(unit, undecided), {
       atomic: true,
