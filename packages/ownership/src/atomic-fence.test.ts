@@ -7,6 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { reset, router, S, transfer } from "../test/world.js";
 import { MoveTimeoutError, StaleOwnerError } from "./errors.js";
 import { moveShard } from "./move.js";
+import type { Raw } from "./raw.js";
 
 // Atomic actions (two-phase commit, @shardkit/prisma) against the partition map: a stale router's
 // prepare at a former owner is refused like any write, and a move never switches a shard while an
@@ -105,56 +106,60 @@ describe("atomic actions and the partition map", () => {
     }
   });
 
-  it("a move does not switch a shard with an atomic action prepared on it at its source: undone within its freeze budget, then done once it is concluded", async () => {
-    const r = router(urls);
-    try {
-      const map = await r.open({ retries: 400 });
-      let both!: () => void;
-      const stopped = new Promise<void>((resolve) => (both = resolve));
-      let count = 0;
-      const id = ShardedId.generate("Bucket", S.g0m1);
-      // A coordinator that stops for good once both databases prepared.
-      void r.db
-        .$action(
-          (unit) => {
-            unit.create("bucket", { data: { id, name: "in doubt", remaining: 1 } });
-            unit.create("bucket", {
-              data: { id: ShardedId.generate("Bucket", S.g1m0), name: "b", remaining: 1 },
-            });
-          },
-          {
-            atomic: true,
-            atomicProbe: (point) => {
-              if (point !== "prepared") return undefined;
-              if (++count === 2) both();
-              return new Promise<void>(() => {});
+  it(
+    "a move does not switch a shard with an atomic action prepared on it at its source: undone within its freeze budget, then done once it is concluded",
+    async () => {
+      const r = router(urls);
+      try {
+        const map = await r.open({ retries: 400 });
+        let both!: () => void;
+        const stopped = new Promise<void>((resolve) => (both = resolve));
+        let count = 0;
+        // It names 0/1 (a check on it, in a's transaction) without writing a table the move's
+        // fence covers: a transaction that writes them holds locks the move's arming waits for
+        // anyway. What is tested is the move's own check of the prepared transactions it names.
+        const other = ShardedId.generate("Bucket", S.g1m0);
+        void r.db
+          .$action(
+            (unit) => {
+              unit.on(S.g0m1, (tx) => (tx as unknown as Raw).$queryRawUnsafe("SELECT 1"));
+              unit.create("bucket", { data: { id: other, name: "b", remaining: 1 } });
             },
-          },
-        )
-        .catch(() => {});
-      await stopped;
-      const error = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
-        mode: "offline",
-        freezeBudgetMs: 300,
-        onProgress: () => {},
-      }).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(MoveTimeoutError);
-      expect(String(error)).toMatch(/atomic actions prepared on the shard/);
-      expect(r.registry.databaseOf(S.g0m1).name).toBe("a"); // undone: a still owns it
-      // Recovery concludes the action (no decision: rolled back); the move then goes through.
-      await eventually("recovery", async () => {
-        await r.db.$recoverAtomic({ leaseMs: 0 });
-        return (await prepared(r)).length === 0;
-      });
-      await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: () => {} });
-      expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
-      expect(await r.db.bucket.findUnique({ where: { id } })).toBeNull();
-      map.close();
-    } finally {
-      await r.close();
-    }
-  });
+            {
+              atomic: true,
+              atomicProbe: (point) => {
+                if (point !== "prepared") return undefined;
+                if (++count === 2) both();
+                return new Promise<void>(() => {});
+              },
+            },
+          )
+          .catch(() => {});
+        await stopped;
+        const error = await moveShard({
+          map,
+          shard: S.g0m1,
+          to: r.databases.e,
+          mode: "offline",
+          freezeBudgetMs: 300,
+          onProgress: () => {},
+        }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(MoveTimeoutError);
+        expect(String(error)).toMatch(/atomic actions prepared on the shard/);
+        expect(r.registry.databaseOf(S.g0m1).name).toBe("a"); // undone: a still owns it
+        // Recovery concludes the action (no decision: rolled back); the move then goes through.
+        await eventually("recovery", async () => {
+          await r.db.$recoverAtomic({ leaseMs: 0 });
+          return (await prepared(r)).length === 0;
+        });
+        await moveShard({ map, shard: S.g0m1, to: r.databases.e, mode: "offline", onProgress: () => {} });
+        expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
+        expect(await r.db.bucket.findUnique({ where: { id: other } })).toBeNull(); // rolled back with it
+        map.close();
+      } finally {
+        await r.close();
+      }
+    },
+    patient(120_000),
+  );
 });
