@@ -36,8 +36,10 @@ const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 30_000);
 const EXTRA = JSON.parse(process.env.BENCH_RELAY ?? "{}") as Partial<OutboxRelayOptions<PrismaClient>>;
 const SIZES = (process.env.BENCH_SIZES ?? "1,4,16,64").split(",").map(Number);
 const { createOutboxRelay } = (await import(
-  process.env.BENCH_RELAY_MODULE ? pathToFileURL(process.env.BENCH_RELAY_MODULE).href : "../src/relay.js"
-)) as typeof import("../src/relay.js");
+  process.env.BENCH_RELAY_MODULE
+    ? pathToFileURL(process.env.BENCH_RELAY_MODULE).href
+    : "../src/relay/relay.js"
+)) as typeof import("../src/relay/relay.js");
 /** Events per aggregate: a batch's events of one aggregate are delivered one after another. */
 const PER_AGGREGATE = 5;
 

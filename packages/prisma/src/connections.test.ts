@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { ConnectionBudgetError } from "./errors.js";
 import { shardRouting } from "./extension.js";
-import { openShards } from "./open.js";
+import { openShards } from "./open/open.js";
 import { createShardRegistry } from "./registry.js";
 import { rolloutSchema } from "./rollout.js";
 

@@ -16,7 +16,7 @@ import { shardRouting } from "./extension.js";
 import { idempotent } from "./idempotency.js";
 import { emitEvent } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
-import { createOutboxRelay } from "./relay.js";
+import { createOutboxRelay } from "./relay/relay.js";
 import { rolloutSchema } from "./rollout.js";
 import { byDirectory } from "./strategies.js";
 

@@ -4,7 +4,7 @@ import {
   ShardkitError,
   type ShardkitGuard,
 } from "@shardkit/id";
-import type { RolloutReport } from "./rollout-report.js";
+import type { RolloutReport } from "./schema/rollout-report.js";
 
 /** Error codes raised by @shardkit/prisma; each is thrown by exactly one class. */
 export type PrismaShardErrorCode = keyof PrismaErrorByCode;

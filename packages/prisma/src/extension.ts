@@ -9,13 +9,13 @@ import {
   type ClaimBackfillReport,
   type ClaimRepairReport,
   repairClaims,
-} from "./claim-repair.js";
+} from "./claims/claim-repair.js";
 import { type CommandOptions, runCommand } from "./command.js";
 import { RoutingOptionsError, UnsupportedShardOperationError } from "./errors.js";
 import { callModel, DEFAULT_TIMEOUT_MS, Executor } from "./executor.js";
 import type { IdempotentOutcome } from "./idempotency.js";
 import { dataModelOf } from "./internals.js";
-import type { ModelRouting } from "./keys.js";
+import type { ModelRouting } from "./keys/keys.js";
 import { type LoadOption, loadOptionsOf, registryLoad } from "./load/options.js";
 import { type LoadFlushResult, LoadRecorder } from "./load/recorder.js";
 import { Planner, routingConfig } from "./planner.js";

@@ -13,7 +13,7 @@ export {
   checkConnectionBudget,
   checkDistinctDatabases,
 } from "./budget.js";
-export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claim-repair.js";
+export type { ClaimBackfillProgress, ClaimBackfillReport, ClaimRepairReport } from "./claims/claim-repair.js";
 export { decodeJson, encodeJson } from "./codec.js";
 export type { CommandOptions } from "./command.js";
 export {
@@ -76,7 +76,7 @@ export {
   type IdempotentOutcome,
   idempotent,
 } from "./idempotency.js";
-export type { ModelRouting } from "./keys.js";
+export type { ModelRouting } from "./keys/keys.js";
 export {
   LOAD_UNITS,
   type LoadCounts,
@@ -139,7 +139,7 @@ export {
   type RelayPollReport,
   readOutboxLag,
   redriveOutbox,
-} from "./relay.js";
+} from "./relay/relay.js";
 export type {
   KeylessPolicy,
   KeylessScatterOptions,

@@ -2,7 +2,7 @@
 // check that every key a nested write names is the parent's shard.
 import type { ShardIdentifier } from "@shardkit/id";
 import { CrossShardError, UnsupportedShardOperationError } from "./errors.js";
-import { type KeySchema, scalarValue } from "./key-schema.js";
+import { type KeySchema, scalarValue } from "./keys/key-schema.js";
 import type { Obj } from "./plan.js";
 
 /** What the nested-write functions need of the reading of one call. */

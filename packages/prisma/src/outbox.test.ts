@@ -15,7 +15,7 @@ import { DatabaseTimeoutError, IdempotencyConflictError, PartialCommitError } fr
 import { consumeOnce, idempotent } from "./idempotency.js";
 import { emitEvent, type OutboxMessage } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
-import { createOutboxRelay } from "./relay.js";
+import { createOutboxRelay } from "./relay/relay.js";
 import { isShardUnavailable } from "./unavailable.js";
 
 const world = makeWorld();

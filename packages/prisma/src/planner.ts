@@ -7,8 +7,8 @@ import {
   UnsupportedShardOperationError,
 } from "./errors.js";
 import type { DataModel } from "./internals.js";
-import type { Named } from "./key-schema.js";
-import { delegateKey, KeyRouting, type ModelRouting } from "./keys.js";
+import type { Named } from "./keys/key-schema.js";
+import { delegateKey, KeyRouting, type ModelRouting } from "./keys/keys.js";
 import { READS, SCATTER_READS } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
 import type { Obj, Plan, PlanContext, ScatterRead, Spread } from "./plan.js";

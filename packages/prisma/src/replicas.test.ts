@@ -22,10 +22,10 @@ import { Executor } from "./executor.js";
 import { shardRouting } from "./extension.js";
 import type { DatabaseStatus } from "./health.js";
 import type { DataModel } from "./internals.js";
-import { openShards } from "./open.js";
+import { openShards } from "./open/open.js";
 import { Planner } from "./planner.js";
 import { createShardRegistry } from "./registry.js";
-import type { RolloutEvent } from "./schema-rollout.js";
+import type { RolloutEvent } from "./schema/schema-rollout.js";
 
 const issuesOf = (fn: () => unknown) => thrownBy(fn, RegistryConfigError).issues;
 

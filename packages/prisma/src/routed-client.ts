@@ -4,7 +4,7 @@
 import type { Prisma } from "@prisma/client/extension";
 import { ShardKeyRequiredError, UnsupportedShardOperationError } from "./errors.js";
 import type { Executor } from "./executor.js";
-import { delegateKey } from "./keys.js";
+import { delegateKey } from "./keys/keys.js";
 import { lazyReject } from "./lazy.js";
 import { OPERATIONS } from "./operations.js";
 import type { ShardClient, ShardRegistry } from "./registry.js";

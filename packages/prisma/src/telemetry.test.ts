@@ -22,7 +22,7 @@ import { shardRouting } from "./extension.js";
 import type { OwnershipHook } from "./ownership.js";
 import { withCurrentOwner } from "./ownership.js";
 import { createShardRegistry } from "./registry.js";
-import { createOutboxRelay } from "./relay.js";
+import { createOutboxRelay } from "./relay/relay.js";
 import { Telemetry } from "./telemetry.js";
 
 class TestReader extends MetricReader {

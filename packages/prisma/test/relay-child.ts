@@ -3,7 +3,7 @@
 import { appendFileSync } from "node:fs";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createShardRegistry } from "../src/registry.js";
-import { createOutboxRelay } from "../src/relay.js";
+import { createOutboxRelay } from "../src/relay/relay.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 
 const { urls, shards, out, hangAfter, leaseMs } = JSON.parse(process.env.RELAY_CHILD!) as {

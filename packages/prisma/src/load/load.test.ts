@@ -20,7 +20,7 @@ import {
   shardRouting,
   summarizeLoad,
 } from "../index.js";
-import { openShards } from "../open.js";
+import { openShards } from "../open/open.js";
 import { rolloutSchema } from "../rollout.js";
 
 // Load per logical shard through real routed clients: exact counts per shard, summed across a

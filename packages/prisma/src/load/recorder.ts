@@ -6,7 +6,7 @@ import type { Counter, Histogram } from "@opentelemetry/api";
 import { ShardIdentifier } from "@shardkit/id";
 import { withDeadline } from "../deadline.js";
 import { DatabaseTimeoutError } from "../errors.js";
-import { scalarValue } from "../key-schema.js";
+import { scalarValue } from "../keys/key-schema.js";
 import { WRITES } from "../operations.js";
 import type { Placement } from "../planner.js";
 import type { Telemetry } from "../telemetry.js";

@@ -5,15 +5,15 @@
 // left for. Its span per delivery and its lag and dead-letter metrics.
 import { SpanKind } from "@opentelemetry/api";
 import { ShardedUUID } from "@shardkit/id";
-import { decodeJson } from "./codec.js";
-import { withDeadline } from "./deadline.js";
-import { DatabaseTimeoutError } from "./errors.js";
-import type { OutboxMessage } from "./outbox.js";
-import type { Database, ShardClient } from "./registry.js";
+import { decodeJson } from "../codec.js";
+import { withDeadline } from "../deadline.js";
+import { DatabaseTimeoutError } from "../errors.js";
+import type { OutboxMessage } from "../outbox.js";
+import type { Database, ShardClient } from "../registry.js";
+import { ATTR, endWithError, telemetryOf } from "../telemetry.js";
 import { DeliveryTimeout, type RelayDatabaseReport, type RelaySettings } from "./relay-options.js";
 import { CLAIM, type Raw, RECORD, RELEASE, type Row } from "./relay-sql.js";
 import type { Turn, Turns } from "./relay-turns.js";
-import { ATTR, endWithError, telemetryOf } from "./telemetry.js";
 
 /** The database's name and the keys of the shards it holds, for reports. */
 export function whose(physical: Database<unknown>): { database: string; shards: string } {

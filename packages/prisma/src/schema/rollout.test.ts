@@ -8,16 +8,16 @@ import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterAll, describe, expect, it } from "vitest";
-import { SCHEMA_MODELS } from "../test/layout.js";
+import { SCHEMA_MODELS } from "../../test/layout.js";
 import {
   type RolloutEvent,
   type RolloutReport,
   type RolloutTarget,
   rolloutSchema,
   SchemaRolloutError,
-} from "./rollout.js";
+} from "../rollout.js";
 
-const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
+const schemaPath = new URL("../../test/schema.prisma", import.meta.url).pathname;
 
 async function tables(
   query: (sql: string) => Promise<{ rows: { table_name: string }[] }>,
@@ -305,7 +305,7 @@ describe("two copies of the package in one process (source and build, as a test 
   it(
     "share one schema engine: concurrent rollouts through both succeed",
     async () => {
-      const built = (await import(new URL("../dist/rollout.js", import.meta.url).href)) as {
+      const built = (await import(new URL("../../dist/rollout.js", import.meta.url).href)) as {
         rolloutSchema: typeof rolloutSchema;
       };
       expect(built.rolloutSchema).not.toBe(rolloutSchema);

@@ -1,7 +1,7 @@
 import { InvalidShardedIdError, ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ActionUnit } from "./action.js";
+import { ActionUnit } from "../action.js";
 import {
   CrossShardError,
   DirectoryUnavailableError,
@@ -9,15 +9,15 @@ import {
   RoutingOptionsError,
   ShardKeyRequiredError,
   UnsupportedShardOperationError,
-} from "./errors.js";
-import { Executor } from "./executor.js";
-import type { DataModel } from "./internals.js";
-import { place } from "./place.js";
-import type { Obj, Plan } from "./plan.js";
-import { Planner, type PlannerOptions } from "./planner.js";
-import { createShardRegistry } from "./registry.js";
-import { byColumn, byDirectory, byHash, DirectoryCache } from "./strategies.js";
-import { type ClaimRecord, canonicalOf } from "./unique.js";
+} from "../errors.js";
+import { Executor } from "../executor.js";
+import type { DataModel } from "../internals.js";
+import { place } from "../place.js";
+import type { Obj, Plan } from "../plan.js";
+import { Planner, type PlannerOptions } from "../planner.js";
+import { createShardRegistry } from "../registry.js";
+import { byColumn, byDirectory, byHash, DirectoryCache } from "../strategies.js";
+import { type ClaimRecord, canonicalOf } from "../unique.js";
 
 /** The shard the frozen hash places `value` on among `shards`. */
 const hashedTo = (value: string, shards: readonly ShardIdentifier[]) => shardHash(shards)(value);

@@ -1,12 +1,12 @@
 // `openShards`: one way to start a sharded service, embedded PGlite shards or real PostgreSQL by
 // configuration. The PostgreSQL open is `open-postgres.ts` (its retry loops `open-recovery.ts`),
 // the embedded one `open-embedded.ts`; what it takes and gives back, `open-options.ts`.
-import { setRegistryLoad } from "./load/options.js";
+import { setRegistryLoad } from "../load/options.js";
+import type { ShardClient } from "../registry.js";
+import { prismaVersionWarning } from "../versions.js";
 import { openEmbedded } from "./open-embedded.js";
 import { logOf, type OpenShards, type OpenShardsOptions } from "./open-options.js";
 import { openPostgres } from "./open-postgres.js";
-import type { ShardClient } from "./registry.js";
-import { prismaVersionWarning } from "./versions.js";
 
 export type { OpenShards, OpenShardsOptions } from "./open-options.js";
 

@@ -4,7 +4,7 @@ import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test
 import { describe, expect, it } from "vitest";
 import { withEngine } from "./schema-engine.js";
 
-const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
+const schemaPath = new URL("../../test/schema.prisma", import.meta.url).pathname;
 
 describe("schema engine instances", () => {
   it(

@@ -2,16 +2,16 @@
 // each), its placement and its fields unique across shards. A call's keys are read by a
 // `KeyReader`: first to gather the lookups the call needs (its resolve step), then to name its shards.
 import { ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
-import { UnsupportedShardOperationError } from "./errors.js";
-import type { DataModel } from "./internals.js";
+import { UnsupportedShardOperationError } from "../errors.js";
+import type { DataModel } from "../internals.js";
+import type { Obj } from "../plan.js";
+import type { ShardRef } from "../registry.js";
+import type { KeylessPolicy } from "../scatter/options.js";
+import { idKey, type Lookup, type Resolved, routedKey, uniqueKey } from "../shard-key.js";
+import type { Legacy, LegacyIds, RoutedKey } from "../strategies.js";
+import { type Claim, canonicalOf, claimKey, type UniqueField, type UniqueSpec } from "../unique.js";
 import { KeyReader } from "./key-reader.js";
 import { type KeySchema, type ModelKeys, type Named, shardOfRef } from "./key-schema.js";
-import type { Obj } from "./plan.js";
-import type { ShardRef } from "./registry.js";
-import type { KeylessPolicy } from "./scatter/options.js";
-import { idKey, type Lookup, type Resolved, routedKey, uniqueKey } from "./shard-key.js";
-import type { Legacy, LegacyIds, RoutedKey } from "./strategies.js";
-import { type Claim, canonicalOf, claimKey, type UniqueField, type UniqueSpec } from "./unique.js";
 
 /** How one model is routed. */
 export interface ModelRouting {

@@ -1,11 +1,11 @@
 // What reading a call's shard keys works from: each model's keys compiled from the routing options
 // (keys.ts compiles them), and what a reading names (one shard, an `in` list, rows, none).
 import { ShardIdentifier } from "@shardkit/id";
-import type { Obj } from "./plan.js";
-import type { ShardRef } from "./registry.js";
-import type { Resolved, ShardKey, UniqueKey } from "./shard-key.js";
-import type { Legacy } from "./strategies.js";
-import type { Claim, UniqueSpec } from "./unique.js";
+import type { Obj } from "../plan.js";
+import type { ShardRef } from "../registry.js";
+import type { Resolved, ShardKey, UniqueKey } from "../shard-key.js";
+import type { Legacy } from "../strategies.js";
+import type { Claim, UniqueSpec } from "../unique.js";
 
 /** One model's keys, compiled. */
 export interface ModelKeys {

@@ -1,7 +1,7 @@
 // The relay's SQL on one database's outbox: claiming a batch, recording a group of outcomes,
 // releasing what a batch had no time for, the lag and the redrive of dead letters; each only on the
 // shards the database owns now.
-import { shardBitsSql } from "./sql.js";
+import { shardBitsSql } from "../sql.js";
 
 /** The raw SQL a shard's client runs for the relay. */
 export type Raw = {

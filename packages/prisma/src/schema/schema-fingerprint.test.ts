@@ -2,7 +2,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SCHEMA_MODELS } from "../test/layout.js";
+import { SCHEMA_MODELS } from "../../test/layout.js";
 import {
   checkFingerprint,
   FINGERPRINT_TABLE,
@@ -11,7 +11,7 @@ import {
 } from "./schema-fingerprint.js";
 import { rolloutSchema } from "./schema-rollout.js";
 
-const schemaPath = new URL("../test/schema.prisma", import.meta.url).pathname;
+const schemaPath = new URL("../../test/schema.prisma", import.meta.url).pathname;
 
 describe("fingerprintOf", () => {
   it("changes with the mode, the engine's version and every part, and never by moving a boundary", () => {

@@ -13,16 +13,16 @@ import {
 } from "@shardkit/test-db";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { PrismaClient } from "../test/generated/prisma/client.js";
-import { SECOND } from "../test/global-setup.js";
-import { ConnectionBudgetError, RegistryConfigError } from "./errors.js";
-import type { DatabaseStatus } from "./health.js";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
+import { SECOND } from "../../test/global-setup.js";
+import { ConnectionBudgetError, RegistryConfigError } from "../errors.js";
+import type { DatabaseStatus } from "../health.js";
+import type { RolloutEvent } from "../rollout.js";
+import { isShardUnavailable } from "../unavailable.js";
 import { type OpenShards, openShards } from "./open.js";
 import { embeddedPackage } from "./open-embedded.js";
-import type { RolloutEvent } from "./rollout.js";
-import { isShardUnavailable } from "./unavailable.js";
 
-const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
+const schema = new URL("../../test/schema.prisma", import.meta.url).pathname;
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(1, 0)];
 
 describe("openShards", () => {

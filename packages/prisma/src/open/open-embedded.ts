@@ -2,11 +2,11 @@
 // the schema rolled out to each, and the packages they need imported with a clear error when absent.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { RegistryConfigError } from "./errors.js";
-import { shardHealth } from "./health.js";
+import { RegistryConfigError } from "../errors.js";
+import { shardHealth } from "../health.js";
+import { createShardRegistry, type ShardClient } from "../registry.js";
+import { rolloutSchema } from "../schema/schema-rollout.js";
 import { logOf, type OpenShards, type OpenShardsOptions, progressLine } from "./open-options.js";
-import { createShardRegistry, type ShardClient } from "./registry.js";
-import { rolloutSchema } from "./schema-rollout.js";
 
 /**
  * A package embedded shards need, imported: one that is not installed is a `RegistryConfigError`

@@ -4,8 +4,8 @@
 // `relay-sql.ts`, the turns `relay-turns.ts`, the options, their defaults and the reports
 // `relay-options.ts`.
 import { scatter } from "@shardkit/scatter";
-import { orAfter } from "./deadline.js";
-import { type Database, type ShardClient, type ShardRef, type ShardRegistry, toShard } from "./registry.js";
+import { orAfter } from "../deadline.js";
+import { type Database, type ShardClient, type ShardRef, type ShardRegistry, toShard } from "../registry.js";
 import {
   type OutboxLag,
   type OutboxRelay,

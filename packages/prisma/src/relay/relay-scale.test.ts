@@ -1,11 +1,11 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import type { PrismaClient } from "../test/generated/prisma/client.js";
-import { SECOND } from "../test/global-setup.js";
-import { makeWorld, S } from "../test/world.js";
-import { RoutingOptionsError, UnknownShardError } from "./errors.js";
-import { type OutboxMessage, outboxRecord } from "./outbox.js";
+import type { PrismaClient } from "../../test/generated/prisma/client.js";
+import { SECOND } from "../../test/global-setup.js";
+import { makeWorld, S } from "../../test/world.js";
+import { RoutingOptionsError, UnknownShardError } from "../errors.js";
+import { type OutboxMessage, outboxRecord } from "../outbox.js";
 import { createOutboxRelay, pauseAfter } from "./relay.js";
 
 // The relay over many databases: its work bounded for the whole relay, the databases taking

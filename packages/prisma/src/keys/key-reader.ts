@@ -9,7 +9,11 @@ import {
   isShardkitError,
   ShardKeyRequiredError,
   UnsupportedShardOperationError,
-} from "./errors.js";
+} from "../errors.js";
+import { checkWrite, fillRow, type NestedReader } from "../nested.js";
+import type { Obj } from "../plan.js";
+import type { Lookup } from "../shard-key.js";
+import type { Claim } from "../unique.js";
 import {
   type KeySchema,
   type ModelKeys,
@@ -18,10 +22,6 @@ import {
   scalarValue,
   shardOfRef,
 } from "./key-schema.js";
-import { checkWrite, fillRow, type NestedReader } from "./nested.js";
-import type { Obj } from "./plan.js";
-import type { Lookup } from "./shard-key.js";
-import type { Claim } from "./unique.js";
 
 /** Operations routed by their top-level `where`. */
 export const WHERE_OPERATIONS = new Set([

@@ -2,11 +2,11 @@
 // how much runs at once, polling, timeouts, telemetry), their defaults and checks (`relaySettings`),
 // the relay's methods, the reports of a poll, of `lag()` and of `redrive()`, and what a delivery that
 // timed out throws.
-import { RoutingOptionsError } from "./errors.js";
-import type { OutboxMessage } from "./outbox.js";
-import type { ShardClient, ShardRef, ShardRegistry } from "./registry.js";
-import type { TelemetryOption } from "./telemetry.js";
-import { isShardUnavailable } from "./unavailable.js";
+import { RoutingOptionsError } from "../errors.js";
+import type { OutboxMessage } from "../outbox.js";
+import type { ShardClient, ShardRef, ShardRegistry } from "../registry.js";
+import type { TelemetryOption } from "../telemetry.js";
+import { isShardUnavailable } from "../unavailable.js";
 
 export interface OutboxRelayOptions<Client extends ShardClient> {
   registry: ShardRegistry<Client>;

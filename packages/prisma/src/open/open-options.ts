@@ -2,10 +2,10 @@
 // a schema rollout done). Shared by the PostgreSQL and the embedded (PGlite) ways of opening.
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import type { DatabaseStatus, HealthReport } from "./health.js";
-import type { LoadOption } from "./load/options.js";
-import type { ShardClient, ShardRegistry } from "./registry.js";
-import type { RolloutEvent } from "./schema-rollout.js";
+import type { DatabaseStatus, HealthReport } from "../health.js";
+import type { LoadOption } from "../load/options.js";
+import type { ShardClient, ShardRegistry } from "../registry.js";
+import type { RolloutEvent } from "../schema/schema-rollout.js";
 
 export interface OpenShardsOptions<Client extends ShardClient> {
   /**

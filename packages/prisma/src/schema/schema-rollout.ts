@@ -6,7 +6,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import { RolloutOptionsError, SchemaRolloutError } from "./errors.js";
+import { RolloutOptionsError, SchemaRolloutError } from "../errors.js";
 import { withRolloutLock } from "./rollout-lock.js";
 import type { RolloutReport, RolloutTargetReport } from "./rollout-report.js";
 import { engineVersion, withEngine } from "./schema-engine.js";

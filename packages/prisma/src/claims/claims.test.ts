@@ -5,13 +5,13 @@ import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { PrismaClient } from "../test/generated/prisma/client.js";
-import { makeWorld, S } from "../test/world.js";
-import { UniqueViolationError } from "./errors.js";
-import { shardRouting } from "./extension.js";
-import { createShardRegistry } from "./registry.js";
-import { rolloutSchema } from "./rollout.js";
-import { LOCKS } from "./shared.js";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
+import { makeWorld, S } from "../../test/world.js";
+import { UniqueViolationError } from "../errors.js";
+import { shardRouting } from "../extension.js";
+import { createShardRegistry } from "../registry.js";
+import { rolloutSchema } from "../rollout.js";
+import { LOCKS } from "../shared.js";
 
 /** The shard the frozen hash places `value` on among `shards`. */
 const hashedTo = (value: string, shards: readonly ShardIdentifier[]) => shardHash(shards)(value);
@@ -483,7 +483,7 @@ describe("claims after a crash (a process SIGKILLed mid-saga)", () => {
 
   function startChild(email: string, shard: string): { child: ChildProcess; exited: Promise<unknown> } {
     const child = spawn("pnpm", ["exec", "tsx", "test/claim-child.ts"], {
-      cwd: new URL("..", import.meta.url).pathname,
+      cwd: new URL("../..", import.meta.url).pathname,
       env: { ...process.env, CLAIM_CHILD: JSON.stringify({ ...layout(), email, shard }) },
       stdio: ["ignore", "pipe", "inherit"],
       detached: true,
@@ -633,7 +633,7 @@ describe("on a database whose default isolation is REPEATABLE READ", () => {
     await admin.query(`ALTER DATABASE "${name}" SET default_transaction_isolation = 'repeatable read'`);
     await admin.end();
     await rolloutSchema({
-      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+      schema: new URL("../../test/schema.prisma", import.meta.url).pathname,
       targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
       onProgress: () => {},
     });

@@ -9,13 +9,13 @@ import {
   type Inspected,
   type Inspection,
   inspect,
-} from "./budget.js";
-import { RegistryConfigError } from "./errors.js";
-import type { DatabaseGate } from "./gate.js";
-import type { DatabaseState, DatabaseStatus } from "./health.js";
-import type { Database, ShardClient, ShardReplica } from "./registry.js";
-import type { RolloutTarget } from "./schema-rollout.js";
-import { isShardUnavailable } from "./unavailable.js";
+} from "../budget.js";
+import { RegistryConfigError } from "../errors.js";
+import type { DatabaseGate } from "../gate.js";
+import type { DatabaseState, DatabaseStatus } from "../health.js";
+import type { Database, ShardClient, ShardReplica } from "../registry.js";
+import type { RolloutTarget } from "../schema/schema-rollout.js";
+import { isShardUnavailable } from "../unavailable.js";
 
 /** A database being opened: its gate stays shut until it is ready. */
 export interface Opening {

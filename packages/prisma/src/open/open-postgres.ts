@@ -3,12 +3,20 @@
 // standby, the connection budget), the schema to every database that answered, then the retry
 // loops of `open-recovery.ts` for the others and the replicas.
 import type { SqlDriverAdapter } from "@prisma/driver-adapter-utils";
-import { checkInspected, type Inspected, inspect } from "./budget.js";
-import { redactUrl, shardRegistryFromEnv } from "./config.js";
-import { withDeadline } from "./deadline.js";
-import { DatabaseTimeoutError, RegistryConfigError, SchemaRolloutError } from "./errors.js";
-import { DatabaseGate } from "./gate.js";
-import { type DatabaseState, type DatabaseStatus, shardHealth, summary } from "./health.js";
+import { checkInspected, type Inspected, inspect } from "../budget.js";
+import { redactUrl, shardRegistryFromEnv } from "../config.js";
+import { withDeadline } from "../deadline.js";
+import { DatabaseTimeoutError, RegistryConfigError, SchemaRolloutError } from "../errors.js";
+import { DatabaseGate } from "../gate.js";
+import { type DatabaseState, type DatabaseStatus, shardHealth, summary } from "../health.js";
+import type { Database, ShardClient, ShardReplica } from "../registry.js";
+import { type CheckedState, checkFingerprintOn } from "../schema/schema-fingerprint.js";
+import {
+  type RolloutTarget,
+  rolloutFingerprint,
+  rolloutSchema,
+  runRollout,
+} from "../schema/schema-rollout.js";
 import { logOf, type OpenShards, type OpenShardsOptions, progressLine, stateLine } from "./open-options.js";
 import {
   behind,
@@ -20,9 +28,6 @@ import {
   recover,
   unreachable,
 } from "./open-recovery.js";
-import type { Database, ShardClient, ShardReplica } from "./registry.js";
-import { type CheckedState, checkFingerprintOn } from "./schema-fingerprint.js";
-import { type RolloutTarget, rolloutFingerprint, rolloutSchema, runRollout } from "./schema-rollout.js";
 import { warmClients } from "./warm.js";
 
 /**

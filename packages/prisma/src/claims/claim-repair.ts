@@ -3,6 +3,8 @@
 // claims the values of rows written before a field was declared unique across shards, reporting
 // the values rows already share, and sweeps claims left on the wrong shard.
 import type { ShardIdentifier } from "@shardkit/id";
+import { UniqueViolationError } from "../errors.js";
+import type { Claim, UniqueSpec } from "../unique.js";
 import {
   type ClaimContext,
   type ClaimOwner,
@@ -14,8 +16,6 @@ import {
   TOKENS,
   takeClaims,
 } from "./claims.js";
-import { UniqueViolationError } from "./errors.js";
-import type { Claim, UniqueSpec } from "./unique.js";
 
 /** What `repairClaims` did. */
 export interface ClaimRepairReport {

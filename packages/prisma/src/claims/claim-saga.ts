@@ -2,13 +2,13 @@
 // claim's shard), write the row in its own shard transaction, then mark the claim held; an upsert
 // of such a field as the update and the create it stands for.
 import { isShardkitError } from "@shardkit/id";
+import { isNotFound } from "../owned.js";
+import { withCurrentOwner } from "../ownership.js";
+import type { Obj, Plan } from "../plan.js";
+import { retry } from "../retry.js";
+import type { Scope, ShardScopes, View } from "../scope.js";
+import { runInShardTransaction } from "../transaction.js";
 import { type ClaimContext, checkClaims, holdClaims, releaseClaims, takeClaims } from "./claims.js";
-import { isNotFound } from "./owned.js";
-import { withCurrentOwner } from "./ownership.js";
-import type { Obj, Plan } from "./plan.js";
-import { retry } from "./retry.js";
-import type { Scope, ShardScopes, View } from "./scope.js";
-import { runInShardTransaction } from "./transaction.js";
 
 /** What the claim saga needs of the executor (`Executor` is one). */
 export interface SagaRunner extends ShardScopes {

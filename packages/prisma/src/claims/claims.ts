@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { murmur3, ShardIdentifier } from "@shardkit/id";
-import { withShardDeadline } from "./deadline.js";
-import { UniqueViolationError } from "./errors.js";
-import type { Placement } from "./planner.js";
-import type { Call } from "./scope.js";
-import { LOCKS } from "./shared.js";
-import { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
-import type { Claim, ClaimRecord, UniqueSpec } from "./unique.js";
+import { withShardDeadline } from "../deadline.js";
+import { UniqueViolationError } from "../errors.js";
+import type { Placement } from "../planner.js";
+import type { Call } from "../scope.js";
+import { LOCKS } from "../shared.js";
+import { isShardUnavailable, isTransientTransactionError } from "../unavailable.js";
+import type { Claim, ClaimRecord, UniqueSpec } from "../unique.js";
 
 /**
  * Claim rows: global uniqueness of a field over every shard. A value's claim lives on the shard its
