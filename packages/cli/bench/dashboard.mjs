@@ -2,7 +2,8 @@
 // measured in the same run: 1,024 logical shards over 8 databases against 64 shards on 1, each
 // with 5 minutes of load windows from its routers. Figures: time to the first snapshot (what
 // `startDashboard` waits for), the CPU one refresh costs (process.cpuUsage over refreshes, per
-// second of wall time), the snapshot's size, and the heap held with 100 event streams that never read.
+// second of wall time), the snapshot's size, and the memory held with 100 event streams that never
+// read (and so per stream). The browser test at this size is test/dashboard-fleet.test.ts.
 
 import { rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -104,6 +105,7 @@ async function measure(fleet) {
   // 100 event streams whose clients never read.
   globalThis.gc?.();
   const heap0 = process.memoryUsage().heapUsed;
+  const external0 = process.memoryUsage().external;
   const rss0 = process.memoryUsage().rss;
   const sockets = Array.from({ length: 100 }, () => {
     const s = connect(dashboard.port, "127.0.0.1");
@@ -116,11 +118,13 @@ async function measure(fleet) {
   await new Promise((r) => setTimeout(r, 5 * REFRESH_MS));
   globalThis.gc?.();
   const heapGrowth = process.memoryUsage().heapUsed - heap0;
+  // Buffers (what a socket holds for its client) are outside the heap.
+  const externalGrowth = process.memoryUsage().external - external0;
   const rssGrowth = process.memoryUsage().rss - rss0;
   const streams = dashboard.streams();
   for (const s of sockets) s.destroy();
   await dashboard.close();
-  return { firstMs, size, cpuShare, heapGrowth, rssGrowth, streams };
+  return { firstMs, size, cpuShare, heapGrowth, externalGrowth, rssGrowth, streams };
 }
 
 const small = await makeFleet("small", 1, 64, 1);
@@ -130,15 +134,15 @@ try {
   const b = await measure(large);
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
   console.log(
-    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread |",
+    "| fleet | first snapshot | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | per stream: heap + buffers (and RSS) |",
   );
-  console.log("|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|");
   for (const [label, m] of [
     ["64 shards, 1 database, 1 router (baseline)", a],
     ["1,024 shards, 8 databases, 4 routers", b],
   ])
     console.log(
-      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) |`,
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
     );
 } finally {
   for (const f of [small, large]) {

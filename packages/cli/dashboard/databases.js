@@ -182,9 +182,17 @@ function databaseFigures(db, unit) {
       "dd",
       {
         class: busy >= 0.9 ? "bad" : busy >= 0.75 ? "warn" : null,
-        title: "this database / its whole server of what the server accepts",
+        title:
+          "this database / its whole server of what the server accepts; of this database's, running a statement and idle in an open transaction",
+        "data-testid": "connections",
       },
-      c ? `${count(c.database)} / ${count(c.server)} of ${count(c.max)}` : "—",
+      c ? `${count(c.total)} / ${count(c.server)} of ${count(c.max)}` : "—",
+      c
+        ? h("span", {
+            class: c.idleInTransaction > 0 ? "warn" : "muted",
+            text: ` · ${count(c.active)} active, ${count(c.idleInTransaction)} idle in transaction`,
+          })
+        : null,
       db.pool !== null ? h("span", { class: "muted", text: ` · pool ${db.pool}` }) : null,
     ),
     h("dt", { text: "outbox" }),

@@ -7,6 +7,7 @@ import {
   describeSkew,
   isShardkitError,
   type ServerBudget,
+  shardHealth,
   skewedRouters,
   sumShardLoad,
 } from "@shardkit/prisma";
@@ -21,7 +22,7 @@ import {
   type SchemaObject,
 } from "./drift.js";
 import { UsageError } from "./errors.js";
-import { oneLine, plural, table } from "./format.js";
+import { plural, table } from "./format.js";
 
 export interface DoctorOptions extends ConfigOptions {
   /** How long each database may take to answer. Default 5000 ms. */
@@ -105,15 +106,11 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
     const all = registry.databases;
 
     // Which databases answer, and whether two entries are one database.
-    const probes = await scatter(all, (p) => p.client.$queryRawUnsafe("SELECT 1"), {
-      policy: "partial",
-      targetTimeoutMs: timeoutMs,
-      key: (p) => String(p.index),
-    });
-    const down = probes.missing.map((m) => ({
-      physical: m.target,
-      error: m.reason === "timeout" ? `no answer in ${timeoutMs} ms` : oneLine(m.error),
-    }));
+    const probed = await shardHealth(registry, { timeoutMs });
+    const down = probed.databases
+      .map((health, i) => ({ physical: all[i]!, health }))
+      .filter((d) => d.health.state !== "up")
+      .map((d) => ({ physical: d.physical, error: d.health.error ?? d.health.state }));
     const up = all.filter((p) => !down.some((d) => d.physical === p));
     for (const d of down)
       findings.push({

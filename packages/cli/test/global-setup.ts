@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { dropCluster, ensureCluster, MAIN_PORT, pgUrl } from "@shardkit/test-db";
 import pg from "pg";
-import { DASH, DOWN, LIVE } from "./clusters.js";
+import { DASH, DOWN, FLEET, LIVE } from "./clusters.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
@@ -47,6 +47,7 @@ export default async function setup() {
     mainServer(),
     ensureCluster(DOWN.cluster, DOWN.port),
     ensureCluster(DASH.cluster, DASH.port),
+    ensureCluster(FLEET.cluster, FLEET.port),
     ensureCluster(LIVE.source.cluster, LIVE.source.port, { logical: true }),
     ensureCluster(LIVE.target.cluster, LIVE.target.port, { logical: true }),
   ]);
@@ -57,6 +58,6 @@ export default async function setup() {
     execFileSync("pnpm", ["run", "--silent", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
   await clusters;
   return async () => {
-    await Promise.all([DOWN, DASH, LIVE.source, LIVE.target].map((c) => dropCluster(c.cluster)));
+    await Promise.all([DOWN, DASH, FLEET, LIVE.source, LIVE.target].map((c) => dropCluster(c.cluster)));
   };
 }

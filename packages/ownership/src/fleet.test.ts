@@ -2,9 +2,10 @@
 // databases at the same moment, on a PostgreSQL server of the test's own (room for 16 x 64
 // connections). Each router is a registry with a client of its own per database (a pool of one),
 // as separate service instances have, in this process.
-import { ShardIdentifier } from "@shardkit/id";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   dropFleetServer,
@@ -14,7 +15,7 @@ import {
   mapFleet,
   statementsIn,
 } from "../test/fleet.js";
-import { TABLES } from "../test/layout.js";
+import { routedClient, TABLES } from "../test/layout.js";
 import { moveShard, PartitionMap } from "./index.js";
 
 const DATABASES = 64;
@@ -30,6 +31,20 @@ afterAll(async () => {
   await fleet?.drop();
   await dropFleetServer();
 }, patient(120_000));
+
+/** `fn` with a connection of its own to the fleet's database `url`, closed after. */
+async function on<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The map's version in a database (`shardkit.map_version`: 0 before any change was announced there). */
+const VERSION_SQL = `SELECT (CASE WHEN is_called THEN last_value ELSE 0 END)::int AS version FROM shardkit.map_version`;
 
 /** `ROUTERS` routers opening their maps over the fleet at once: what each set up, and its map. */
 async function openAll() {
@@ -81,6 +96,12 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
       );
       for (const router of first) expect(router.entries).toEqual(first[0]!.entries);
       expect(first[0]!.entries.every((e) => e.endsWith(":1:owned"))).toBe(true);
+      // The first recording is a change of records like any other: announced in every database, so
+      // a router opened before it learns of it from its next tick.
+      const versions: number[] = [];
+      for (const url of fleet!.urls)
+        versions.push(await on(url, async (c) => (await c.query(VERSION_SQL)).rows[0].version));
+      expect(versions.filter((v) => v === 0)).toEqual([]);
       // An ordinary start of the same fleet: everything is in place, nothing is set up again.
       const again = await openAll();
       expect(again.flatMap((r) => r.installs)).toEqual([]);
@@ -127,6 +148,59 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
       } finally {
         for (const map of maps) map.close();
         for (const registry of routers) await registry.disconnect();
+      }
+    },
+    patient(600_000),
+  );
+
+  it(
+    "a router whose announcement of a switch is lost (blocked here) learns of the switch from the former owner's records within 2 s of its next call: no tick, no sweep, no refusal needed",
+    async () => {
+      const mover = fleetRegistry(fleet!.urls, 4, 1);
+      const deaf = fleetRegistry(fleet!.urls, 4, 1);
+      // Shard 0/8 lives on the fleet's third database; it moves to the fourth.
+      const shard = ShardIdentifier.of(0, 8);
+      const from = mover.databases[2]!;
+      const to = mover.databases[3]!;
+      const moverMap = await PartitionMap.open({ registry: mover, tables: TABLES, timeoutMs: 120_000 });
+      // Never started: no tick and no sweep. What it learns, it learns from its calls.
+      const deafMap = await PartitionMap.open({ registry: deaf, tables: TABLES, timeoutMs: 120_000 });
+      const id = ShardedId.generate("Bucket", shard);
+      await routedClient(mover).bucket.create({ data: { id, name: "B-8", remaining: 3 } });
+      // Every announcement to the former owner is lost: the map's version there may not move on
+      // (its nextval fails at the sequence's maximum), while the map's check still reads it.
+      const former = fleet!.urls[2]!;
+      const before = await on(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version);
+      expect(before).toBeGreaterThan(0); // announced before: is_called, so the maximum is the value itself
+      await on(former, (c) => c.query(`ALTER SEQUENCE shardkit.map_version MAXVALUE ${before}`));
+      try {
+        // The former owner keeps its copy a while (no cleanup yet): the window a stale read could use.
+        await moveShard({ map: moverMap, shard, to, mode: "offline", cleanup: false, onProgress: () => {} });
+        expect(mover.databaseOf(shard).name).toBe(to.name);
+        // The announcement did not reach the former owner; the router still routes there.
+        expect(await on(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version)).toBe(before);
+        expect(deaf.databaseOf(shard).name).toBe(from.name);
+        // Its next call: a read, which the former owner answers (its rows were frozen at the switch).
+        const found = await routedClient(deaf).bucket.findUnique({ where: { id } });
+        expect(found?.remaining).toBe(3);
+        await eventually(
+          "the router routes the shard to its new owner",
+          async () => deaf.databaseOf(shard).name === to.name,
+          { timeoutMs: patient(2000) },
+        );
+        expect(deafMap.entries().find((e) => e.shard.equals(shard))).toMatchObject({
+          database: to.name,
+          epoch: 2,
+        });
+        // Learnt from the former owner's records, not from a refusal.
+        expect(deafMap.counters.staleRejections).toBe(0);
+        expect(await routedClient(deaf).bucket.findUnique({ where: { id } })).toMatchObject({ remaining: 3 });
+      } finally {
+        await on(former, (c) => c.query("ALTER SEQUENCE shardkit.map_version NO MAXVALUE"));
+        moverMap.close();
+        deafMap.close();
+        await mover.disconnect();
+        await deaf.disconnect();
       }
     },
     patient(600_000),

@@ -9,6 +9,7 @@ import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { IDENTITY_COLUMNS, identityOf, LOCKS } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, OwnershipOptionsError } from "./errors.js";
+import type { OwnershipRow } from "./placement.js";
 import { bounded, lastLine, type Raw, raw } from "./raw.js";
 import type { Signals } from "./signals.js";
 import {
@@ -16,6 +17,7 @@ import {
   FUNCTION_BODIES_SQL,
   FUNCTIONS,
   functionBody,
+  MAP_RECORDS_SQL,
   OWNERSHIP_COLUMNS,
   ownershipSchemaIssues,
   schemaIssuesOf,
@@ -54,7 +56,8 @@ const TRY_INSTALL = `SELECT pg_try_advisory_xact_lock(${LOCKS.install}) AS locke
 /**
  * What a map's open needs to know of a database, in one statement: what it says it is, the columns
  * it has of @shardkit/ownership's tables, which of shardkit's tables it has, a digest of each of
- * shardkit's functions it holds, and the shards it records. A database without a `ShardOwnership`
+ * shardkit's functions it holds, and its records as a router reads them (`MAP_RECORDS_SQL`: the
+ * open's first read of the map, when nothing was left to record). A database without a `ShardOwnership`
  * table fails it (then `ownershipSchemaIssues` says what it lacks).
  */
 const SETUP_SQL = `SELECT ${IDENTITY_COLUMNS},
@@ -66,7 +69,7 @@ const SETUP_SQL = `SELECT ${IDENTITY_COLUMNS},
      WHERE to_regclass(quote_ident(name)) IS NOT NULL) AS tables,
   (SELECT coalesce(json_agg(json_build_object('name', proname::text, 'digest', md5(prosrc))), '[]'::json)
      FROM pg_proc WHERE pronamespace = current_schema()::regnamespace AND proname::text = ANY($3::text[])) AS functions,
-  (SELECT coalesce(array_agg(shard), '{}') FROM "ShardOwnership") AS recorded`;
+  (SELECT json_agg(r) FROM (${MAP_RECORDS_SQL}) r) AS records`;
 
 /** What `SETUP_SQL` tells of a database. */
 interface SetUp {
@@ -76,6 +79,14 @@ interface SetUp {
   /** Whether some function of shardkit's is missing there, or differs from this version's. */
   stale: boolean;
   recorded: number[];
+  /** Its records as `MAP_RECORDS_SQL` reads them, and their digest. */
+  read: MapRead;
+}
+
+/** A database's records as a router reads them (`MAP_RECORDS_SQL`), and their digest. */
+export interface MapRead {
+  rows: (OwnershipRow & { lapsed?: boolean | null })[];
+  digest: string;
 }
 
 /** The digest of each of shardkit's functions as this version has it (`md5` of its body, as `SETUP_SQL` reads it). */
@@ -94,7 +105,7 @@ async function setUpOf<Client extends ShardClient>(
     columns: { table: string; column: string }[];
     tables: string[];
     functions: { name: string; digest: string }[];
-    recorded: number[];
+    records: (OwnershipRow & { lapsed?: boolean | null; digest: string })[];
   };
   try {
     const rows = await db.$queryRawUnsafe<(typeof row)[]>(
@@ -114,12 +125,14 @@ async function setUpOf<Client extends ShardClient>(
     throw error;
   }
   const held = new Map(row.functions.map((f) => [f.name, f.digest]));
+  const rows = row.records.filter((r) => r.shard !== null).map(({ digest: _, ...r }) => r);
   return {
     identity: identityOf(row),
     columns: row.columns,
     tables: new Set(row.tables),
     stale: [...DIGESTS].some(([name, digest]) => held.get(name) !== digest),
-    recorded: row.recorded.map(Number),
+    recorded: rows.map((r) => r.shard),
+    read: { rows, digest: row.records[0]!.digest },
   };
 }
 
@@ -233,11 +246,17 @@ export class MapInstall<Client extends ShardClient> {
   private readonly installed = new Set<Database<Client>>();
   /** Whether every shard has been recorded (every database answered at once, at open or later). */
   recorded = false;
+  /**
+   * The records the open's set-up read, by database, when they make the map's first read: every
+   * database answered and recorded every shard already (the ordinary start; after a recording,
+   * they are read again). Taken once (`seeds`).
+   */
+  private seeded: Map<Database<Client>, MapRead> | undefined;
 
   constructor(
     private readonly registry: ShardRegistry<Client>,
-    /** The map: what each database says it is. */
-    private readonly map: { identityOf(database: Database<Client>): string },
+    /** The map: what each database says it is, and how a change of records is announced. */
+    private readonly map: { identityOf(database: Database<Client>): string; announce(): Promise<void> },
     private readonly signals: Signals,
   ) {}
 
@@ -285,12 +304,22 @@ export class MapInstall<Client extends ShardClient> {
     if (issues.length > 0) throw new OwnershipOptionsError(issues);
     const found = tablesFrom(new Map([...answered].map(([p, s]) => [p, s.tables])), tables);
     if (found.issues.length > 0) throw new OwnershipOptionsError(found.issues);
+    const everyone = answered.size === this.registry.databases.length;
+    const recorded = new Set([...answered.values()].flatMap((s) => s.recorded));
+    if (everyone && this.registry.shards.every((shard) => recorded.has(shard.bits)))
+      this.seeded = new Map([...answered].map(([p, s]) => [p, s.read]));
     return bounded(installing(), async () => {
       await Promise.all([...answered].map(([p, s]) => this.functionsIn(p, s.stale)));
-      if (answered.size === this.registry.databases.length)
-        await this.recordUnrecorded(new Map([...answered].map(([p, s]) => [p, s.recorded])));
+      if (everyone) await this.recordUnrecorded(new Map([...answered].map(([p, s]) => [p, s.recorded])));
       return found.tables;
     });
+  }
+
+  /** The records the open's set-up read, when they make the map's first read (once; see `seeded`). */
+  seeds(): Map<Database<Client>, MapRead> | undefined {
+    const seeds = this.seeded;
+    this.seeded = undefined;
+    return seeds;
   }
 
   /** Whether shardkit's functions are installed in `physical` as this version has them. */
@@ -314,5 +343,8 @@ export class MapInstall<Client extends ShardClient> {
     const at = await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p), known);
     for (const database of at) this.signals.emit({ type: "install", database, what: "records" });
     this.recorded = true;
+    // A first recording is a change of records like any other: announced (before the open or the
+    // read that made it goes on), so that routers opened before it learn of it from their next tick.
+    if (at.length > 0) await this.map.announce();
   }
 }

@@ -119,6 +119,8 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   readonly name: string;
   private resolved: readonly FencedTable[];
   private readonly refreshIntervalMs: number;
+  /** How often, at most, a call makes the map look at its database again (ms). */
+  private readonly recheckMs: number;
   private readonly retries: number;
   private readonly signals: Signals;
   private readonly installer: MapInstall<Client>;
@@ -178,11 +180,13 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
       this.repairs,
       this.signals,
     );
+    // A shard whose calls routing refuses is read again on a call at most once a second, however
+    // long the interval: a database back from down serves again within a second of a call. A
+    // database a call goes to is looked at beside the call as often at most (`RouterView.glance`).
+    this.recheckMs = Math.min(this.refreshIntervalMs, 1000);
     this.waits = new RouterWaits(this.registry, this.view, this.repairs, () => this.refresh(), {
       waitMs,
-      // A shard whose calls routing refuses is read again on a call at most once a second, however
-      // long the interval: a database back from down serves again within a second of a call.
-      recheckMs: Math.min(this.refreshIntervalMs, 1000),
+      recheckMs: this.recheckMs,
     });
   }
 
@@ -204,12 +208,14 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    *
    * A database that does not answer in time is not taken for one without records: its shards' calls
    * are refused (`DatabasesUnansweredError`) until a later read finds it; with no database answering,
-   * the open fails with that error. An ordinary start costs two statements per database: one that
-   * tells what it is and holds (schema, tables, functions, records), 16 databases at a time, and the
-   * read of its records. Service instances may open their maps at the same moment: the set-up is
-   * made once per database, by whichever comes first (each database's install and recording run
-   * under an advisory lock of its own; the others, once it is given, find the work done), and a
-   * function already installed as this version has it is left alone (no DDL at all). Once its
+   * the open fails with that error. An ordinary start costs one statement per database, 16 databases
+   * at a time: it tells what the database is and holds (schema, tables, functions) and reads its
+   * records, which make the map's first read when every database answered and every shard was
+   * recorded (else the records are read again after the install). Service instances may open
+   * their maps at the same moment: the set-up is made once per database, by whichever comes first
+   * (each database's install and recording run under an advisory lock of its own; the others, once
+   * it is given, find the work done), and a function already installed as this version has it is
+   * left alone (no DDL at all). Once its
    * databases have answered, the install and recording wait at most 30 s for them (`INSTALL_TIMEOUT_MS`):
    * a lock that is never given, or a server that froze since, fails the open with
    * `DatabasesUnansweredError`.
@@ -414,7 +420,12 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
         const refusal = (rejected as { refusal?: Refusal }).refusal;
         await this.waits.settle(refusal ?? { shard: rejected.shard, epoch: 0, state: "unknown", peer: null });
       },
-      admit: (shard, call) => this.waits.admit(shard, call),
+      admit: (shard, call) => {
+        // A switch this router missed the announcement of changed the records of the database the
+        // call goes to (its former owner): looked at beside the call, at most once per `recheckMs`.
+        this.view.glance(this.registry.databaseOf(shard), this.recheckMs, () => this.refresh());
+        return this.waits.admit(shard, call);
+      },
       begin: (tx, shard) => this.assertOwner(tx, shard),
       confirm: (client, shard) => this.assertOwner(client, shard),
       giveUp: (error) => new StaleOwnerError(refusalOf(error)!, { cause: error }),

@@ -12,27 +12,13 @@ import { installing, type MapInstall } from "./install.js";
 import { type OwnershipRow, placeShards } from "./placement.js";
 import { bounded, lastLine, raw } from "./raw.js";
 import type { Signals } from "./signals.js";
-import { RECORDS_DIGEST } from "./sql.js";
+import { MAP_RECORDS_SQL } from "./sql.js";
 
 /** A record as the router reads it: with, for a fenced shard, whether the lease of the move holding the fence lapsed. */
 export type Row = OwnershipRow & { lapsed?: boolean | null };
 
 /** A router's idle look at a database: the map's version, then the digest of its records (`shardkit_map_check`). */
 const CHECK_SQL = `SELECT version, digest FROM shardkit_map_check()`;
-
-/**
- * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
- * that move's lease lapsed (its mover stopped before the switch), and the records' digest read in
- * the same statement (one snapshot: a change committed after the read changes the digest the idle
- * check finds). A database with no records gives one row of nulls with the digest.
- */
-const RECORDS_SQL = `WITH d AS (SELECT ${RECORDS_DIGEST} AS digest FROM "ShardOwnership")
-  SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
-    CASE WHEN o.state = 'fenced' OR (o.state = 'owned' AND o.peer IS NOT NULL) THEN
-      (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
-         FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed,
-    d.digest
-  FROM d LEFT JOIN "ShardOwnership" o ON true`;
 
 /** Why routing refuses a shard's calls: its records cannot be right, or its database has not answered yet. */
 export type Problem =
@@ -74,6 +60,10 @@ export class RouterView<Client extends ShardClient> {
   private home = Math.floor(Math.random() * 1024);
   /** When the next sweep is due (`performance.now()`): every database looked at. */
   private sweepAt = 0;
+  /** When each database last answered a read or a look (`performance.now()`). */
+  private readonly seenAt = new Map<Database<Client>, number>();
+  /** Databases with a glance under way (see `glance`). */
+  private readonly glancing = new Set<Database<Client>>();
 
   constructor(
     private readonly registry: ShardRegistry<Client>,
@@ -91,13 +81,21 @@ export class RouterView<Client extends ShardClient> {
    * Longer than 80 lines: one read applied whole: records, problems, set-backs and signals together.
    */
   async read(only?: readonly Database<Client>[]): Promise<void> {
+    // The open's first read: the records its set-up read, where they make it (see `MapInstall.seeds`).
+    const seeds = only ? undefined : this.install.seeds();
+    for (const [physical, { rows, digest }] of seeds ?? []) {
+      this.rows.set(physical, rows);
+      this.digests.set(physical, digest);
+      this.readAt.set(physical, ++this.reads);
+      this.seenAt.set(physical, performance.now());
+    }
     const result = await scatter(
-      only ?? this.registry.databases,
+      (only ?? this.registry.databases).filter((p) => !seeds?.has(p)),
       async (physical) => {
         // A database read for the first time gets shardkit's functions first (it was down at open).
         if (!this.install.has(physical)) await this.install.functionsIn(physical);
         const at = ++this.reads;
-        const read = await raw(physical).$queryRawUnsafe<(Row & { digest: string })[]>(RECORDS_SQL);
+        const read = await raw(physical).$queryRawUnsafe<(Row & { digest: string })[]>(MAP_RECORDS_SQL);
         const rows = read.filter((r) => r.shard !== null).map(({ digest: _, ...row }) => row);
         return { at, rows, digest: read[0]!.digest };
       },
@@ -108,6 +106,7 @@ export class RouterView<Client extends ShardClient> {
       this.silent.delete(outcome.target);
       // Reads overlap (a full refresh, the poll of held writes): a read that started before the one
       // these rows came from must not put older records back.
+      this.seenAt.set(outcome.target, performance.now());
       if ((this.readAt.get(outcome.target) ?? 0) > outcome.value.at) continue;
       this.readAt.set(outcome.target, outcome.value.at);
       this.rows.set(outcome.target, outcome.value.rows);
@@ -119,9 +118,11 @@ export class RouterView<Client extends ShardClient> {
         this.identities.set(p, id);
       }
     }
+    // Every database answered (now or before) and none is silent: the shards no database records
+    // can be recorded (an open that found a database down could not); announced once made.
     if (
-      !only &&
       !this.install.recorded &&
+      this.identities.size === this.registry.databases.length &&
       this.rows.size === this.registry.databases.length &&
       this.silent.size === 0
     ) {
@@ -189,14 +190,14 @@ export class RouterView<Client extends ShardClient> {
    * announcement: by hand, by a changer that died before announcing), every database is looked at
    * (`sweep`). Databases that hold a shard in motion (whose lease may lapse as time passes) or did
    * not answer last time are read in full every tick. While any shard's records cannot be right,
-   * or the first read of every database is not done (the install records unrecorded shards then),
-   * everything is read.
+   * or some database has not answered yet, everything is read. Shards no database records yet (the
+   * open found a database down) are recorded by the first read that finds every database answering,
+   * this router's or another's: the recording is announced like any change.
    */
   async check(): Promise<void> {
     const databases = this.registry.databases;
     if (
       this.problems.size > 0 ||
-      !this.install.recorded ||
       this.identities.size < databases.length ||
       this.digests.size < databases.length
     )
@@ -238,6 +239,33 @@ export class RouterView<Client extends ShardClient> {
   }
 
   /**
+   * On a call routed to `physical`: when `everyMs` have passed since it last answered a read or a
+   * look, looks at it (its records' digest, with the tick's small statement) beside the call, and
+   * calls `changed` when its records changed since this router last read them. A switch changes the records of the shard's
+   * former owner whether or not its announcement reached this router, so a router that missed one
+   * learns of the switch from its first call to the former owner that comes `everyMs` or more after
+   * its last look there, one statement later, not at its next sweep. At most one look per database
+   * per `everyMs`, however many calls; none without calls.
+   */
+  glance(physical: Database<Client>, everyMs: number, changed: () => Promise<void>): void {
+    if (this.glancing.has(physical)) return;
+    if (performance.now() - (this.seenAt.get(physical) ?? 0) < everyMs) return;
+    this.glancing.add(physical);
+    void (async () => {
+      try {
+        // Its own records only: the versions stay the ticks' (an announcement moves every
+        // database's on, and a look per database called must not read the map once for each).
+        const { unchanged, missing } = await this.look([physical], false);
+        if (missing.length === 0 && !unchanged.has(physical)) await changed();
+      } catch {
+        // the next call looks again; a read of the map reports a database that does not answer
+      } finally {
+        this.glancing.delete(physical);
+      }
+    })();
+  }
+
+  /**
    * Notes that `owner`'s record of `shard` is at `epoch`, behind the epoch routing uses, and says
    * so: the shard is refused until a later read finds the same record (then `agrees`).
    */
@@ -256,11 +284,14 @@ export class RouterView<Client extends ShardClient> {
 
   /**
    * Asks each of `databases` for the map's version and its records' digest (`shardkit_map_check`),
-   * notes the versions, and says which gave the digest of the records last read (`unchanged`),
+   * notes the versions (unless `versions` is false), and says which gave the digest of the records last read (`unchanged`),
    * whether any gave another version than at its last look (`announced`: a change somewhere in the
    * fleet), and which did not answer.
    */
-  private async look(databases: readonly Database<Client>[]): Promise<{
+  private async look(
+    databases: readonly Database<Client>[],
+    versions = true,
+  ): Promise<{
     unchanged: Set<Database<Client>>;
     announced: boolean;
     missing: Database<Client>[];
@@ -276,9 +307,12 @@ export class RouterView<Client extends ShardClient> {
     for (const outcome of result.outcomes) {
       if (outcome.status !== "fulfilled") continue;
       const { version, digest } = outcome.value;
+      this.seenAt.set(outcome.target, performance.now());
       const before = this.versions.get(outcome.target);
-      if (before !== undefined && before !== version) announced = true;
-      this.versions.set(outcome.target, version);
+      if (versions) {
+        if (before !== undefined && before !== version) announced = true;
+        this.versions.set(outcome.target, version);
+      }
       if (digest === this.digests.get(outcome.target)) unchanged.add(outcome.target);
     }
     this.unanswered(result.missing);

@@ -272,6 +272,20 @@ export function literal(value: string): string {
 export const RECORDS_DIGEST = `md5(coalesce(string_agg(shard || ':' || epoch || ':' || state || ':' || coalesce(peer, '') || ':' || coalesce(attempt, ''), ',' ORDER BY shard), ''))`;
 
 /**
+ * The router's read of a database's records, with, for a shard fenced or armed for a move, whether
+ * that move's lease lapsed (its mover stopped before the switch), and the records' digest read in
+ * the same statement (one snapshot: a change committed after the read changes the digest the idle
+ * check finds). A database with no records gives one row of nulls with the digest.
+ */
+export const MAP_RECORDS_SQL = `WITH d AS (SELECT ${RECORDS_DIGEST} AS digest FROM "ShardOwnership")
+  SELECT o.shard, o.epoch, o.state, o.peer, o.attempt,
+    CASE WHEN o.state = 'fenced' OR (o.state = 'owned' AND o.peer IS NOT NULL) THEN
+      (SELECT m."expiresAt" < clock_timestamp() AND m.step NOT IN ('switched', 'abandoned')
+         FROM "ShardMove" m WHERE m.shard = o.shard AND m.attempt = o.attempt) END AS lapsed,
+    d.digest
+  FROM d LEFT JOIN "ShardOwnership" o ON true`;
+
+/**
  * The map's version in a database: a sequence every change of records anywhere in the fleet moves
  * on in every database of it (`MAP_BUMP_SQL`, after the change has committed), so a router that
  * reads any one database's version learns that something changed. In shardkit's own schema, which

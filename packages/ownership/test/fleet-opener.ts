@@ -17,6 +17,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (line !== "go") continue;
   const installs: string[] = [];
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const outcome = await PartitionMap.open({
     registry,
     tables: TABLES,
@@ -32,7 +33,9 @@ for await (const line of createInterface({ input: process.stdin })) {
     (error: unknown) => ({ ok: false, error: String(error).slice(0, 300), unanswered: 0, problems: 0 }),
   );
   const ms = Math.round(performance.now() - started);
-  process.stdout.write(`${JSON.stringify({ ...outcome, ms, installs })}\n`);
+  const used = process.cpuUsage(cpu);
+  const cpuMs = Math.round((used.user + used.system) / 1000);
+  process.stdout.write(`${JSON.stringify({ ...outcome, ms, cpuMs, installs })}\n`);
   break;
 }
 await registry.disconnect();

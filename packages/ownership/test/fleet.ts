@@ -39,8 +39,9 @@ export const FLEET_SERVER = { cluster: "skmaps", port: 5446, maxConnections: 120
 export interface RouterOpen {
   ok: boolean;
   error?: string;
-  /** How long its open took (ms). */
+  /** How long its open took (ms), and the CPU its process used meanwhile (ms). */
   ms: number;
+  cpuMs?: number;
   /** Databases that had not answered when it opened, and shards whose calls it refuses. */
   unanswered: number;
   problems: number;

@@ -62,9 +62,13 @@ export {
   shardRouting,
 } from "./extension.js";
 export {
+  type DatabaseConnections,
+  type DatabaseHealth,
   type DatabaseState,
   type DatabaseStatus,
   type HealthReport,
+  type ProbeOptions,
+  probeDatabase,
   type ShardHealth,
   type ShardHealthOptions,
   shardHealth,

@@ -11,7 +11,14 @@ import {
   readPartitionMap,
   runBalance,
 } from "@shardkit/ownership";
-import { type Database, type LoadSum, type OutboxLag, readOutboxLag, sumShardLoad } from "@shardkit/prisma";
+import {
+  type Database,
+  type LoadSum,
+  type OutboxLag,
+  probeDatabase,
+  readOutboxLag,
+  sumShardLoad,
+} from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
 import type { OpenedConfig, RawClient } from "../config.js";
 import { oneLine } from "../format.js";
@@ -33,29 +40,10 @@ import type { DashboardPlan, DashboardRun, DashboardSnapshot } from "./types.js"
 /** A plan asked for within this long of the last one is the last one (each plan scans every table). */
 const PLAN_INTERVAL_MS = 15_000;
 
-const PROBE_SQL = `SELECT
-  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())::int AS database,
-  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS server,
-  (current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int) AS max`;
-
-const LATE = Symbol("late");
-
-/** `promise`'s answer, or LATE once `ms` have passed (the promise itself goes on). */
-function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof LATE> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<typeof LATE>((resolve) => {
-      timer = setTimeout(() => resolve(LATE), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 /** The dashboard's data: started once, read by the server, stopped on close. */
 export class Collector {
   readonly names: Names;
   private readonly probes = new Map<Database<RawClient>, Probe>();
-  private readonly inflight = new Map<Database<RawClient>, Promise<unknown>>();
   private view: PartitionView<RawClient> | null = null;
   private viewError: string | null = null;
   private lag: OutboxLag[] | null = null;
@@ -154,10 +142,12 @@ export class Collector {
     this.planning = (async () => {
       do {
         this.planAgain = false;
-        // Stamped when measured: the figures are those of this moment.
+        // Stamped when measured: the figures are those of this moment. The placement it is made
+        // over becomes the shown plan's when it lands: meanwhile the plan shown is judged against
+        // its own (a move seen while re-planning keeps it stale, never fresh).
         const at = new Date();
         this.plannedAt = at.getTime();
-        this.plannedPlacement = this.placement();
+        const placement = this.placement();
         try {
           const run = await runBalance({
             registry: this.registry,
@@ -185,6 +175,7 @@ export class Collector {
             moves: [],
           };
         }
+        this.plannedPlacement = placement;
       } while (this.planAgain && !this.stopped);
       this.planning = null;
       this.emit();
@@ -253,38 +244,23 @@ export class Collector {
     this.timers.add(timer);
   }
 
-  /** One database's probe: a round trip and its connections. A probe still running is waited for, never doubled. */
+  /**
+   * One database's probe (`probeDatabase` of @shardkit/prisma: a round trip and its connections). A
+   * probe still running is waited for, never doubled; one that did not answer in time is down here.
+   */
   private async probe(physical: Database<RawClient>): Promise<void> {
     const probe = this.probes.get(physical)!;
-    const started = performance.now();
-    let running = this.inflight.get(physical);
-    if (!running) {
-      running =
-        physical.client.$queryRawUnsafe<{ database: number; server: number; max: number }[]>(PROBE_SQL);
-      this.inflight.set(physical, running);
-      running
-        .finally(() => {
-          if (this.inflight.get(physical) === running) this.inflight.delete(physical);
-        })
-        .catch(() => {});
-    }
-    try {
-      const answer = await within(running, this.settings.timeoutMs);
-      if (answer === LATE) {
-        probe.up = false;
-        probe.error = `did not answer in ${this.settings.timeoutMs} ms`;
-        return;
-      }
-      const [row] = answer as { database: number; server: number; max: number }[];
-      probe.up = true;
-      delete probe.error;
-      probe.latencyMs = Math.round((performance.now() - started) * 10) / 10;
-      probe.answeredAt = new Date();
-      probe.connections = row ? { database: row.database, server: row.server, max: row.max } : null;
-    } catch (error) {
+    const health = await probeDatabase(physical, { timeoutMs: this.settings.timeoutMs, connections: true });
+    if (health.state !== "up") {
       probe.up = false;
-      probe.error = this.names.clean(oneLine(error));
+      probe.error = this.names.clean(health.error ?? health.state);
+      return;
     }
+    probe.up = true;
+    delete probe.error;
+    probe.latencyMs = health.latencyMs ?? null;
+    probe.answeredAt = new Date();
+    probe.connections = health.connections ?? null;
   }
 
   private async readView(): Promise<void> {

@@ -2,6 +2,8 @@
 // `/api/events`, or `GET /api/state`). Names of databases are display names: `host:port/database`,
 // never a user, a password or a query string.
 
+import type { DatabaseConnections } from "@shardkit/prisma";
+
 /** The whole page's data at one moment. */
 export interface DashboardSnapshot {
   /** When the snapshot was taken (ISO 8601). */
@@ -64,8 +66,12 @@ export interface DashboardDatabase {
   latencyMs: number | null;
   /** When it last answered (ISO 8601); null: never since the dashboard started. */
   answeredAt: string | null;
-  /** Connections: to this database now, to its whole server now, and what the server accepts (max_connections less reserved). */
-  connections: { database: number; server: number; max: number } | null;
+  /**
+   * Connections (`shardHealth`'s probe of @shardkit/prisma): to this database now (`total`, of them
+   * `active` and `idleInTransaction`), to its whole server now, and what the server accepts
+   * (max_connections less reserved). Null until it answered.
+   */
+  connections: DatabaseConnections | null;
   /** The pool the configuration gives each app instance for it (null: not known). */
   pool: number | null;
   /** Outbox lag and dead letters; null values when it did not answer or has no outbox. */

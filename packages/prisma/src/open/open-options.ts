@@ -2,7 +2,7 @@
 // a schema rollout done). Shared by the PostgreSQL and the embedded (PGlite) ways of opening.
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { ShardIdentifier } from "@shardkit/id";
-import type { DatabaseStatus, HealthReport } from "../health.js";
+import type { DatabaseStatus, HealthReport, ProbeOptions } from "../health.js";
 import type { LoadOption } from "../load/options.js";
 import type { ShardClient, ShardRegistry } from "../registry.js";
 import type { RolloutEvent } from "../schema/schema-rollout.js";
@@ -101,8 +101,11 @@ export interface OpenShards<Client extends ShardClient> {
    * Never settles while a database stays down: race it with a deadline where that matters.
    */
   ready: Promise<void>;
-  /** Each shard's health now: ready databases are probed (`SELECT 1`, bounded), the others give their state. */
-  health(options?: { timeoutMs?: number }): Promise<HealthReport>;
+  /**
+   * Each shard's and database's health now: ready databases are probed (`probeDatabase`: `SELECT 1`,
+   * or their connection counts with `connections`, bounded), the others give their state.
+   */
+  health(options?: ProbeOptions): Promise<HealthReport>;
   /** Stops retrying databases, disconnects every client (and closes embedded databases). */
   close(): Promise<void>;
 }
