@@ -26,7 +26,8 @@ export declare function whyNoClusters(env?: NodeJS.ProcessEnv): string | undefin
  * A PostgreSQL cluster `name` on 127.0.0.1:`port`, created if absent (trust auth, loopback only)
  * and started if down. `logical: true` gives it `wal_level = logical` (restarting it once if it
  * ran without); `maxConnections` sets its `max_connections` and `preload` its
- * `shared_preload_libraries` (e.g. `pg_stat_statements`), the same way. `main` is the
+ * `shared_preload_libraries` (e.g. `pg_stat_statements`), and `settings` any other server setting
+ * (`{ max_prepared_transactions: 20 }`), the same way. `main` is the
  * machine's own server: only started, never created. Rejects with a ClustersUnavailableError
  * (for any other cluster) where `whyNoClusters()` gives a reason, and with an Error for a cluster
  * of that name these helpers did not make (they never change it).
@@ -34,7 +35,13 @@ export declare function whyNoClusters(env?: NodeJS.ProcessEnv): string | undefin
 export declare function ensureCluster(
   name?: string,
   port?: number,
-  options?: { logical?: boolean; maxConnections?: number; preload?: string[] },
+  options?: {
+    logical?: boolean;
+    maxConnections?: number;
+    preload?: string[];
+    /** Other server settings, e.g. `{ max_prepared_transactions: 20 }` (postgresql.conf names). */
+    settings?: Record<string, string | number | boolean>;
+  },
 ): Promise<number>;
 /**
  * A streaming replica `name` on `port` of the running cluster on `primaryPort`, made afresh with
@@ -52,6 +59,12 @@ export declare function waitForReplay(port: number, primaryPort: number, timeout
 export declare function shareClusters(
   key: string,
   hooks: { make(): Promise<void>; drop(): Promise<void> },
+): Promise<() => Promise<void>>;
+/** One cluster shared by concurrent test processes: made (`ensureCluster`) by the first user, dropped by the last. */
+export declare function shareCluster(
+  name: string,
+  port: number,
+  options?: Parameters<typeof ensureCluster>[2],
 ): Promise<() => Promise<void>>;
 /**
  * Stops and drops a cluster a test created, its configuration folder included. Never `main`, and

@@ -234,8 +234,24 @@ async function start(name, port) {
 }
 
 /**
+ * `settings` (`{ max_prepared_transactions: 20 }`) as lines of postgresql.conf, in the order given.
+ * Names are lowercase letters, digits and _; values are numbers, booleans or strings (quoted).
+ */
+function settingLines(settings = {}) {
+  return Object.entries(settings)
+    .map(([name, value]) => {
+      if (!/^[a-z_][a-z0-9_.]*$/.test(name))
+        throw new Error(`ensureCluster: setting ${JSON.stringify(name)} is not a setting name`);
+      const text = typeof value === "string" ? `'${value.replaceAll("'", "''")}'` : String(value);
+      return `${name} = ${text}\n`;
+    })
+    .join("");
+}
+
+/**
  * A PostgreSQL server (cluster) `name` on 127.0.0.1:`port`: created if absent (trust authentication,
- * loopback only), started if down; `logical: true` sets `wal_level = logical`. `main` is the machine's
+ * loopback only), started if down; `logical: true` sets `wal_level = logical`, `settings` any other
+ * server settings (restarting it once when they changed). `main` is the machine's
  * own server on MAIN_PORT: it must answer (or be startable here); it is never created and its
  * configuration is left alone.
  */
@@ -262,7 +278,9 @@ export async function ensureCluster(name = "main", port = MAIN_PORT, options = {
     const conf = confOf(name);
     const wanted = `listen_addresses = '127.0.0.1'\n${
       options.maxConnections ? `max_connections = ${Math.floor(options.maxConnections)}\n` : ""
-    }${options.preload?.length ? `shared_preload_libraries = '${options.preload.join(",")}'\n` : ""}${
+    }${options.preload?.length ? `shared_preload_libraries = '${options.preload.join(",")}'\n` : ""}${settingLines(
+      options.settings,
+    )}${
       options.logical
         ? // wal_retrieve_retry_interval: how soon replication workers start again after one
           // stopped (5 s by default), which tests that create and drop subscriptions wait on.
@@ -408,6 +426,19 @@ export async function shareClusters(key, { make, drop }) {
       rmSync(`${dir}/${process.pid}`, { force: true });
       if (live().length === 0) await drop();
     });
+}
+
+/**
+ * One cluster several test processes share (`shareClusters`): made by `ensureCluster(name, port,
+ * options)` for the first live user, dropped by the last to release. Returns this process's release.
+ */
+export function shareCluster(name, port, options = {}) {
+  return shareClusters(`cluster-${name}`, {
+    make: async () => {
+      await ensureCluster(name, port, options);
+    },
+    drop: () => dropCluster(name),
+  });
 }
 
 /**

@@ -8,7 +8,7 @@
 // failure after the switch is finished, never undone (`decides` marks the step that decides).
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
-import { orAfter } from "@shardkit/prisma/internal";
+import { orAfter, preparedNaming } from "@shardkit/prisma/internal";
 import { countAt } from "./check.js";
 import { MoveTimeoutError, MoveVerifyError } from "./errors.js";
 import type { ShardLease } from "./lease.js";
@@ -127,6 +127,15 @@ const fence: Step = {
     move.freezeStarted = performance.now();
     move.phase("the freeze", move.held.freezeBudget, { total: { from: move.freezeStarted } });
     await move.held.fence();
+    // An atomic action prepared at the source before the fence commits its rows there when it is
+    // concluded: the shard never switches before that (within the freeze budget, else undone).
+    await waitFor(
+      move,
+      async () => (await preparedNaming(move.from.client, move.shard.bits)).length === 0,
+      () => move.freezeTimeout("atomic actions prepared on the shard at the source (inside the fence)"),
+      2,
+      50,
+    );
   },
 };
 

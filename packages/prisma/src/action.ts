@@ -1,4 +1,5 @@
 import type { ShardIdentifier } from "@shardkit/id";
+import { type ActionFailure, type AtomicPoint, runAtomic, sortShards } from "./atomic.js";
 import {
   CrossShardError,
   MissingModelError,
@@ -80,6 +81,20 @@ export class StagedWrite<T = unknown> {
 }
 
 export interface ActionOptions extends Omit<TransactionOptions, "retries"> {
+  /**
+   * Opt in to atomic commit across shards (two-phase commit): the writes of every database are
+   * prepared (`PREPARE TRANSACTION`), the decision is recorded on the first database in its own
+   * prepared transaction, then all commit; anything that fails before the decision rolls back
+   * everywhere. Implies `allowCrossShard`. Every database's server needs `max_prepared_transactions
+   * > 0` and the first database the `AtomicDecision` table (`schema/atomic.prisma`); otherwise
+   * `AtomicUnavailableError` before anything is written. Readers may still see one database's
+   * writes before another's (no snapshot across shards), and rows stay locked from prepare to
+   * commit: a coordinator that dies leaves them to recovery (`$recoverAtomic`, any router).
+   * Default `false`: shardkit never calls cross-shard work atomic unless asked.
+   */
+  atomic?: boolean;
+  /** @internal Called at each point of an atomic action's protocol (tests stop a coordinator there). */
+  atomicProbe?: ((point: AtomicPoint, database: number) => Promise<void> | void) | undefined;
   /**
    * Let the action write to several shards: one transaction per database (the shards it holds
    * commit together), in database order, no retry (but for a partition map's refusal before anything
@@ -243,7 +258,7 @@ export class ActionUnit<Client extends ShardClient> {
    */
   async commit(view: View, options: ActionOptions): Promise<void> {
     const shards = this.shards;
-    if (shards.length > 1 && !options.allowCrossShard) {
+    if (shards.length > 1 && !options.allowCrossShard && !options.atomic) {
       throw new CrossShardError(
         `Action writes to shards ${shards.map((s) => s.key).join(", ")}; nothing was written. ` +
           "Keep a unit of work on one shard (colocate what is decided together), or pass { allowCrossShard: true } for one transaction per database (not atomic).",
@@ -254,7 +269,11 @@ export class ActionUnit<Client extends ShardClient> {
     for (let attempt = 0; ; attempt++) {
       if (hook?.admit) for (const shard of shards) await hook.admit(shard, { write: true });
       for (const write of this.staged) write.steps = write.place();
-      const failure = await this.runDatabases(view, options, hook);
+      const steps = this.staged.flatMap((w) => w.steps);
+      const failure =
+        options.atomic && new Set(steps.map((s) => s.database)).size > 1
+          ? await runAtomic({ executor: this.executor, view, options, begin: hook?.begin }, steps)
+          : await this.runDatabases(view, options, hook);
       if (!failure) return;
       const rejected = hook?.rejection(failure.error);
       let error = failure.error;
@@ -266,7 +285,7 @@ export class ActionUnit<Client extends ShardClient> {
         }
         error = givenUp(hook, failure.error);
       }
-      if (failure.databases === 1) throw error;
+      if (failure.databases === 1 || failure.atomic) throw error;
       throw new PartialCommitError(
         failure.committed,
         failure.failed.map((shard) => ({ shard, error })),
@@ -319,16 +338,6 @@ export class ActionUnit<Client extends ShardClient> {
   }
 }
 
-/** Where an action's run stopped: the error, and its shards by outcome. */
-interface ActionFailure {
-  error: unknown;
-  /** How many databases the action was placed on. */
-  databases: number;
-  committed: ShardIdentifier[];
-  failed: ShardIdentifier[];
-  notAttempted: ShardIdentifier[];
-}
-
 /** Runs an action: `fn` stages writes (direct writes through the routed client are refused meanwhile). */
 export async function runAction<Client extends ShardClient, R>(
   executor: Executor,
@@ -368,8 +377,4 @@ export async function runAction<Client extends ShardClient, R>(
     }
     throw error;
   }
-}
-
-function sortShards(shards: readonly ShardIdentifier[]): ShardIdentifier[] {
-  return [...new Set(shards)].sort((a, b) => a.bits - b.bits);
 }

@@ -1,9 +1,11 @@
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
+import { patient } from "@shardkit/test-db";
 import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import pg from "pg";
 import { afterAll, inject } from "vitest";
+import { atomicDatabases, atomicRouter, eachDatabase } from "../test/atomic-world.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { walletOf } from "../test/layout.js";
 import { makeWorld, S } from "../test/world.js";
@@ -209,7 +211,77 @@ const byCode: ErrorTable<errors.PrismaShardErrorCode> = {
       return unique.customer.create({ data: { ...customer(S.g1m1), email: "TAKEN@x.com" } });
     },
   ],
+  ATOMIC_UNAVAILABLE: [
+    errors.AtomicUnavailableError,
+    // The tests' servers keep PostgreSQL's default max_prepared_transactions = 0.
+    () =>
+      db.$action(
+        (unit) => {
+          unit.create("customer", { data: customer(S.g0m0) });
+          unit.create("customer", { data: customer(S.g1m1) });
+        },
+        { atomic: true },
+      ),
+  ],
+  ATOMIC_ABORTED: [
+    errors.AtomicAbortedError,
+    // A coordinator slower than the lease: another router concludes its action first.
+    () =>
+      atomicOverTwo(async () => {
+        const other = atomicRouter(atomic!.urls);
+        await other.db.$recoverAtomic({ leaseMs: 0 }).finally(() => other.close());
+      }),
+  ],
+  ATOMIC_IN_DOUBT: [
+    errors.AtomicInDoubtError,
+    async () => {
+      // The deciding database takes no connection from the moment every database prepared.
+      await atomicWorld();
+      const name = new URL(atomic!.urls[0]!).pathname.slice(1);
+      const admin = (sql: string) => eachDatabase([atomic!.urls[2]!], sql);
+      try {
+        return await atomicOverTwo(async () => {
+          await admin(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS false`);
+          await admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}'`);
+        });
+      } finally {
+        await admin(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`);
+        await atomicRouted!.db.$recoverAtomic({ leaseMs: 0 });
+      }
+    },
+  ],
 };
+
+/** An atomic action over two databases of the atomic tests' server; `whenPrepared` runs once both prepared. */
+async function atomicOverTwo(whenPrepared: () => Promise<void>) {
+  const router = await atomicWorld();
+  let prepared = 0;
+  return router.db.$action(
+    (unit) => {
+      unit.create("customer", { data: customer(S.g0m0) });
+      unit.create("customer", { data: customer(S.g1m1) });
+    },
+    {
+      atomic: true,
+      atomicProbe: async (point) => {
+        if (point === "prepared" && ++prepared === 2) await whenPrepared();
+      },
+    },
+  );
+}
+
+/** The atomic tests' server and databases (max_prepared_transactions > 0), made on first use. */
+let atomic: Awaited<ReturnType<typeof atomicDatabases>> | undefined;
+let atomicRouted: ReturnType<typeof atomicRouter> | undefined;
+async function atomicWorld() {
+  atomic ??= await atomicDatabases("errors");
+  atomicRouted ??= atomicRouter(atomic.urls);
+  return atomicRouted;
+}
+afterAll(async () => {
+  await atomicRouted?.close();
+  await atomic?.release();
+}, patient(120_000));
 
 /** A routed client whose Setting model is routed by `key`. */
 function routedBy(key: ReturnType<typeof byDirectory>) {

@@ -337,6 +337,58 @@ export class UniqueViolationError extends ShardRoutingError<"UNIQUE_VIOLATION"> 
   }
 }
 
+/**
+ * An atomic action (`$action(fn, { atomic: true })`) that cannot run on these databases, refused
+ * before anything is written: a database whose server has `max_prepared_transactions = 0` (the
+ * default), a deciding database without the `AtomicDecision` table (`schema/atomic.prisma`), or
+ * a database reached through a pooler in transaction mode.
+ */
+export class AtomicUnavailableError extends ShardRoutingError<"ATOMIC_UNAVAILABLE"> {
+  /** The databases (their names) and why each cannot take part. */
+  readonly databases: { database: string; reason: string }[];
+  constructor(databases: { database: string; reason: string }[]) {
+    super(
+      "ATOMIC_UNAVAILABLE",
+      `Atomic actions cannot run here; nothing was written:\n${list(databases.map((d) => `${d.database}: ${d.reason}`))}`,
+    );
+    this.databases = databases;
+  }
+}
+
+/**
+ * An atomic action that was rolled back everywhere after its participants had prepared: its
+ * decision was taken by recovery (its coordinator was slower than the lease), or its deciding
+ * database refused. Nothing of it committed.
+ */
+export class AtomicAbortedError extends ShardRoutingError<"ATOMIC_ABORTED"> {
+  /** The action's global id (`AtomicDecision.id`). */
+  readonly action: string;
+  constructor(action: string, reason: string, options?: { cause?: unknown }) {
+    super("ATOMIC_ABORTED", `Atomic action ${action} was rolled back everywhere: ${reason}`, options);
+    this.action = action;
+  }
+}
+
+/**
+ * An atomic action whose outcome its coordinator could not learn (the deciding database did not
+ * answer its commit): every participant is prepared and the decision is recorded or not on the
+ * deciding database. Recovery (`$recoverAtomic`, run by any router) concludes it, all or nothing;
+ * until then its rows stay locked. Counted as unavailable (`isShardUnavailable`).
+ */
+export class AtomicInDoubtError extends ShardRoutingError<"ATOMIC_IN_DOUBT"> {
+  readonly action: string;
+  readonly shards: ShardIdentifier[];
+  constructor(action: string, shards: readonly ShardIdentifier[], options?: { cause?: unknown }) {
+    super(
+      "ATOMIC_IN_DOUBT",
+      `Atomic action ${action} on shards ${shards.map((s) => s.key).join(", ")} is in doubt: its deciding database did not answer; recovery will commit or roll it back everywhere`,
+      options,
+    );
+    this.action = action;
+    this.shards = [...shards];
+  }
+}
+
 /** Which class throws which code. */
 export interface PrismaErrorByCode {
   COMMAND_UNAVAILABLE: CommandUnavailableError;
@@ -361,6 +413,9 @@ export interface PrismaErrorByCode {
   DIRECTORY_UNAVAILABLE: DirectoryUnavailableError;
   NOT_IN_DIRECTORY: NotInDirectoryError;
   UNIQUE_VIOLATION: UniqueViolationError;
+  ATOMIC_UNAVAILABLE: AtomicUnavailableError;
+  ATOMIC_ABORTED: AtomicAbortedError;
+  ATOMIC_IN_DOUBT: AtomicInDoubtError;
 }
 
 /**

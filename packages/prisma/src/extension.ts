@@ -2,6 +2,7 @@ import { Prisma } from "@prisma/client/extension";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Page } from "@shardkit/scatter";
 import { type ActionOptions, type ActionUnit, type ModelKey, runAction } from "./action.js";
+import { type AtomicRecoveryOptions, type AtomicRecoveryReport, recoverAtomic } from "./atomic-recover.js";
 import {
   backfillClaims,
   type ClaimBackfillProgress,
@@ -321,6 +322,20 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
         ): Promise<R> {
           const routed = own(this);
           return runAction(routed.executor, routed.view, fn, actionOptions);
+        },
+        /**
+         * Concludes the atomic actions left in doubt (`$action(fn, { atomic: true })` whose
+         * coordinator died or lost a database): each prepared transaction older than the lease is
+         * committed when its deciding database recorded the commit, else rolled back. Safe from any
+         * router, and from two at once. `{ dryRun: true }` only lists them.
+         */
+        $recoverAtomic(recoveryOptions: AtomicRecoveryOptions = {}): Promise<AtomicRecoveryReport> {
+          const routed = own(this);
+          const databases = routed.view.clients.map((client, i) => ({
+            client,
+            name: routed.registry.databases[i]?.name ?? `database #${i}`,
+          }));
+          return recoverAtomic(databases, recoveryOptions);
         },
       },
     });

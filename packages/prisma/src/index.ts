@@ -1,6 +1,13 @@
 export { ScatterError } from "@shardkit/scatter";
 export { type ActionOptions, ActionUnit, type ModelKey, type StagedStatus, StagedWrite } from "./action.js";
 export {
+  type AtomicRecoveryOptions,
+  type AtomicRecoveryReport,
+  type InDoubtTransaction,
+  recoverAtomic,
+  startAtomicRecovery,
+} from "./atomic-recover.js";
+export {
   type ConnectionBudgetOptions,
   type ConnectionBudgetReport,
   checkConnectionBudget,
@@ -17,6 +24,9 @@ export {
 } from "./config.js";
 export { withShardDeadline } from "./deadline.js";
 export {
+  AtomicAbortedError,
+  AtomicInDoubtError,
+  AtomicUnavailableError,
   CommandUnavailableError,
   ConnectionBudgetError,
   CrossShardError,

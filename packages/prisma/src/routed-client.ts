@@ -103,6 +103,7 @@ const OWN = new Set([
   "$transactionOn",
   "$command",
   "$action",
+  "$recoverAtomic",
 ]);
 
 /** `db.wallet`: its operations are routed; model extension methods and `fields` are Prisma's. */

@@ -37,6 +37,7 @@ export function isShardUnavailable(error: unknown): boolean {
       isShardkitError(e, "DEADLINE_EXCEEDED") ||
       isShardkitError(e, "SHARD_TIMEOUT") ||
       isShardkitError(e, "COMMAND_UNAVAILABLE") ||
+      isShardkitError(e, "ATOMIC_IN_DOUBT") ||
       isShardkitError(e, "DATABASE_TIMEOUT") ||
       // @shardkit/ownership's: a shard between owners for longer than the retries, a shard whose
       // ownership records cannot be right, a database that has not answered the map's read.
@@ -66,6 +67,19 @@ export function isTransientTransactionError(error: unknown): boolean {
       /\b(40P01|40001)\b|deadlock detected|could not serialize access/.test(message)
     );
   });
+}
+
+/**
+ * PostgreSQL's SQLSTATE behind `error` (`42704`, `55000`, ...): from the driver adapter's error
+ * Prisma wraps, or the error itself (node-postgres); undefined when none is found.
+ */
+export function sqlStateOf(error: unknown): string | undefined {
+  for (const e of causes(error)) {
+    for (const code of [(e as { originalCode?: unknown }).originalCode, (e as { code?: unknown }).code]) {
+      if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !/^P\d{4}$/.test(code)) return code;
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -1,0 +1,220 @@
+// An atomic action: two-phase commit over the databases an action writes to. Each database runs its
+// staged writes in its own transaction and prepares it; the first database (the lowest shard's)
+// also records the decision in that transaction, so committing it is the commit point. Then the
+// others commit. Before that point, anything that fails rolls back everywhere; after it, whatever
+// is left prepared is committed by recovery (atomic-recover.ts), which any router runs.
+import type { ShardIdentifier } from "@shardkit/id";
+import {
+  type AtomicFacts,
+  COORDINATOR,
+  checkAtomic,
+  decisionId,
+  endPrepared,
+  formatGid,
+  INSERT_DECISION,
+  newActionId,
+  preparedAt,
+  READ_DECISION,
+  raw,
+} from "./atomic-sql.js";
+import { AtomicAbortedError, AtomicInDoubtError } from "./errors.js";
+import type { ShardScopes, View } from "./scope.js";
+import { inDatabaseTransaction, type TransactionOptions } from "./transaction.js";
+
+/** Where an atomic action's coordinator is: after a database prepared, after the decision, after a commit. */
+export type AtomicPoint = "prepared" | "decided" | "committed";
+
+/** One statement of a staged write, on one database (action.ts's `Step`). */
+export interface AtomicStep {
+  database: number;
+  shards: readonly ShardIdentifier[];
+  run(tx: object): PromiseLike<unknown>;
+  status: string;
+  value?: unknown;
+}
+
+/** Where an action's run stopped: the error, and its shards by outcome. */
+export interface ActionFailure {
+  error: unknown;
+  /** How many databases the action was placed on. */
+  databases: number;
+  committed: ShardIdentifier[];
+  failed: ShardIdentifier[];
+  notAttempted: ShardIdentifier[];
+  /** An atomic action's: nothing of it committed anywhere. */
+  atomic?: boolean;
+}
+
+export interface AtomicContext {
+  executor: ShardScopes & { databaseName(index: number): string | undefined };
+  view: View;
+  options: TransactionOptions & {
+    /** @internal Called at each point of the protocol (tests stop a coordinator there). */
+    atomicProbe?: ((point: AtomicPoint, database: number) => Promise<void> | void) | undefined;
+  };
+  /** The epoch check of a partition map, run first in each transaction (a former owner refuses). */
+  begin?: ((tx: object, shard: ShardIdentifier) => Promise<void>) | undefined;
+}
+
+interface Participant {
+  database: number;
+  facts: AtomicFacts;
+  shards: ShardIdentifier[];
+  steps: AtomicStep[];
+  gid: string;
+  results?: unknown[];
+}
+
+/**
+ * Runs `steps` (over two or more databases) as one atomic action; how it failed, with nothing of it
+ * committed, or undefined once it committed (every participant's data is decided; a participant
+ * whose own commit did not answer is committed by recovery). Throws `AtomicInDoubtError` when the
+ * deciding database did not answer its commit.
+ */
+export async function runAtomic(
+  context: AtomicContext,
+  steps: readonly AtomicStep[],
+): Promise<ActionFailure | undefined> {
+  const { executor, view } = context;
+  const databases = [...new Set(steps.map((s) => s.database))].sort((x, y) => x - y);
+  const name = (d: number) => executor.databaseName(d) ?? `database #${d}`;
+  const facts = await checkAtomic(view.clients, databases, name);
+  const action = newActionId();
+  const parts: Participant[] = databases.map((database, i) => {
+    const own = steps.filter((s) => s.database === database);
+    const shards = sortShards(own.flatMap((s) => s.shards));
+    const gid = formatGid({
+      action,
+      coordinator: COORDINATOR,
+      participants: databases.length,
+      decider: facts[0]!.id,
+      self: facts[i]!.id,
+      shards: shards.map((s) => s.bits),
+    });
+    return { database, facts: facts[i]!, shards, steps: own, gid };
+  });
+  const id = decisionId({ action, coordinator: COORDINATOR });
+  const record = JSON.stringify(
+    parts.map((p) => ({ database: p.facts.id, shards: p.shards.map((s) => s.bits) })),
+  );
+  const prepared = await Promise.allSettled(
+    parts.map((p, i) => prepare(context, p, i === 0 ? record : undefined, id)),
+  );
+  const failedAt = prepared.findIndex((r) => r.status === "rejected");
+  if (failedAt >= 0) {
+    await rollBack(context, parts);
+    return aborted(
+      parts,
+      (prepared[failedAt] as PromiseRejectedResult).reason,
+      parts.filter((_, i) => prepared[i]!.status === "rejected"),
+    );
+  }
+  const decided = await decide(context, parts[0]!, id, parts);
+  if (decided !== "commit") {
+    await rollBack(context, parts.slice(1));
+    return aborted(parts, decided, []);
+  }
+  for (const p of parts) {
+    p.steps.forEach((step, j) => {
+      step.status = "committed";
+      step.value = p.results![j];
+    });
+  }
+  await context.options.atomicProbe?.("decided", parts[0]!.database);
+  // Decided: the others commit in database order; one that does not answer now is recovery's to
+  // finish (its rows stay locked until then).
+  for (const p of parts.slice(1)) {
+    try {
+      await executor.bounded(p.database, () => endPrepared(view.clients[p.database]!, "COMMIT", p.gid));
+    } catch {
+      continue;
+    }
+    await context.options.atomicProbe?.("committed", p.database);
+  }
+  return undefined;
+}
+
+/** One participant's transaction: the epoch checks, its staged writes, the decision (the decider's), then PREPARE. */
+async function prepare(context: AtomicContext, p: Participant, record: string | undefined, id: string) {
+  const { executor, view, begin } = context;
+  p.results = await inDatabaseTransaction(view, p.database, context.options, async (tx) => {
+    if (begin) for (const shard of p.shards) await executor.bounded(p.database, () => begin(tx, shard));
+    const results: unknown[] = [];
+    for (const step of p.steps) results.push(await step.run(tx));
+    if (record !== undefined)
+      await raw(tx).$executeRawUnsafe(INSERT_DECISION, id, "commit", COORDINATOR, record);
+    await raw(tx).$executeRawUnsafe(`PREPARE TRANSACTION '${p.gid}'`);
+    return results;
+  });
+  await context.options.atomicProbe?.("prepared", p.database);
+}
+
+/**
+ * Commits the deciding database's prepared transaction, the commit point: "commit" once it did (or
+ * its decision row says it did), else the error of an action rolled back (recovery ended it first, or
+ * it could not commit and was rolled back now). Throws `AtomicInDoubtError` when that is unknown.
+ */
+async function decide(
+  context: AtomicContext,
+  decider: Participant,
+  id: string,
+  parts: readonly Participant[],
+): Promise<"commit" | AtomicAbortedError> {
+  const { executor, view } = context;
+  const client = view.clients[decider.database]!;
+  const shards = sortShards(parts.flatMap((p) => p.shards));
+  let ended: "done" | "gone" | "busy" | undefined;
+  let failure: unknown;
+  try {
+    ended = await executor.bounded(decider.database, () => endPrepared(client, "COMMIT", decider.gid));
+    if (ended === "done") return "commit";
+  } catch (error) {
+    failure = error;
+  }
+  try {
+    const [row] = await raw(client).$queryRawUnsafe<{ decision: string }[]>(READ_DECISION, id);
+    if (row?.decision === "commit") return "commit";
+    const still = (await preparedAt(client)).some((x) => x.gid === decider.gid);
+    if (still && (await endPrepared(client, "ROLLBACK", decider.gid)) !== "done")
+      throw new AtomicInDoubtError(id, shards);
+  } catch (error) {
+    throw error instanceof AtomicInDoubtError ? error : new AtomicInDoubtError(id, shards, { cause: error });
+  }
+  return new AtomicAbortedError(
+    id,
+    ended === "gone"
+      ? "recovery concluded it before its coordinator committed (the coordinator took longer than the lease)"
+      : "its deciding database did not commit",
+    { cause: failure },
+  );
+}
+
+/** Rolls back each participant's prepared transaction that is there; one that does not answer is recovery's. */
+async function rollBack(context: AtomicContext, parts: readonly Participant[]): Promise<void> {
+  const { executor, view } = context;
+  await Promise.allSettled(
+    parts.map((p) =>
+      executor.bounded(p.database, () => endPrepared(view.clients[p.database]!, "ROLLBACK", p.gid)),
+    ),
+  );
+}
+
+function aborted(
+  parts: readonly Participant[],
+  error: unknown,
+  failed: readonly Participant[],
+): ActionFailure {
+  for (const p of parts) for (const step of p.steps) step.status = "rolled-back";
+  return {
+    error,
+    databases: parts.length,
+    committed: [],
+    failed: sortShards(failed.flatMap((p) => p.shards)),
+    notAttempted: [],
+    atomic: true,
+  };
+}
+
+export function sortShards(shards: readonly ShardIdentifier[]): ShardIdentifier[] {
+  return [...new Set(shards)].sort((a, b) => a.bits - b.bits);
+}
