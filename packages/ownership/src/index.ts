@@ -71,8 +71,8 @@ export type {
   ShardPlacement,
   ShardRecord,
 } from "./placement.js";
+export type { MoveObject } from "./records.js";
 export { refusalOf } from "./refusal.js";
-export type { MoveObject } from "./replication.js";
 export type { OwnershipCounters, OwnershipSignal } from "./signals.js";
 export {
   type MeasureShardSizesOptions,

@@ -7,6 +7,7 @@ import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { reset, type router, routers, S, transfer } from "../test/world.js";
 import { OwnershipOptionsError } from "./errors.js";
+import { ShardLease } from "./lease.js";
 import type { ShardPlacement } from "./placement.js";
 import { readPartitionMap } from "./view.js";
 
@@ -99,7 +100,7 @@ describe("readPartitionMap", () => {
 
   it("after a move: each shard's owner, epoch and state, every record with its peer by name, and apply() routes a fresh registry there", async () => {
     const map = await moveByHand(make());
-    const arming = await map.lease(S.g0m0, map.registry.databases.find((p) => p.name === "b")!);
+    const arming = await ShardLease.take(map, S.g0m0, map.registry.databases.find((p) => p.name === "b")!);
     await arming.arm();
     const r = make(); // a process that never opened a map: its registry still says a
     const view = await readPartitionMap(r.registry);

@@ -5,8 +5,7 @@ import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
 import { type OwnershipRow, placeShards, type ShardPlacement } from "./placement.js";
 import { lastLine, type Raw, raw } from "./raw.js";
-import { isLive, type MoveRow as LeaseMoveRow, moveNames } from "./records.js";
-import { type MoveObject, moveObjects } from "./replication.js";
+import { isLive, type MoveRow as LeaseMoveRow, type MoveObject, moveNames, moveObjects } from "./records.js";
 
 export interface ReadPartitionMapOptions {
   /** How long each database may take to answer. Default 5000 ms (as `PartitionMap`'s reads). */

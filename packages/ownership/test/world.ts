@@ -2,7 +2,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database } from "@shardkit/prisma";
 import { afterEach, inject } from "vitest";
-import { PartitionMap, type PartitionMapOptions, type ShardLease } from "../src/index.js";
+import { PartitionMap, type PartitionMapOptions, ShardLease } from "../src/index.js";
 import { shardOfRowSql } from "../src/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { models, routerOver, S, TABLES } from "./layout.js";
@@ -129,7 +129,7 @@ export async function transfer(
   to: Database<PrismaClient>,
   between?: () => Promise<void>,
 ): Promise<number> {
-  const lease = await map.lease(shard, to);
+  const lease = await ShardLease.take(map, shard, to);
   await lease.fence();
   await between?.();
   await lease.receive();
