@@ -149,14 +149,14 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
     if (options.dryRun) {
       // The move's own precheck, on a read of the map (SELECTs only): what `moveShard` would refuse.
       const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs });
-      const { placement, from } = check;
+      const { owner, from } = check;
       return {
         dryRun: true,
         shard: shard.key,
         from: from?.name ?? null,
         to: to.name,
-        epoch: placement.epoch,
-        state: placement.state,
+        epoch: owner.epoch,
+        state: owner.state,
         mode,
         // What the move would carry: the tables given, and @shardkit/prisma's own that the databases have.
         tables: [...check.tables],

@@ -95,10 +95,10 @@ console.log(
 );
 
 // 5. What the databases record now, read without changing anything (as `shardkit status` reads it).
-const placement = (await readPartitionMap(mover.registry)).placementOf(shard);
+const read = (await readPartitionMap(mover.registry)).ownerOf(shard);
 console.log(
-  `owner "${placement.owner?.name}" at epoch ${placement.epoch}; records:`,
-  placement.records.map((r) => `${r.database} ${r.state}`).join(", "),
+  `owner "${read.owner?.name}" at epoch ${read.epoch}; records:`,
+  read.records.map((r) => `${r.database} ${r.state}`).join(", "),
 );
 for (const r of [mover, stale]) r.map.close();
 for (const pglite of Object.values(databases)) await pglite.close();

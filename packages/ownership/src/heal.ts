@@ -7,7 +7,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
 import { orAfter } from "@shardkit/prisma/internal";
-import type { OwnershipRow } from "./placement.js";
+import type { OwnershipRow } from "./owners.js";
 import { unbounded } from "./raw.js";
 import type { LeaseMap } from "./records.js";
 import type { Signals } from "./signals.js";

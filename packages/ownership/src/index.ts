@@ -11,13 +11,12 @@ export {
 export type {
   BalanceDatabase,
   BalanceFigures,
+  BalanceFleet,
   BalanceMove,
   BalanceOptions,
-  BalancePlacement,
   BalancePlan,
   BalanceStop,
   DatabaseLoad,
-  PlacementRule,
   ShardLoad,
   ShardLoads,
 } from "./balance/types.js";
@@ -68,9 +67,9 @@ export {
 export type {
   OwnershipRow,
   OwnershipState,
-  ShardPlacement,
+  ShardOwner,
   ShardRecord,
-} from "./placement.js";
+} from "./owners.js";
 export type { MoveObject } from "./records.js";
 export { refusalOf } from "./refusal.js";
 export type { OwnershipCounters, OwnershipSignal } from "./signals.js";

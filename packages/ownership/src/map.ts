@@ -11,7 +11,7 @@ import { OwnershipChanges } from "./changes.js";
 import { EpochConflictError, OwnershipOptionsError, type Refusal, StaleOwnerError } from "./errors.js";
 import { RouterRepairs } from "./heal.js";
 import { MapInstall } from "./install.js";
-import type { OwnershipState } from "./placement.js";
+import type { OwnershipState } from "./owners.js";
 import { type Raw, unbounded } from "./raw.js";
 import { refusalOf } from "./refusal.js";
 import { RouterView } from "./router-view.js";

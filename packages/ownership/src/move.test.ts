@@ -170,7 +170,7 @@ function writers(r: Router, groups: { buckets: string[]; desk: string }[]) {
       } catch (error) {
         failures.push(error);
       }
-      await new Promise((resolve) => setTimeout(resolve, 4)); // a bounded load, not a flood
+      await new Promise((resolve) => setTimeout(resolve, 4)); // a paced load, not a flood
     }
   };
   const running = groups.map((g) => writer(g.buckets, g.desk));

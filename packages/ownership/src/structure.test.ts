@@ -23,7 +23,7 @@ const ROUTER = [
   "refusal.ts", // what a database's refusal says
   "signals.ts", // counters and signals
   "view.ts", // readPartitionMap
-  "placement.ts", // the records' placement of shards (read by both)
+  "owners.ts", // who owns each shard by the records (resolveOwners; read by both)
   "records.ts", // what the databases record of a move (read by routers to give a fence back)
 ];
 const MOVER = [

@@ -1,7 +1,7 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
 import { Executor } from "./executor.js";
-import type { DataModel } from "./internals.js";
+import type { DataModel } from "./prisma-private.js";
 import { isEmptyAnswer } from "./owned.js";
 import { Planner } from "./planner.js";
 import { createShardRegistry } from "./registry.js";

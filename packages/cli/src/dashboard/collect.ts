@@ -66,8 +66,8 @@ export class Collector {
   private planning: Promise<void> | null = null;
   private planAgain = false;
   private plannedAt = 0;
-  /** Where the records placed each shard when the plan was made (a plan over another placement is stale). */
-  private plannedPlacement = new Map<string, string>();
+  /** Each shard's owner and epoch when the plan was made (a plan over other owners is stale). */
+  private plannedOwners = new Map<string, string>();
   private seq = 0;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -157,7 +157,7 @@ export class Collector {
         // Stamped when measured: the figures are those of this moment.
         const at = new Date();
         this.plannedAt = at.getTime();
-        this.plannedPlacement = this.placement();
+        this.plannedOwners = this.owners();
         try {
           const run = await runBalance({
             registry: this.registry,
@@ -193,16 +193,16 @@ export class Collector {
   }
 
   /** Each shard's owner and epoch, as last read. */
-  private placement(): Map<string, string> {
+  private owners(): Map<string, string> {
     return new Map((this.view?.shards ?? []).map((p) => [p.shard.key, `${p.owner?.name ?? ""}:${p.epoch}`]));
   }
 
   /** The shards whose owner or epoch changed since the plan shown was made (it is stale then). */
   private movedSincePlan(): string[] {
     if (!this.planned) return [];
-    const now = this.placement();
-    const keys = new Set([...now.keys(), ...this.plannedPlacement.keys()]);
-    return [...keys].filter((k) => now.get(k) !== this.plannedPlacement.get(k)).sort();
+    const now = this.owners();
+    const keys = new Set([...now.keys(), ...this.plannedOwners.keys()]);
+    return [...keys].filter((k) => now.get(k) !== this.plannedOwners.get(k)).sort();
   }
 
   /** Why the plan shown is stale, or null. */

@@ -1,5 +1,5 @@
 // Schema rollout: a Prisma schema (push) or a migrations folder (migrate) to every target database
-// through the WebAssembly schema engine (`schema-engine.ts`), a bounded number at a time, with a
+// through the WebAssembly schema engine (`schema-engine.ts`), a limited number at a time, with a
 // fingerprint recorded after each success so that a later rollout may skip the engine where the
 // fingerprint still matches (`schema-fingerprint.ts`).
 import { readdir, readFile, stat } from "node:fs/promises";
@@ -146,7 +146,7 @@ export async function runRollout(
   if (options.skipUnchanged) {
     const checkWithin = options.checkWithin ?? ((_target, check) => check());
     const unmatched = new Set<number>();
-    await bounded(pending, CHECKS_AT_ONCE, async (index) => {
+    await atMostAtOnce(pending, CHECKS_AT_ONCE, async (index) => {
       if (stopped) return;
       const target = options.targets[index]!;
       const entry = entries[index]!;
@@ -176,7 +176,7 @@ export async function runRollout(
     pending = pending.filter((index) => unmatched.has(index));
   }
 
-  await bounded(pending, positiveInteger(options.concurrency, "concurrency"), async (index) => {
+  await atMostAtOnce(pending, positiveInteger(options.concurrency, "concurrency"), async (index) => {
     if (stopped) return;
     const target = options.targets[index]!;
     const entry = entries[index]!;
@@ -243,7 +243,7 @@ async function pushOrMigrate(
 }
 
 /** Runs `fn` on each item, at most `limit` at a time, starting them in order. `fn` must not reject. */
-async function bounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+async function atMostAtOnce<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < items.length) await fn(items[next++]!);
