@@ -13,11 +13,11 @@ import { type CommandOptions, runCommand } from "./command.js";
 import { RoutingOptionsError, UnsupportedShardOperationError } from "./errors.js";
 import { callModel, DEFAULT_TIMEOUT_MS, Executor } from "./executor.js";
 import type { IdempotentOutcome } from "./idempotency.js";
-import { dataModelOf } from "./prisma-private.js";
 import type { ModelRouting } from "./keys/keys.js";
 import { type LoadOption, loadOptionsOf, registryLoad } from "./load/options.js";
 import { type LoadFlushResult, LoadRecorder } from "./load/recorder.js";
 import { Planner, routingConfig } from "./planner.js";
+import { dataModelOf } from "./prisma-private.js";
 import type { ShardClient, ShardRef, ShardRegistry } from "./registry.js";
 import { own, routedClient } from "./routed-client.js";
 import {

@@ -9,10 +9,10 @@ import {
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-import type { DataModel } from "./prisma-private.js";
 import { type Placed, place } from "./place.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { Planner, type PlannerOptions, routingConfig } from "./planner.js";
+import type { DataModel } from "./prisma-private.js";
 import { createShardRegistry } from "./registry.js";
 
 // The planner is pure: (model, operation, args, context) -> plan. No PrismaClient, no database:

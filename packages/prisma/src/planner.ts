@@ -6,12 +6,12 @@ import {
   ShardKeyRequiredError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-import type { DataModel } from "./prisma-private.js";
 import type { Named } from "./keys/key-schema.js";
 import { delegateKey, KeyRouting, type ModelRouting } from "./keys/keys.js";
 import { READS, SCATTER_READS } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
 import type { Obj, Plan, PlanContext, ScatterRead, Spread } from "./plan.js";
+import type { DataModel } from "./prisma-private.js";
 import { planAggregateRead } from "./scatter/aggregate.js";
 import { planCount } from "./scatter/count.js";
 import { planFind } from "./scatter/find.js";

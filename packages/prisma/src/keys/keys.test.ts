@@ -11,10 +11,10 @@ import {
   UnsupportedShardOperationError,
 } from "../errors.js";
 import { Executor } from "../executor.js";
-import type { DataModel } from "../prisma-private.js";
 import { place } from "../place.js";
 import type { Obj, Plan } from "../plan.js";
 import { Planner, type PlannerOptions } from "../planner.js";
+import type { DataModel } from "../prisma-private.js";
 import { createShardRegistry } from "../registry.js";
 import { byColumn, byDirectory, byHash, DirectoryCache } from "../strategies.js";
 import { type ClaimRecord, canonicalOf } from "../unique.js";

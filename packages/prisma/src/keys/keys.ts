@@ -3,8 +3,8 @@
 // `KeyReader`: first to gather the lookups the call needs (its resolve step), then to name its shards.
 import { ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { DataModel } from "../prisma-private.js";
 import type { Obj } from "../plan.js";
+import type { DataModel } from "../prisma-private.js";
 import type { ShardRef } from "../registry.js";
 import type { KeylessPolicy } from "../scatter/options.js";
 import { idKey, type Lookup, type Resolved, routedKey, uniqueKey } from "../shard-key.js";

@@ -243,7 +243,11 @@ async function pushOrMigrate(
 }
 
 /** Runs `fn` on each item, at most `limit` at a time, starting them in order. `fn` must not reject. */
-async function atMostAtOnce<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+async function atMostAtOnce<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < items.length) await fn(items[next++]!);
