@@ -11,7 +11,7 @@ import type { Database, ShardClient, ShardRef } from "@shardkit/prisma";
 import { MoveTimeoutError, OwnershipOptionsError } from "./errors.js";
 import { nullIfEmpty } from "./lease-held.js";
 import { SwitchingLease } from "./lease-switch.js";
-import { type LeaseOptions, takeLease, takeOverLease } from "./lease-take.js";
+import { type LeaseOptions, type Taken, takeLease, takeOverLease } from "./lease-take.js";
 import { bounded, type Raw, raw } from "./raw.js";
 import { inProgress, isLive, type LeaseMap, type MoveRecord, readMove } from "./records.js";
 import { type FencedTable, shardOfRowSql } from "./sql.js";
@@ -47,23 +47,16 @@ export class ShardLease<Client extends ShardClient = ShardClient> extends Switch
     if (!map.registry.databases.includes(to))
       throw new OwnershipOptionsError(["to: not a database of the map's registry"]);
     await map.refresh();
-    return ShardLease.acquire(map, resolved, to, options);
+    return ShardLease.of(map, resolved, await takeLease(map, resolved, to, options));
   }
 
-  /**
-   * Takes the lease of a new move of `shard` (owned by its database in the registry's placement,
-   * which the caller has just refreshed) to `to`, by compare-and-set on the owner: only while the
-   * owner simply owns the shard (not armed, fenced or moved) and no move of it is recorded there.
-   * `MoveInProgressError` when another mover holds one; `EpochConflictError` when the owner no
-   * longer owns the shard.
-   */
-  static async acquire<Client extends ShardClient>(
+  /** The lease of what `takeLease` or `takeOverLease` (lease-take.ts) took of `shard`'s move. */
+  static of<Client extends ShardClient>(
     map: LeaseMap<Client>,
     shard: ShardIdentifier,
-    to: Database<Client>,
-    options: LeaseOptions = {},
-  ): Promise<ShardLease<Client>> {
-    return new ShardLease(map, shard, await takeLease(map, shard, to, options));
+    taken: Taken<Client>,
+  ): ShardLease<Client> {
+    return new ShardLease(map, shard, taken);
   }
 
   /**

@@ -41,7 +41,7 @@ export interface ShardOwner<Client extends ShardClient = ShardClient> {
   /**
    * `owned`; `fenced` (between owners: its writes wait for the switch); `unrecorded` (no database
    * has a record of it, and the one the registry sends it to answered: no partition map was opened
-   * yet, the registry's placement holds); `unknown` (the records read do not say: the owner's
+   * yet, the registry's layout holds); `unknown` (the records read do not say: the owner's
    * database did not answer; `owner` is set when a tombstone names where the shard went).
    */
   state: "owned" | "fenced" | "unrecorded" | "unknown";
