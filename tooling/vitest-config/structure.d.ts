@@ -13,5 +13,19 @@ export interface StructureRules {
    * rules (no import cycle, about 400 lines a file, about 80 a function). Default none.
    */
   pageDir?: string;
+  /**
+   * Sides of the package that must stay apart: no module of `modules` imports one of
+   * `mustNotReach.modules`, directly or through other modules of the package (type-only imports
+   * included). Patterns are paths relative to `sourceDir`: `name.ts`, `move*.ts` (`*` within a
+   * name), `balance/` (a folder). Each pattern must match a source file. Default none.
+   */
+  apart?: ModuleSide[];
+}
+
+export interface ModuleSide {
+  /** The side, as the test names it (e.g. "the router's side"). */
+  name: string;
+  modules: string[];
+  mustNotReach: { name: string; modules: string[] };
 }
 export declare function describeModuleStructure(rules: StructureRules): void;

@@ -76,16 +76,53 @@ function longFunctions(file, base) {
   return found;
 }
 
+/** Whether `file` (relative to the source folder) is one of `patterns`: `dir/` a folder, `*` any part of a name. */
+function matches(file, patterns) {
+  return patterns.some((p) =>
+    p.endsWith("/")
+      ? file.startsWith(p)
+      : new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", "[^/]*")}$`).test(file),
+  );
+}
+
+/**
+ * For each module of `from`, the first import path (`a.ts -> b.ts -> c.ts`) by which it reaches a
+ * module of `to`, directly or through other modules of the package, type-only imports included.
+ */
+function reaches(graph, sourceDir, from, to) {
+  const rel = (f) => relative(sourceDir, f);
+  const found = [];
+  for (const start of [...graph.keys()].filter((f) => matches(rel(f), from))) {
+    const seen = new Set([start]);
+    const queue = [[start]];
+    while (queue.length > 0) {
+      const path = queue.shift();
+      const next = (graph.get(path.at(-1))?.relative ?? []).filter((f) => graph.has(f) && !seen.has(f));
+      const hit = next.find((f) => matches(rel(f), to));
+      if (hit) {
+        found.push([...path, hit].map(rel).join(" -> "));
+        break;
+      }
+      for (const f of next) {
+        seen.add(f);
+        queue.push([...path, f]);
+      }
+    }
+  }
+  return found;
+}
+
 /**
  * The module rules every shardkit package keeps, as tests: its modules import each other without
  * a cycle, counting type-only imports (a type cycle is two modules that cannot be read, moved or
  * split apart either), each file does one job in about 400 lines (or its opening comment says why
  * not), each function in about 80 (or the comment above it says why not), and no module imports the
  * package by its own name (but for `entriesOnMain`). A browser page's modules (`pageDir`, plain .js
- * served as they are) keep the same rules.
+ * served as they are) keep the same rules. `apart` names sides of the package that must stay apart:
+ * no module of a side reaches one of what it must not, even through other modules.
  * @param {import("./structure.js").StructureRules} rules
  */
-export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [], pageDir }) {
+export function describeModuleStructure({ sourceDir, packageName, entriesOnMain = [], pageDir, apart = [] }) {
   describe("module structure", () => {
     // Generated clients (`src/generated`) are Prisma's, not the package's.
     const files = [
@@ -140,6 +177,18 @@ export function describeModuleStructure({ sourceDir, packageName, entriesOnMain 
         .flatMap((f) => longFunctions(f, sourceDir));
       expect(long).toEqual([]);
     });
+
+    for (const rule of apart) {
+      it(`keeps ${rule.name} apart: none of its modules imports ${rule.mustNotReach.name}, even through others`, () => {
+        const rel = (f) => relative(sourceDir, f);
+        // Each pattern names a module or a folder that exists: a rename must not empty the rule.
+        const empty = [...rule.modules, ...rule.mustNotReach.modules].filter(
+          (p) => !files.some((f) => matches(rel(f), [p])),
+        );
+        expect(empty).toEqual([]);
+        expect(reaches(graph, sourceDir, rule.modules, rule.mustNotReach.modules)).toEqual([]);
+      });
+    }
 
     it("never imports the package by its own name", () => {
       const named = files.filter((f) => graph.get(f)?.self).map((f) => relative(sourceDir, f));

@@ -1,7 +1,7 @@
 import { ShardedUUID } from "@shardkit/id";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCustomerSelector, REGIONS } from "./customer-selector.js";
 import type { Order } from "./generated/prisma/client.js";
-import { createPlacement, REGIONS } from "./placement.js";
 import { ordersWorld } from "./test/world.js";
 
 let world: Awaited<ReturnType<typeof ordersWorld>>;
@@ -12,12 +12,12 @@ afterAll(() => world.close());
 
 /** One customer on each of the four shards (the last one lives on the second server). */
 async function customerPerShard(limit: string) {
-  const placement = createPlacement(world.shards.registry.shards);
+  const selector = createCustomerSelector(world.shards.registry.shards);
   const byShard = new Map<string, { id: string; currency: string }>();
   for (let t = 0; byShard.size < 4 && t < 500; t++) {
     const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
     const tenant = `credit-${t}`;
-    const shard = placement.select({ region, tenant }).key;
+    const shard = selector.select({ region, tenant }).key;
     if (byShard.has(shard)) continue;
     byShard.set(shard, await world.customer(region, tenant, limit));
   }

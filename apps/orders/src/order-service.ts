@@ -8,9 +8,9 @@ import {
   withShardDeadline,
 } from "@shardkit/prisma";
 import { shardOfId } from "@shardkit/prisma/fastify";
+import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { OrdersError } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
-import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
 
 /** Shard transactions run again up to 4 times when they lose a race, and wait up to 5 s for a slot. */
@@ -41,7 +41,7 @@ export interface Outcome<T> {
 
 export type OrderView = Order & { items: OrderItem[] };
 
-export interface NewCustomer extends CustomerPlacement {
+export interface NewCustomer extends CustomerProps {
   name: string;
   currency: string;
   creditLimit: bigint;
@@ -94,7 +94,7 @@ const SCATTER_DEADLINE_MS = 10_000;
  * an answer that says which shards are missing, or an error, never a silently short list.
  */
 export class OrderService {
-  private readonly placement;
+  private readonly selector;
 
   private readonly deadlineMs: number;
 
@@ -103,7 +103,7 @@ export class OrderService {
     private readonly shards: Shards,
     options: { deadlineMs?: number } = {},
   ) {
-    this.placement = createPlacement(shards.registry.shards);
+    this.selector = createCustomerSelector(shards.registry.shards);
     this.deadlineMs = options.deadlineMs ?? 5000;
   }
 
@@ -168,7 +168,7 @@ export class OrderService {
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {
     let shard: ShardIdentifier;
     try {
-      shard = this.placement.select(input);
+      shard = this.selector.select(input);
     } catch (error) {
       if (isShardkitError(error, "NO_GROUP_MATCH")) {
         throw new OrdersError("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);

@@ -4,8 +4,8 @@ import { ShardedUUID } from "@shardkit/id";
 import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createCustomerSelector, REGIONS } from "./customer-selector.js";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
-import { createPlacement, REGIONS } from "./placement.js";
 import { bearer, operator, TEST_SECRET } from "./test/auth.js";
 import { SECOND } from "./test/global-setup.js";
 import { walletWorld } from "./test/world.js";
@@ -154,13 +154,13 @@ describe("conservation: money is never lost or created", () => {
 
       // Two customers on each of the four shards (1/1 lives on the second server); the two MXN
       // wallets make cross-currency transfers that are refused and refunded.
-      const placement = createPlacement(world.shards.registry.shards);
+      const selector = createCustomerSelector(world.shards.registry.shards);
       const wallets: { id: string; shard: string; currency: string }[] = [];
       const perShard = new Map<string, number>();
       for (let t = 0; wallets.length < 8 && t < 500; t++) {
         const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
         const tenant = `soak-${t}`;
-        const shard = placement.select({ region, tenant }).key;
+        const shard = selector.select({ region, tenant }).key;
         if ((perShard.get(shard) ?? 0) >= 2) continue;
         perShard.set(shard, (perShard.get(shard) ?? 0) + 1);
         const currency = wallets.length === 3 || wallets.length === 6 ? "MXN" : "EUR";

@@ -213,7 +213,7 @@ describe("a shard whose server is down", () => {
     "answers 503 naming the shard, with a retry hint, for reads, writes and lists; other shards answer",
     async ({ skip }) => {
       skip(secondSkipped !== "", secondSkipped);
-      // 1/1 lives on the second server: find a tenant the placement puts there (the hash is deterministic).
+      // 1/1 lives on the second server: find a tenant the selector puts there (the hash is deterministic).
       let down = await world.customerWithWallet("MX", "down-0", "MXN", "10");
       for (let i = 1; i < 20 && ShardedUUID.shardOf(down.walletId).key !== "1/1"; i++) {
         down = await world.customerWithWallet("MX", `down-${i}`, "MXN", "10");

@@ -9,9 +9,9 @@ import {
   withShardDeadline,
 } from "@shardkit/prisma";
 import { shardOfId } from "@shardkit/prisma/fastify";
+import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { WalletError } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
-import { type CustomerPlacement, createPlacement } from "./placement.js";
 import type { Shards } from "./shards.js";
 
 /** Shard transactions run again up to 4 times when they lose a race, and wait up to 5 s for a slot. */
@@ -46,7 +46,7 @@ export interface Outcome<T> {
  * transaction with its own event; the source then completes or refunds the transfer.
  */
 export class WalletService {
-  private readonly placement;
+  private readonly selector;
 
   private readonly deadlineMs: number;
 
@@ -55,7 +55,7 @@ export class WalletService {
     private readonly shards: Shards,
     options: { deadlineMs?: number } = {},
   ) {
-    this.placement = createPlacement(shards.registry.shards);
+    this.selector = createCustomerSelector(shards.registry.shards);
     this.deadlineMs = options.deadlineMs ?? 5000;
   }
 
@@ -128,10 +128,10 @@ export class WalletService {
     return { result: outcome.result as R, replayed: outcome.replayed };
   }
 
-  createCustomer(input: CustomerPlacement & { name: string }, key: string): Promise<Outcome<Customer>> {
+  createCustomer(input: CustomerProps & { name: string }, key: string): Promise<Outcome<Customer>> {
     let shard: ShardIdentifier;
     try {
-      shard = this.placement.select(input);
+      shard = this.selector.select(input);
     } catch (error) {
       if (isShardkitError(error, "NO_GROUP_MATCH")) {
         throw new WalletError("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);

@@ -1,44 +1,10 @@
-export {
-  type AnalyzeOptions,
-  type AnalyzeReport,
-  analyze,
-  type CandidateReport,
-  type KeyStability,
-} from "./analyze.js";
-export {
-  type BalanceCommandOptions,
-  type BalanceEvent,
-  type BalanceMoveDone,
-  type BalanceReport,
-  balance,
-  type LoadMeasure,
-  type MeasuredShard,
-} from "./balance.js";
+// The public API of @shardkit/cli: what its README documents ("Programmatic API"), no more. Each
+// command's options and the parts of its report stay internal (the report types name them).
+export { type AnalyzeReport, analyze } from "./analyze.js";
+export { type BalanceReport, balance } from "./balance.js";
 export type { DashboardReport } from "./commands-dashboard.js";
-export type { ConfigOptions } from "./config.js";
-export {
-  type Dashboard,
-  type DashboardOptions,
-  type DashboardSnapshot,
-  startDashboard,
-} from "./dashboard/server.js";
-export type {
-  DashboardDatabase,
-  DashboardMove,
-  DashboardMoveEnded,
-  DashboardPlan,
-  DashboardProblem,
-  DashboardRun,
-  DashboardShard,
-} from "./dashboard/types.js";
-export {
-  type DoctorCheck,
-  type DoctorFinding,
-  type DoctorOptions,
-  type DoctorReport,
-  doctor,
-} from "./doctor.js";
-export type { DriftReport, SchemaDifference } from "./drift.js";
+export { type Dashboard, type DashboardSnapshot, startDashboard } from "./dashboard/server.js";
+export { type DoctorReport, doctor } from "./doctor.js";
 export {
   AddressInUseError,
   CliError,
@@ -50,15 +16,8 @@ export {
   UnknownDatabaseError,
   UsageError,
 } from "./errors.js";
-export { type MoveCommandOptions, type MovePlan, type MoveReport, move } from "./move.js";
-export { type RedriveOptions, type RedriveReport, redrive } from "./redrive.js";
-export { type RolloutCommandOptions, type RolloutEvent, type RolloutReport, rollout } from "./rollout.js";
-export { type CliIo, ExitCode, exitCodeOf, run } from "./run.js";
-export {
-  type StatusAnswer,
-  type StatusDatabase,
-  type StatusOptions,
-  type StatusReport,
-  type StatusShard,
-  status,
-} from "./status.js";
+export { type MoveReport, move } from "./move.js";
+export { type RedriveReport, redrive } from "./redrive.js";
+export { type RolloutReport, rollout } from "./rollout.js";
+export { ExitCode, exitCodeOf, run } from "./run.js";
+export { type StatusReport, status } from "./status.js";

@@ -151,14 +151,14 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
       // with the configuration's URLs, one that reaches a transaction-mode pooler is named.
       const connection = opened.urlOf;
       const check = await checkMove({ registry, shard, to, mode, tables, timeoutMs, connection });
-      const { placement, from } = check;
+      const { owner, from } = check;
       return {
         dryRun: true,
         shard: shard.key,
         from: from?.name ?? null,
         to: to.name,
-        epoch: placement.epoch,
-        state: placement.state,
+        epoch: owner.epoch,
+        state: owner.state,
         mode,
         // What the move would carry: the tables given, and @shardkit/prisma's own that the databases have.
         tables: [...check.tables],

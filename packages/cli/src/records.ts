@@ -13,7 +13,7 @@ export function isMissingTable(error: unknown): boolean {
 /**
  * Reads the records and routes the registry to the shards' owners by them (`view.apply()`, in this
  * process only), so that what runs next (outbox lag, health, redrive) sees shards that moved since
- * the configuration was written at their current owner. Each placement keeps where the
+ * the configuration was written at their current owner. Each shard read keeps where the
  * configuration put the shard (`configured`).
  */
 export async function applyRecords(

@@ -163,8 +163,8 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
       };
     });
     const byShard = new Map(health.shards.map((h) => [h.shard, h]));
-    const shards: StatusShard[] = view.shards.map((placement) => {
-      const { shard, configured } = placement;
+    const shards: StatusShard[] = view.shards.map((read) => {
+      const { shard, configured } = read;
       const h = byShard.get(shard.key)!;
       const database = databases.find((d) => d.database === h.database)!;
       return {
@@ -174,11 +174,11 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
         reachable: database.reachable,
         latencyMs: h.latencyMs ?? null,
         ...(database.reachable !== "yes" && database.error !== undefined ? { error: database.error } : {}),
-        owner: placement.owner?.name ?? null,
-        epoch: placement.epoch,
-        state: placement.state,
-        movingTo: placement.movingTo,
-        records: placement.records,
+        owner: read.owner?.name ?? null,
+        epoch: read.epoch,
+        state: read.state,
+        movingTo: read.movingTo,
+        records: read.records,
       };
     });
     const unreachable = databases.filter((d) => d.reachable === "no").map((d) => d.database);

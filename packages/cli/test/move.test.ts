@@ -1,5 +1,5 @@
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { PartitionMap } from "@shardkit/ownership";
+import { PartitionMap, ShardLease } from "@shardkit/ownership";
 import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -186,7 +186,7 @@ describe("shardkit move: one mover per shard, and a move that stopped half-way",
         registry: opened.registry,
         tables: [{ table: "Wallet", column: "id" }],
       });
-      const lease = await map.lease("0/1", findDatabase(opened, names.a), {
+      const lease = await ShardLease.take(map, "0/1", findDatabase(opened, names.a), {
         holder: "ops@terminal",
         leaseMs: 60_000,
       });

@@ -20,7 +20,7 @@ import { createShardRegistry, shardRouting } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
-import { PartitionMap, type ShardLease } from "../src/index.js";
+import { PartitionMap, ShardLease } from "../src/index.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { models, TABLES } from "../test/layout.js";
 
@@ -160,7 +160,7 @@ async function bench() {
     "3. write to a shard not moving, another shard of its database fenced vs not",
     () => write(mapped.db, n++),
     async () => {
-      lease = await map.lease(s01, spare);
+      lease = await ShardLease.take(map, s01, spare);
       await lease.fence();
     },
     async () => {
@@ -179,7 +179,7 @@ async function bench() {
         data: { remaining: { decrement: 1 } },
       }),
     async () => {
-      lease = await map.lease(s01, spare);
+      lease = await ShardLease.take(map, s01, spare);
       await lease.arm();
     },
     async () => {

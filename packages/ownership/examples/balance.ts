@@ -10,7 +10,7 @@ const load = {
   "1/1": { load: 0.1, bytes: 1e9 },
   "0/3": { load: 0.2, bytes: 8e9 },
 };
-const placement = {
+const fleet = {
   databases: [
     { name: "eu-1", labels: { region: "eu" } },
     { name: "eu-2", labels: { region: "eu" } },
@@ -25,7 +25,7 @@ const placement = {
     { shard: "0/3", database: "us-1" },
   ],
 };
-const plan = planBalance(load, placement, {
+const plan = planBalance(load, fleet, {
   allows: (shard, db) =>
     shard.group === 1 && db.labels.region !== "eu" ? "group 1 stays in region eu" : undefined,
 });

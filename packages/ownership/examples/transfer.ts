@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { checkMove, PartitionMap, readPartitionMap, refusalOf } from "@shardkit/ownership";
+import { checkMove, PartitionMap, readPartitionMap, refusalOf, ShardLease } from "@shardkit/ownership";
 import { createShardRegistry, shardRouting } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { PrismaPGlite } from "pglite-prisma-adapter";
@@ -56,8 +56,8 @@ console.log(`precheck of a move to "new": ${check.issues.length === 0 ? "ok" : c
 
 // 1. A lease: one mover at a time changes the shard's owner, and every step below checks it. A
 //    second mover is refused, naming this one.
-const lease = await mover.map.lease(shard, mover.database("new"));
-const second = await stale.map.lease(shard, stale.database("new")).catch((e) => e);
+const lease = await ShardLease.take(mover.map, shard, mover.database("new"));
+const second = await ShardLease.take(stale.map, shard, stale.database("new")).catch((e) => e);
 console.log(`a second mover: ${second.code}`);
 
 // 2. Fence: the old owner refuses every write for the shard, whoever sends it.
@@ -95,10 +95,10 @@ console.log(
 );
 
 // 5. What the databases record now, read without changing anything (as `shardkit status` reads it).
-const placement = (await readPartitionMap(mover.registry)).placementOf(shard);
+const read = (await readPartitionMap(mover.registry)).ownerOf(shard);
 console.log(
-  `owner "${placement.owner?.name}" at epoch ${placement.epoch}; records:`,
-  placement.records.map((r) => `${r.database} ${r.state}`).join(", "),
+  `owner "${read.owner?.name}" at epoch ${read.epoch}; records:`,
+  read.records.map((r) => `${r.database} ${r.state}`).join(", "),
 );
 for (const r of [mover, stale]) r.map.close();
 for (const pglite of Object.values(databases)) await pglite.close();

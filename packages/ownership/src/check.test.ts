@@ -47,7 +47,7 @@ describe("checkMove", () => {
       "live",
       [],
     ]);
-    expect([check.placement.state, check.placement.owner, check.placement.configured.name]).toEqual([
+    expect([check.owner.state, check.owner.owner, check.owner.configured.name]).toEqual([
       "unrecorded",
       null,
       "a",
@@ -57,11 +57,7 @@ describe("checkMove", () => {
     const map = await r.open();
     const again = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.e, tables: TABLES });
     expect([again.from?.name, again.issues]).toEqual(["a", []]);
-    expect([again.placement.owner?.name, again.placement.state, again.placement.epoch]).toEqual([
-      "a",
-      "owned",
-      1,
-    ]);
+    expect([again.owner.owner?.name, again.owner.state, again.owner.epoch]).toEqual(["a", "owned", 1]);
     map.close();
   });
 

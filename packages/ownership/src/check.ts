@@ -4,7 +4,7 @@ import { toShard } from "@shardkit/prisma/internal";
 import { primaryKeys } from "./changes.js";
 import { OwnershipOptionsError } from "./errors.js";
 import { liveIssues } from "./live-issues.js";
-import type { ShardPlacement } from "./placement.js";
+import type { ShardOwner } from "./owners.js";
 import { poolerIssue } from "./pooler.js";
 import { raw } from "./raw.js";
 import { findMoves, isLive } from "./records.js";
@@ -51,14 +51,14 @@ export interface MoveCheckOptions<Client extends ShardClient> {
 /** What `checkMove` found: where the shard is, and what would stop `moveShard` from starting. */
 export interface MoveCheck<Client extends ShardClient = ShardClient> {
   shard: ShardIdentifier;
-  /** The shard's owner now, by the records (the registry's placement while it is unrecorded); null when unknown. */
+  /** The shard's owner now, by the records (the registry's assignment while it is unrecorded); null when unknown. */
   from: Database<Client> | null;
   to: Database<Client>;
   mode: "live" | "offline";
   /** The tables checked: the ones given, then `@shardkit/prisma`'s own that the databases have (as `PartitionMap.tables`). */
   tables: FencedTable[];
-  /** The shard's placement, as `readPartitionMap` reads it. */
-  placement: ShardPlacement<Client>;
+  /** Who owns the shard by the records, as `readPartitionMap` reads it. */
+  owner: ShardOwner<Client>;
   /**
    * A move of the shard that stopped half-way (recorded on its source), which `moveShard` deals
    * with first: `finish` when it had switched (the target owns the shard: the old owner's side is
@@ -115,8 +115,8 @@ export async function checkMove<Client extends ShardClient>(
     findMoves(registry, shard, timeoutMs),
   ]);
   const { tables } = resolved;
-  const placement = view.placementOf(shard);
-  const from = placement.owner ?? (placement.state === "unrecorded" ? placement.configured : null);
+  const owner = view.ownerOf(shard);
+  const from = owner.owner ?? (owner.state === "unrecorded" ? owner.configured : null);
   // The registry's placement rules: `moveShard` refuses a target the shard's group may not live on.
   const rule = registry.placement.allows(shard, to);
   const found = [
@@ -150,7 +150,7 @@ export async function checkMove<Client extends ShardClient>(
   // Finishing a stopped move to `to` is all `moveShard` would do, and a move under way refuses it:
   // nothing else to check.
   if ((resume?.action === "finish" || live) && from === to)
-    return { shard, from, to, mode, tables, placement, resume, issues: found };
+    return { shard, from, to, mode, tables, owner, resume, issues: found };
   if (from === to) throw new OwnershipOptionsError([`${to.name} already owns shard ${shard.key}`]);
   if (from === null)
     found.push(
@@ -186,7 +186,7 @@ export async function checkMove<Client extends ShardClient>(
     );
     found.push(...pooled.filter((issue) => issue !== undefined));
   }
-  return { shard, from, to, mode, tables, placement, resume, issues: found };
+  return { shard, from, to, mode, tables, owner, resume, issues: found };
 }
 
 /** What is wrong with a move's `to` and `mode` (shared by `moveShard` and `checkMove`). */

@@ -9,6 +9,7 @@ import { BalanceLease } from "./balance/lease.js";
 import { planBalance } from "./balance/plan.js";
 import { runBalance } from "./balance/run.js";
 import * as errors from "./errors.js";
+import { ShardLease } from "./lease.js";
 import { PartitionMap } from "./map.js";
 import { moveShard } from "./move.js";
 
@@ -60,7 +61,7 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
     () =>
       withMap(
         async (map) => {
-          await (await map.lease(S.g1m0, r.databases.e)).fence();
+          await (await ShardLease.take(map, S.g1m0, r.databases.e)).fence();
           await r.db.bucket.create({
             data: { id: ShardedId.generate("Bucket", S.g1m0), name: "x", remaining: 1 },
           });
@@ -81,7 +82,7 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
   ],
   EPOCH_CONFLICT: [
     errors.EpochConflictError,
-    () => withMap(async (map) => (await map.lease(S.g0m1, r.databases.e)).switch()),
+    () => withMap(async (map) => (await ShardLease.take(map, S.g0m1, r.databases.e)).switch()),
   ],
   INVALID_OWNERSHIP_OPTIONS: [
     errors.OwnershipOptionsError,
@@ -100,15 +101,15 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
     errors.MoveInProgressError,
     () =>
       withMap(async (map) => {
-        await map.lease(S.g0m1, r.databases.e);
-        await map.lease(S.g0m1, r.databases.b);
+        await ShardLease.take(map, S.g0m1, r.databases.e);
+        await ShardLease.take(map, S.g0m1, r.databases.b);
       }),
   ],
   MOVE_LEASE_LOST: [
     errors.MoveLeaseLostError,
     () =>
       withMap(async (map) => {
-        const lease = await map.lease(S.g0m1, r.databases.e);
+        const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
         await lease.fence();
         await lease.lapse(); // as a mover that died: its fence is given back by the next refused write
         await r.db.bucket.create({

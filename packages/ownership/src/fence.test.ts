@@ -4,6 +4,7 @@ import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, router, S } from "../test/world.js";
+import { ShardLease } from "./lease.js";
 import { refusalOf } from "./refusal.js";
 
 // The fence is airtight: a writer that began before it either commits before the fence is in place
@@ -54,7 +55,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
     /** Opens the map and takes a lease to move 0/1 to e, arming 0/1 first when `armed`. */
     const open = async () => {
       const map = await r.open();
-      const lease = await map.lease(S.g0m1, r.databases.e);
+      const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
       if (armed) await lease.arm();
       return { map, lease };
     };
@@ -135,7 +136,7 @@ describe("an armed shard's fence", () => {
     const map = await r.open();
     const other = await newBucket(S.g0m0, "B-1");
     const id = await newBucket(S.g0m1, "B-173");
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.arm();
     const triggers = () =>
       r.clients.a.$queryRawUnsafe<{ t: string }[]>(
@@ -174,7 +175,7 @@ describe("writes that the fence's row triggers would not see", () => {
     const map = await r.open();
     const inside = await newBucket(S.g0m1, "in");
     const outside = await newBucket(S.g0m0, "out");
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.fence();
     const into = await r.clients.a
       .$executeRawUnsafe(
@@ -201,7 +202,7 @@ describe("writes that the fence's row triggers would not see", () => {
   it("a TRUNCATE while a shard of the database is being moved is refused (it fires no row trigger); once the move ends it goes through", async () => {
     const map = await r.open();
     await newBucket(S.g0m1, "B");
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.arm();
     const refused = await r.clients.a.$executeRawUnsafe(`TRUNCATE "Bucket"`).catch((e: unknown) => e);
     expect(String((refused as Error).message)).toMatch(

@@ -1,12 +1,13 @@
 // What a router changes in the records itself, so that no shard waits for a person: a fence (or an
 // arming) whose move stopped is given back to its owner (`heal`), and a switch decided at the old
 // owner is completed at the new one (`complete`). Each runs at most once at a time per shard in a
-// router, bounded by the map's `timeoutMs`.
+// router, bounded by the map's `timeoutMs`. The second commit of a switch (`completeSwitch`) is
+// here, on the router's side: the mover runs it right after its decision, a router when the mover
+// stopped between the two commits.
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
 import { orAfter } from "@shardkit/prisma/internal";
-import { completeSwitch } from "./lease-switch.js";
-import type { OwnershipRow } from "./placement.js";
+import type { OwnershipRow } from "./owners.js";
 import { unbounded } from "./raw.js";
 import type { LeaseMap } from "./records.js";
 import type { Signals } from "./signals.js";
@@ -120,4 +121,43 @@ export class RouterRepairs<Client extends ShardClient> {
     }
     return false;
   }
+}
+
+/**
+ * The second commit of a switch: the target owns the shard at `epoch` (the one the source's
+ * tombstone records), but only from this attempt's verified incoming copy. The mover does it right
+ * after the decision; a router refused by the target's incoming record does it too when the
+ * tombstone it read says the switch was decided (the mover may have died in between). Returns false
+ * when it was done already.
+ */
+export async function completeSwitch<Client extends ShardClient>(
+  map: Pick<LeaseMap<Client>, "changes" | "conflict">,
+  to: Database<Client>,
+  shard: ShardIdentifier,
+  attempt: string,
+  epoch: number,
+): Promise<boolean> {
+  return map.changes.change(
+    to,
+    async (tx) => {
+      const [row] = await tx.$queryRawUnsafe<{ epoch: number }[]>(
+        `UPDATE "ShardOwnership" SET state = 'owned', epoch = $2, peer = NULL, attempt = NULL, "verifiedBy" = NULL, "updatedAt" = now()
+         WHERE shard = $1 AND state = 'incoming' AND attempt = $3 AND "verifiedBy" IS NOT NULL RETURNING epoch`,
+        shard.bits,
+        epoch,
+        attempt,
+      );
+      if (row) return true;
+      const [now] = await tx.$queryRawUnsafe<{ state: string; epoch: number }[]>(
+        `SELECT state, epoch FROM "ShardOwnership" WHERE shard = $1`,
+        shard.bits,
+      );
+      if (now && now.epoch >= epoch && now.state !== "incoming") return false;
+      throw map.conflict(
+        shard,
+        `${to.name} holds no verified copy of the switched move (${now ? `${now.state} at epoch ${now.epoch}` : "no record"})`,
+      );
+    },
+    { relist: false },
+  );
 }

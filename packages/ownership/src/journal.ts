@@ -2,7 +2,7 @@
 // (where its lease is), written by the mover as it goes and read by anyone (`readMoveJournal`): the
 // step of a move under way, its rows and lag, and the moves that ended (moved, undone, failed). The
 // journal is a record for people, never correctness data: the move never waits for it, except once
-// at its end (bounded), and a journal that cannot be written never fails or delays a move. The file
+// at its end (capped in length), and a journal that cannot be written never fails or delays a move. The file
 // is longer than 400 lines: it holds one table's SQL, its writer and its reader, which change together.
 import { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
@@ -176,7 +176,7 @@ interface Row {
   error: string | null;
 }
 
-/** An error's message as the journal keeps it (bounded). */
+/** An error's message as the journal keeps it (capped in length). */
 function messageOf(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return text.length > 4000 ? `${text.slice(0, 4000)}…` : text;

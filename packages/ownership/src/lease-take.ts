@@ -1,5 +1,5 @@
 // Taking a move's lease: its options, a new move's lease by compare-and-set on the owner's records,
-// and a stopped move taken over by compare-and-set on its fencing token. `ShardLease.acquire` and
+// and a stopped move taken over by compare-and-set on its fencing token. `ShardLease.take` and
 // `ShardLease.takeOver` (lease.ts) make the lease of what these take.
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
@@ -36,9 +36,9 @@ export interface Taken<Client extends ShardClient> {
 }
 
 /**
- * Records a new move of `shard` to `to` on its owner (in the registry's placement, which the caller
+ * Records a new move of `shard` to `to` on its owner (in the registry's layout, which the caller
  * has just refreshed), by compare-and-set: only while the owner simply owns the shard (not armed,
- * fenced or moved) and no move of it is recorded there (see `ShardLease.acquire`).
+ * fenced or moved) and no move of it is recorded there (see `ShardLease.take`).
  */
 export async function takeLease<Client extends ShardClient>(
   map: LeaseMap<Client>,

@@ -73,7 +73,7 @@ describe("the partition map", () => {
     const id = await bucket(mover);
     const other = await bucket(mover, S.g0m0);
 
-    const lease = await map.lease(S.g0m1, mover.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, mover.databases.e);
     const { epoch } = await lease.fence();
     expect(epoch).toBe(1);
     // Fenced: a write for 0/1 that reaches a is refused by a itself, whoever sends it.
@@ -142,7 +142,7 @@ describe("the partition map", () => {
     expect(await mover.db.$scatter({ policy: "fail" }).bucket.count()).toBe(2);
     await lease.release();
     // A lease of 0/0 (owned by a) can clean nothing up: a holds no tombstone of its move.
-    const other0 = await map.lease(S.g0m0, mover.databases.e);
+    const other0 = await ShardLease.take(map, S.g0m0, mover.databases.e);
     await expect(other0.cleanup()).rejects.toBeInstanceOf(EpochConflictError);
     await other0.release();
 
@@ -289,7 +289,7 @@ describe("the partition map", () => {
     const stale = make();
     const staleMap = await stale.open({ waitMs: 300 }); // read before the fence
     const id = await bucket(r);
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.fence();
     await map.refresh(); // r's map reads the fence (its polling would)
     for (const [router, counters, refused] of [
@@ -384,7 +384,7 @@ describe("the partition map", () => {
   it("compare-and-set: a fence or a switch on the wrong state is EpochConflictError and changes nothing", async () => {
     const r = make();
     const map = await r.open();
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.receive();
     await lease.verified();
     await expect(lease.switch()).rejects.toBeInstanceOf(EpochConflictError); // not fenced
@@ -520,7 +520,7 @@ describe("the partition map", () => {
     const r = make();
     const map = await r.open();
     await bucket(r);
-    const first = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
+    const first = await ShardLease.take(map, S.g0m1, r.databases.e, { leaseMs: 1000 });
     await first.fence();
     await first.receive();
     await copyShard(map, first);
@@ -565,7 +565,7 @@ describe("the partition map", () => {
     const map = await r.open();
     const ids: string[] = [];
     for (let i = 0; i < 30; i++) ids.push(await bucket(r, S.g0m1, i));
-    const first = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
+    const first = await ShardLease.take(map, S.g0m1, r.databases.e, { leaseMs: 1000 });
     await first.fence();
     await first.receive();
     await copyShard(map, first);
@@ -604,7 +604,7 @@ describe("the partition map", () => {
   it("a shard armed for a move whose mover died is given back by a router's read (no write is refused there)", async () => {
     const r = make();
     const map = await r.open();
-    const lease = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e, { leaseMs: 1000 });
     await lease.arm();
     await lease.lapse();
     const watcher = make();
@@ -629,7 +629,7 @@ describe("the partition map", () => {
     const r = make();
     const map = await r.open();
     const id = await bucket(r);
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.fence();
     await map.refresh(); // the router's read (its polling) sees the fence
     const writes = Array.from({ length: 5 }, (_, i) =>
@@ -652,7 +652,7 @@ describe("the partition map", () => {
     const r = make();
     const map = await r.open();
     const id = await bucket(r);
-    const lease = await map.lease(S.g0m1, r.databases.e);
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e);
     await lease.fence();
     await lease.receive();
     await copyShard(map, lease);

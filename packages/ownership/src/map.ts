@@ -5,15 +5,13 @@
 // (signals.ts). A little over 400 lines: the options and the open are documented where they are.
 import { hostname } from "node:os";
 import { ShardIdentifier } from "@shardkit/id";
-import type { Database, OwnershipHook, ShardClient, ShardRef, ShardRegistry } from "@shardkit/prisma";
+import type { Database, OwnershipHook, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { Announcer } from "./announce.js";
 import { OwnershipChanges } from "./changes.js";
 import { EpochConflictError, OwnershipOptionsError, type Refusal, StaleOwnerError } from "./errors.js";
 import { RouterRepairs } from "./heal.js";
 import { MapInstall } from "./install.js";
-import { ShardLease } from "./lease.js";
-import type { LeaseOptions } from "./lease-take.js";
-import type { OwnershipState } from "./placement.js";
+import type { OwnershipState } from "./owners.js";
 import { type Raw, unbounded } from "./raw.js";
 import { refusalOf } from "./refusal.js";
 import { RouterView } from "./router-view.js";
@@ -103,7 +101,7 @@ export interface PartitionMapOptions<Client extends ShardClient> {
  * typed error (`InvalidMapError`, `DatabasesUnansweredError`: a 503 naming the shard) while the
  * others work, and recovers by itself once a read finds it right.
  *
- * Changes of owner are made under a lease (`map.lease(shard, to)`, or `moveShard`), by
+ * Changes of owner are made under a lease (`ShardLease.take(map, shard, to)`, or `moveShard`), by
  * compare-and-set on the records. A router that is refused by a fence whose mover stopped (its
  * lease lapsed) gives the shard back to its owner, and one refused by a switch's new owner before
  * it took over completes the switch: neither waits for a person.
@@ -342,24 +340,6 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   }
 
   /**
-   * Takes the lease of a change of owner of `shard` to `to` (see `ShardLease`): the way to change an
-   * owner by hand, step by step; `moveShard` takes one itself. The map is read first. A move of the
-   * shard whose lease is live refuses it (`MoveInProgressError`); one whose lease lapsed must be
-   * finished or undone first (`moveShard` does).
-   */
-  async lease(
-    shardRef: ShardRef,
-    to: Database<Client>,
-    options: LeaseOptions = {},
-  ): Promise<ShardLease<Client>> {
-    const shard = this.shard(shardRef);
-    if (!this.registry.databases.includes(to))
-      throw new OwnershipOptionsError(["to: not a database of the map's registry"]);
-    await this.refresh();
-    return ShardLease.acquire(this, shard, to, options);
-  }
-
-  /**
    * Announces a change of records to every router (see `Announcer`): made after every change this
    * map's changes commit, without holding up the changer; `moveShard` waits for its last one.
    */
@@ -380,10 +360,6 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
     if (!id)
       throw new OwnershipOptionsError([`${physical.name} has not answered yet: its identity is unknown`]);
     return id;
-  }
-
-  private shard(ref: ShardRef): ShardIdentifier {
-    return this.registry.resolve(ref);
   }
 
   /** Counts a change of owner refused because someone else changed the shard first, and returns its error. */

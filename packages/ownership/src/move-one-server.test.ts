@@ -66,7 +66,7 @@ async function writer(buckets: string[]) {
         await w.db.confirmation.create({ data: { id, bucketId, desk: "moving" } });
         acked.push(id);
       } catch {} // refused or timed out: not acknowledged, so not owed
-      await new Promise((resolve) => setTimeout(resolve, 5)); // a bounded load, not a flood
+      await new Promise((resolve) => setTimeout(resolve, 5)); // a paced load, not a flood
     }
   })();
   return {

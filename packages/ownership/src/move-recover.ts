@@ -13,8 +13,8 @@ import {
   MoveTimeoutError,
   MoveVerifyError,
 } from "./errors.js";
+import { completeSwitch } from "./heal.js";
 import type { ShardLease } from "./lease.js";
-import { completeSwitch } from "./lease-switch.js";
 import type { PartitionMap } from "./map.js";
 import { lastLine, raw } from "./raw.js";
 import { teardown } from "./replication.js";

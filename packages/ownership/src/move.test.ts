@@ -19,6 +19,7 @@ import {
   MoveTimeoutError,
   MoveVerifyError,
 } from "./errors.js";
+import { ShardLease } from "./lease.js";
 import { type MoveStep, moveShard, moveSteps } from "./move.js";
 import { readPartitionMap } from "./view.js";
 
@@ -169,7 +170,7 @@ function writers(r: Router, groups: { buckets: string[]; desk: string }[]) {
       } catch (error) {
         failures.push(error);
       }
-      await new Promise((resolve) => setTimeout(resolve, 4)); // a bounded load, not a flood
+      await new Promise((resolve) => setTimeout(resolve, 4)); // a paced load, not a flood
     }
   };
   const running = groups.map((g) => writer(g.buckets, g.desk));
@@ -543,7 +544,7 @@ describe("a mover process killed with SIGKILL", () => {
 
   it("a mover that dies between the switch's two commits (decided at the source, not yet at the target): the first router the target refuses completes the switch", async () => {
     const { r, map, buckets } = await seeded(3);
-    const lease = await map.lease(S.g0m1, r.databases.e, { leaseMs: 1000 });
+    const lease = await ShardLease.take(map, S.g0m1, r.databases.e, { leaseMs: 1000 });
     await lease.fence();
     await lease.receive();
     await copyShard(map, lease);

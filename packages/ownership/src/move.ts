@@ -10,7 +10,7 @@ import { moveOptionIssues, outsideIdentity, precheck } from "./check.js";
 import { MovePrecheckError, MoveTimeoutError, OwnershipOptionsError, PlacementRuleError } from "./errors.js";
 import { endStoppedMove, MoveJournalWriter } from "./journal.js";
 import { ShardLease } from "./lease.js";
-import type { LeaseOptions } from "./lease-take.js";
+import { type LeaseOptions, takeLease } from "./lease-take.js";
 import type { PartitionMap } from "./map.js";
 import { MoveClock, needAnswers } from "./move-bounds.js";
 import { failed, resume } from "./move-recover.js";
@@ -319,7 +319,7 @@ async function moveWithin<Client extends ShardClient>(
   step("lease");
   // From the lease on, a failure goes through `failed`: undone, or it says what it left.
   clock.phase("the move's preparation", copyTimeoutMs);
-  const held = await ShardLease.acquire(map, shard, to, lease);
+  const held = ShardLease.of(map, shard, await takeLease(map, shard, to, lease));
   // A live move's freeze is row updates and a check of the rows written during the move: it stops
   // (undone) rather than hold writes for longer than its budget. An offline move copies inside it.
   held.freezeBudget = freezeBudgetMs;

@@ -1,5 +1,6 @@
 // What the databases record of a move: its lease row in the source's `ShardMove`, read from every
-// database at once, and how a move in progress is reported.
+// database at once, how a move in progress is reported, and the replication objects a move leaves
+// on a database (read by `readPartitionMap`; made and dropped by the mover, replication.ts).
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
@@ -129,4 +130,45 @@ export function nameOfIdentity<Client extends ShardClient>(
     } catch {}
   }
   return identity;
+}
+
+/** A move's replication object found on a database (`shardkit status` and `doctor` report those no live move holds). */
+export interface MoveObject {
+  kind: "slot" | "publication" | "subscription";
+  name: string;
+  /** The logical shard its name carries (`shardkit_move_<bits>...`). */
+  shard: number;
+  /** Slots: whether a subscriber is connected, and the WAL it holds on its server (bytes). */
+  active?: boolean;
+  walBytes?: number;
+}
+
+/** The move objects (`shardkit_move_*`) of a database: its slots, publications and subscriptions. */
+export async function moveObjects(db: Raw): Promise<MoveObject[]> {
+  const [slots, publications, subscriptions] = await Promise.all([
+    db.$queryRawUnsafe<{ name: string; active: boolean; wal: number | null }[]>(
+      `SELECT slot_name::text AS name, active,
+         pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 AS wal
+       FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit\\_move\\_%'`,
+    ),
+    db.$queryRawUnsafe<{ name: string }[]>(
+      `SELECT pubname::text AS name FROM pg_publication WHERE pubname LIKE 'shardkit\\_move\\_%'`,
+    ),
+    db.$queryRawUnsafe<{ name: string }[]>(
+      `SELECT subname::text AS name FROM pg_subscription
+       WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE 'shardkit\\_move\\_%'`,
+    ),
+  ]);
+  const shardOf = (name: string) => Number(name.split("_")[2]);
+  return [
+    ...slots.map((s) => ({
+      kind: "slot" as const,
+      name: s.name,
+      shard: shardOf(s.name),
+      active: s.active,
+      walBytes: Math.max(0, Math.round(s.wal ?? 0)),
+    })),
+    ...publications.map((p) => ({ kind: "publication" as const, name: p.name, shard: shardOf(p.name) })),
+    ...subscriptions.map((s) => ({ kind: "subscription" as const, name: s.name, shard: shardOf(s.name) })),
+  ];
 }

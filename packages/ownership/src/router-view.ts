@@ -9,7 +9,7 @@ import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, InvalidMapError } from "./errors.js";
 import type { RouterRepairs } from "./heal.js";
 import { installing, type MapInstall } from "./install.js";
-import { type OwnershipRow, placeShards } from "./placement.js";
+import { type OwnershipRow, resolveOwners } from "./owners.js";
 import { bounded, lastLine, raw } from "./raw.js";
 import type { Signals } from "./signals.js";
 import { MAP_RECORDS_SQL } from "./sql.js";
@@ -131,7 +131,7 @@ export class RouterView<Client extends ShardClient> {
     }
     const changed: ShardIdentifier[] = [];
     this.problems.clear();
-    const { placements } = placeShards(this.registry, this.rows, this.identities);
+    const { placements } = resolveOwners(this.registry, this.rows, this.identities);
     for (const { shard, owner, epoch, state, configured, issues } of placements) {
       const problems = [...issues];
       const back = owner !== null && epoch !== null && epoch < this.registry.epochOf(shard);

@@ -7,7 +7,8 @@ import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SECOND } from "../test/global-setup.js";
 import { reset, type router, routers, S, transfer } from "../test/world.js";
 import { OwnershipOptionsError } from "./errors.js";
-import type { ShardPlacement } from "./placement.js";
+import { ShardLease } from "./lease.js";
+import type { ShardOwner } from "./owners.js";
 import { readPartitionMap } from "./view.js";
 
 const make = routers();
@@ -31,7 +32,7 @@ async function footprint(client: PrismaClient) {
 }
 
 /** A placement with its databases by name (a database's client does not compare). */
-const named = (p: ShardPlacement<PrismaClient>) => ({
+const named = (p: ShardOwner<PrismaClient>) => ({
   ...p,
   configured: p.configured.name,
   owner: p.owner?.name ?? null,
@@ -90,7 +91,7 @@ describe("readPartitionMap", () => {
         ["a", "recorded"],
         ["bare", "no-table"],
       ]);
-      expect(named(view.placementOf("0/1"))).toMatchObject({ owner: null, state: "unrecorded", records: [] });
+      expect(named(view.ownerOf("0/1"))).toMatchObject({ owner: null, state: "unrecorded", records: [] });
       expect(await footprint(empty)).toEqual({ table: false, functions: 0, triggers: 0, rows: null });
     } finally {
       await empty.$disconnect();
@@ -99,11 +100,11 @@ describe("readPartitionMap", () => {
 
   it("after a move: each shard's owner, epoch and state, every record with its peer by name, and apply() routes a fresh registry there", async () => {
     const map = await moveByHand(make());
-    const arming = await map.lease(S.g0m0, map.registry.databases.find((p) => p.name === "b")!);
+    const arming = await ShardLease.take(map, S.g0m0, map.registry.databases.find((p) => p.name === "b")!);
     await arming.arm();
     const r = make(); // a process that never opened a map: its registry still says a
     const view = await readPartitionMap(r.registry);
-    expect(named(view.placementOf(S.g0m1))).toMatchObject({
+    expect(named(view.ownerOf(S.g0m1))).toMatchObject({
       configured: "a",
       owner: "e",
       epoch: 2,
@@ -116,7 +117,7 @@ describe("readPartitionMap", () => {
       issues: [],
     });
     // 0/0 is armed for a move to b: still owned at a, moving to b.
-    expect(named(view.placementOf("0/0"))).toMatchObject({
+    expect(named(view.ownerOf("0/0"))).toMatchObject({
       owner: "a",
       epoch: 1,
       state: "owned",
@@ -131,7 +132,7 @@ describe("readPartitionMap", () => {
     });
     expect(view.nameOf(view.databases[2]!.identity)).toBe("e");
     expect(view.nameOf("elsewhere:5432/x")).toBe("elsewhere:5432/x");
-    expect(() => view.placementOf("9/9")).toThrow(OwnershipOptionsError);
+    expect(() => view.ownerOf("9/9")).toThrow(OwnershipOptionsError);
 
     expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
     // Every shard's epoch is learned; 0/1 also changes database.
@@ -168,9 +169,9 @@ describe("readPartitionMap", () => {
           "b",
         ]);
         // 0/1's owner did not answer; a's tombstone names e, by the identity the view could not ask e for.
-        expect(named(view.placementOf(S.g0m1))).toMatchObject({ owner: null, state: "unknown", epoch: 2 });
-        expect(named(view.placementOf(S.g0m0))).toMatchObject({ owner: "a", epoch: 1, state: "owned" });
-        expect(named(view.placementOf(S.g1m0))).toMatchObject({ owner: "b", epoch: 1, state: "owned" });
+        expect(named(view.ownerOf(S.g0m1))).toMatchObject({ owner: null, state: "unknown", epoch: 2 });
+        expect(named(view.ownerOf(S.g0m0))).toMatchObject({ owner: "a", epoch: 1, state: "owned" });
+        expect(named(view.ownerOf(S.g1m0))).toMatchObject({ owner: "b", epoch: 1, state: "owned" });
       });
       map.close();
     },
@@ -188,9 +189,7 @@ describe("readPartitionMap", () => {
       "b: shard 5/5 is not in the registry",
       "shard 0/0 has two owners: a (epoch 1) and b (epoch 1)",
     ]);
-    expect(view.placementOf(S.g0m0).issues).toEqual([
-      "shard 0/0 has two owners: a (epoch 1) and b (epoch 1)",
-    ]);
+    expect(view.ownerOf(S.g0m0).issues).toEqual(["shard 0/0 has two owners: a (epoch 1) and b (epoch 1)"]);
     expect(view.apply()).toEqual([]); // a shard with issues is not routed anywhere new
     map.close();
   });

@@ -3,10 +3,9 @@ import type { Database, ShardClient, ShardRef, ShardRegistry } from "@shardkit/p
 import { databaseIdentities, toShard } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { OwnershipOptionsError } from "./errors.js";
-import { type OwnershipRow, placeShards, type ShardPlacement } from "./placement.js";
+import { type OwnershipRow, resolveOwners, type ShardOwner } from "./owners.js";
 import { lastLine, type Raw, raw } from "./raw.js";
-import { isLive, type MoveRow as LeaseMoveRow, moveNames } from "./records.js";
-import { type MoveObject, moveObjects } from "./replication.js";
+import { isLive, type MoveRow as LeaseMoveRow, type MoveObject, moveNames, moveObjects } from "./records.js";
 
 export interface ReadPartitionMapOptions {
   /** How long each database may take to answer. Default 5000 ms (as `PartitionMap`'s reads). */
@@ -72,7 +71,7 @@ export interface PartitionView<Client extends ShardClient = ShardClient> {
   /** Each database of the registry, in its order. */
   databases: DatabaseOwnership<Client>[];
   /** Each shard of the registry, in its order. */
-  shards: ShardPlacement<Client>[];
+  shards: ShardOwner<Client>[];
   /**
    * What cannot be right about the records (what `PartitionMap.refresh` would refuse with
    * `InvalidMapError`): malformed records, records of shards or databases not in the registry,
@@ -88,7 +87,7 @@ export interface PartitionView<Client extends ShardClient = ShardClient> {
    */
   leftovers: MoveLeftover[];
   /** One shard's placement; `OwnershipOptionsError` for a shard that is not in the registry. */
-  placementOf(shard: ShardRef): ShardPlacement<Client>;
+  ownerOf(shard: ShardRef): ShardOwner<Client>;
   /** The registry name of the database with this identity (`server:port/database`); the identity itself when none has it. */
   nameOf(identity: string | null): string | null;
   /**
@@ -178,7 +177,7 @@ export async function readPartitionMap<Client extends ShardClient>(
       ? { ...seen, status: "no-table", records: [] }
       : { ...seen, status: "recorded", records: value.records };
   });
-  const { placements, issues } = placeShards(registry, records, identities);
+  const { placements, issues } = resolveOwners(registry, records, identities);
   for (const p of placements) issues.push(...p.issues);
   // A shard no database records, while its database records others: a map was opened over these
   // databases (it records every shard), so its record was deleted, or the shard is new to the
@@ -214,7 +213,7 @@ export async function readPartitionMap<Client extends ShardClient>(
     issues,
     stopped,
     leftovers,
-    placementOf(ref) {
+    ownerOf(ref) {
       let shard: ShardIdentifier | undefined;
       try {
         shard = toShard(ref);

@@ -3,7 +3,8 @@ import type { ShardIdentifier } from "@shardkit/id";
 import type { Database } from "@shardkit/prisma";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, inject } from "vitest";
-import { PartitionMap, type PartitionMapOptions, type ShardLease } from "../src/index.js";
+import { PartitionMap, ShardLease } from "../src/index.js";
+import type { PartitionMapOptions } from "../src/map.js";
 import { shardOfRowSql } from "../src/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { models, routerOver, S, TABLES } from "./layout.js";
@@ -142,7 +143,7 @@ export async function transfer(
   to: Database<PrismaClient>,
   between?: () => Promise<void>,
 ): Promise<number> {
-  const lease = await map.lease(shard, to);
+  const lease = await ShardLease.take(map, shard, to);
   await lease.fence();
   await between?.();
   await lease.receive();

@@ -107,7 +107,7 @@ async function bench(): Promise<void> {
 
   // The counting alone, in-process: one call noted on its shard, with its routing key.
   const recorder = new LoadRecorder(
-    { placement: registry, databases: registry.databases, keysOf: () => ["id"] },
+    { layout: registry, databases: registry.databases, keysOf: () => ["id"] },
     { intervalMs: 2 ** 30, retainMs: 1e9, topKeys: 16, plainKeys: false, keySalt: "x", deadlineMs: 1000 },
   );
   const one = [shards[1]!];

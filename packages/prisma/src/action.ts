@@ -163,11 +163,11 @@ export class ActionUnit<Client extends ShardClient> {
    * writes staged before it (a balance check that throws rolls the shard back).
    */
   on<T>(shardOrId: ShardRef, fn: (tx: TransactionClient<Client>) => Promise<T>): StagedWrite<T> {
-    const { placement } = this.executor.planner;
-    const shard = placement.resolve(toShard(shardOrId));
+    const { layout } = this.executor.planner;
+    const shard = layout.resolve(toShard(shardOrId));
     const place = (): Step[] => [
       {
-        database: placement.databaseOf(shard).index,
+        database: layout.databaseOf(shard).index,
         shards: [shard],
         run: (tx) => inShard(this.executor, tx, shard, (guarded) => fn(guarded as TransactionClient<Client>)),
         status: "staged",
@@ -182,7 +182,7 @@ export class ActionUnit<Client extends ShardClient> {
    */
   emit(shardOrId: ShardRef, event: OutboxEventInput): StagedWrite<{ id: string }> {
     if (!this.executor.planner.delegates.has("outboxEvent")) throw new MissingModelError("OutboxEvent");
-    const shard = this.executor.planner.placement.resolve(toShard(shardOrId));
+    const shard = this.executor.planner.layout.resolve(toShard(shardOrId));
     return this.stage("outboxEvent", "create", { data: outboxRecord(shard, event) });
   }
 
@@ -265,7 +265,7 @@ export class ActionUnit<Client extends ShardClient> {
         shards,
       );
     }
-    const hook = this.executor.planner.placement.ownership;
+    const hook = this.executor.planner.layout.ownership;
     for (let attempt = 0; ; attempt++) {
       if (hook?.admit) for (const shard of shards) await hook.admit(shard, { write: true });
       for (const write of this.staged) write.steps = write.place();

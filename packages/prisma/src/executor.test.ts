@@ -1,9 +1,9 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
 import { Executor } from "./executor.js";
-import type { DataModel } from "./internals.js";
 import { isEmptyAnswer } from "./owned.js";
 import { Planner } from "./planner.js";
+import type { DataModel } from "./prisma-private.js";
 import { createShardRegistry } from "./registry.js";
 
 // The executor runs plans through an injected call: here one that records what it is asked, so

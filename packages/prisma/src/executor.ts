@@ -107,7 +107,7 @@ export class Executor implements ScatterRunner, SagaRunner {
     return withDeadline(
       this.timeoutMs,
       () => {
-        const shards = this.planner.placement.databases[database]?.shards ?? [];
+        const shards = this.planner.layout.databases[database]?.shards ?? [];
         return new DatabaseTimeoutError(
           this.databaseName(database) ?? `#${database}`,
           shards,
@@ -251,7 +251,7 @@ export class Executor implements ScatterRunner, SagaRunner {
   private runPlan(plan: Plan, call: CallOf): PromiseLike<unknown> {
     const { view, tx, model, operation, args } = call;
     if (tx) return this.inTransaction(plan, tx, view, model, operation, args);
-    const hook = this.planner.placement.ownership;
+    const hook = this.planner.layout.ownership;
     if (!hook || plan.kind === "refuse" || (plan.kind === "shard" ? plan.claims : plan.read)) {
       return this.execute(plan, view!, model, operation, args);
     }
@@ -277,7 +277,7 @@ export class Executor implements ScatterRunner, SagaRunner {
 
   /** Where a plan's shards are now, and so how it runs (see `place`). */
   place(plan: Exclude<Plan, { kind: "refuse" }>, args: unknown): Placed {
-    return place(plan, this.planner.placement, args);
+    return place(plan, this.planner.layout, args);
   }
 
   /** Runs a plan in the shard transaction `tx` (the planner has checked it names no other shard). */
@@ -302,7 +302,7 @@ export class Executor implements ScatterRunner, SagaRunner {
       }
       return lazy(() => claimedIn(this, view, tx, plan, model, operation, run));
     }
-    const confirm = this.planner.placement.ownership?.confirm;
+    const confirm = this.planner.layout.ownership?.confirm;
     if (!confirm) return this.callIn(tx, shard, model, operation, run);
     // The transaction asserted ownership when it began; an answer that found nothing later in it
     // (under READ COMMITTED, after a switch and a cleanup) asserts it again.
@@ -331,14 +331,14 @@ export class Executor implements ScatterRunner, SagaRunner {
     shard: ShardIdentifier,
     confirm: (client: object, shard: ShardIdentifier) => Promise<void>,
   ): Promise<void> {
-    return this.bounded(this.planner.placement.databaseOf(shard).index, () => confirm(tx, shard));
+    return this.bounded(this.planner.layout.databaseOf(shard).index, () => confirm(tx, shard));
   }
 
   /** How the claim functions reach the databases of `view`. */
   claimContext(view: View): ClaimContext {
     return {
       clients: view.clients,
-      placement: this.planner.placement,
+      layout: this.planner.layout,
       call: this.call,
       timeoutMs: this.timeoutMs,
       bounded: (database, run) => this.bounded(database, run),

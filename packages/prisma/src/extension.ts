@@ -14,11 +14,11 @@ import { type CommandOptions, runCommand } from "./command.js";
 import { RoutingOptionsError, UnsupportedShardOperationError } from "./errors.js";
 import { callModel, DEFAULT_TIMEOUT_MS, Executor } from "./executor.js";
 import type { IdempotentOutcome } from "./idempotency.js";
-import { dataModelOf } from "./internals.js";
 import type { ModelRouting } from "./keys/keys.js";
 import { type LoadOption, loadOptionsOf, registryLoad } from "./load/options.js";
 import { type LoadFlushResult, LoadRecorder } from "./load/recorder.js";
 import { Planner, routingConfig } from "./planner.js";
+import { dataModelOf } from "./prisma-private.js";
 import type { ShardClient, ShardRef, ShardRegistry } from "./registry.js";
 import { own, routedClient } from "./routed-client.js";
 import {
@@ -350,7 +350,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
     if (LoadRecorder.needed(loadOptions, telemetry)) {
       const load = new LoadRecorder(
         {
-          placement: planner.placement,
+          layout: planner.layout,
           databases: registry.databases,
           keysOf: (model) => planner.keys.keysOf(model),
           telemetry,

@@ -215,7 +215,7 @@ function notReady(options: ShardHealthOptions, physical: Database<ShardClient>) 
 }
 
 /**
- * An error in one bounded line: the last line of its message (Prisma's says where it was called
+ * An error in one line: the last line of its message (Prisma's says where it was called
  * first), or for a driver adapter's error what its cause says (`DatabaseDoesNotExist (db: x)`).
  */
 export function summary(error: unknown): string {

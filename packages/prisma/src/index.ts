@@ -120,6 +120,7 @@ export type { OwnershipHook } from "./ownership.js";
 export {
   type DatabaseLabels,
   type LabelledDatabase,
+  type PlacementCheck,
   type PlacementRule,
   type PlacementRuleInput,
   PlacementRules,

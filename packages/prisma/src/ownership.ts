@@ -3,15 +3,15 @@ import type { Telemetry } from "./telemetry.js";
 
 /**
  * What a partition map (`@shardkit/ownership`) plugs into routing: how to recognise a database's
- * refusal of a write for a shard it does not own, and how to bring the placement up to date. With
+ * refusal of a write for a shard it does not own, and how to bring the layout up to date. With
  * it, a routed write or a shard transaction that reaches a former owner is retried at the current
- * one: refresh, plan again, run again, a bounded number of times.
+ * one: refresh, plan again, run again, a limited number of times.
  */
 export interface OwnershipHook {
   /** The shard `error` is a stale-owner refusal for, or undefined when it is not one. */
   rejection(error: unknown): { shard: ShardIdentifier } | undefined;
   /**
-   * Brings the placement up to date after a refusal (`attempt` counts from 0), waiting a little
+   * Brings the layout up to date after a refusal (`attempt` counts from 0), waiting a little
    * when the shard is between owners (fenced, not yet switched).
    */
   refresh(rejected: { shard: ShardIdentifier }, attempt: number): Promise<void>;

@@ -2,7 +2,7 @@
 // them when it runs. The same plan placed again after a move lands at the shards' new databases.
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Obj, Plan, PlanTarget, Spread } from "./plan.js";
-import type { Placement } from "./planner.js";
+import type { ShardLayout } from "./planner.js";
 
 /**
  * A plan placed where its shards are now: how it runs (`shard`: its one shard's database;
@@ -16,15 +16,15 @@ export interface Placed {
 }
 
 /** Places `plan` (see `Placed`); `args` are the call's, run as they are by a one-shard plan without its own. */
-export function place(plan: Exclude<Plan, { kind: "refuse" }>, placement: Placement, args?: unknown): Placed {
+export function place(plan: Exclude<Plan, { kind: "refuse" }>, layout: ShardLayout, args?: unknown): Placed {
   if (plan.kind === "shard") {
-    const database = placement.databaseOf(plan.shard).index;
+    const database = layout.databaseOf(plan.shard).index;
     return {
       shape: "shard",
       targets: [{ database, shards: [plan.shard], args: (plan.args ?? args ?? {}) as Obj }],
     };
   }
-  const targets = targetsOf(plan.spread, placement);
+  const targets = targetsOf(plan.spread, layout);
   const shape = plan.read ? "scatter" : targets.length === 1 ? "database" : plan.write ? "split" : "scatter";
   return { shape, targets };
 }
@@ -34,12 +34,12 @@ export function place(plan: Exclude<Plan, { kind: "refuse" }>, placement: Placem
  * order, with the call's args cut to those shards. The runner's step between a plan and the
  * databases; the same plan placed again after a move lands at the shards' new databases.
  */
-function targetsOf(spread: Spread, placement: Placement): PlanTarget[] {
-  const every = everyDatabase(spread, placement);
+function targetsOf(spread: Spread, layout: ShardLayout): PlanTarget[] {
+  const every = everyDatabase(spread, layout);
   if (every) return every;
   const byDatabase = new Map<number, ShardIdentifier[]>();
   for (const shard of spread.shards) {
-    const database = placement.databaseOf(shard).index;
+    const database = layout.databaseOf(shard).index;
     const shards = byDatabase.get(database);
     if (shards) shards.push(shard);
     else byDatabase.set(database, [shard]);
@@ -56,14 +56,14 @@ function targetsOf(spread: Spread, placement: Placement): PlanTarget[] {
  * by exactly one database, so a spread as long as every database's shards together is all of them.
  * Null for any other spread.
  */
-function everyDatabase(spread: Spread, placement: Placement): PlanTarget[] | null {
+function everyDatabase(spread: Spread, layout: ShardLayout): PlanTarget[] | null {
   if (!spread.every) {
     let held = 0;
-    for (const p of placement.databases) held += p.shards.length;
+    for (const p of layout.databases) held += p.shards.length;
     if (spread.shards.length !== held) return null;
   }
   const targets: PlanTarget[] = [];
-  for (const p of placement.databases) {
+  for (const p of layout.databases) {
     if (p.shards.length === 0) continue;
     // A copy: the registry's list changes when a shard moves, and reports hand these to callers.
     const shards = p.shards.slice();

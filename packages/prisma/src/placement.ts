@@ -49,6 +49,13 @@ export interface LabelledDatabase {
 }
 
 /**
+ * The placement rules as one check (`registry.placement.allows`), as a planner takes them: why
+ * `database` may not hold `shard` (the rule it breaks and what the database has), or undefined
+ * when it may.
+ */
+export type PlacementCheck = (shard: ShardIdentifier, database: LabelledDatabase) => string | undefined;
+
+/**
  * The placement rules of a registry (`registry.placement`): each shard group is under at most one
  * rule. `violation` says why a database may not hold a shard (undefined: it may); `allows` is the
  * same as a bound function over `{ name, labels }` (a `Database` is one), to hand to a planner.
@@ -94,7 +101,7 @@ export class PlacementRules {
    * `violation` for a database given as `{ name, labels }` (a registry's `Database`): bound, so
    * `planBalance({ ..., allows: registry.placement.allows })` works as it is.
    */
-  readonly allows = (shard: ShardIdentifier, database: LabelledDatabase): string | undefined =>
+  readonly allows: PlacementCheck = (shard, database) =>
     this.violation(shard, database.labels, database.name);
 }
 

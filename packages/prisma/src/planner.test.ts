@@ -9,10 +9,10 @@ import {
   UnknownShardError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-import type { DataModel } from "./internals.js";
 import { type Placed, place } from "./place.js";
 import type { Obj, Plan, PlanContext, PlanTarget } from "./plan.js";
 import { Planner, type PlannerOptions, routingConfig } from "./planner.js";
+import type { DataModel } from "./prisma-private.js";
 import { createShardRegistry } from "./registry.js";
 
 // The planner is pure: (model, operation, args, context) -> plan. No PrismaClient, no database:
@@ -110,8 +110,8 @@ const singleRegistry = createShardRegistry({ shards: ALL.map((shard) => ({ shard
 export const filledId = (shard: ShardIdentifier) =>
   `00000000-0000-7000-${(0x8000 | shard.bits).toString(16)}-000000000000`;
 
-const planner = (options: PlannerOptions = {}, placement = registry) =>
-  new Planner(dataModel, placement, { models, ...options }, filledId);
+const planner = (options: PlannerOptions = {}, layout = registry) =>
+  new Planner(dataModel, layout, { models, ...options }, filledId);
 
 const strict = planner();
 const scattering = planner({ keyless: "scatter" });
@@ -217,7 +217,7 @@ function checkTargets(
 /** Where a plan's shards are now, as the runner places it. */
 function placed(plan: Plan, planner: Planner = strict): Placed {
   if (plan.kind === "refuse") throw new Error(`refused: ${plan.error.message}`);
-  return place(plan, planner.placement);
+  return place(plan, planner.layout);
 }
 
 function run(c: Case): Plan {

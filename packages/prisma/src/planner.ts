@@ -6,12 +6,12 @@ import {
   ShardKeyRequiredError,
   UnsupportedShardOperationError,
 } from "./errors.js";
-import type { DataModel } from "./internals.js";
 import type { Named } from "./keys/key-schema.js";
 import { delegateKey, KeyRouting, type ModelRouting } from "./keys/keys.js";
 import { READS, SCATTER_READS } from "./operations.js";
 import type { OwnershipHook } from "./ownership.js";
 import type { Obj, Plan, PlanContext, ScatterRead, Spread } from "./plan.js";
+import type { DataModel } from "./prisma-private.js";
 import { planAggregateRead } from "./scatter/aggregate.js";
 import { planCount } from "./scatter/count.js";
 import { planFind } from "./scatter/find.js";
@@ -27,8 +27,11 @@ import type { ModelInfo } from "./scatter/read.js";
 import type { Lookup } from "./shard-key.js";
 import type { LegacyIds } from "./strategies.js";
 
-/** Where logical shards live: the registry today, a partition map with epochs later. */
-export interface Placement {
+/**
+ * The layout: which database holds each logical shard now. The registry keeps it; an open partition
+ * map (`ownership`) brings it up to date when a database refuses a call for a shard it no longer owns.
+ */
+export interface ShardLayout {
   /** The registered shard a shard names (the registry's unknown-shard policy applies); throws `UnknownShardError`. */
   resolve(shard: ShardIdentifier): ShardIdentifier;
   /** Every database with the logical shards it holds; a database's index is its position. */
@@ -87,16 +90,16 @@ export class Planner {
   /** Throws `RoutingOptionsError` listing every problem of `options` (models or keys the schema lacks). */
   constructor(
     readonly dataModel: DataModel,
-    readonly placement: Placement,
+    readonly layout: ShardLayout,
     options: PlannerOptions | RoutingConfig = {},
     generateId?: (shard: ShardIdentifier) => string,
   ) {
     this.config = "keylessPerModel" in options ? options : routingConfig(options);
     const issues: string[] = [];
-    this.keys = new KeyRouting(dataModel, (shard) => placement.resolve(shard), this.config.models, issues, {
+    this.keys = new KeyRouting(dataModel, (shard) => layout.resolve(shard), this.config.models, issues, {
       legacy: this.config.legacy,
       generateId,
-      shards: placement.databases.flatMap((p) => p.shards),
+      shards: layout.databases.flatMap((p) => p.shards),
     });
     if (issues.length > 0) throw new RoutingOptionsError(issues);
     for (const [name, model] of Object.entries(dataModel.models)) {
@@ -192,7 +195,7 @@ export class Planner {
       } else if (named.kind === "in") {
         spread = spreadOf(named, where);
       } else {
-        spread = everyShard(this.placement, where);
+        spread = everyShard(this.layout, where);
       }
       return { kind: "shards", spread, write: false, read, options };
     } catch (error) {
@@ -212,7 +215,7 @@ export class Planner {
         [shard, other],
       );
     }
-    this.placement.resolve(shard); // a transaction's shard is registered: `UnknownShardError` if not
+    this.layout.resolve(shard); // a transaction's shard is registered: `UnknownShardError` if not
     const plan: Plan = { kind: "shard", shard };
     if (named.args) plan.args = named.args;
     if (named.kind === "one" && named.claims) plan.claims = named.claims;
@@ -240,16 +243,16 @@ export class Planner {
       );
     }
     const plan: Plan = { kind: "shards", spread, write, options: {} };
-    if (!write && onSeveral(this.placement, spread.shards)) plan.read = this.read(model, operation, args);
+    if (!write && onSeveral(this.layout, spread.shards)) plan.read = this.read(model, operation, args);
     return plan;
   }
 
   private keylessPlan(model: string, operation: string, args: Obj, hint: string, context: PlanContext): Plan {
-    const databases = holding(this.placement);
+    const databases = holding(this.layout);
     if (databases.length === 1) {
       return {
         kind: "shards",
-        spread: everyShard(this.placement, args),
+        spread: everyShard(this.layout, args),
         write: !READS.has(operation),
         options: {},
       };
@@ -286,7 +289,7 @@ export class Planner {
     }
     return {
       kind: "shards",
-      spread: everyShard(this.placement, args),
+      spread: everyShard(this.layout, args),
       write: false,
       read: this.read(model, operation, args),
       options,
@@ -327,12 +330,12 @@ function spreadOf(named: Extract<Named, { kind: "in" | "rows" }>, args: Obj): Sp
  * Every shard held by a database now (a keyless call), each asked the call's own args. Placed, it
  * is read off the databases (see `every`); its list of shards is made only when something asks.
  */
-function everyShard(placement: Placement, args: Obj): Spread {
+function everyShard(layout: ShardLayout, args: Obj): Spread {
   let shards: ShardIdentifier[] | undefined;
   return {
     every: true,
     get shards() {
-      shards ??= holding(placement)
+      shards ??= holding(layout)
         .flatMap((p) => p.shards)
         .sort((x, y) => x.bits - y.bits);
       return shards;
@@ -342,9 +345,9 @@ function everyShard(placement: Placement, args: Obj): Spread {
 }
 
 /** Whether `shards` are on more than one database now. */
-function onSeveral(placement: Placement, shards: readonly ShardIdentifier[]): boolean {
-  const first = placement.databaseOf(shards[0]!).index;
-  return shards.some((s) => placement.databaseOf(s).index !== first);
+function onSeveral(layout: ShardLayout, shards: readonly ShardIdentifier[]): boolean {
+  const first = layout.databaseOf(shards[0]!).index;
+  return shards.some((s) => layout.databaseOf(s).index !== first);
 }
 
 /** The call's args with its `in` list or rows cut to `values`. */
@@ -355,6 +358,6 @@ function cut(args: Obj, named: Extract<Named, { kind: "in" | "rows" }>, values: 
 }
 
 /** The databases that hold shards now: a spare (a move's target) or a former owner holds none. */
-function holding(placement: Placement) {
-  return placement.databases.filter((p) => p.shards.length > 0);
+function holding(layout: ShardLayout) {
+  return layout.databases.filter((p) => p.shards.length > 0);
 }

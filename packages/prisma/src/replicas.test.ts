@@ -21,9 +21,9 @@ import { RegistryConfigError } from "./errors.js";
 import { Executor } from "./executor.js";
 import { shardRouting } from "./extension.js";
 import type { DatabaseStatus } from "./health.js";
-import type { DataModel } from "./internals.js";
 import { openShards } from "./open/open.js";
 import { Planner } from "./planner.js";
+import type { DataModel } from "./prisma-private.js";
 import { createShardRegistry } from "./registry.js";
 import type { RolloutEvent } from "./schema/schema-rollout.js";
 

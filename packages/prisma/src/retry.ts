@@ -1,5 +1,5 @@
 // One way to try again after a failure that may pass (a lost race, a deadlock, a lock given way):
-// a bounded number of times, each wait twice the last (with jitter, so that the losers of one race
+// a limited number of times, each wait twice the last (with jitter, so that the losers of one race
 // step apart), never starting an attempt past a deadline.
 
 /** How `retry` tries again. */

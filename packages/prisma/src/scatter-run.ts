@@ -4,10 +4,10 @@ import type { AsyncLocalStorage } from "node:async_hooks";
 import type { Attributes, Span } from "@opentelemetry/api";
 import { type ScatterResult, scatter } from "@shardkit/scatter";
 import { DatabaseTimeoutError } from "./errors.js";
-import { isPrismaValidationError } from "./internals.js";
 import type { LoadRecorder } from "./load/recorder.js";
 import type { Obj, PlanTarget, ScatterRead } from "./plan.js";
 import { type Planner, targetKey } from "./planner.js";
+import { isPrismaValidationError } from "./prisma-private.js";
 import { LegDeadlines } from "./scatter/deadlines.js";
 import type { ScatterReadOptions, ScatterReport, ScatterTargetReport } from "./scatter/options.js";
 import type { Call, View } from "./scope.js";
@@ -48,8 +48,8 @@ export async function runScatter(
     let row: Obj | null = null;
     let database = targets[0]!.database;
     if (step.row) {
-      const { placement } = r.planner;
-      database = placement.databaseOf(placement.resolve(step.row.shard)).index;
+      const { layout } = r.planner;
+      database = layout.databaseOf(layout.resolve(step.row.shard)).index;
       const lookup = step.row.lookup;
       row = (await r.bounded(database, () =>
         r.on(view, database, model, "findUnique", lookup),
@@ -87,7 +87,7 @@ export async function runScatter(
   const deadlines = new LegDeadlines(
     r.timeoutMs,
     (database) => {
-      const shards = r.planner.placement.databases[database]?.shards ?? [];
+      const shards = r.planner.layout.databases[database]?.shards ?? [];
       return new DatabaseTimeoutError(r.databaseName(database) ?? `#${database}`, shards, r.timeoutMs);
     },
     (error) => {

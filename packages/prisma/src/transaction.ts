@@ -55,19 +55,19 @@ export async function runInShardTransaction<R>(
       "$transactionOn inside $action commits at once, outside the action: stage the work with unit.on(shardOrId, fn) instead",
     );
   }
-  const { placement } = executor.planner;
+  const { layout } = executor.planner;
   // A former owner refuses the transaction's writes (a partition map's fence): refresh and run it
   // again at the current owner, like a lost race but counted apart (the hook bounds it).
   return withCurrentOwner(
-    placement.ownership,
+    layout.ownership,
     async () => {
-      const admitted = placement.ownership?.admit?.(shard, { write: true });
+      const admitted = layout.ownership?.admit?.(shard, { write: true });
       if (admitted) await admitted;
       // A lost race (deadlock, serialization failure, no slot in time): a new transaction, after a wait.
       return retry(
         () => {
-          const database = placement.databaseOf(shard).index;
-          const begin = placement.ownership?.begin;
+          const database = layout.databaseOf(shard).index;
+          const begin = layout.ownership?.begin;
           return inDatabaseTransaction(view, database, options, async (tx) => {
             if (begin) await executor.bounded(database, () => begin(tx, shard));
             return inShard(executor, tx, shard, fn, view);

@@ -99,7 +99,7 @@ export type KeysetFilter = { OR: Record<string, unknown>[] };
 /**
  * The predicate "strictly after `position`" as a nested filter object: `{ OR: [...] }` with
  * `{ field: { gt | lt: value } }`, `{ field: value }`, `{ field: null }` and
- * `{ field: { not: null } }` terms (the shape Prisma's `where` accepts). Null placement and mixed
+ * `{ field: { not: null } }` terms (the shape Prisma's `where` accepts). Null ordering and mixed
  * directions are expanded, so it is exact where a SQL row comparison `(a, b) > ($1, $2)` is not.
  * List NOT NULL fields in `required` (Prisma refuses `{ id: null }` on a required field).
  */

@@ -29,7 +29,7 @@ export type OrderByObject = Readonly<
 >;
 
 /**
- * Makes a sort order explicit: a list of keys with direction and null placement. With
+ * Makes a sort order explicit: a list of keys with direction and null ordering. With
  * `tiebreaker`, appends `{ field: tiebreaker, direction: 'asc' }` unless the order already sorts
  * by that field (a unique field makes the order total, which keyset cursors need).
  */
@@ -147,7 +147,7 @@ function compareStrings(a: string, b: string): number {
   return a.length < b.length ? -1 : 1;
 }
 
-/** Compares one sort key's values with its direction and null placement (undefined counts as null). */
+/** Compares one sort key's values with its direction and null ordering (undefined counts as null). */
 export function compareKey(a: unknown, b: unknown, key: NormalizedSortKey): number {
   const an = a === null || a === undefined;
   const bn = b === null || b === undefined;

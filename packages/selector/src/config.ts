@@ -25,9 +25,9 @@ export type MemberConfig =
   | {
       /** 0..63, any numbers (need not be contiguous). */
       readonly member: number;
-      /** Relative share of new placements; default 1. */
+      /** Relative share of new keys; default 1. */
       readonly weight?: number;
-      /** Keeps its rows, takes no new placements; default false. */
+      /** Keeps its rows, takes no new keys; default false. */
       readonly draining?: boolean;
     };
 

@@ -4,12 +4,12 @@ import { expect } from "vitest";
 
 describePublishedPackage(fileURLToPath(new URL("..", import.meta.url)), {
   readme: {
-    "examples/placement.mjs": (placement) => {
-      expect(placement).toHaveLength(6);
-      expect(placement[0]).toMatch(
+    "examples/select.mjs": (lines) => {
+      expect(lines).toHaveLength(6);
+      expect(lines[0]).toMatch(
         /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12} is on shard 1\/0$/,
       );
-      expect(placement.slice(1)).toEqual([
+      expect(lines.slice(1)).toEqual([
         'shard 1/0: group 1 "mx-onshore" by rule 0 "mx-bank" (region = "MX", regulatoryClass = "bank"); member 0 of [0, 1, 3] by rendezvous hash of tenantId "tenant-42" (murmur3 0xaca623b6); draining, skipped: [2]',
         'shard 0/1: group 0 "us" by rule 1 "us" (region in ["US", "PR"]); member 1 of [0, 1, 2, 3] by rendezvous hash of tenantId "tenant-7" (murmur3 0x3d20cd07)',
         'NO_GROUP_MATCH: No group rule matches this row (region="DE", regulatoryClass=undefined) and there is no defaultGroup: refusing to guess where it may live',

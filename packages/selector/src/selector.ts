@@ -67,7 +67,8 @@ export interface ShardSelector<Props extends object = Record<string, unknown>> {
   explain(props: Props): SelectionExplanation;
 }
 
-interface Placement {
+/** The members a key may be given (draining ones left out), and the shard of each. */
+interface MemberPool {
   readonly candidates: Candidates;
   /** Shard of each candidate, by candidate index. */
   readonly shards: readonly ShardIdentifier[];
@@ -75,12 +76,12 @@ interface Placement {
 
 type Hot =
   | { readonly kind: "pin"; readonly shard: ShardIdentifier }
-  | { readonly kind: "split"; readonly splitBy: string; readonly placement: Placement };
+  | { readonly kind: "split"; readonly splitBy: string; readonly pool: MemberPool };
 
 interface Group {
   readonly group: number;
   readonly name: string | undefined;
-  readonly placement: Placement;
+  readonly pool: MemberPool;
   readonly draining: readonly number[];
   readonly hot: ReadonlyMap<string, Hot> | undefined;
 }
@@ -118,7 +119,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
     const groups = new Map<number, Group>();
     for (const g of config.groups) {
       const weightOf = new Map(g.members.map((m) => [m.member, m.weight]));
-      const place = (members: readonly number[]): Placement => {
+      const poolOf = (members: readonly number[]): MemberPool => {
         const candidates = prepareCandidates(
           members.map((member) => ({ member, weight: weightOf.get(member)! })),
         );
@@ -139,14 +140,14 @@ class Selector<Props extends object> implements ShardSelector<Props> {
             : {
                 kind: "split",
                 splitBy: h.splitBy,
-                placement: place(h.members.filter((m) => !drainingSet.has(m))),
+                pool: poolOf(h.members.filter((m) => !drainingSet.has(m))),
               },
         );
       }
       groups.set(g.group, {
         group: g.group,
         name: g.name,
-        placement: place(active),
+        pool: poolOf(active),
         draining: [...drainingSet].sort((a, b) => a - b),
         hot,
       });
@@ -170,11 +171,11 @@ class Selector<Props extends object> implements ShardSelector<Props> {
       const hot = group.hot.get(key);
       if (hot !== undefined) {
         if (hot.kind === "pin") return hot.shard;
-        const p = hot.placement;
+        const p = hot.pool;
         return p.shards[rendezvous(p.candidates, murmur3(routingValue(row[hot.splitBy], hot.splitBy)))]!;
       }
     }
-    const p = group.placement;
+    const p = group.pool;
     return p.shards[rendezvous(p.candidates, murmur3(key))]!;
   }
 
@@ -203,7 +204,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
     } else if (hot?.kind === "split") {
       const splitKey = routingValue(row[hot.splitBy], hot.splitBy);
       const splitHash = murmur3(splitKey);
-      shard = hot.placement.shards[rendezvous(hot.placement.candidates, splitHash)]!;
+      shard = hot.pool.shards[rendezvous(hot.pool.candidates, splitHash)]!;
       member = {
         by: "split",
         member: shard.member,
@@ -212,18 +213,18 @@ class Selector<Props extends object> implements ShardSelector<Props> {
         splitBy: hot.splitBy,
         splitKey,
         splitHash,
-        candidates: [...hot.placement.candidates.members],
+        candidates: [...hot.pool.candidates.members],
       };
     } else {
       const keyHash = murmur3(key);
-      shard = group.placement.shards[rendezvous(group.placement.candidates, keyHash)]!;
+      shard = group.pool.shards[rendezvous(group.pool.candidates, keyHash)]!;
       member = {
         by: "hash",
         member: shard.member,
         routingKey,
         key,
         keyHash,
-        candidates: [...group.placement.candidates.members],
+        candidates: [...group.pool.candidates.members],
         draining: group.draining,
       };
     }

@@ -54,8 +54,8 @@ export class Collector {
   private planning: Promise<void> | null = null;
   private planAgain = false;
   private plannedAt = 0;
-  /** Where the records placed each shard when the plan was made (a plan over another placement is stale). */
-  private plannedPlacement = new Map<string, string>();
+  /** Each shard's owner and epoch when the plan was made (a plan over other owners is stale). */
+  private plannedOwners = new Map<string, string>();
   private seq = 0;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -142,12 +142,12 @@ export class Collector {
     this.planning = (async () => {
       do {
         this.planAgain = false;
-        // Stamped when measured: the figures are those of this moment. The placement it is made
+        // Stamped when measured: the figures are those of this moment. The owners it is made
         // over becomes the shown plan's when it lands: meanwhile the plan shown is judged against
         // its own (a move seen while re-planning keeps it stale, never fresh).
         const at = new Date();
         this.plannedAt = at.getTime();
-        const placement = this.placement();
+        const owners = this.owners();
         try {
           const run = await runBalance({
             registry: this.registry,
@@ -175,7 +175,7 @@ export class Collector {
             moves: [],
           };
         }
-        this.plannedPlacement = placement;
+        this.plannedOwners = owners;
       } while (this.planAgain && !this.stopped);
       this.planning = null;
       this.emit();
@@ -184,16 +184,16 @@ export class Collector {
   }
 
   /** Each shard's owner and epoch, as last read. */
-  private placement(): Map<string, string> {
+  private owners(): Map<string, string> {
     return new Map((this.view?.shards ?? []).map((p) => [p.shard.key, `${p.owner?.name ?? ""}:${p.epoch}`]));
   }
 
   /** The shards whose owner or epoch changed since the plan shown was made (it is stale then). */
   private movedSincePlan(): string[] {
     if (!this.planned) return [];
-    const now = this.placement();
-    const keys = new Set([...now.keys(), ...this.plannedPlacement.keys()]);
-    return [...keys].filter((k) => now.get(k) !== this.plannedPlacement.get(k)).sort();
+    const now = this.owners();
+    const keys = new Set([...now.keys(), ...this.plannedOwners.keys()]);
+    return [...keys].filter((k) => now.get(k) !== this.plannedOwners.get(k)).sort();
   }
 
   /** Why the plan shown is stale, or null. */

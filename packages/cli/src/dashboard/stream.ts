@@ -1,4 +1,4 @@
-// One client's event stream of snapshots, with memory bounded whatever the client does: a write the
+// One client's event stream of snapshots, with memory capped whatever the client does: a write the
 // client has not taken yet is never followed by another; the snapshots made meanwhile are skipped,
 // and the newest is written once the client has read (each snapshot is whole: nothing is lost by
 // skipping one). A client that never reads costs at most one snapshot and the socket's buffers.

@@ -2,8 +2,9 @@
 // and put in the order the planner works in: databases by name, shards by their bits, so that the
 // plan depends on the figures only, never on the order they were listed in.
 import { ShardIdentifier } from "@shardkit/id";
+import type { PlacementCheck } from "@shardkit/prisma";
 import { BalanceInputError, type BalanceInputIssue } from "../errors.js";
-import type { BalanceOptions, BalancePlacement, PlacementRule, ShardLoads } from "./types.js";
+import type { BalanceFleet, BalanceOptions, ShardLoads } from "./types.js";
 
 export interface Db {
   name: string;
@@ -26,7 +27,7 @@ export interface Settings {
   minImprovement: number;
   maxMoves: number;
   maxBytes: number;
-  allows: PlacementRule | undefined;
+  allows: PlacementCheck | undefined;
   /** Databases each shard left recently (by shard key): it is not moved back to them. */
   left: Map<string, Set<string>>;
   secondary: "bytes" | "none";
@@ -44,20 +45,16 @@ export interface Model {
 const DEFAULTS = { threshold: 0.1, minImprovement: 0.02, maxMoves: 4, maxBytes: Number.POSITIVE_INFINITY };
 
 /** The checked model of `planBalance`'s input; throws `BalanceInputError` naming every bad field. */
-export function readInput(
-  load: ShardLoads,
-  placement: BalancePlacement,
-  options: BalanceOptions = {},
-): Model {
+export function readInput(load: ShardLoads, fleet: BalanceFleet, options: BalanceOptions = {}): Model {
   const issues: BalanceInputIssue[] = [];
   const bad = (field: string, problem: string) => issues.push({ field, problem });
   const settings = readSettings(options, bad);
 
   const dbs: Db[] = [];
-  const databases = Array.isArray(placement?.databases) ? placement.databases : [];
-  if (!Array.isArray(placement?.databases)) bad("placement.databases", "must be an array");
+  const databases = Array.isArray(fleet?.databases) ? fleet.databases : [];
+  if (!Array.isArray(fleet?.databases)) bad("fleet.databases", "must be an array");
   for (const [i, d] of databases.entries()) {
-    const field = `placement.databases[${i}]`;
+    const field = `fleet.databases[${i}]`;
     if (typeof d?.name !== "string" || d.name === "") {
       bad(`${field}.name`, "must be a non-empty string");
       continue;
@@ -94,10 +91,10 @@ export function readInput(
 
   const shards: Shard[] = [];
   const placed = new Set<string>();
-  const list = Array.isArray(placement?.shards) ? placement.shards : [];
-  if (!Array.isArray(placement?.shards)) bad("placement.shards", "must be an array");
+  const list = Array.isArray(fleet?.shards) ? fleet.shards : [];
+  if (!Array.isArray(fleet?.shards)) bad("fleet.shards", "must be an array");
   for (const [i, s] of list.entries()) {
-    const field = `placement.shards[${i}]`;
+    const field = `fleet.shards[${i}]`;
     if (!isShardKey(s?.shard)) {
       bad(`${field}.shard`, `${JSON.stringify(s?.shard)} is not a shard key ("group/member")`);
       continue;
@@ -110,7 +107,7 @@ export function readInput(
     placed.add(id.key);
     const db = dbIndex.get(s.database);
     if (db === undefined) {
-      bad(`${field}.database`, `${JSON.stringify(s.database)} is not in placement.databases`);
+      bad(`${field}.database`, `${JSON.stringify(s.database)} is not in fleet.databases`);
       continue;
     }
     const f = figures.get(id.key);

@@ -18,7 +18,7 @@ import { measureShardSizes } from "../sizes.js";
 import type { FencedTable } from "../sql.js";
 import { SHARDKIT_TABLES } from "../tables.js";
 import { readPartitionMap } from "../view.js";
-import type { BalancePlacement, ShardLoads } from "./types.js";
+import type { BalanceFleet, ShardLoads } from "./types.js";
 
 export type { LoadMeasure };
 
@@ -39,7 +39,7 @@ export interface MeasuredShard {
   bytes: number;
 }
 
-/** A measurement: the load and placement `planBalance` takes, or why there is none. */
+/** A measurement: the load and fleet `planBalance` takes, or why there is none. */
 export interface Measurement {
   /**
    * Where shards were moved away from in the last `RECENT_LEFT_MS` (the `moved` records, their
@@ -49,7 +49,7 @@ export interface Measurement {
   problems: string[];
   shards: MeasuredShard[];
   loads: ShardLoads;
-  placement: BalancePlacement;
+  fleet: BalanceFleet;
   /** Each shard's size, by shard key: measured once per run (a full scan), kept for the next measures. */
   sizes: Map<string, { rows: number; bytes: number }>;
 }
@@ -108,8 +108,8 @@ export async function measure<Client extends ShardClient>(
     );
   }
   const byKey = new Map<string, ShardLoadSummary>(summaries.map((s) => [s.key, s]));
-  const placement: {
-    databases: BalancePlacement["databases"];
+  const fleet: {
+    databases: BalanceFleet["databases"];
     shards: { shard: string; database: string }[];
   } = {
     databases: registry.databases.map((d) => ({
@@ -152,7 +152,7 @@ export async function measure<Client extends ShardClient>(
     const s = byKey.get(key);
     const load = s ? loadFigure(options.by, s, options.windowMs) : 0;
     loads[key] = { load, ...size };
-    placement.shards.push({ shard: key, database: owner.name });
+    fleet.shards.push({ shard: key, database: owner.name });
     shards.push({
       shard: key,
       database: owner.name,
@@ -165,7 +165,7 @@ export async function measure<Client extends ShardClient>(
       ...size,
     });
   }
-  return { problems, shards, loads, placement, recent, sizes };
+  return { problems, shards, loads, fleet, recent, sizes };
 }
 
 /**

@@ -2,13 +2,13 @@ import { thrownBy } from "@shardkit/vitest-config/errors";
 import { describe, expect, it } from "vitest";
 import { BalanceInputError } from "../errors.js";
 import { planBalance } from "./plan.js";
-import type { BalanceOptions, BalancePlacement, ShardLoads } from "./types.js";
+import type { BalanceFleet, BalanceOptions, ShardLoads } from "./types.js";
 
-/** A placement from `{ a: ["0/0", "0/1"], b: [] }` (databases in that order, shards on each). */
+/** A fleet from `{ a: ["0/0", "0/1"], b: [] }` (databases in that order, shards on each). */
 function place(
   on: Record<string, string[]>,
   extra: Record<string, { draining?: boolean; capacity?: number; labels?: Record<string, string> }> = {},
-): BalancePlacement {
+): BalanceFleet {
   return {
     databases: Object.keys(on).map((name) => ({ name, ...extra[name] })),
     shards: Object.entries(on).flatMap(([database, keys]) => keys.map((shard) => ({ shard, database }))),
@@ -30,9 +30,9 @@ const ratioOf = (plan: ReturnType<typeof planBalance>, db: string) =>
 
 describe("planBalance", () => {
   it("with no load recorded (no figures, or all 0) plans no move and says so", () => {
-    const placement = place({ a: ["0/0", "0/1"], b: [] });
+    const fleet = place({ a: ["0/0", "0/1"], b: [] });
     for (const load of [{}, loads({ "0/0": 0, "0/1": 0 })]) {
-      const plan = planBalance(load, placement);
+      const plan = planBalance(load, fleet);
       expect(plan.moves).toEqual([]);
       expect(plan.stoppedBy).toBe("no-load");
       expect(plan.reason).toBe("no load recorded yet");
@@ -182,13 +182,13 @@ describe("planBalance", () => {
   it("stops at maxMoves, and at maxBytes, and says the next run goes on", () => {
     const keys = Array.from({ length: 8 }, (_, i) => `0/${i}`);
     const figures = loads(Object.fromEntries(keys.map((k) => [k, [1, 100]])));
-    const placement = place({ a: keys, b: [] });
-    const two = planBalance(figures, placement, { maxMoves: 2 });
+    const fleet = place({ a: keys, b: [] });
+    const two = planBalance(figures, fleet, { maxMoves: 2 });
     expect(two.moves).toHaveLength(2);
     expect(two.stoppedBy).toBe("max-moves");
     expect(two.reason).toMatch(/^maxMoves \(2\) reached at max\/mean 2 -> 1\.5: run again/);
-    expect(planBalance(figures, placement, { maxMoves: 0 }).moves).toEqual([]);
-    const bytes = planBalance(figures, placement, { maxBytes: 250 });
+    expect(planBalance(figures, fleet, { maxMoves: 0 }).moves).toEqual([]);
+    const bytes = planBalance(figures, fleet, { maxBytes: 250 });
     expect(bytes.moves).toHaveLength(2);
     expect(bytes.stoppedBy).toBe("max-bytes");
   });
@@ -196,21 +196,21 @@ describe("planBalance", () => {
   it('with secondary "bytes" (the default) moves the shard that helps as much for fewer bytes', () => {
     // Either of 0/0 and 0/1 brings both databases within the threshold; 0/0 a little further, for 50x the bytes.
     const figures = loads({ "0/0": [10, 5_000], "0/1": [9.5, 100], "0/2": [3, 1], "0/3": [1.5, 1] });
-    const placement = place({ a: ["0/0", "0/1", "0/2"], b: ["0/3"] });
-    expect(planBalance(figures, placement).moves.map((m) => m.shard)).toEqual(["0/1"]);
-    expect(planBalance(figures, placement, { secondary: "none" }).moves.map((m) => m.shard)).toEqual(["0/0"]);
+    const fleet = place({ a: ["0/0", "0/1", "0/2"], b: ["0/3"] });
+    expect(planBalance(figures, fleet).moves.map((m) => m.shard)).toEqual(["0/1"]);
+    expect(planBalance(figures, fleet, { secondary: "none" }).moves.map((m) => m.shard)).toEqual(["0/0"]);
   });
 
   it("never moves a shard back to a database it left: within a plan, or one named in recentMoves", () => {
     const figures = loads({ "0/0": 10, "0/1": 10, "0/2": 1 });
-    const placement = place({ a: ["0/0", "0/1"], b: ["0/2"] });
-    expect(planBalance(figures, placement).moves.map((m) => [m.shard, m.to])).toEqual([["0/0", "b"]]);
+    const fleet = place({ a: ["0/0", "0/1"], b: ["0/2"] });
+    expect(planBalance(figures, fleet).moves.map((m) => [m.shard, m.to])).toEqual([["0/0", "b"]]);
     // 0/0 and 0/1 came from b not long ago: the plan leaves them where they are.
     const recentMoves = [
       { shard: "0/0", from: "b" },
       { shard: "0/1", from: "b" },
     ];
-    const plan = planBalance(figures, placement, { recentMoves });
+    const plan = planBalance(figures, fleet, { recentMoves });
     expect(plan.moves).toEqual([]);
     expect(plan.stoppedBy).toBe("no-move");
     expect(plan.skipped).toEqual([]);
@@ -234,13 +234,13 @@ describe("planBalance", () => {
 
   it("drainOnly: the shards of the draining database leave it, each once, and no balancing move is planned", () => {
     const figures = loads({ "0/0": 20, "0/1": 1, "0/2": 4, "0/3": 10, "0/4": 3 });
-    const placement = place(
+    const fleet = place(
       { a: ["0/0", "0/1"], b: [], old: ["0/2", "0/3", "0/4"] },
       { old: { draining: true } },
     );
-    const full = planBalance(figures, placement, { threshold: 0, maxMoves: 10 });
+    const full = planBalance(figures, fleet, { threshold: 0, maxMoves: 10 });
     expect(full.moves.some((m) => m.kind === "balance")).toBe(true);
-    const plan = planBalance(figures, placement, { threshold: 0, maxMoves: 10, drainOnly: true });
+    const plan = planBalance(figures, fleet, { threshold: 0, maxMoves: 10, drainOnly: true });
     expect(plan.moves.map((m) => [m.shard, m.from, m.to, m.kind])).toEqual([
       ["0/3", "old", "b", "drain"],
       ["0/2", "old", "b", "drain"],
@@ -261,19 +261,19 @@ describe("planBalance", () => {
       "1/2": { load: 9, bytes: 4 },
       "2/0": { load: 1 },
     };
-    const placement = place({ a: ["0/0", "0/1", "1/2"], b: ["2/0"], c: [] });
+    const fleet = place({ a: ["0/0", "0/1", "1/2"], b: ["2/0"], c: [] });
     const reversed = {
-      databases: [...placement.databases].reverse(),
-      shards: [...placement.shards].reverse(),
+      databases: [...fleet.databases].reverse(),
+      shards: [...fleet.shards].reverse(),
     };
     const reorderedFigures = Object.fromEntries(Object.entries(figures).reverse());
-    expect(planBalance(reorderedFigures, reversed)).toEqual(planBalance(figures, placement));
+    expect(planBalance(reorderedFigures, reversed)).toEqual(planBalance(figures, fleet));
   });
 
-  it("lists figures of shards the placement does not have, without counting them", () => {
+  it("lists figures of shards the fleet does not have, without counting them", () => {
     const plan = planBalance(loads({ "0/0": 1, "5/5": 100 }), place({ a: ["0/0"] }));
     expect(plan.skipped).toEqual([
-      { shard: "5/5", reason: "measured, but not in placement.shards: not planned, its load not counted" },
+      { shard: "5/5", reason: "measured, but not in fleet.shards: not planned, its load not counted" },
     ]);
     expect(plan.before.max).toBe(1);
   });
@@ -287,7 +287,7 @@ describe("planBalance", () => {
     [
       "a shard on a database not listed",
       () => planBalance({}, { databases: [{ name: "a" }], shards: [{ shard: "0/0", database: "z" }] }),
-      ["placement.shards[0].database"],
+      ["fleet.shards[0].database"],
     ],
     [
       "a shard placed twice",
@@ -302,17 +302,17 @@ describe("planBalance", () => {
             ],
           },
         ),
-      ["placement.shards[1].shard"],
+      ["fleet.shards[1].shard"],
     ],
     [
       "a database listed twice",
       () => planBalance({}, { databases: [{ name: "a" }, { name: "a" }], shards: [] }),
-      ["placement.databases[1].name"],
+      ["fleet.databases[1].name"],
     ],
     [
       "a capacity of 0",
       () => planBalance({}, { databases: [{ name: "a", capacity: 0 }], shards: [] }),
-      ["placement.databases[0].capacity"],
+      ["fleet.databases[0].capacity"],
     ],
     ["a threshold below 0", () => planBalance({}, good, { threshold: -0.1 }), ["options.threshold"]],
     ["a threshold over 10", () => planBalance({}, good, { threshold: 11 }), ["options.threshold"]],

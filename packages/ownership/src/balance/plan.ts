@@ -15,9 +15,9 @@
 import { type Model, readInput, type Shard } from "./input.js";
 import type {
   BalanceFigures,
+  BalanceFleet,
   BalanceMove,
   BalanceOptions,
-  BalancePlacement,
   BalancePlan,
   BalanceStop,
   ShardLoads,
@@ -29,15 +29,11 @@ const ABOUT_AS_GOOD = 0.9;
 const EPS = 1e-9;
 
 /**
- * The plan that evens out measured load over `placement`'s databases (see `BalancePlan`); throws `BalanceInputError`.
+ * The plan that evens out measured load over `fleet`'s databases (see `BalancePlan`); throws `BalanceInputError`.
  * Longer than 80 lines: one greedy loop over one state of the fleet; its rules read side by side.
  */
-export function planBalance(
-  load: ShardLoads,
-  placement: BalancePlacement,
-  options?: BalanceOptions,
-): BalancePlan {
-  const model = readInput(load, placement, options);
+export function planBalance(load: ShardLoads, fleet: BalanceFleet, options?: BalanceOptions): BalancePlan {
+  const model = readInput(load, fleet, options);
   const { dbs, shards, settings: s } = model;
   const at = shards.map((x) => x.db);
   const sum = dbs.map(() => 0);
@@ -58,7 +54,7 @@ export function planBalance(
   const moves: BalanceMove[] = [];
   const skipped: BalancePlan["skipped"] = model.unplaced.map((shard) => ({
     shard,
-    reason: "measured, but not in placement.shards: not planned, its load not counted",
+    reason: "measured, but not in fleet.shards: not planned, its load not counted",
   }));
   let bytesLeft = s.maxBytes;
   let stop: BalanceStop | undefined;

@@ -1,9 +1,10 @@
 import { ShardIdentifier } from "@shardkit/id";
 import { patient } from "@shardkit/test-db";
+import type { PlacementCheck } from "@shardkit/prisma";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { planBalance } from "./plan.js";
-import type { BalanceOptions, BalancePlacement, BalancePlan, PlacementRule, ShardLoads } from "./types.js";
+import type { BalanceFleet, BalanceOptions, BalancePlan, ShardLoads } from "./types.js";
 
 // planBalance over generated fleets: 2 to 6 databases (some draining, some of capacity 2, labelled
 // by region), 4 to 48 shards (half of them on the first database) of groups 0..3 with skewed load and bytes, and residency rules that
@@ -11,7 +12,7 @@ import type { BalanceOptions, BalancePlacement, BalancePlan, PlacementRule, Shar
 
 interface World {
   load: ShardLoads;
-  placement: BalancePlacement;
+  fleet: BalanceFleet;
   forbidden: [number, string][];
   maxMoves: number;
   threshold: number;
@@ -62,7 +63,7 @@ const world = (opts: { draining: boolean }): fc.Arbitrary<World> =>
           { load: s.hot ? s.load * 10 : s.load, bytes: s.bytes },
         ]),
       ),
-      placement: {
+      fleet: {
         databases: dbs.map((d, i) => ({
           name: `db${i}`,
           labels: { region: d.region },
@@ -82,7 +83,7 @@ const world = (opts: { draining: boolean }): fc.Arbitrary<World> =>
     }));
 
 const rule =
-  (forbidden: [number, string][]): PlacementRule =>
+  (forbidden: [number, string][]): PlacementCheck =>
   (shard, db) =>
     forbidden.some(([g, region]) => g === shard.group && db.labels.region === region)
       ? `group ${shard.group} not in ${db.labels.region}`
@@ -96,12 +97,12 @@ const optionsOf = (w: World): BalanceOptions => ({
   maxBytes: w.maxBytes,
 });
 
-/** The placement with the plan's moves applied. */
-function applied(placement: BalancePlacement, plan: BalancePlan): BalancePlacement {
+/** The fleet with the plan's moves applied. */
+function applied(fleet: BalanceFleet, plan: BalancePlan): BalanceFleet {
   const to = new Map(plan.moves.map((m) => [m.shard, m.to]));
   return {
-    ...placement,
-    shards: placement.shards.map((s) => ({ ...s, database: to.get(s.shard) ?? s.database })),
+    ...fleet,
+    shards: fleet.shards.map((s) => ({ ...s, database: to.get(s.shard) ?? s.database })),
   };
 }
 
@@ -112,10 +113,10 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("never proposes a move a rule forbids or onto a draining database, each from where the shard is then; at most maxMoves and maxBytes", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const plan = planBalance(w.load, w.placement, optionsOf(w));
+        const plan = planBalance(w.load, w.fleet, optionsOf(w));
         const allows = rule(w.forbidden);
-        const db = new Map(w.placement.databases.map((d) => [d.name, d]));
-        const where = new Map(w.placement.shards.map((s) => [s.shard, s.database]));
+        const db = new Map(w.fleet.databases.map((d) => [d.name, d]));
+        const where = new Map(w.fleet.shards.map((s) => [s.shard, s.database]));
         expect(plan.moves.length).toBeLessThanOrEqual(w.maxMoves);
         expect(plan.moves.reduce((t, m) => t + m.bytes, 0)).toBeLessThanOrEqual(w.maxBytes);
         for (const m of plan.moves) {
@@ -128,8 +129,8 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
           if (m.kind === "balance") expect(plan.hot.map((h) => h.shard)).not.toContain(m.shard);
           where.set(m.shard, m.to);
         }
-        // `after` is the placement with the moves applied.
-        expect(planBalance(w.load, applied(w.placement, plan), { maxMoves: 0 }).before).toEqual(plan.after);
+        // `after` is the fleet with the moves applied.
+        expect(planBalance(w.load, applied(w.fleet, plan), { maxMoves: 0 }).before).toEqual(plan.after);
       }),
       RUNS,
     );
@@ -139,7 +140,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
     let planned = 0;
     fc.assert(
       fc.property(world({ draining: false }), (w) => {
-        const plan = planBalance(w.load, w.placement, optionsOf(w));
+        const plan = planBalance(w.load, w.fleet, optionsOf(w));
         if (plan.moves.length > 0) planned++;
         expect(plan.after.max).toBeLessThanOrEqual(plan.before.max * (1 + 1e-9));
         for (const m of plan.moves) expect(Math.max(m.after.from, m.after.to)).toBeLessThan(m.before.from);
@@ -153,14 +154,12 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("is deterministic: the same figures in another order give the same plan", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const shuffled: BalancePlacement = {
-          databases: [...w.placement.databases].reverse(),
-          shards: [...w.placement.shards].reverse(),
+        const shuffled: BalanceFleet = {
+          databases: [...w.fleet.databases].reverse(),
+          shards: [...w.fleet.shards].reverse(),
         };
         const load = Object.fromEntries(Object.entries(w.load).reverse());
-        expect(planBalance(load, shuffled, optionsOf(w))).toEqual(
-          planBalance(w.load, w.placement, optionsOf(w)),
-        );
+        expect(planBalance(load, shuffled, optionsOf(w))).toEqual(planBalance(w.load, w.fleet, optionsOf(w)));
       }),
       RUNS,
     );
@@ -170,18 +169,18 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
     let moved = 0;
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        let placement = w.placement;
+        let fleet = w.fleet;
         const history: BalancePlan["moves"] = [];
         let settled = false;
         for (let run = 0; run < 20; run++) {
-          const plan = planBalance(w.load, placement, { ...optionsOf(w), recentMoves: history });
+          const plan = planBalance(w.load, fleet, { ...optionsOf(w), recentMoves: history });
           if (settled) expect(plan.moves).toEqual([]);
           if (plan.moves.length === 0) settled = true;
           for (const m of plan.moves) {
             expect(history.some((h) => h.shard === m.shard && h.from === m.to)).toBe(false);
             history.push(m);
           }
-          placement = applied(placement, plan);
+          fleet = applied(fleet, plan);
           moved += plan.moves.length;
         }
       }),
@@ -193,16 +192,16 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("without its history, a plan never moves a shard back within itself; once a run proposes nothing, none does", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        let placement = w.placement;
+        let fleet = w.fleet;
         let settled = false;
         for (let run = 0; run < 20; run++) {
-          const plan = planBalance(w.load, placement, optionsOf(w));
+          const plan = planBalance(w.load, fleet, optionsOf(w));
           if (settled) expect(plan.moves).toEqual([]);
           if (plan.moves.length === 0) settled = true;
           plan.moves.forEach((m, i) => {
             expect(plan.moves.slice(0, i).some((h) => h.shard === m.shard && h.from === m.to)).toBe(false);
           });
-          placement = applied(placement, plan);
+          fleet = applied(fleet, plan);
         }
       }),
       { numRuns: Number(process.env.BALANCE_RUNS ?? 150) },
@@ -217,10 +216,10 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
           maxMoves: Number.POSITIVE_INFINITY,
           maxBytes: Number.POSITIVE_INFINITY,
         };
-        const plan = planBalance(w.load, w.placement, options);
+        const plan = planBalance(w.load, w.fleet, options);
         expect(["balanced", "no-load", "no-move"]).toContain(plan.stoppedBy);
         const next = { ...options, recentMoves: plan.moves };
-        expect(planBalance(w.load, applied(w.placement, plan), next).moves).toEqual([]);
+        expect(planBalance(w.load, applied(w.fleet, plan), next).moves).toEqual([]);
       }),
       RUNS,
     );
@@ -229,15 +228,15 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("empties draining databases wherever a database may take the shard, and names the rules where none may", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const plan = planBalance(w.load, w.placement, {
+        const plan = planBalance(w.load, w.fleet, {
           ...optionsOf(w),
           maxMoves: Number.POSITIVE_INFINITY,
           maxBytes: Number.POSITIVE_INFINITY,
         });
         const allows = rule(w.forbidden);
-        const live = w.placement.databases.filter((d) => !d.draining);
-        const draining = new Set(w.placement.databases.filter((d) => d.draining).map((d) => d.name));
-        for (const s of applied(w.placement, plan).shards) {
+        const live = w.fleet.databases.filter((d) => !d.draining);
+        const draining = new Set(w.fleet.databases.filter((d) => d.draining).map((d) => d.name));
+        for (const s of applied(w.fleet, plan).shards) {
           if (!draining.has(s.database)) continue;
           const id = ShardIdentifier.parse(s.shard);
           expect(live.every((d) => allows(id, { name: d.name, labels: d.labels! }) !== undefined)).toBe(true);
@@ -257,7 +256,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
     let drainedThenOver = 0;
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const plan = planBalance(w.load, w.placement, {
+        const plan = planBalance(w.load, w.fleet, {
           ...optionsOf(w),
           maxMoves: Number.POSITIVE_INFINITY,
         });
@@ -280,11 +279,11 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
           maxMoves: Number.POSITIVE_INFINITY,
           maxBytes: Number.POSITIVE_INFINITY,
         };
-        const plan = planBalance(w.load, w.placement, { ...options, drainOnly: true });
-        const draining = new Set(w.placement.databases.filter((d) => d.draining).map((d) => d.name));
-        const live = w.placement.databases.filter((d) => !d.draining);
+        const plan = planBalance(w.load, w.fleet, { ...options, drainOnly: true });
+        const draining = new Set(w.fleet.databases.filter((d) => d.draining).map((d) => d.name));
+        const live = w.fleet.databases.filter((d) => !d.draining);
         const allows = rule(w.forbidden);
-        const mayLeave = w.placement.shards.filter(
+        const mayLeave = w.fleet.shards.filter(
           (s) =>
             draining.has(s.database) &&
             live.some(
@@ -300,7 +299,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
         }
         expect(plan.stoppedBy).toBe("drained");
         // The same shards leave as in a full plan: drainOnly only leaves out the balancing.
-        const full = planBalance(w.load, w.placement, options).moves.filter((m) => m.kind === "drain");
+        const full = planBalance(w.load, w.fleet, options).moves.filter((m) => m.kind === "drain");
         const pairs = (ms: typeof full) => ms.map((m) => `${m.shard}@${m.from}`).sort();
         expect(pairs(plan.moves)).toEqual(pairs(full));
       }),
@@ -316,7 +315,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
         fc.nat(),
         (n, figures, seed) => {
           const load = Object.fromEntries(figures.map((l, i) => [`0/${i}`, { load: l }]));
-          const placement = {
+          const fleet = {
             databases: Array.from({ length: n }, (_, i) => ({ name: `db${i}` })),
             shards: figures.map((_, i) => ({
               shard: `0/${i}`,
@@ -326,7 +325,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
           const total = figures.reduce((a, b) => a + b, 0);
           // Every shard is at most a quarter of the mean: a greedy mover can always get within 1.1 + a shard.
           fc.pre(Math.max(...figures) <= total / n / 4);
-          const plan = planBalance(load, placement, { maxMoves: Number.POSITIVE_INFINITY, threshold: 0.1 });
+          const plan = planBalance(load, fleet, { maxMoves: Number.POSITIVE_INFINITY, threshold: 0.1 });
           expect(plan.after.ratio).toBeLessThanOrEqual(1.1 + 1e-9 + Math.max(...figures) / (total / n));
         },
       ),

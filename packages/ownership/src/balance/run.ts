@@ -124,7 +124,7 @@ async function balanceRun<Client extends ShardClient>(
   // A shard is not planned back onto a database it left: recently (its tombstone there is younger
   // than RECENT_LEFT_MS), or in this run (no flapping on stable load).
   const plan = (m: Measurement, maxMoves: number) =>
-    planBalance(m.loads, m.placement, {
+    planBalance(m.loads, m.fleet, {
       ...settings,
       maxMoves,
       allows,

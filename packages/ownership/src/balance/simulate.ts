@@ -4,8 +4,9 @@
 // through the same planner given bytes or 1 as each shard's load. Deterministic: a seeded PRNG.
 // Internal: the bench (bench/balance-sim.ts) and the tests use it.
 import { ShardIdentifier } from "@shardkit/id";
+import type { PlacementCheck } from "@shardkit/prisma";
 import { planBalance } from "./plan.js";
-import type { BalanceDatabase, BalanceOptions, PlacementRule, ShardLoads } from "./types.js";
+import type { BalanceDatabase, BalanceOptions, ShardLoads } from "./types.js";
 
 /** mulberry32: a small seeded PRNG, uniform in [0, 1). */
 export function prng(seed: number): () => number {
@@ -48,7 +49,7 @@ export interface Scenario {
   event?(fleet: Fleet, random: () => number): void;
   /** Applied before each counted run (load that shifts between runs). */
   drift?(fleet: Fleet, random: () => number): void;
-  allows?: PlacementRule;
+  allows?: PlacementCheck;
 }
 
 export interface SimulationResult {
@@ -178,7 +179,7 @@ export function simulate(
         load: strategy === "load" ? s.load : strategy === "bytes" ? s.bytes : 1,
         bytes: s.bytes,
       };
-    return planBalance(figures as ShardLoads, placementOf(fleet), {
+    return planBalance(figures as ShardLoads, fleetOf(fleet), {
       ...opts,
       recentMoves: keep > 0 ? history.slice(-keep).flat() : [],
     });
@@ -238,7 +239,7 @@ export function simulate(
   };
 }
 
-function placementOf(fleet: Fleet) {
+function fleetOf(fleet: Fleet) {
   return {
     databases: fleet.databases,
     shards: fleet.shards.map((s) => ({ shard: s.shard, database: fleet.at.get(s.shard)! })),
@@ -249,7 +250,7 @@ function placementOf(fleet: Fleet) {
 export function ratioOf(fleet: Fleet): number {
   const p = planBalance(
     Object.fromEntries(fleet.shards.map((s) => [s.shard, { load: s.load }])),
-    placementOf(fleet),
+    fleetOf(fleet),
     { maxMoves: 0 },
   );
   return p.before.ratio;

@@ -1,6 +1,6 @@
 // The shapes `planBalance` takes and returns: measured load per logical shard, where each shard
 // lives, and the plan (its moves, each explaining itself, and the figures before and after).
-import type { ShardIdentifier } from "@shardkit/id";
+import type { PlacementCheck } from "@shardkit/prisma";
 
 /** What was measured of one logical shard. A shard with no figure counts as 0 load and 0 bytes. */
 export interface ShardLoad {
@@ -27,19 +27,10 @@ export interface BalanceDatabase {
 }
 
 /** Where each logical shard lives now. */
-export interface BalancePlacement {
+export interface BalanceFleet {
   databases: readonly BalanceDatabase[];
   shards: readonly { shard: string; database: string }[];
 }
-
-/**
- * A placement rule: the text of the rule that forbids `shard` on `database`, or undefined when it
- * may live there.
- */
-export type PlacementRule = (
-  shard: ShardIdentifier,
-  database: { name: string; labels: Readonly<Record<string, string>> },
-) => string | undefined;
 
 export interface BalanceOptions {
   /** Nothing to balance while max/mean database load (per capacity) <= 1 + threshold. 0..10, default 0.10. */
@@ -54,8 +45,8 @@ export interface BalanceOptions {
   maxMoves?: number;
   /** Bytes moved in one plan (>= 0). Default unlimited. */
   maxBytes?: number;
-  /** Placement rules; default: every shard may live on every database. */
-  allows?: PlacementRule;
+  /** The placement rules (`registry.placement.allows`); default: every shard may live on every database. */
+  allows?: PlacementCheck;
   /**
    * Moves of recent runs (the last plans' `moves`, or the databases the partition map holds a
    * `moved` record of the shard on): a shard is never moved back to a database it left, so a

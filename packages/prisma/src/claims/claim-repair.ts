@@ -43,7 +43,7 @@ export async function repairClaims(
   const olderThanMs = options.olderThanMs ?? 60_000;
   const tokensOlderThanMs = options.tokensOlderThanMs ?? 86_400_000;
   const report: ClaimRepairReport = { held: 0, released: 0, failed: [] };
-  for (const physical of context.placement.databases) {
+  for (const physical of context.layout.databases) {
     if (physical.shards.length === 0) continue;
     const client = context.clients[physical.index] as Raw;
     let pending: ClaimOwner[];
@@ -95,7 +95,7 @@ export interface ClaimBackfillReport {
    */
   conflicts: ClaimConflict[];
   /**
-   * Claims found where their value's placement does not put them (left by a release that placed
+   * Claims found where their value's shard does not put them (left by a release that placed
    * claims with another hash), once every row's value was claimed where it belongs: removed, or
    * labelled with the right shard when that shard is on the same database. A misplaced claim is
    * never read, but it would move with the shard it names and meet the real one.
@@ -140,7 +140,7 @@ export async function backfillClaims(
   const report: ClaimBackfillReport = { rows: 0, claimed: 0, conflicts: [], misplaced: 0 };
   const conflicts = new Map<string, ClaimConflict>();
   const select = Object.fromEntries([idField, ...specs.map((s) => s.field)].map((f) => [f, true]));
-  for (const physical of context.placement.databases) {
+  for (const physical of context.layout.databases) {
     if (physical.shards.length === 0) continue;
     const client = context.clients[physical.index]!;
     let cursor: unknown;
@@ -191,7 +191,7 @@ export async function backfillClaims(
 }
 
 /**
- * Removes the claims of `specs` that their value's placement does not put where they are, or labels
+ * Removes the claims of `specs` that their value's shard does not put where they are, or labels
  * them with the right shard when it is on the same database (see `ClaimBackfillReport.misplaced`).
  * Each statement names the label it read, so a claim taken meanwhile where it belongs is untouched.
  */
@@ -203,7 +203,7 @@ async function sweepMisplaced(
 ): Promise<number> {
   const byScope = new Map(specs.map((s) => [s.scope, s]));
   let misplaced = 0;
-  for (const physical of context.placement.databases) {
+  for (const physical of context.layout.databases) {
     if (physical.shards.length === 0) continue;
     const client = context.clients[physical.index] as Raw;
     let after: [string, string] = ["", ""];
@@ -218,7 +218,7 @@ async function sweepMisplaced(
       );
       for (const row of rows) {
         const placed = placeOf(byScope.get(row.scope)!, row.value);
-        const here = context.placement.databaseOf(placed) === physical;
+        const here = context.layout.databaseOf(placed) === physical;
         if (here && placed.bits === row.shard) continue;
         // Relabelled where it is when its shard lives here, else removed; only under the label read.
         const where = `"scope" = $1 AND "value" = $2 AND "shard" = $3`;

@@ -128,5 +128,5 @@ export async function upsertClaimed(r: SagaRunner, view: View, model: string, ar
  * claim already this row's is left as it is.
  */
 function atOwner<R>(r: ShardScopes, step: () => Promise<R>): Promise<R> {
-  return withCurrentOwner(r.planner.placement.ownership, step, r.telemetry);
+  return withCurrentOwner(r.planner.layout.ownership, step, r.telemetry);
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { murmur3, ShardIdentifier } from "@shardkit/id";
 import { withShardDeadline } from "../deadline.js";
 import { UniqueViolationError } from "../errors.js";
-import type { Placement } from "../planner.js";
+import type { ShardLayout } from "../planner.js";
 import type { Call } from "../scope.js";
 import { LOCKS } from "../shared.js";
 import { isShardUnavailable, isTransientTransactionError } from "../unavailable.js";
@@ -34,7 +34,7 @@ export const TOKENS = '"UniqueClaimToken"';
 /** The database clients of a routed client, and how to run a model call on one. */
 export interface ClaimContext {
   clients: readonly object[];
-  placement: Placement;
+  layout: ShardLayout;
   call: Call;
   /** How long one claim statement (or `settle`'s transaction, beyond its own bounds) may wait. */
   timeoutMs: number;
@@ -71,8 +71,8 @@ export interface TakenClaim extends Claim {
  * `context.timeoutMs` pass (a transaction gets its own waits on top), never a claim that hangs.
  */
 function clientOf(context: ClaimContext, shard: ShardIdentifier): Raw & Interactive {
-  const { placement, timeoutMs } = context;
-  const client = context.clients[placement.databaseOf(placement.resolve(shard)).index] as Raw & Interactive;
+  const { layout, timeoutMs } = context;
+  const client = context.clients[layout.databaseOf(layout.resolve(shard)).index] as Raw & Interactive;
   return {
     $queryRawUnsafe: (sql, ...values) =>
       withShardDeadline(shard, timeoutMs, () => client.$queryRawUnsafe(sql, ...values)),

@@ -215,7 +215,7 @@ export class KeyReader implements NestedReader {
     }
   }
 
-  /** The shard of a new row that names none: the transaction's, the model's placement, or the only shard. */
+  /** The shard of a new row that names none: the transaction's, the model's `place` function, or the only shard. */
   private placeNew(model: string, data: Obj, operation: string): ShardIdentifier | undefined {
     const spec = this.schema.models.get(model);
     if (!spec?.fill) return undefined;
@@ -225,7 +225,7 @@ export class KeyReader implements NestedReader {
     throw new ShardKeyRequiredError(
       model,
       operation,
-      `data has none of its key fields (${spec.names.join(", ")}) and ${model} has no placement: give data.${spec.fill} (ShardedId.generate / ShardedId.colocatedWith), or models.${model}.place: (data) => shard`,
+      `data has none of its key fields (${spec.names.join(", ")}) and ${model} has no place function: give data.${spec.fill} (ShardedId.generate / ShardedId.colocatedWith), or models.${model}.place: (data) => shard`,
     );
   }
 

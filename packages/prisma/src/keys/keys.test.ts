@@ -11,10 +11,10 @@ import {
   UnsupportedShardOperationError,
 } from "../errors.js";
 import { Executor } from "../executor.js";
-import type { DataModel } from "../internals.js";
 import { place } from "../place.js";
 import type { Obj, Plan } from "../plan.js";
 import { Planner, type PlannerOptions } from "../planner.js";
+import type { DataModel } from "../prisma-private.js";
 import { createShardRegistry } from "../registry.js";
 import { byColumn, byDirectory, byHash, DirectoryCache } from "../strategies.js";
 import { type ClaimRecord, canonicalOf } from "../unique.js";
@@ -84,10 +84,10 @@ const filledId = (shard: ShardIdentifier) =>
 const users = { keys: ["id"], place: (data: Obj) => (data.name === "eu" ? S.c : S.b) };
 const posts = { keys: ["id", "authorId"] };
 const comments = { keys: ["id", "postId"] };
-const make = (options: PlannerOptions = {}, placement = registry) =>
+const make = (options: PlannerOptions = {}, layout = registry) =>
   new Planner(
     dataModel,
-    placement,
+    layout,
     { ...options, models: { User: users, Post: posts, Comment: comments, ...options.models } },
     filledId,
   );
@@ -169,10 +169,10 @@ describe("legacy IDs route to the shard the app declares", () => {
 describe("IDs filled in", () => {
   const p = make();
 
-  it("a top-level create without an id gets a ShardedUUID on the shard its placement picks", () => {
+  it("a top-level create without an id gets a ShardedUUID on the shard its `place` function picks", () => {
     const plan = shardPlan(p.plan("User", "create", { data: { name: "eu", email: "a@x" } }));
     expect(plan.shard).toBe(S.c);
-    expect(place(plan, p.placement).targets[0]!.database).toBe(2);
+    expect(place(plan, p.layout).targets[0]!.database).toBe(2);
     expect(plan.args).toEqual({ data: { name: "eu", email: "a@x", id: filledId(S.c) } });
   });
 
@@ -246,7 +246,7 @@ describe("IDs filled in", () => {
       { allowCrossShard: true },
     );
     if (plan.kind === "refuse") throw plan.error;
-    const { shape, targets } = place(plan, p.placement);
+    const { shape, targets } = place(plan, p.layout);
     expect(shape).toBe("split");
     expect(targets.map((t) => (t.args.data as Obj[]).map((r) => r.id))).toEqual([
       [filledId(S.b)],
@@ -254,7 +254,7 @@ describe("IDs filled in", () => {
     ]);
   });
 
-  it("with no placement and several shards, a create without an id is refused before it runs", () => {
+  it("with no place function and several shards, a create without an id is refused before it runs", () => {
     const error = refusal(
       make({ models: { User: { keys: ["id"] } } }).plan("User", "create", { data: { name: "x" } }),
     );
@@ -282,7 +282,7 @@ describe("IDs filled in", () => {
     expect(plan.args).toEqual({ data: { name: "x", id: filledId(S.d) } });
   });
 
-  it("a placement that names an unknown shard is refused", () => {
+  it("a place function that names an unknown shard is refused", () => {
     const p2 = make({ models: { User: { keys: ["id"], place: () => "9/9" } } });
     expect(refusal(p2.plan("User", "create", { data: { name: "x" } })).message).toMatch(
       /9\/9 is not in the registry/,
@@ -413,7 +413,7 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
       { allowCrossShard: true },
     );
     expect(rows.lookups).toBe(2);
-    expect(rows.plan.kind !== "refuse" && place(rows.plan, d.placement).shape).toBe("split");
+    expect(rows.plan.kind !== "refuse" && place(rows.plan, d.layout).shape).toBe("split");
     // An upsert whose where and create both wait on the directory.
     const upsert = await resolveAll("Post", "upsert", {
       where: { title: "o4" },

@@ -1,10 +1,10 @@
 // The routing options compiled once per routed client: each model's shard keys (one `ShardKey`
-// each), its placement and its fields unique across shards. A call's keys are read by a
+// each), where a new row goes (`place`) and its fields unique across shards. A call's keys are read by a
 // `KeyReader`: first to gather the lookups the call needs (its resolve step), then to name its shards.
 import { ShardedUUID, ShardIdentifier, shardHash } from "@shardkit/id";
 import { UnsupportedShardOperationError } from "../errors.js";
-import type { DataModel } from "../internals.js";
 import type { Obj } from "../plan.js";
+import type { DataModel } from "../prisma-private.js";
 import type { ShardRef } from "../registry.js";
 import type { KeylessPolicy } from "../scatter/options.js";
 import { idKey, type Lookup, type Resolved, routedKey, uniqueKey } from "../shard-key.js";

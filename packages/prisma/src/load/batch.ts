@@ -2,7 +2,7 @@
 // with later windows after a failed flush), and the names a router writes them under.
 import { createHash, randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import type { Placement } from "../planner.js";
+import type { ShardLayout } from "../planner.js";
 import { LatencySketch } from "./sketch.js";
 import { mergeTopKeys, SpaceSaving, type TopKey } from "./top-keys.js";
 
@@ -46,9 +46,9 @@ export function routerId(): string {
  * another configuration stand out. Not of which database holds which shard now: that changes with
  * every move, and routers opened before and after one have the same configuration.
  */
-export function configDigest(placement: Placement, names: readonly string[]): string {
-  const databases = placement.databases.map((p) => names[p.index] ?? String(p.index)).sort();
-  const shards = placement.databases.flatMap((p) => p.shards.map((s) => s.bits)).sort((x, y) => x - y);
+export function configDigest(layout: ShardLayout, names: readonly string[]): string {
+  const databases = layout.databases.map((p) => names[p.index] ?? String(p.index)).sort();
+  const shards = layout.databases.flatMap((p) => p.shards.map((s) => s.bits)).sort((x, y) => x - y);
   return createHash("sha256")
     .update(`${databases.join("\n")}\n--\n${shards.join(",")}`)
     .digest("hex")

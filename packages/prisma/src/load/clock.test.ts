@@ -9,7 +9,7 @@ import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
-import type { Placement } from "../planner.js";
+import type { ShardLayout } from "../planner.js";
 import { loadOptionsOf } from "./options.js";
 import { LoadRecorder } from "./recorder.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
@@ -33,7 +33,7 @@ afterAll(async () => {
 }, patient(60_000));
 
 /** 0/0 on the first database, 0/1 on the second. */
-const placement: Placement = {
+const layout: ShardLayout = {
   resolve: (shard) => shard,
   databases: [
     { index: 0, shards: [A] },
@@ -47,7 +47,7 @@ function recorder(offsetMs: number): LoadRecorder {
   const options = loadOptionsOf({ intervalMs: 600_000 }, "load", [])!;
   return new LoadRecorder(
     {
-      placement,
+      layout,
       databases: clients.map((client, i) => ({ client, name: names[i]! })),
       keysOf: () => ["id"],
     },

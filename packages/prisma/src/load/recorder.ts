@@ -8,7 +8,7 @@ import { withDeadline } from "../deadline.js";
 import { DatabaseTimeoutError } from "../errors.js";
 import { scalarValue } from "../keys/key-schema.js";
 import { WRITES } from "../operations.js";
-import type { Placement } from "../planner.js";
+import type { ShardLayout } from "../planner.js";
 import type { Telemetry } from "../telemetry.js";
 import { type Batch, configDigest, copy, merge, routerId, ShardCounts } from "./batch.js";
 import { HANDLER, Measured, rowsOf } from "./measured.js";
@@ -21,7 +21,7 @@ type Raw = { $executeRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<u
 
 /** What the recorder needs of the routed client: where shards are, each database's client and name. */
 export interface LoadTarget {
-  placement: Placement;
+  layout: ShardLayout;
   databases: readonly { readonly client: object; readonly name: string }[];
   /** The key fields of a model (its routing keys, `id` first for ID-keyed models). */
   keysOf(model: string): readonly string[];
@@ -70,7 +70,7 @@ export class LoadRecorder {
     private readonly clock: () => number = Date.now,
   ) {
     this.config = configDigest(
-      target.placement,
+      target.layout,
       target.databases.map((d) => d.name),
     );
     const t = target.telemetry;
@@ -246,13 +246,13 @@ export class LoadRecorder {
     this.windowStart = now;
     const active = this.active;
     this.active = [];
-    const { placement } = this.target;
+    const { layout } = this.target;
     const name = this.name();
     for (const bits of active) {
       const c = this.slots[bits]!;
       let database: number;
       try {
-        database = placement.databaseOf(placement.resolve(ShardIdentifier.fromBits(bits))).index;
+        database = layout.databaseOf(layout.resolve(ShardIdentifier.fromBits(bits))).index;
       } catch {
         database = -1; // the shard is no longer registered: its counts have nowhere to go
       }
@@ -370,11 +370,7 @@ export class LoadRecorder {
       await withDeadline(
         o.deadlineMs,
         () =>
-          new DatabaseTimeoutError(
-            name,
-            this.target.placement.databases[database]?.shards ?? [],
-            o.deadlineMs,
-          ),
+          new DatabaseTimeoutError(name, this.target.layout.databases[database]?.shards ?? [], o.deadlineMs),
         () => running,
       );
       Roller.of(this.rollers, database, client, o).after(now); // whichever router flushes rolls up

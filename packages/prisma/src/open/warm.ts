@@ -1,5 +1,5 @@
 // Warming clients at open: each client's engine started and one connection of its pool opened, a
-// bounded number at a time, so the first calls of a service do not each pay for a connection and
+// limited number at a time, so the first calls of a service do not each pay for a connection and
 // an engine start (64 cold databases: seconds, one after another on a busy host).
 import { scatter } from "@shardkit/scatter";
 

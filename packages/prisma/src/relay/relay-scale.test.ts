@@ -8,7 +8,7 @@ import { RoutingOptionsError, UnknownShardError } from "../errors.js";
 import { type OutboxMessage, outboxRecord } from "../outbox.js";
 import { createOutboxRelay, pauseAfter } from "./relay.js";
 
-// The relay over many databases: its work bounded for the whole relay, the databases taking
+// The relay over many databases: its work limited for the whole relay, the databases taking
 // turns, outcomes recorded a group per statement, idle databases polled less often.
 
 const world = makeWorld();

@@ -110,7 +110,7 @@ export async function redriveOutbox<Client extends ShardClient>(
  * A relay that polls every shard database's outbox and delivers each event at least once: claims
  * are leases (no lock held while delivering), every delivery has a timeout, outcomes are recorded a
  * group per statement as they come, and an event whose failure retrying can fix (its shard down, a
- * timeout) is retried until it is delivered. Its work is bounded for the whole fleet: at most
+ * timeout) is retried until it is delivered. Its work is limited for the whole fleet: at most
  * `pollConcurrency` databases polled and `deliveryConcurrency` deliveries in flight at once, the
  * databases taking turns.
  * Longer than 80 lines: one closure: the relay's methods share its turns and poll loops.

@@ -1,5 +1,5 @@
 // Schema rollout: a Prisma schema (push) or a migrations folder (migrate) to every target database
-// through the WebAssembly schema engine (`schema-engine.ts`), a bounded number at a time, with a
+// through the WebAssembly schema engine (`schema-engine.ts`), a limited number at a time, with a
 // fingerprint recorded after each success so that a later rollout may skip the engine where the
 // fingerprint still matches (`schema-fingerprint.ts`).
 import { readdir, readFile, stat } from "node:fs/promises";

@@ -27,7 +27,7 @@ export interface ShardRecord {
 }
 
 /** Where the records say a shard is. */
-export interface ShardPlacement<Client extends ShardClient = ShardClient> {
+export interface ShardOwner<Client extends ShardClient = ShardClient> {
   shard: ShardIdentifier;
   /** Where the registry sent the shard when the records were read (its configuration, unless assigned since). */
   configured: Database<Client>;
@@ -41,7 +41,7 @@ export interface ShardPlacement<Client extends ShardClient = ShardClient> {
   /**
    * `owned`; `fenced` (between owners: its writes wait for the switch); `unrecorded` (no database
    * has a record of it, and the one the registry sends it to answered: no partition map was opened
-   * yet, the registry's placement holds); `unknown` (the records read do not say: the owner's
+   * yet, the registry's layout holds); `unknown` (the records read do not say: the owner's
    * database did not answer; `owner` is set when a tombstone names where the shard went).
    */
   state: "owned" | "fenced" | "unrecorded" | "unknown";
@@ -61,11 +61,11 @@ export interface ShardPlacement<Client extends ShardClient = ShardClient> {
  * `readPartitionMap` (which reports them).
  * Longer than 80 lines: the one placement rule, each case beside the others it must agree with.
  */
-export function placeShards<Client extends ShardClient>(
+export function resolveOwners<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   records: ReadonlyMap<Database<Client>, readonly OwnershipRow[]>,
   identities: ReadonlyMap<Database<Client>, string>,
-): { placements: ShardPlacement<Client>[]; issues: string[] } {
+): { placements: ShardOwner<Client>[]; issues: string[] } {
   const issues: string[] = [];
   const known = new Set(identities.values());
   const byIdentity = new Map([...identities].map(([physical, id]) => [id, physical]));
@@ -106,10 +106,10 @@ export function placeShards<Client extends ShardClient>(
       byShard.set(row.shard, [...(byShard.get(row.shard) ?? []), { physical, row }]);
     }
   }
-  const placements = registry.shards.map((shard): ShardPlacement<Client> => {
+  const placements = registry.shards.map((shard): ShardOwner<Client> => {
     const configured = registry.databaseOf(shard);
     const held = byShard.get(shard.bits) ?? [];
-    const placement: ShardPlacement<Client> = {
+    const placement: ShardOwner<Client> = {
       shard,
       configured,
       owner: null,

@@ -2,10 +2,10 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { SCHEMA_MODELS } from "../test/layout.js";
-import { dataModelOf, isPrismaValidationError } from "./internals.js";
+import { dataModelOf, isPrismaValidationError } from "./prisma-private.js";
 
 // The private Prisma fields shardkit depends on, checked against a real Prisma 7 client.
-describe("Prisma internals shardkit reads", () => {
+describe("Prisma's private fields shardkit reads", () => {
   const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: inject("shardUrls").a }) });
   afterAll(() => client.$disconnect());
 

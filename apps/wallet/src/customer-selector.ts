@@ -1,7 +1,7 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
 
-export interface CustomerPlacement {
+export interface CustomerProps {
   region: string;
   tenant: string;
 }
@@ -14,8 +14,8 @@ type Region = keyof typeof REGIONS;
  * Where new customers go: the region picks the group (residency), a consistent hash of the tenant
  * picks one of the group's shards. Members are the shards the registry has in that group.
  */
-export function createPlacement(shards: readonly ShardIdentifier[]) {
-  return createShardSelector<CustomerPlacement>({
+export function createCustomerSelector(shards: readonly ShardIdentifier[]) {
+  return createShardSelector<CustomerProps>({
     routingKey: "tenant",
     groups: groupsFromShards(
       shards,
@@ -40,6 +40,6 @@ function refuse(empty: readonly GroupOfShards[]): Error {
   );
   const example = `{"group":${empty[0]!.group},"member":0,"url":"postgresql://..."}`;
   return new Error(
-    `orders service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
+    `wallet service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
   );
 }

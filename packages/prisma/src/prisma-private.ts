@@ -1,8 +1,10 @@
+// Prisma's private fields, read in one place (`@shardkit/prisma/internal`, internal.ts, is another thing: the
+// entry shardkit's own packages share).
 import { RegistryConfigError } from "./errors.js";
 
 /**
  * The one place @shardkit/prisma reads Prisma's private fields. Tested on its own
- * (internals.test.ts), so a Prisma upgrade that moves them fails there, not as a misrouted query.
+ * (prisma-private.test.ts), so a Prisma upgrade that moves them fails there, not as a misrouted query.
  */
 
 /** What the planner needs to know of a Prisma schema: each model's fields, relations marked. */
