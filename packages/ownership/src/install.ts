@@ -9,7 +9,7 @@ import type { Database, ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { IDENTITY_COLUMNS, identityOf, LOCKS } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, OwnershipOptionsError } from "./errors.js";
-import type { OwnershipRow } from "./placement.js";
+import type { OwnershipRow } from "./owners.js";
 import { bounded, lastLine, type Raw, raw } from "./raw.js";
 import type { Signals } from "./signals.js";
 import {
@@ -26,7 +26,7 @@ import { SHARDKIT_TABLES, tablesFrom } from "./tables.js";
 
 /**
  * How long a map waits for its databases, once they have answered, to install its functions and
- * record the configured placement: a lock never given, or a server that froze since, fails it.
+ * record the configured owners: a lock never given, or a server that froze since, fails it.
  */
 export const INSTALL_TIMEOUT_MS = 30_000;
 
@@ -137,7 +137,7 @@ async function setUpOf<Client extends ShardClient>(
 }
 
 /**
- * Records the configured placement of every shard no database has a record of, as owned at epoch
+ * Records the configured owner of every shard no database has a record of, as owned at epoch
  * 1, and returns the databases it recorded shards in. Several openers at once record it once: the
  * recorder holds every database's install lock (taken in the order of their identities, the same in
  * every process, so two openers never wait on each other in a circle) from its read of the records
@@ -338,7 +338,7 @@ export class MapInstall<Client extends ShardClient> {
     this.installed.add(physical);
   }
 
-  /** Records the placement of the shards no database has a record of (see `recordUnrecorded`). */
+  /** Records the configured owners of the shards no database has a record of (see `recordUnrecorded`). */
   async recordUnrecorded(known?: ReadonlyMap<Database<Client>, readonly number[]>): Promise<void> {
     const at = await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p), known);
     for (const database of at) this.signals.emit({ type: "install", database, what: "records" });

@@ -43,7 +43,7 @@ describe("a balance plan over routers with skewed clocks", () => {
       /** A router whose clock is `offsetMs` off the machine's, recording the load of its calls. */
       const recorder = (offsetMs: number) =>
         new LoadRecorder(
-          { placement: r.registry, databases: r.registry.databases, keysOf: () => ["id"] },
+          { layout: r.registry, databases: r.registry.databases, keysOf: () => ["id"] },
           loadOptionsOf({ intervalMs: 600_000 }, "load", [])!,
           () => Date.now() + offsetMs,
         );

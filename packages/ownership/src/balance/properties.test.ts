@@ -1,6 +1,6 @@
 import { ShardIdentifier } from "@shardkit/id";
-import { patient } from "@shardkit/test-db";
 import type { PlacementCheck } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { planBalance } from "./plan.js";

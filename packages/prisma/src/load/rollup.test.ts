@@ -12,7 +12,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { loadRows } from "../../test/load-rows.js";
-import type { Placement } from "../planner.js";
+import type { ShardLayout } from "../planner.js";
 import { LOCKS } from "../shared.js";
 import { loadOptionsOf } from "./options.js";
 import type { ShardLoadWindow } from "./read.js";
@@ -375,7 +375,7 @@ describe("load rollups", () => {
     async () => {
       await clear();
       const shard = ShardIdentifier.of(0, 0);
-      const placement: Placement = {
+      const layout: ShardLayout = {
         resolve: (s) => s,
         databases: [{ index: 0, shards: [shard] }],
         databaseOf: () => ({ index: 0 }),
@@ -398,7 +398,7 @@ describe("load rollups", () => {
       }));
       await write(old);
       const load = new LoadRecorder(
-        { placement, databases: [{ client, name }], keysOf: () => ["id"] },
+        { layout, databases: [{ client, name }], keysOf: () => ["id"] },
         loadOptionsOf({ intervalMs: 600_000 }, "load", [])!,
       );
       await load.timed(client.$queryRawUnsafe("SELECT 1"), [shard], "queryRaw");
