@@ -10,8 +10,8 @@ export {
   type RunBalanceOptions,
   runBalance,
 } from "./balance/run.js";
-export type { BalanceFleet, BalanceMove, ShardLoad } from "./balance/types.js";
-export { checkMove, type MoveCheck } from "./check.js";
+export type { BalanceFleet, BalanceMove, BalanceOptions, BalancePlan, ShardLoad } from "./balance/types.js";
+export { checkMove, type MoveCheck, type MoveCheckOptions } from "./check.js";
 export {
   BalanceInputError,
   BalanceLeaseHeldError,
@@ -33,12 +33,24 @@ export {
   PlacementRuleError,
   StaleOwnerError,
 } from "./errors.js";
-export { MOVE_JOURNAL_TABLE, type MoveJournalEntry, readMoveJournal } from "./journal.js";
+export {
+  MOVE_JOURNAL_TABLE,
+  type MoveJournal,
+  type MoveJournalEntry,
+  type ReadMoveJournalOptions,
+  readMoveJournal,
+} from "./journal.js";
 export { ShardLease } from "./lease.js";
-export { PartitionMap } from "./map.js";
-export { type MoveProgress, type MoveResult, moveShard, moveSteps } from "./move.js";
+export type { LeaseOptions } from "./lease-take.js";
+export { PartitionMap, type PartitionMapOptions } from "./map.js";
+export { type MoveOptions, type MoveProgress, type MoveResult, moveShard, moveSteps } from "./move.js";
 export { refusalOf } from "./refusal.js";
-export { measureShardSizes } from "./sizes.js";
+export {
+  type MeasureShardSizesOptions,
+  measureShardSizes,
+  type ShardSize,
+  type ShardSizes,
+} from "./sizes.js";
 export type { FencedTable } from "./sql.js";
 export { SHARDKIT_TABLES } from "./tables.js";
-export { type PartitionView, readPartitionMap } from "./view.js";
+export { type PartitionView, type ReadPartitionMapOptions, readPartitionMap } from "./view.js";
