@@ -46,6 +46,11 @@ describe.skipIf(!pgBouncerPath())("checkMove and a transaction-mode pooler", () 
         /^e: its URL reaches a connection pooler in transaction mode \(PgBouncer or alike: (two client connections open at once were served by one server session \(pid \d+\)|one client connection was served by server sessions [\d, ]+ in turn)\); a live move needs a direct connection to the server/,
       );
       expect((await check(pooled, "offline")).issues).toEqual([]);
+      // A URL the check cannot reach: it says it could not tell, never a silent pass.
+      const closed = (db: { name: string }) =>
+        db.name === "e" ? `postgresql://postgres@127.0.0.1:1/${e.pathname.slice(1)}` : direct(db);
+      const unknown = (await check(closed)).issues.filter((i) => i.startsWith("e: could not tell"));
+      expect(unknown).toHaveLength(1);
     },
     patient(60_000),
   );

@@ -11,9 +11,9 @@ import pg from "pg";
 const ROUNDS = 4;
 
 /**
- * Why `url` cannot carry a live move's replication (it reaches a transaction-mode pooler), naming
- * `name`; undefined when it reaches the server directly, or could not be told (a connection that
- * fails is the other checks' to report). Each connection and statement within `timeoutMs`.
+ * Why `url` cannot carry a live move's replication (it reaches a transaction-mode pooler), or that
+ * this could not be told (a connection or statement that failed or did not answer within
+ * `timeoutMs`: never a silent pass), naming `name`; undefined when it reaches the server directly.
  */
 export async function poolerIssue(name: string, url: string, timeoutMs: number): Promise<string | undefined> {
   const clients = [0, 1].map(
@@ -42,8 +42,9 @@ export async function poolerIssue(name: string, url: string, timeoutMs: number):
         ? `two client connections open at once were served by one server session (pid ${shared})`
         : `one client connection was served by server sessions ${[...new Set(moved)].join(", ")} in turn`;
     return `${name}: its URL reaches a connection pooler in transaction mode (PgBouncer or alike: ${how}); a live move needs a direct connection to the server (replication and subscriptions cannot go through a pooler): give the move the server's own URL, or use mode: 'offline'`;
-  } catch {
-    return undefined;
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    return `${name}: could not tell whether its URL reaches a connection pooler in transaction mode (${why.split("\n")[0]}); a live move needs a direct connection to the server`;
   } finally {
     await Promise.all(clients.map((c) => c.end().catch(() => {})));
   }

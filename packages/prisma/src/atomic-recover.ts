@@ -182,7 +182,9 @@ async function decisionOf(
 
 /**
  * Deletes the decision rows older than `keepMs` of actions prepared nowhere any more (run only when
- * every database answered: a participant unseen might still need its decision).
+ * every database answered: a participant unseen might still need its decision), and only those whose
+ * every participant is a database of this registry (one this router cannot see, another service's,
+ * may still hold a prepared part that needs the decision).
  */
 async function forgetDecisions(
   dbs: readonly Db[],
@@ -190,14 +192,19 @@ async function forgetDecisions(
   keepMs: number,
 ): Promise<void> {
   const live = [...new Set(found.map((f) => decisionId(f.parsed)))];
+  const seen = dbs.flatMap((d) => (d.facts ? [d.facts.id] : []));
   await Promise.allSettled(
     dbs
       .filter((d) => d.facts?.decisions)
       .map((d) =>
         raw(d.client).$executeRawUnsafe(
-          `DELETE FROM "AtomicDecision" WHERE "createdAt" < now() - make_interval(secs => $1::float8 / 1000) AND NOT (id = ANY($2::text[]))`,
+          `DELETE FROM "AtomicDecision" WHERE "createdAt" < now() - make_interval(secs => $1::float8 / 1000)
+            AND NOT (id = ANY($2::text[]))
+            AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(participants::jsonb) p
+              WHERE NOT (p->>'database' = ANY($3::text[])))`,
           keepMs,
           live,
+          seen,
         ),
       ),
   );

@@ -52,12 +52,19 @@ export function formatGid(g: AtomicGid): string {
   return gid;
 }
 
+/**
+ * A global id as shardkit writes it, exactly: anything else (another program's prepared transaction,
+ * one made by hand to look like shardkit's) is left alone by recovery and by moves.
+ */
+const GID_SHAPE =
+  /^sk2pc:([0-9a-f]{12}):(p\d{1,10}-[0-9a-f]{6}):([1-9]\d{0,4}):([0-9a-f]{10}):([0-9a-f]{10}):((?:\d{1,5}(?:\.\d{1,5})*)?)$/;
+
 /** The global id's parts, or undefined for a prepared transaction that is not shardkit's. */
 export function parseGid(gid: string): AtomicGid | undefined {
-  if (!gid.startsWith(GID_PREFIX)) return undefined;
-  const parts = gid.slice(GID_PREFIX.length).split(":");
-  if (parts.length !== 6) return undefined;
-  const [action, coordinator, count, decider, self, shards] = parts as [
+  const m = GID_SHAPE.exec(gid);
+  if (!m) return undefined;
+  const [, action, coordinator, count, decider, self, shards] = m as unknown as [
+    string,
     string,
     string,
     string,
@@ -93,7 +100,11 @@ const FACTS_SQL = `SELECT ${IDENTITY_COLUMNS},
   current_setting('max_prepared_transactions')::int AS prepared,
   to_regclass('"AtomicDecision"') IS NOT NULL AS decisions`;
 
-/** Each client's facts, asked once (a failure is asked again next time). */
+/**
+ * Each client's facts, asked once while they allow atomic actions; a failure, or facts that refuse
+ * them (no decision table yet, no prepared transactions), are asked again next time: a rollout or a
+ * server restarted with the setting changed is seen without restarting the router.
+ */
 const known = new WeakMap<object, Promise<AtomicFacts>>();
 
 export function factsOf(client: object): Promise<AtomicFacts> {
@@ -108,8 +119,13 @@ export function factsOf(client: object): Promise<AtomicFacts> {
         prepared: Number(row!.prepared),
         decisions: row!.decisions === true,
       }));
-    facts.catch(() => known.delete(client));
     known.set(client, facts);
+    facts.then(
+      (f) => {
+        if (f.prepared <= 0 || !f.decisions) known.delete(client);
+      },
+      () => known.delete(client),
+    );
   }
   return facts;
 }
@@ -147,8 +163,9 @@ export const INSERT_DECISION = `INSERT INTO "AtomicDecision" (id, decision, coor
 export const INSERT_ABORT = `${INSERT_DECISION} ON CONFLICT (id) DO NOTHING`;
 export const READ_DECISION = `SELECT decision FROM "AtomicDecision" WHERE id = $1`;
 
-/** The statement that ends a prepared transaction (`gid` is shardkit's: no quote in it). */
-export const conclude = (verb: "COMMIT" | "ROLLBACK", gid: string) => `${verb} PREPARED '${gid}'`;
+/** The statement that ends a prepared transaction (`gid` quoted as a literal, whatever it holds). */
+export const conclude = (verb: "COMMIT" | "ROLLBACK", gid: string) =>
+  `${verb} PREPARED '${gid.replaceAll("'", "''")}'`;
 
 /**
  * Ends a prepared transaction: "done" when it ended now, "gone" when it was no longer there
@@ -172,7 +189,8 @@ export async function endPrepared(
 
 /** This database's prepared transactions of shardkit, with their age by its own clock. */
 export const PREPARED_SQL = `SELECT gid, (extract(epoch FROM now() - prepared) * 1000)::float8 AS "ageMs"
-  FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE '${GID_PREFIX}%' ORDER BY prepared`;
+  FROM pg_prepared_xacts
+  WHERE database = current_database() AND owner = current_user AND gid LIKE '${GID_PREFIX}%' ORDER BY prepared`;
 
 export async function preparedAt(client: object): Promise<{ gid: string; ageMs: number }[]> {
   return raw(client).$queryRawUnsafe<{ gid: string; ageMs: number }[]>(PREPARED_SQL);
@@ -184,7 +202,8 @@ export async function preparedAt(client: object): Promise<{ gid: string; ageMs: 
  */
 export async function preparedNaming(client: object, bits: number): Promise<string[]> {
   const rows = await raw(client).$queryRawUnsafe<{ gid: string }[]>(
-    `SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE '${GID_PREFIX}%'`,
+    `SELECT gid FROM pg_prepared_xacts
+      WHERE database = current_database() AND owner = current_user AND gid LIKE '${GID_PREFIX}%'`,
   );
   return rows.map((r) => r.gid).filter((gid) => parseGid(gid)?.shards.includes(bits));
 }

@@ -1,5 +1,5 @@
 // An atomic action: two-phase commit over the databases an action writes to. Each database runs its
-// staged writes in its own transaction and prepares it; the first database (the lowest shard's)
+// staged writes in its own transaction and prepares it; the first database (in the registry's order)
 // also records the decision in that transaction, so committing it is the commit point. Then the
 // others commit. Before that point, anything that fails rolls back everywhere; after it, whatever
 // is left prepared is committed by recovery (atomic-recover.ts), which any router runs.
@@ -172,11 +172,16 @@ async function decide(
     failure = error;
   }
   try {
-    const [row] = await raw(client).$queryRawUnsafe<{ decision: string }[]>(READ_DECISION, id);
-    if (row?.decision === "commit") return "commit";
-    const still = (await preparedAt(client)).some((x) => x.gid === decider.gid);
-    if (still && (await endPrepared(client, "ROLLBACK", decider.gid)) !== "done")
-      throw new AtomicInDoubtError(id, shards);
+    // What became of it, asked within the same deadline: a decider that hangs leaves it in doubt.
+    const decided = await executor.bounded(decider.database, async () => {
+      const [row] = await raw(client).$queryRawUnsafe<{ decision: string }[]>(READ_DECISION, id);
+      if (row?.decision === "commit") return true;
+      const still = (await preparedAt(client)).some((x) => x.gid === decider.gid);
+      if (still && (await endPrepared(client, "ROLLBACK", decider.gid)) !== "done")
+        throw new AtomicInDoubtError(id, shards);
+      return false;
+    });
+    if (decided) return "commit";
   } catch (error) {
     throw error instanceof AtomicInDoubtError ? error : new AtomicInDoubtError(id, shards, { cause: error });
   }

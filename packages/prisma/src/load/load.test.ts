@@ -220,14 +220,10 @@ describe("load per logical shard", () => {
       expect(d.status).toBe("failed");
       expect((d.error as { code?: string }).code).toBe("DATABASE_TIMEOUT");
     });
-    // The frozen statement commits once thawed; the kept rows are sent again and replace it.
+    // The frozen statement commits once thawed: its rows are in, so none is sent again (a copy sent
+    // again would be counted twice once a rollup moved the first out of the windows).
     await load.idle();
-    let status: string | undefined;
-    for (let i = 0; i < 5 && status !== "written"; i++) {
-      await load.idle();
-      status = (await load.flush()).find((r) => r.database === dbs[3].name)?.status;
-    }
-    expect(status).toBe("written");
+    expect((await load.flush()).find((r) => r.database === dbs[3].name)).toBeUndefined();
     const onD_ = (await readShardLoad(clients[3]!, { since })).filter((w) => w.router === load.router);
     expect(onD_.reduce((n, w) => n + w.calls, 0)).toBe(1);
   });

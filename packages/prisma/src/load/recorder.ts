@@ -31,7 +31,7 @@ export interface LoadTarget {
 /** What one database's flush did (`$shardLoad().flush()`). */
 export interface LoadFlushResult {
   database: string;
-  /** `written`: the rows are in its table; `failed`: kept and sent again next time, merged; `busy`: the previous flush to it has not answered yet (kept likewise). */
+  /** `written`: the rows are in its table; `failed`: not written (yet): sent again next time, merged, unless a statement that missed its deadline writes them late; `busy`: the previous flush to it has not answered yet (kept likewise). */
   status: "written" | "failed" | "busy";
   /** Shard windows sent (or kept). */
   rows: number;
@@ -295,8 +295,10 @@ export class LoadRecorder {
 
   /**
    * Ends the window and writes every database's batch: one statement each, in parallel, each
-   * bounded by `deadlineMs`. A database that fails or does not answer in time keeps its rows, merged
-   * with the next window's, and gets them with the next flush. Never rejects.
+   * bounded by `deadlineMs`. A database whose statement fails keeps its rows, merged with the next
+   * window's, and gets them with the next flush; one that does not answer in time is `failed` and
+   * then `busy` until its statement ends: rows it wrote late are not sent again, rows of a statement
+   * that failed are. Never rejects.
    */
   async flush(): Promise<LoadFlushResult[]> {
     if (this.options === null) return [];
@@ -376,12 +378,16 @@ export class LoadRecorder {
       Roller.of(this.rollers, database, client, o).after(now); // whichever router flushes rolls up
       return { database: name, status: "written", rows: rows.length };
     } catch (error) {
-      // Kept for the next flush, merged with what came since (from this batch's start: sent again,
-      // it replaces whatever of it a late answer may have written).
-      const later = this.batches[database] as Batch | undefined;
-      const kept: Batch = { start: batch.start, end: later?.end ?? batch.end, rows: batch.rows };
-      if (later) for (const [bits, t] of later.rows) merge(kept.rows, bits, t, o.topKeys);
-      this.batches[database] = kept;
+      // Kept for the next flush, merged with what came since, once the statement is known to have
+      // failed: one that answers after its deadline has written its rows, and sent again they could
+      // be counted twice (a rollup may move the first copy out of the windows in between). Until
+      // it ends, the database's flushes answer "busy".
+      running.catch(() => {
+        const later = this.batches[database] as Batch | undefined;
+        const kept: Batch = { start: batch.start, end: later?.end ?? batch.end, rows: batch.rows };
+        if (later) for (const [bits, t] of later.rows) merge(kept.rows, bits, t, o.topKeys);
+        this.batches[database] = kept;
+      });
       return { database: name, status: "failed", rows: rows.length, error };
     }
   }

@@ -28,8 +28,9 @@ export const LOAD_RESOLUTIONS: readonly LoadResolution[] = Object.freeze([
 ]);
 
 /**
- * A window is rolled up once it ended this long ago, or three of its own lengths if longer: a router
- * sends a window again (a retry replacing it) at its next flush, so by then no retry can come.
+ * A window is rolled up once it ended this long ago, or three of its own lengths if longer: a window
+ * whose statement failed is sent again (replacing any part of it) at the router's next flush, and one
+ * whose statement answered late is never sent again, so a copy sent again cannot meet a rolled one.
  */
 export const ROLLUP_LAG_MS = 30_000;
 /** At most this many windows move in one rollup (the first one after an upgrade finds a day of them). */
