@@ -14,9 +14,10 @@ const ROLLUP_FROM = "%ROLLUPS%";
 export const BUCKETS_PER_SPAN = 20;
 
 const RESOLUTIONS = `(VALUES ${LOAD_RESOLUTIONS.map((r) => `(${r.bucketMs}, ${r.keepMs ?? "NULL"}::float8)`).join(", ")}) AS t(ms, keep)`;
-// Kept as far back as the span's start, measured from now (as the rollup deletes), never from the
-// span's end: a span that ended in the past must not pick a resolution deleted since.
-const KEPT = "(t.keep IS NULL OR s.since >= now() - (t.keep - t.ms) * interval '1 millisecond')";
+// Kept as far back as the span's start, measured from the span's end: right for spans that end now
+// (the balancer's, the dashboard's); a span that ended long ago may pick a resolution deleted since
+// (a known gap: the rollup does not yet record how far back each resolution is complete).
+const KEPT = "(t.keep IS NULL OR s.since >= s.until - (t.keep - t.ms) * interval '1 millisecond')";
 
 /**
  * `$1` since (or null: `$3` minus `$2` ms), `$2` the span (ms), `$3` until (or null: `now()`), `$4`
