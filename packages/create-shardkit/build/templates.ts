@@ -330,12 +330,16 @@ function toSource(value: unknown, indent = ""): string {
  */
 export async function standaloneVitestConfig(appDir: string): Promise<string> {
   const path = join(appDir, "vitest.config.ts");
-  const loaded = (await import(pathToFileURL(path).href)).default as {
-    root?: string;
-    resolve?: unknown;
-    test?: Record<string, unknown>;
-    [key: string]: unknown;
-  };
+  // The lanes of `pnpm test` pick a project's files by SHARDKIT_TEST_FILES (a build run by a pack in
+  // the release lane inherits it): a template runs all of its own, so its config is computed without.
+  const lane = process.env.SHARDKIT_TEST_FILES;
+  delete process.env.SHARDKIT_TEST_FILES;
+  let loaded: { root?: string; resolve?: unknown; test?: Record<string, unknown>; [key: string]: unknown };
+  try {
+    loaded = (await import(pathToFileURL(path).href)).default;
+  } finally {
+    if (lane !== undefined) process.env.SHARDKIT_TEST_FILES = lane;
+  }
   const unknown = Object.keys(loaded).filter((k) => !["root", "resolve", "test"].includes(k));
   if (unknown.length > 0)
     throw new TemplateBuildError(`${path}: no standalone form for ${unknown.join(", ")}`);
