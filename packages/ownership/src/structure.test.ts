@@ -35,6 +35,7 @@ const MOVER = [
   "journal.ts", // the moves' journal
   "check.ts", // the move precheck (checkMove)
   "live-issues.ts", // what the precheck asks of a server for a live move
+  "pooler.ts", // whether a URL reaches a transaction-mode pooler (the precheck of a live move)
   "balance/", // the balancer: plans and runs moves
 ];
 /** Foundations either side uses; they import neither. */

@@ -41,14 +41,14 @@ export function routers(defaults: Urls = inject("ownershipUrls")) {
 }
 
 /**
- * `reset`, and the load windows of earlier tests dropped too (`shardkit."ShardLoad"`): each test
+ * `reset`, and the load of earlier tests dropped too (`shardkit."ShardLoad"` and its rollups): each test
  * records its own. Through a router `make` returns (closed after the test).
  */
 export async function resetWithLoad(urls: Urls, make: (urls: Urls) => ReturnType<typeof router>) {
   await reset(urls);
   const r = make(urls);
   for (const client of Object.values(r.clients))
-    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad"`);
+    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad", shardkit."ShardLoadRollup"`);
 }
 
 /** Empties every table of every test database, the ownership records and fences included. */

@@ -1,3 +1,5 @@
+// The errors of @shardkit/prisma: one class per code over one base (longer than 400 lines: each code's
+// class with the fields a caller reads, and one place lists them all).
 import {
   isShardkitError as isAnyShardkitError,
   type ShardIdentifier,

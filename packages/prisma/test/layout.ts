@@ -32,6 +32,7 @@ export const models = {
 
 /** The models of test/schema.prisma (its tables), sorted. */
 export const SCHEMA_MODELS = [
+  "AtomicDecision",
   "Customer",
   "IdempotencyKey",
   "Order",

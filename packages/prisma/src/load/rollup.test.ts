@@ -273,6 +273,8 @@ describe("load rollups", () => {
            await c.connect(); await c.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
           ],
           {
+            // In the package, whose dependencies hold `pg` (a run from the repository's root has none).
+            cwd: new URL("../..", import.meta.url).pathname,
             env: { ...process.env, URL: url, APP: app, AT: LATER.toISOString() },
             stdio: "ignore",
             detached: true,
