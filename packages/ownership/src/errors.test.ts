@@ -42,6 +42,32 @@ function unreachable() {
 }
 
 /** `moveShard` of 0/1 to e (with `options`) on a fresh map. */
+/**
+ * A live move of 0/1 to e between the logical-replication servers (`moveUrls`), by a router of its
+ * own, with the options `extra` gives (it is handed that router).
+ */
+async function liveMoveToE(
+  extra: (moving: ReturnType<typeof router>) => Partial<Parameters<typeof moveShard>[0]>,
+) {
+  const urls = inject("moveUrls");
+  await reset(urls);
+  const moving = router(urls);
+  const map = await moving.open();
+  try {
+    return await moveShard({
+      map,
+      shard: S.g0m1,
+      to: moving.databases.e,
+      sourceConnection: urls.a,
+      onProgress: () => {},
+      ...extra(moving),
+    });
+  } finally {
+    map.close();
+    await moving.close();
+  }
+}
+
 const moveToE = (options: Partial<Parameters<typeof moveShard>[0]>) =>
   withMap((map) => moveShard({ map, shard: S.g0m1, to: r.databases.e, onProgress: () => {}, ...options }));
 
@@ -135,57 +161,25 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
   ],
   MOVE_TIMEOUT: [
     errors.MoveTimeoutError,
-    async () => {
-      // A live move between the logical-replication servers, given 1 ms for its copy (and for each
-      // of its phases outside the freeze: its checks time out first, and nothing is changed).
-      const urls = inject("moveUrls");
-      await reset(urls);
-      const moving = router(urls);
-      const map = await moving.open();
-      try {
-        await moveShard({
-          map,
-          shard: S.g0m1,
-          to: moving.databases.e,
-          sourceConnection: urls.a,
-          copyTimeoutMs: 1,
-          onProgress: () => {},
-        });
-      } finally {
-        map.close();
-        await moving.close();
-      }
-    },
+    // Given 1 ms for its copy (and for each of its phases outside the freeze: its checks time out
+    // first, and nothing is changed).
+    () => liveMoveToE(() => ({ copyTimeoutMs: 1 })),
   ],
   MOVE_OBJECT_GONE: [
     errors.MoveObjectGoneError,
     async () => {
-      // A live move whose subscription an operator drops by hand after it is made: the move stops at
-      // once, undone, its MoveFailedError's cause naming what is gone.
-      const urls = inject("moveUrls");
-      await reset(urls);
-      const moving = router(urls);
-      const map = await moving.open();
-      try {
-        const failure = await moveShard({
-          map,
-          shard: S.g0m1,
-          to: moving.databases.e,
-          sourceConnection: urls.a,
-          onProgress: () => {},
-          afterStep: async (step) => {
-            if (step !== "subscribe") return;
-            const [sub] = await moving.clients.e.$queryRawUnsafe<{ name: string }[]>(
-              "SELECT subname::text AS name FROM pg_subscription WHERE subname LIKE 'shardkit_move_%'",
-            );
-            await moving.clients.e.$executeRawUnsafe(`DROP SUBSCRIPTION "${sub!.name}"`);
-          },
-        }).catch((e: unknown) => e);
-        throw failure instanceof errors.MoveFailedError ? failure.cause : failure;
-      } finally {
-        map.close();
-        await moving.close();
-      }
+      // Its subscription dropped by an operator by hand after it is made: the move stops at once,
+      // undone, its MoveFailedError's cause naming what is gone.
+      const failure = await liveMoveToE((moving) => ({
+        afterStep: async (step) => {
+          if (step !== "subscribe") return;
+          const [sub] = await moving.clients.e.$queryRawUnsafe<{ name: string }[]>(
+            "SELECT subname::text AS name FROM pg_subscription WHERE subname LIKE 'shardkit_move_%'",
+          );
+          await moving.clients.e.$executeRawUnsafe(`DROP SUBSCRIPTION "${sub!.name}"`);
+        },
+      })).catch((e: unknown) => e);
+      throw failure instanceof errors.MoveFailedError ? failure.cause : failure;
     },
   ],
   BALANCE_INPUT: [
