@@ -19,14 +19,17 @@ export function stoppedMoves(urls: { a: string; b: string; e: string }) {
   // renews in time.
   const LEASE_MS = patient(1500);
 
-  /** One router's window of the last minute on a: 3 s of database time per shard. */
-  async function recordLoad(client: PrismaClient) {
+  /**
+   * One router's 10 s window on a, ending `agoMs` before now: 3 s of database time per shard. A
+   * check of the last minute (the p99 guard) must record it right before it reads.
+   */
+  async function recordLoad(client: PrismaClient, agoMs = 50_000) {
     for (const statement of CREATE_LOAD_TABLE) await client.$executeRawUnsafe(statement);
     const sketch = new LatencySketch();
     sketch.record(2, 1500);
     const rows = [S.g0m0, S.g0m1, S.g1m0].map((shard) => ({
       shard: shard.bits,
-      window_start: new Date(Date.now() - 60_000).toISOString(),
+      window_start: new Date(Date.now() - agoMs - 10_000).toISOString(),
       window_ms: 10_000,
       router: "test:1:r1",
       calls: 1500,
