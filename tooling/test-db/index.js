@@ -175,12 +175,17 @@ function version() {
   return v;
 }
 
+/**
+ * Whether a server answers on `port` within `timeoutMs` (scaled by `patient`: a new backend on a
+ * machine whose cores are busy can take seconds to answer, and that is slow, not absent). A refused
+ * connection (nothing listening) is retried at once until then.
+ */
 async function ready(port, timeoutMs = 30_000) {
-  const until = Date.now() + timeoutMs;
+  const until = Date.now() + patient(timeoutMs);
   for (;;) {
     const client = new pg.Client({
       connectionString: pgUrl(port, "postgres"),
-      connectionTimeoutMillis: 1000,
+      connectionTimeoutMillis: patient(3000),
     });
     try {
       await client.connect();
@@ -230,7 +235,8 @@ function state(name) {
 
 async function start(name, port) {
   sh("pg_ctlcluster", ["--skip-systemctl-redirect", version(), name, "start"]);
-  if (!(await ready(port))) throw new Error(`PostgreSQL cluster ${name} on port ${port} did not start`);
+  if (!(await ready(port)))
+    throw new Error(`PostgreSQL cluster ${name} on port ${port} was started but did not answer in time`);
 }
 
 /**

@@ -30,16 +30,16 @@ async function sql<T = Record<string, unknown>>(
 }
 
 /**
- * One router's window on `url`: `dbMs` of database time per shard over the last minute, each call
- * taking `latencyMs`.
+ * One router's 10 s window on `url`, ending `agoMs` before now (50 s: inside the last minute):
+ * `dbMs` of database time per shard, each call taking `latencyMs`.
  */
 async function recordLoad(
   url: string,
   dbMs: Record<string, number>,
-  options: { config?: string; latencyMs?: number; router?: string } = {},
+  options: { config?: string; latencyMs?: number; router?: string; agoMs?: number } = {},
 ) {
   for (const statement of CREATE_LOAD_TABLE) await sql(url, statement);
-  const start = new Date(Date.now() - 60_000).toISOString();
+  const start = new Date(Date.now() - (options.agoMs ?? 50_000) - 10_000).toISOString();
   const rows = Object.entries(dbMs).map(([key, ms]) => {
     const [group, member] = key.split("/").map(Number) as [number, number];
     const calls = Math.round(ms / (options.latencyMs ?? 2));
@@ -259,11 +259,12 @@ describe("shardkit balance", () => {
 
   it("two balance runs at once: the second is refused (exit 1) naming the first and when its lease expires", async () => {
     const before = await owners();
-    // Fresh windows (a pause reads the last minute), each shard's p99 2 ms.
+    // Fresh windows, ending now (a pause reads the last minute, however long the run takes to
+    // start), each shard's p99 2 ms.
     await recordLoad(
       urls.a,
       { "0/0": 3000, "0/1": 3000, "0/2": 3000, "0/3": 3000 },
-      { router: "test:4:now" },
+      { router: "test:4:now", agoMs: 0 },
     );
     // The first run takes the fleet's lease, then waits before its first move: the other shards'
     // p99 is above --max-p99 1. Meanwhile a second run starts.
