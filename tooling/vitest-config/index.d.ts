@@ -10,3 +10,5 @@ export interface ProjectOptions {
 export declare function packageProject(configUrl: string, options?: ProjectOptions): ViteUserConfig;
 /** The release checks' files, relative to a package: they run in a lane of their own in `pnpm test`. */
 export declare const RELEASE_CHECKS: string[];
+/** The setup file every project runs first: it scales the default test and hook time limits by the machine's load. */
+export declare const PATIENT_TIMEOUTS: string;

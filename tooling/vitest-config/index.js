@@ -26,6 +26,9 @@ function workspaceAliases() {
   return aliases;
 }
 
+/** The setup file that scales the default time limits by the machine's load (`patient`) in each test file. */
+export const PATIENT_TIMEOUTS = join(dirname(fileURLToPath(import.meta.url)), "patient-timeouts.js");
+
 /** The release checks: each package's packed-and-installed test (publint, are-the-types-wrong, types). */
 export const RELEASE_CHECKS = ["src/package.test.ts"];
 
@@ -56,6 +59,8 @@ export function packageProject(configUrl, options = {}) {
   const root = dirname(fileURLToPath(configUrl));
   const { name } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
   const { include, exclude, typecheckEnabled, globalSetup } = selection(options);
+  const testTimeout = options.testTimeout ?? 30_000;
+  const hookTimeout = options.hookTimeout ?? 120_000;
   return {
     root,
     resolve: { alias: workspaceAliases() },
@@ -69,8 +74,11 @@ export function packageProject(configUrl, options = {}) {
         tsconfig: join(root, "tsconfig.json"),
       },
       benchmark: { include: ["src/**/*.bench.ts", "bench/**/*.bench.ts"] },
-      testTimeout: options.testTimeout ?? 30_000,
-      hookTimeout: options.hookTimeout ?? 120_000,
+      // The bases; each test file scales them by the machine's load as it starts (PATIENT_TIMEOUTS).
+      testTimeout,
+      hookTimeout,
+      setupFiles: [PATIENT_TIMEOUTS],
+      provide: { shardkitTimeouts: { testTimeout, hookTimeout } },
       ...(globalSetup ? { globalSetup } : {}),
       ...(options.fileParallelism === false ? { fileParallelism: false } : {}),
     },

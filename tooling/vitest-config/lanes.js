@@ -2,14 +2,15 @@
 // The repository's test run (`pnpm test`): every vitest project, in lanes that run side by side.
 // A project's files run one at a time where they share databases (its own config says so); vitest
 // alone would then run every such project one after another, leaving a core idle while a test waits
-// out a lease or an npm install. Each lane is one `vitest run` over its projects (one file at a time
-// on two cores); every project's tests are in exactly one of the two test lanes, and the release
-// checks (each package's src/package.test.ts: packing, publint, are-the-types-wrong, type
-// resolution) run in a third lane of their own, so they lengthen neither test lane
-// (SHARDKIT_TEST_FILES tells each project's config which of its files a lane runs). Lines are
-// prefixed with their lane. With SHARDKIT_TEST_REPORT set, the lanes' JSON reports are merged into
-// that file. Packages are packed once for the whole run (SHARDKIT_PACK_CACHE). Arguments
-// (`pnpm test -- --project @shardkit/id`) run one plain vitest over every file instead.
+// out a lease or an npm install. Each lane runs one `vitest run` after another (one file at a time
+// on two cores), each over some projects; every project's tests are in exactly one lane. The
+// release checks (each package's src/package.test.ts: packing, publint, are-the-types-wrong, type
+// resolution) open the last lane, so they lengthen neither of the two long lanes; the tests of that
+// lane's projects follow them there (SHARDKIT_TEST_FILES tells each project's config which of its
+// files a run takes). Lines are prefixed with their lane. With SHARDKIT_TEST_REPORT set, the runs'
+// JSON reports are merged into that file. Packages are packed once for the whole run
+// (SHARDKIT_PACK_CACHE). Arguments (`pnpm test -- --project @shardkit/id`) run one plain vitest over
+// every file instead.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,7 +21,12 @@ import { RELEASE_CHECKS } from "./index.js";
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const vitest = join(repoRoot, "node_modules/.bin/vitest");
 
-/** Balanced by the files' durations (docs/development.md): the move tests beside the template end-to-end test. */
+/**
+ * The projects whose tests each lane runs, balanced by the files' durations (docs/development.md):
+ * the move tests with the small packages; prisma and two of the apps; and, after the release checks
+ * of every project (the last lane), create-shardkit, whose end-to-end test installs the templates
+ * from the tarballs those checks packed, and the allocations app.
+ */
 const TEST_LANES = [
   [
     "@shardkit/ownership",
@@ -30,7 +36,8 @@ const TEST_LANES = [
     "@shardkit/selector",
     "@shardkit/scatter",
   ],
-  ["create-shardkit", "@shardkit/prisma", "@shardkit/wallet", "@shardkit/orders", "@shardkit/allocations"],
+  ["@shardkit/prisma", "@shardkit/wallet", "@shardkit/orders"],
+  ["create-shardkit", "@shardkit/allocations"],
 ];
 
 /** Every vitest project: its name, and whether it has release checks. */
@@ -48,12 +55,15 @@ function projects() {
   return found;
 }
 
-/** The two test lanes, then the release checks of every project that has them. */
+/** Each lane: its runs, one after another. The release checks of every project that has them open the last. */
 function lanes() {
   const release = projects()
     .filter((p) => p.release)
     .map((p) => p.name);
-  return [...TEST_LANES.map((names) => ({ names, files: "tests" })), { names: release, files: "release" }];
+  return TEST_LANES.map((names, i) => [
+    ...(i === TEST_LANES.length - 1 ? [{ names: release, files: "release" }] : []),
+    { names, files: "tests" },
+  ]);
 }
 
 function checkLanes() {
@@ -70,8 +80,8 @@ function checkLanes() {
   }
 }
 
-function runLane(index, names, env) {
-  const label = `[${index + 1}] `;
+/** One `vitest run` of a lane over `names`; resolves with its exit and duration. */
+function runVitest(label, names, env) {
   const args = ["run", ...names.flatMap((name) => ["--project", name])];
   const started = Date.now();
   return new Promise((done) => {
@@ -95,6 +105,23 @@ function runLane(index, names, env) {
   });
 }
 
+/** A lane's runs, one after another (each runs even when one before it failed). */
+async function runLane(index, runs, env, reportOf) {
+  const results = [];
+  for (const [j, { names, files }] of runs.entries()) {
+    const runEnv = { ...env, SHARDKIT_TEST_FILES: files, SHARDKIT_TEST_REPORT: reportOf(index, j) };
+    if (!env.SHARDKIT_TEST_REPORT) delete runEnv.SHARDKIT_TEST_REPORT;
+    results.push(await runVitest(`[${index + 1}] `, names, runEnv));
+  }
+  return results;
+}
+
+/** What a lane ran, for its summary line. */
+function describeRun({ names, files }, r) {
+  const what = files === "release" ? `release checks of ${names.length} projects` : names.join(", ");
+  return `${what} ${r.code === 0 ? "passed" : "FAILED"} in ${r.seconds.toFixed(0)} s`;
+}
+
 function plain(args) {
   const child = spawn(vitest, ["run", ...args], { cwd: repoRoot, stdio: "inherit" });
   child.on("close", (code) => process.exit(code ?? 1));
@@ -109,31 +136,23 @@ async function main() {
   const work = mkdtempSync(join(tmpdir(), "shardkit-test-run-"));
   const cache = join(work, "packs");
   const started = Date.now();
+  const reportOf = (i, j) => join(work, `lane-${i + 1}-${j + 1}.json`);
   try {
     const results = await Promise.all(
-      LANES.map(({ names, files }, i) => {
-        const env = {
-          ...process.env,
-          SHARDKIT_PACK_CACHE: cache,
-          SHARDKIT_TEST_FILES: files,
-          SHARDKIT_TEST_REPORT: join(work, `lane-${i + 1}.json`),
-        };
-        if (!report) delete env.SHARDKIT_TEST_REPORT;
-        return runLane(i, names, env);
-      }),
+      LANES.map((runs, i) => runLane(i, runs, { ...process.env, SHARDKIT_PACK_CACHE: cache }, reportOf)),
     );
     const seconds = ((Date.now() - started) / 1000).toFixed(0);
-    for (const [i, r] of results.entries()) {
-      const outcome = r.code === 0 ? "passed" : "FAILED";
-      const what = LANES[i].files === "release" ? "release checks of " : "";
-      console.log(
-        `lane ${i + 1} (${what}${LANES[i].names.join(", ")}): ${outcome} in ${r.seconds.toFixed(0)} s`,
-      );
+    for (const [i, lane] of results.entries()) {
+      const total = lane.reduce((a, r) => a + r.seconds, 0);
+      const runs = lane.map((r, j) => describeRun(LANES[i][j], r)).join("; then ");
+      console.log(`lane ${i + 1} (${total.toFixed(0)} s): ${runs}`);
     }
     console.log(`all lanes: ${seconds} s`);
-    if (report)
-      writeFileSync(report, JSON.stringify(merge(results.map((_, i) => join(work, `lane-${i + 1}.json`)))));
-    process.exitCode = results.every((r) => r.code === 0) ? 0 : 1;
+    if (report) {
+      const files = LANES.flatMap((runs, i) => runs.map((_, j) => reportOf(i, j)));
+      writeFileSync(report, JSON.stringify(merge(files)));
+    }
+    process.exitCode = results.flat().every((r) => r.code === 0) ? 0 : 1;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -326,7 +326,7 @@ function toSource(value: unknown, indent = ""): string {
 /**
  * The app's vitest.config.ts as a standalone one: the options its @shardkit/vitest-config project
  * computes (loaded, not parsed), without what only the workspace needs (its name, root, the aliases
- * of workspace packages to their sources). Comments above `export default` are kept.
+ * of workspace packages to their sources, the setup file that scales the default time limits). Comments above `export default` are kept.
  */
 export async function standaloneVitestConfig(appDir: string): Promise<string> {
   const path = join(appDir, "vitest.config.ts");
@@ -343,7 +343,16 @@ export async function standaloneVitestConfig(appDir: string): Promise<string> {
   const unknown = Object.keys(loaded).filter((k) => !["root", "resolve", "test"].includes(k));
   if (unknown.length > 0)
     throw new TemplateBuildError(`${path}: no standalone form for ${unknown.join(", ")}`);
-  const { name: _name, typecheck, benchmark: _bench, ...test } = loaded.test ?? {};
+  // setupFiles and provide: the workspace's scaling of the default time limits by the machine's load
+  // (tooling/vitest-config/patient-timeouts.js); a template keeps the bases.
+  const {
+    name: _name,
+    typecheck,
+    benchmark: _bench,
+    setupFiles: _setup,
+    provide: _provide,
+    ...test
+  } = loaded.test ?? {};
   const { tsconfig: _tsconfig, ...check } = (typecheck ?? {}) as Record<string, unknown>;
   const options = { ...test, ...(typecheck ? { typecheck: check } : {}) };
   const order = ["include", "typecheck", "testTimeout", "hookTimeout", "globalSetup", "fileParallelism"];
@@ -663,6 +672,34 @@ function removeEmptyDirs(dir: string): boolean {
     else empty = false;
   }
   return empty;
+}
+
+/**
+ * What differs between `outDir` and the templates the build makes now (a file missing, extra or
+ * different, a template of no app), one line each; empty when `outDir` is current. Writes nothing.
+ */
+export async function staleTemplates(
+  outDir = join(packageDir, "templates"),
+  repo = repoRoot,
+): Promise<string[]> {
+  const names = templateNames(repo);
+  const stale: string[] = [];
+  const shipped = existsSync(outDir) ? readdirSync(outDir) : [];
+  for (const entry of shipped)
+    if (!names.includes(entry)) stale.push(`templates/${entry}: no app of that name`);
+  for (const name of names) {
+    const files = await buildTemplate(name, repo);
+    const dir = join(outDir, name);
+    const present = existsSync(dir) ? walkAll(dir) : [];
+    for (const path of present)
+      if (!files.has(path)) stale.push(`templates/${name}/${path}: not made by the build`);
+    for (const [path, text] of files) {
+      const target = join(dir, path);
+      if (!existsSync(target)) stale.push(`templates/${name}/${path}: missing`);
+      else if (readFileSync(target, "utf8") !== text) stale.push(`templates/${name}/${path}: differs`);
+    }
+  }
+  return stale;
 }
 
 /** Builds every template into `outDir/<name>/` (templates of apps that no longer exist are removed). */

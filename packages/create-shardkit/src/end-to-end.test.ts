@@ -2,7 +2,8 @@
 // exec of the package), with --packages pointing at packed @shardkit tarballs, into a folder outside
 // the workspace; then, in that folder, `npm install`, `npm test`, `npm run demo` and `npm run
 // typecheck`, with nothing of the workspace on the PATH or in reach of Node's module resolution.
-// The templates run at the same time (one vitest worker: their commands are child processes).
+// The templates run at the same time (one vitest worker: their commands are child processes), and so
+// does the run of two wallet projects side by side, as soon as my-wallet is installed.
 import { execFileSync, spawn } from "node:child_process";
 import {
   cpSync,
@@ -44,7 +45,10 @@ const DEMO_SAYS: Record<string, RegExp> = {
  * the demo runs below as `npm run demo`.
  */
 const SMOKE: Record<string, { files: string[]; server: boolean }> = {
-  wallet: { files: ["src/http.test.ts", "src/degraded.test.ts", "src/schema.test.ts"], server: true },
+  // Its tests that stop a second server (degraded.test.ts, schema.test.ts) run in the last test below,
+  // in two wallet projects side by side, each on a server of its own (a server given by
+  // SHARDKIT_TEST_CLUSTER is the orders run's); the skip check below runs them without one.
+  wallet: { files: ["src/http.test.ts"], server: false },
   orders: { files: ["src/http.test.ts", "src/credit.test.ts", "src/schema.test.ts"], server: true },
   // Its second server is the live move's, in demo.test.ts (the skip check below runs it without).
   // And its hostile-input test: src/test/hostile.js (tooling/test-db's, with fast-check) standing alone.
@@ -177,6 +181,18 @@ let idTgz = "";
 const why = whyNoClusters();
 const clusters = new Map<string, string>();
 
+/** Settles when the template's project is installed (its test has checked the install), or failed before. */
+const installed = new Map(
+  templates.map((t) => {
+    let settle!: (error?: unknown) => void;
+    const done = new Promise<void>((resolve, reject) => {
+      settle = (error) => (error === undefined ? resolve() : reject(error));
+    });
+    done.catch(() => {}); // a failed install fails its own test; the side-by-side test says it waited on it
+    return [t, { done, settle }] as const;
+  }),
+);
+
 /**
  * `npm create shardkit@latest <name> -- --template <template>` as npm runs it (npm exec of the
  * package), with this package's own dependency from its tarball (it is not in the registry yet), the
@@ -202,6 +218,29 @@ function create(name: string, template: string): Promise<Result> {
     work,
     120_000,
   );
+}
+
+/**
+ * The project `my-<template>` as written (its manifest as a user's, with the @shardkit packages from
+ * their tarballs), then its `npm install` as quality.js's npmInstall runs it (quiet, no audit, from
+ * npm's cache when it can), but without blocking: the other templates' commands go on meanwhile.
+ */
+async function checkedInstall(template: string, dir: string): Promise<Result> {
+  const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+  expect(pkg.name).toBe(`my-${template}`);
+  expect(JSON.stringify(pkg)).not.toMatch(/catalog:|workspace:|@shardkit\/(test-db|tsconfig|vitest-config)/);
+  expect(pkg.devDependencies.prisma).toBe(catalogVersion("prisma"));
+  for (const [dep, spec] of Object.entries<string>(pkg.dependencies))
+    if (dep.startsWith("@shardkit/"))
+      expect(spec, dep).toMatch(/^file:\.\.\/packages\/shardkit-[a-z]+-[\d.]+\.tgz$/);
+  const install = await installs(() =>
+    sh("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], dir, 300_000),
+  );
+  expect(install.code, `npm install (${install.seconds} s):\n${tail(install)}`).toBe(0);
+  expect(existsSync(join(dir, "src/generated/prisma/client.ts")), "npm install generates the client").toBe(
+    true,
+  );
+  return install;
 }
 
 beforeAll(async () => {
@@ -234,34 +273,17 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
     "%s: a standalone project whose install, tests, demo and typecheck pass",
     async (template) => {
       const dir = join(work, `my-${template}`);
-      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-      expect(pkg.name).toBe(`my-${template}`);
-      expect(JSON.stringify(pkg)).not.toMatch(
-        /catalog:|workspace:|@shardkit\/(test-db|tsconfig|vitest-config)/,
-      );
-      expect(pkg.devDependencies.prisma).toBe(catalogVersion("prisma"));
-      for (const [dep, spec] of Object.entries<string>(pkg.dependencies))
-        if (dep.startsWith("@shardkit/"))
-          expect(spec, dep).toMatch(/^file:\.\.\/packages\/shardkit-[a-z]+-[\d.]+\.tgz$/);
-
-      // npm install as quality.js's npmInstall runs it (quiet, no audit, from npm's cache when it
-      // can), but without blocking: the other templates' commands go on meanwhile. Then, one after the
-      // other (the tests and the demo share the demo's .data folder; vitest runs in one folder share a
-      // temporary tsconfig): the tests, the demo, the typecheck, and a run where the tests may not
-      // make PostgreSQL servers.
-      const install = await installs(() =>
-        sh(
-          "npm",
-          ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-          dir,
-          300_000,
-        ),
-      );
-      expect(install.code, `npm install (${install.seconds} s):\n${tail(install)}`).toBe(0);
-      expect(
-        existsSync(join(dir, "src/generated/prisma/client.ts")),
-        "npm install generates the client",
-      ).toBe(true);
+      let install: Result;
+      try {
+        install = await checkedInstall(template, dir);
+        installed.get(template)!.settle();
+      } catch (error) {
+        installed.get(template)!.settle(error);
+        throw error;
+      }
+      // Then, one after the other (the tests and the demo share the demo's .data folder; vitest runs in
+      // one folder share a temporary tsconfig): the tests, the demo, the typecheck, and a run where the
+      // tests may not make PostgreSQL servers.
       const env = userEnv({ SHARDKIT_TEST_CLUSTER: clusters.get(template)! });
       const { files, server } = SMOKE[template]!;
       for (const file of files) expect(existsSync(join(dir, file)), file).toBe(true);
@@ -316,11 +338,12 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
     patient(1_200_000),
   );
 
-  it.skipIf(why !== undefined)(
+  it.skipIf(why !== undefined).concurrent(
     "two projects scaffolded side by side run their tests that stop their server at the same time: each on a server of its own, made and dropped by its tests",
     async () => {
       // Two wallet projects named apart (and apart from any other run's), written without an install:
-      // they use my-wallet's node_modules and generated client, installed by the test above.
+      // they use my-wallet's node_modules and generated client, installed by the test above (this one
+      // waits for that install, and its run takes its turn among the templates' suites).
       const names = ["a", "b"].map((side) => `beside-${side}-${process.pid}`);
       const servers = names.map((name) => testCluster(name, {}));
       expect(servers[0]!.cluster).not.toBe(servers[1]!.cluster);
@@ -329,19 +352,26 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
         for (const name of names) {
           const created = await create(name, "wallet");
           expect(created.code, tail(created)).toBe(0);
+        }
+        await installed.get("wallet")!.done.catch((error) => {
+          throw new Error("my-wallet was not installed: see its test", { cause: error });
+        });
+        for (const name of names) {
           symlinkSync(join(work, "my-wallet", "node_modules"), join(work, name, "node_modules"));
           cpSync(join(work, "my-wallet", "src", "generated"), join(work, name, "src", "generated"), {
             recursive: true,
           });
         }
         // No SHARDKIT_TEST_CLUSTER: each project's server is the one its name gives.
-        const runs = await Promise.all(
-          names.map((name) =>
-            sh(
-              "npx",
-              ["vitest", "run", "src/degraded.test.ts", "src/schema.test.ts"],
-              join(work, name),
-              420_000,
+        const runs = await suites(() =>
+          Promise.all(
+            names.map((name) =>
+              sh(
+                "npx",
+                ["vitest", "run", "src/degraded.test.ts", "src/schema.test.ts"],
+                join(work, name),
+                420_000,
+              ),
             ),
           ),
         );

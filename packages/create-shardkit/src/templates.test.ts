@@ -29,12 +29,14 @@ import {
   prismaGenerateFile,
   repoRoot,
   rewriteReadme,
+  staleTemplates,
   TEST_DB_FILES,
   TemplateBuildError,
   templateManifest,
   templateNames,
   testDbFiles,
   workspacePackages,
+  writeTemplates,
 } from "../build/templates.js";
 import { defaultTemplatesDir } from "./templates.js";
 
@@ -154,7 +156,7 @@ describe("the templates, made from apps/*", () => {
     },
   );
 
-  it("templates/ holds what the build makes now (the package's prepack and build write it)", () => {
+  it("templates/ holds what the build makes now (the package's build writes it, its prepack checks it)", async () => {
     for (const app of apps) {
       const dir = join(defaultTemplatesDir(), app);
       const shipped = existsSync(dir) ? listFiles(dir) : [];
@@ -164,6 +166,25 @@ describe("the templates, made from apps/*", () => {
       for (const [path, text] of built.get(app)!)
         expect(readFileSync(join(dir, path), "utf8"), `templates/${app}/${path}`).toBe(text);
     }
+    expect(await staleTemplates()).toEqual([]);
+  });
+
+  it("the prepack's check (build/main.ts --check) names each file changed, missing or extra, and writes nothing", async () => {
+    const dir = join(work, "checked");
+    await writeTemplates(dir);
+    expect(await staleTemplates(dir)).toEqual([]);
+    writeFileSync(join(dir, "wallet", "README.md"), "changed by hand\n");
+    rmSync(join(dir, "orders", "package.json"));
+    writeFileSync(join(dir, "allocations", "notes.txt"), "not the build's\n");
+    mkdirSync(join(dir, "ledger"));
+    expect((await staleTemplates(dir)).sort()).toEqual([
+      "templates/allocations/notes.txt: not made by the build",
+      "templates/ledger: no app of that name",
+      "templates/orders/package.json: missing",
+      "templates/wallet/README.md: differs",
+    ]);
+    expect(readFileSync(join(dir, "wallet", "README.md"), "utf8")).toBe("changed by hand\n");
+    expect(existsSync(join(dir, "orders", "package.json"))).toBe(false);
   });
 });
 
