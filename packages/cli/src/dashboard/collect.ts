@@ -79,16 +79,21 @@ export class Collector {
     return this.opened.registry;
   }
 
-  /** Starts every loop; resolves once each piece was read once (answered or not). */
+  /**
+   * Starts every loop; resolves once each piece was read once (answered or not). The load is asked
+   * for first: its sum is the longest read, and each database's pool gives connections in order.
+   */
   async start(): Promise<void> {
     const first = [
+      this.loop(() => this.readLoad()),
       ...this.registry.databases.map((physical) => this.loop(() => this.probe(physical))),
       this.loop(() => this.readView()),
       this.loop(() => this.readLag()),
-      this.loop(() => this.readLoad()),
       this.loop(() => this.readJournal()),
     ];
     await Promise.all(first);
+    // Stopped meanwhile (the dashboard could not listen): nothing is scheduled.
+    if (this.stopped) return;
     this.emit();
     const tick = () => {
       if (this.stopped) return;

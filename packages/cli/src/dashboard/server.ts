@@ -301,11 +301,35 @@ function serveActions(app: FastifyInstance, collector: Collector, actions: Actio
   );
 }
 
+/** The server, every route in place, not listening yet. */
+async function makeServer(
+  options: DashboardOptions,
+  host: string,
+  token: string | undefined,
+  parts: {
+    collector: Collector;
+    actions: Actions;
+    streams: Map<SnapshotStream, () => void>;
+    cookie: () => string;
+  },
+): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
+  await app.register(fastifyCookie);
+  // Every answer gzipped for clients that take it (but the event stream's, flushed event by event).
+  await app.register(fastifyCompress, { encodings: ["gzip"] });
+  guardRequests(app, host, token, parts.cookie);
+  await servePage(app, parts.collector);
+  serveEvents(app, parts.collector, parts.streams, new StreamLimit(options.maxStreams ?? 16));
+  serveActions(app, parts.collector, parts.actions);
+  return app;
+}
+
 /**
- * Starts `shardkit dashboard`: reads the configuration, listens, then reads every database in the
- * background (a database that does not answer is shown down; the rest go on). Throws `UsageError`
- * for settings that make no sense (another address than the loopback without a token),
- * `AddressInUseError` when the port is taken, and the configuration's own errors.
+ * Starts `shardkit dashboard`: reads the configuration, then reads every database while it makes
+ * its server and listens (a database that does not answer is shown down; the rest go on), and
+ * resolves once each piece was read once. Throws `UsageError` for settings that make no sense
+ * (another address than the loopback without a token), `AddressInUseError` when the port is
+ * taken, and the configuration's own errors.
  */
 export async function startDashboard(options: DashboardOptions = {}): Promise<Dashboard> {
   const host = options.host ?? "127.0.0.1";
@@ -326,36 +350,35 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     allowActions: options.allowActions ?? false,
   });
   const actions = new Actions(opened, collector);
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
-  await app.register(fastifyCookie);
-  // Every answer gzipped for clients that take it (but the event stream's, flushed event by event).
-  await app.register(fastifyCompress, { encodings: ["gzip"] });
+  // The first reads and the server's making do not wait for each other: the first snapshot is
+  // what this resolves with. A failure of the reads is taken once the server listens.
+  const firstRead = collector.start();
+  firstRead.catch(() => {});
   /** Each open event stream, and how to end it. */
   const streams = new Map<SnapshotStream, () => void>();
   // The port is known once listening (`--port 0`): the hook reads the cookie's name then.
   let cookie = "";
-  guardRequests(app, host, token, () => cookie);
-
-  await servePage(app, collector);
-  serveEvents(app, collector, streams, new StreamLimit(options.maxStreams ?? 16));
-  serveActions(app, collector, actions);
-
+  let app: FastifyInstance | undefined;
   try {
+    app = await makeServer(options, host, token, { collector, actions, streams, cookie: () => cookie });
     await app.listen({ host, port });
   } catch (error) {
+    collector.stop();
+    await app?.close();
     await opened.close();
     if ((error as { code?: unknown }).code === "EADDRINUSE")
       throw new AddressInUseError(host, port, { cause: error });
     throw error;
   }
-  const address = app.server.address();
+  const server = app;
+  const address = server.server.address();
   const bound = typeof address === "object" && address ? address.port : port;
   cookie = cookieName(bound);
   try {
-    await collector.start();
+    await firstRead;
   } catch (error) {
     collector.stop();
-    await app.close();
+    await server.close();
     await opened.close();
     throw error;
   }
@@ -376,7 +399,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
       await actions.close();
       collector.stop();
       for (const end of [...streams.values()]) end();
-      await app.close();
+      await server.close();
       await opened.close();
     },
   };

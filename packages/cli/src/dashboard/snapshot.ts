@@ -149,6 +149,13 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
 
   const bucketMs = seriesBucketMs(settings.windowMs);
   const lagOf = new Map(input.lag?.map((l) => [l.database, l]) ?? []);
+  // Each database's shards, in one pass over the shards.
+  const shardsOf = new Map<string | null, DashboardShard[]>();
+  for (const s of shards) {
+    const list = shardsOf.get(s.database);
+    if (list) list.push(s);
+    else shardsOf.set(s.database, [s]);
+  }
   const databases: DashboardDatabase[] = registry.databases.map((physical) => {
     const probe = input.probes.get(physical)!;
     const name = names.of(physical);
@@ -161,7 +168,8 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
       const i = b.bucket - first;
       if (i >= 0 && i < v.length) v[i] = loadCount(settings.by, b) / (bucketMs / 1000);
     }
-    const load = shards.filter((s) => s.database === name).reduce((sum, s) => sum + s.load, 0);
+    const own = shardsOf.get(name) ?? [];
+    const load = own.reduce((sum, s) => sum + s.load, 0);
     const lag = lagOf.get(physical.name);
     const up = probe.up === true;
     return {
@@ -181,7 +189,7 @@ export function assembleSnapshot(input: Pieces): DashboardSnapshot {
       load,
       share: total > 0 ? load / total : 0,
       series: { t, v: v.map((x) => Math.round(x * 100) / 100) },
-      shards: shards.filter((s) => s.database === name).map((s) => s.key),
+      shards: own.map((s) => s.key),
     };
   });
 

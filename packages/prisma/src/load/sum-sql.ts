@@ -3,6 +3,11 @@
 // coarsest whose buckets are at most a twentieth of the span, among those kept as far back as the
 // span's start). A count is in the windows or in the rollups, never both, so every resolution holds
 // all of it; each row is a window of its data's extent, counted by `windowShare`'s rule.
+// The windows are read once (`w` is materialized: eight parts read it), and sorted once for the
+// routers and configurations each shard was recorded by (`labels`). The series spreads each
+// extent (start, end, length: every window of one flush shares it) over its buckets once, not each
+// window: a window's share of a bucket depends on its extent only. Spread per window, the planner
+// guessed 1,000 buckets per window and JIT-compiled the statement, which took longer than running it.
 import { epochMs, mergeCtes } from "./merge-sql.js";
 import { LOAD_RESOLUTIONS, ROLLUP_TABLE } from "./rollup.js";
 import { LOAD_TABLE } from "./sql.js";
@@ -33,7 +38,7 @@ const SUM = `WITH span0 AS MATERIALIZED (
     (SELECT max(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT} AND t.ms * ${BUCKETS_PER_SPAN} <= ${epochMs("s.until - s.since")}),
     (SELECT min(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT})) AS tier
   FROM span0 s
-), w AS NOT MATERIALIZED (
+), w AS MATERIALIZED (
   SELECT x.*, ${epochMs("x.window_start")} AS s_ms, ${epochMs("x.window_end")} AS e_ms,
     CASE WHEN x.window_ms <= 0 THEN 1::float8 ELSE LEAST(1, GREATEST(0,
       ${epochMs("LEAST(x.window_end, span.until) - GREATEST(x.window_start, span.since)")} / x.window_ms)) END AS f
@@ -54,21 +59,24 @@ const SUM = `WITH span0 AS MATERIALIZED (
     sum(db_ms * f) AS db_ms, sum(windows) AS windows, ${epochMs("min(window_start)")} AS from_ms,
     ${epochMs("max(window_end)")} AS to_ms
   FROM w GROUP BY shard
+), labels AS MATERIALIZED (
+  SELECT DISTINCT shard, routers, configs FROM w
 ), names AS (
-  SELECT shard, array_agg(DISTINCT r) AS routers
-  FROM (SELECT DISTINCT shard, routers FROM w) x, unnest(x.routers) r GROUP BY shard
+  SELECT shard, array_agg(DISTINCT r) AS routers FROM labels x, unnest(x.routers) r GROUP BY shard
 ), cfgs AS (
-  SELECT shard, array_agg(DISTINCT c) AS configs
-  FROM (SELECT DISTINCT shard, configs FROM w) x, unnest(x.configs) c GROUP BY shard
-), ${mergeCtes("", "w", ["shard"], "$4::int")}, series AS (
-  SELECT b, sum(w.calls * x.share) AS calls, sum(w.writes * x.share) AS writes, sum(w.db_ms * x.share) AS db_ms
-  FROM w CROSS JOIN span
+  SELECT shard, array_agg(DISTINCT c) AS configs FROM labels x, unnest(x.configs) c GROUP BY shard
+), ${mergeCtes("", "w", ["shard"], "$4::int")}, extents AS (
+  SELECT s_ms, e_ms, window_ms, sum(calls) AS calls, sum(writes) AS writes, sum(db_ms) AS db_ms
+  FROM w WHERE $5::float8 IS NOT NULL GROUP BY s_ms, e_ms, window_ms
+), series AS (
+  SELECT b, sum(g.calls * x.share) AS calls, sum(g.writes * x.share) AS writes, sum(g.db_ms * x.share) AS db_ms
+  FROM extents g CROSS JOIN span
   CROSS JOIN LATERAL generate_series(
-    GREATEST(floor(w.s_ms / $5::float8), floor(${epochMs("span.since")} / $5::float8))::bigint,
-    LEAST(floor(GREATEST(w.e_ms - 1, w.s_ms) / $5::float8), floor(${epochMs("span.until")} / $5::float8))::bigint
+    GREATEST(floor(g.s_ms / $5::float8), floor(${epochMs("span.since")} / $5::float8))::bigint,
+    LEAST(floor(GREATEST(g.e_ms - 1, g.s_ms) / $5::float8), floor(${epochMs("span.until")} / $5::float8))::bigint
   ) AS b
-  CROSS JOIN LATERAL (SELECT CASE WHEN w.window_ms <= 0 THEN 1::float8
-    ELSE GREATEST(0, LEAST(w.e_ms, (b + 1) * $5::float8) - GREATEST(w.s_ms, b * $5::float8)) / w.window_ms END AS share) x
+  CROSS JOIN LATERAL (SELECT CASE WHEN g.window_ms <= 0 THEN 1::float8
+    ELSE GREATEST(0, LEAST(g.e_ms, (b + 1) * $5::float8) - GREATEST(g.s_ms, b * $5::float8)) / g.window_ms END AS share) x
   GROUP BY b
 ), by_routers AS (
   SELECT routers, count(*) AS windows, max(window_end) AS last,
