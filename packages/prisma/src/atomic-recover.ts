@@ -21,6 +21,8 @@ import {
   raw,
   shardsOf,
 } from "./atomic-sql.js";
+import { withDeadline } from "./deadline.js";
+import { DatabaseTimeoutError } from "./errors.js";
 import { sqlStateOf } from "./unavailable.js";
 
 export interface AtomicRecoveryOptions {
@@ -34,6 +36,12 @@ export interface AtomicRecoveryOptions {
   dryRun?: boolean;
   /** How long decision rows are kept once nothing is prepared for them any more. Default 1 day. */
   keepDecisionsMs?: number;
+  /**
+   * How long one database has to answer each part of a round (its prepared transactions; what to do
+   * with one of them) before it is reported `unanswered` with a `DatabaseTimeoutError` and the round
+   * goes on (a frozen server is concluded by a later round). Default: the router's `timeoutMs`.
+   */
+  timeoutMs?: number;
 }
 
 /** A participant's prepared transaction of an atomic action, as recovery found it. */
@@ -65,6 +73,8 @@ export interface AtomicRecoveryReport {
 interface Db {
   client: object;
   name: string;
+  /** The logical shards it holds (for a timeout's message). */
+  shards: readonly ShardIdentifier[];
   facts?: AtomicFacts;
 }
 
@@ -75,19 +85,24 @@ const DECISION_LOCK_TIMEOUT = "2s";
  * older than the lease as their deciding database says (commit when it committed, else roll back).
  */
 export async function recoverAtomic(
-  databases: readonly { client: object; name: string }[],
+  databases: readonly { client: object; name: string; shards?: readonly ShardIdentifier[] }[],
   options: AtomicRecoveryOptions = {},
 ): Promise<AtomicRecoveryReport> {
   const leaseMs = options.leaseMs ?? 10_000;
-  const dbs: Db[] = databases.map((d) => ({ client: d.client, name: d.name }));
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const dbs: Db[] = databases.map((d) => ({ client: d.client, name: d.name, shards: d.shards ?? [] }));
+  const bounded = <T>(db: Db, run: () => Promise<T>) =>
+    withDeadline(timeoutMs, () => new DatabaseTimeoutError(db.name, db.shards, timeoutMs), run);
   const unanswered: AtomicRecoveryReport["unanswered"] = [];
   const found: { db: Db; gid: string; ageMs: number; parsed: AtomicGid }[] = [];
   await Promise.all(
     dbs.map(async (db) => {
       try {
-        db.facts = await factsOf(db.client);
-        if (db.facts.prepared <= 0) return;
-        for (const { gid, ageMs } of await preparedAt(db.client)) {
+        const prepared = await bounded(db, async () => {
+          db.facts = await factsOf(db.client);
+          return db.facts.prepared <= 0 ? [] : await preparedAt(db.client);
+        });
+        for (const { gid, ageMs } of prepared) {
           const parsed = parseGid(gid);
           if (parsed) found.push({ db, gid, ageMs: Number(ageMs), parsed });
         }
@@ -100,6 +115,7 @@ export async function recoverAtomic(
   /** The global ids this sweep rolled back while deciding (a decider's own transactions). */
   const ended = new Set<string>();
   const transactions: InDoubtTransaction[] = [];
+  const silent = new Set(unanswered.map((u) => u.database));
   // The decider's own transaction first: rolling back an undecided one decides its action.
   found.sort(
     (a, b) => Number(b.parsed.self === b.parsed.decider) - Number(a.parsed.self === a.parsed.decider),
@@ -118,19 +134,23 @@ export async function recoverAtomic(
     };
     transactions.push(entry);
     const decider = byId.get(f.parsed.decider);
-    if (!decider) continue;
+    // A database that did not answer this round is asked nothing more in it (each ask would wait out the deadline).
+    if (!decider || silent.has(decider.name) || silent.has(f.db.name)) continue;
+    let asked = decider;
     try {
       const settle = f.ageMs >= leaseMs && !options.dryRun;
-      entry.decision = await decisionOf(decider, f.parsed, settle, leaseMs, ended);
+      entry.decision = await bounded(decider, () => decisionOf(decider, f.parsed, settle, leaseMs, ended));
       if (!settle) continue;
       if (ended.has(f.gid)) entry.outcome = "rolled-back";
       else if (entry.decision === "commit" || entry.decision === "abort") {
         const verb = entry.decision === "commit" ? "COMMIT" : "ROLLBACK";
-        if ((await endPrepared(f.db.client, verb, f.gid)) === "done")
+        asked = f.db;
+        if ((await bounded(f.db, () => endPrepared(f.db.client, verb, f.gid))) === "done")
           entry.outcome = entry.decision === "commit" ? "committed" : "rolled-back";
       }
     } catch (error) {
-      unanswered.push({ database: decider.name, error });
+      unanswered.push({ database: asked.name, error });
+      if (error instanceof DatabaseTimeoutError) silent.add(asked.name);
     }
   }
   if (!options.dryRun && unanswered.length === 0)

@@ -46,7 +46,7 @@ export interface ActionFailure {
 }
 
 export interface AtomicContext {
-  executor: ShardScopes & { databaseName(index: number): string | undefined };
+  executor: ShardScopes & { databaseName(index: number): string | undefined; readonly timeoutMs: number };
   view: View;
   options: TransactionOptions & {
     /** @internal Called at each point of the protocol (tests stop a coordinator there). */
@@ -134,18 +134,49 @@ export async function runAtomic(
   return undefined;
 }
 
-/** One participant's transaction: the epoch checks, its staged writes, the decision (the decider's), then PREPARE. */
+/**
+ * One participant's transaction: the epoch checks, its staged writes, the decision (the decider's),
+ * then PREPARE. A database that stops answering fails it within the router's deadline (a
+ * `DatabaseTimeoutError` naming it), never a hang: the transaction's start and each statement are
+ * bounded, and neither a failure nor a PREPARE waits for the transaction's end (after PREPARE,
+ * Prisma's COMMIT has nothing left to do; after a failure, its ROLLBACK reaches a frozen server when
+ * it resumes, and a PREPARE that was on its way there is recovery's to roll back). Its statements wait
+ * at most that long for a row lock too (`lock_timeout`): one waiting for a row that another action
+ * holds prepared gives up on the server, and frees its connection, which the holder's own commit may
+ * need (a pool, or a pooler's server connections, all held by such waiters would otherwise stay so).
+ */
 async function prepare(context: AtomicContext, p: Participant, record: string | undefined, id: string) {
   const { executor, view, begin } = context;
-  p.results = await inDatabaseTransaction(view, p.database, context.options, async (tx) => {
-    if (begin) for (const shard of p.shards) await executor.bounded(p.database, () => begin(tx, shard));
-    const results: unknown[] = [];
-    for (const step of p.steps) results.push(await step.run(tx));
-    if (record !== undefined)
-      await raw(tx).$executeRawUnsafe(INSERT_DECISION, id, "commit", COORDINATOR, record);
-    await raw(tx).$executeRawUnsafe(`PREPARE TRANSACTION '${p.gid}'`);
-    return results;
+  const bounded = <T>(run: () => PromiseLike<T>) => executor.bounded(p.database, run);
+  let entered!: () => void;
+  const started = new Promise<void>((resolve) => (entered = resolve));
+  let prepared!: (results: unknown[]) => void;
+  let failed!: (error: unknown) => void;
+  const outcome = new Promise<unknown[]>((resolve, reject) => {
+    prepared = resolve;
+    failed = reject;
   });
+  outcome.catch(() => {}); // a start that failed is thrown by the race below, not by this
+  const transaction = inDatabaseTransaction(view, p.database, context.options, async (tx) => {
+    entered();
+    try {
+      if (begin) for (const shard of p.shards) await bounded(() => begin(tx, shard));
+      const lockMs = Math.max(1, Math.min(Math.ceil(executor.timeoutMs), 2 ** 31 - 1));
+      await bounded(() => raw(tx).$executeRawUnsafe(`SET LOCAL lock_timeout = ${lockMs}`));
+      const results: unknown[] = [];
+      for (const step of p.steps) results.push(await bounded(() => step.run(tx)));
+      if (record !== undefined)
+        await bounded(() => raw(tx).$executeRawUnsafe(INSERT_DECISION, id, "commit", COORDINATOR, record));
+      await bounded(() => raw(tx).$executeRawUnsafe(`PREPARE TRANSACTION '${p.gid}'`));
+      prepared(results);
+    } catch (error) {
+      failed(error);
+      throw error;
+    }
+  });
+  transaction.catch(failed); // a start that failed; later failures are the callback's, told already
+  await bounded(() => Promise.race([started, transaction]));
+  p.results = await outcome;
   await context.options.atomicProbe?.("prepared", p.database);
 }
 

@@ -334,8 +334,9 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
           const databases = routed.view.clients.map((client, i) => ({
             client,
             name: routed.registry.databases[i]?.name ?? `database #${i}`,
+            shards: routed.executor.planner.layout.databases[i]?.shards ?? [],
           }));
-          return recoverAtomic(databases, recoveryOptions);
+          return recoverAtomic(databases, { timeoutMs: routed.executor.timeoutMs, ...recoveryOptions });
         },
       },
     });

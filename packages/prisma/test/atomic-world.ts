@@ -45,13 +45,17 @@ export async function atomicDatabases(tag: string): Promise<{ urls: string[]; re
 }
 
 /** A router over the databases at `urls` (shards as `LAYOUT`): its clients, registry and routed client. */
-export function atomicRouter(urls: readonly string[], layout: string[][] = LAYOUT) {
+export function atomicRouter(
+  urls: readonly string[],
+  layout: string[][] = LAYOUT,
+  options: { timeoutMs?: number } = {},
+) {
   const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
   const registry = createShardRegistry({
     shards: layout.flatMap((keys, i) => keys.map((key) => ({ shard: key, client: clients[i]! }))),
     databases: clients.map((client, i) => ({ client, name: `db${i}` })),
   });
-  const db = clients[0]!.$extends(shardRouting({ registry, models }));
+  const db = clients[0]!.$extends(shardRouting({ registry, models, ...options }));
   return { clients, registry, db, close: () => registry.disconnect() };
 }
 
