@@ -10,8 +10,8 @@ import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { type Drawn, loadRows, totals, windowsOf } from "../../test/load-rows.js";
 import type { ShardLoadWindow } from "./read.js";
 import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
-import { CREATE_LOAD_TABLE } from "./schema.js";
-import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
+import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
+import { FLUSH_LOAD } from "./sql.js";
 import { SUM_KEPT } from "./sum-sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
 
@@ -36,7 +36,7 @@ afterAll(async () => {
 }, patient(60_000));
 
 async function fresh() {
-  await admin.query(`DROP TABLE IF EXISTS ${LOAD_TABLE}, ${ROLLUP_TABLE}, ${HORIZON_TABLE}`);
+  await admin.query(DROP_LOAD_TABLES);
   for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
 }
 

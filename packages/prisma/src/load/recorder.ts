@@ -55,6 +55,7 @@ export class LoadRecorder {
   private readonly batches: (Batch | undefined)[] = [];
   /** Per database, the batch sent and not yet known written (sent again as it is). */
   private readonly sent: (Sent | undefined)[] = [];
+  private readonly lastStart: number[] = [];
   private readonly inFlight: (Promise<unknown> | undefined)[] = [];
   private readonly ensured: boolean[] = [];
   private readonly rollers: (Roller | undefined)[] = [];
@@ -336,6 +337,11 @@ export class LoadRecorder {
       if (batch === undefined) return { database: name, status: "failed", rows: 0 }; // given up
       this.batches[database] = undefined;
       if (batch.start < cutoff) return { database: name, status: "failed", rows: 0 }; // older than kept: expired
+      // Its key, its start by this router's clock, never one of an earlier batch (two flushes in one ms).
+      const last = this.lastStart[database] ?? Number.NEGATIVE_INFINITY;
+      if (batch.start <= last) batch.start = last + 1;
+      batch.end = Math.max(batch.end, batch.start);
+      this.lastStart[database] = batch.start;
       sent = sentOf(batch, this.router, this.config);
       this.sent[database] = sent;
     }

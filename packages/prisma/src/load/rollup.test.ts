@@ -19,7 +19,7 @@ import { loadOptionsOf } from "./options.js";
 import type { ShardLoadWindow } from "./read.js";
 import { LoadRecorder } from "./recorder.js";
 import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
-import { CREATE_LOAD_TABLE } from "./schema.js";
+import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
 import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
 
@@ -46,8 +46,10 @@ const T0 = Date.parse("2026-01-01T12:00:00Z");
 /** After every window of these tests and its lag: a rollup at this time moves them all. */
 const LATER = new Date(T0 + 17 * 60_000);
 
+/** No load: every table of the ledger emptied (the batches moved too: these tests reuse routers' stamps). */
 async function clear() {
-  await admin.query(`DELETE FROM ${LOAD_TABLE}; DELETE FROM ${ROLLUP_TABLE}; DELETE FROM ${HORIZON_TABLE}`);
+  await admin.query(DROP_LOAD_TABLES);
+  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
 }
 
 async function write(windows: readonly ShardLoadWindow[]) {
