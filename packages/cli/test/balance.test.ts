@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { LatencySketch } from "@shardkit/prisma";
-import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
+import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES, FLUSH_LOAD } from "@shardkit/prisma/internal";
 import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -9,7 +9,9 @@ import { rowsPerShard, seed } from "./seed.js";
 
 // `shardkit balance` and `shardkit drain` on the machine's server, with offline moves (no logical
 // replication needed): a holds 0/0, 0/1 and 0/2, b holds 0/3, c is a spare. The load is windows in
-// `shardkit."ShardLoad"`, written with the statement routers flush with.
+// `shardkit."ShardLoad"`, written with the statement routers flush with; a test whose load must not
+// reach the next one's plan drops it where it wrote it (`DROP_LOAD_TABLES`: the windows, and the
+// rollups any router's flush may have moved them to).
 const { names, urls } = testDatabases("balance", { a: MAIN_PORT, b: MAIN_PORT, c: MAIN_PORT });
 const TABLES = ["--table", "Wallet"];
 const ROWS = { "0/0": 40, "0/1": 30, "0/2": 20, "0/3": 10 } as const;
@@ -130,7 +132,7 @@ describe("shardkit balance", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/routers with 2 different shard configurations/);
     expect(await owners()).toEqual({});
-    await sql(urls.b, `DELETE FROM shardkit."ShardLoad"`);
+    await sql(urls.b, DROP_LOAD_TABLES);
   });
 
   it("--dry-run shows the plan off the hottest database and changes nothing", async () => {
@@ -176,7 +178,7 @@ describe("shardkit balance", () => {
     expect(run.code, run.stdout + run.stderr).toBe(0);
     const shard = JSON.parse(run.stdout).shards.find((s: { shard: string }) => s.shard === "0/3");
     expect(shard.load).toBeCloseTo(15, 0);
-    await sql(urls.c, `DELETE FROM shardkit."ShardLoad" WHERE router = 'kept:1:x'`);
+    await sql(urls.c, DROP_LOAD_TABLES);
   });
 
   it("placement rules: a planned move never goes where the shard's group may not live", async () => {

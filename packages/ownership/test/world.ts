@@ -1,6 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database } from "@shardkit/prisma";
+import { DROP_LOAD_TABLES } from "@shardkit/prisma/internal";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, inject } from "vitest";
 import { PartitionMap, ShardLease } from "../src/index.js";
@@ -41,14 +42,13 @@ export function routers(defaults: Urls = inject("ownershipUrls")) {
 }
 
 /**
- * `reset`, and the load of earlier tests dropped too (`shardkit."ShardLoad"` and its rollups): each test
+ * `reset`, and the load of earlier tests dropped too (`DROP_LOAD_TABLES`: windows, rollups, horizons): each test
  * records its own. Through a router `make` returns (closed after the test).
  */
 export async function resetWithLoad(urls: Urls, make: (urls: Urls) => ReturnType<typeof router>) {
   await reset(urls);
   const r = make(urls);
-  for (const client of Object.values(r.clients))
-    await client.$executeRawUnsafe(`DROP TABLE IF EXISTS shardkit."ShardLoad", shardkit."ShardLoadRollup"`);
+  for (const client of Object.values(r.clients)) await client.$executeRawUnsafe(DROP_LOAD_TABLES);
 }
 
 /** Empties every table of every test database, the ownership records and fences included. */

@@ -3,7 +3,7 @@
 // them in steady state, written in bulk with SQL: a day of rollups merged across routers (10 s
 // buckets for the last hour, 1 min and 10 min buckets for the day, each with a 4-bucket latency
 // sketch, 8 heavy hitters and the routers' names) and the windows not yet rolled up (the last
-// minute of 10 s windows of every router, with 4 heavy hitters each):
+// minute of 10 s windows of every router, with 4 heavy hitters each), and each resolution's horizon:
 //
 //   small   64 shards on 1 database, 1 router
 //   large   1,024 shards on 8 databases, 16 routers
@@ -15,7 +15,7 @@
 // 30 s of every router's windows), as a router's flush runs it.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import { ROLLUP_TABLE, rollUpLoad } from "../src/load/rollup.js";
+import { HORIZON_TABLE, ROLLUP_TABLE, rollUpLoad } from "../src/load/rollup.js";
 import { CREATE_LOAD_TABLE } from "../src/load/schema.js";
 import { LOAD_TABLE } from "../src/load/sql.js";
 import { mergeShardLoad, sumShardLoad } from "../src/load/summary.js";
@@ -63,6 +63,11 @@ FROM unnest($1::int[]) s, (VALUES (10000, 3600000), (60000, 86400000), (600000, 
     now() - interval '1 minute', t.ms * interval '1 ms') WITH ORDINALITY g(b, n),
   LATERAL (SELECT ($2::int * t.ms / 10000 * (10 + (s * 7 + n) % 50))::float8 AS c) x`;
 
+/** Each resolution complete from the start of its buckets above, as its rollups would have recorded. */
+const HORIZONS = `INSERT INTO ${HORIZON_TABLE} (bucket_ms, complete_from)
+SELECT t.ms, date_bin(t.ms * interval '1 ms', now() - t.keep * interval '1 ms', 'epoch')
+FROM (VALUES (10000, 3600000), (60000, 86400000), (600000, 86400000), (3600000, 86400000)) t(ms, keep)`;
+
 async function makeFleet(label: string, databases: number, shards: number, routers: number): Promise<Fleet> {
   const names = Array.from({ length: databases }, (_, i) => `sk_bench_loadread_${label}_${i}_${process.pid}`);
   const urls = await Promise.all(names.map((n) => createDatabase(MAIN_PORT, n)));
@@ -73,6 +78,7 @@ async function makeFleet(label: string, databases: number, shards: number, route
     const mine = Array.from({ length: shards }, (_, i) => i).filter((i) => i % databases === d);
     await client.$executeRawUnsafe(WINDOWS, mine, routers);
     await client.$executeRawUnsafe(ROLLUPS, mine, routers);
+    await client.$executeRawUnsafe(HORIZONS);
     await client.$executeRawUnsafe(`VACUUM ANALYZE ${LOAD_TABLE}`);
     await client.$executeRawUnsafe(`VACUUM ANALYZE ${ROLLUP_TABLE}`);
   }

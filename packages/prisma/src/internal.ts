@@ -7,7 +7,7 @@ export { databaseIdentities, IDENTITY_COLUMNS, identityOf } from "./budget.js";
 export { orAfter, withDeadline } from "./deadline.js";
 export { loadOptionsOf } from "./load/options.js";
 export { LoadRecorder } from "./load/recorder.js";
-export { CREATE_LOAD_TABLE } from "./load/schema.js";
+export { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./load/schema.js";
 export { FLUSH_LOAD } from "./load/sql.js";
 export { toShard } from "./registry.js";
 export { backoff, type RetryOptions, retry } from "./retry.js";

@@ -1,6 +1,9 @@
 // Load windows as the rows a router's flush sends (`FLUSH_LOAD`'s `$1`), for tests that write windows
-// of their own making with the flush's statement.
+// of their own making with the flush's statement; windows drawn at random, and the totals compared.
+import { ShardIdentifier } from "@shardkit/id";
+import fc from "fast-check";
 import type { ShardLoadWindow } from "../src/load/read.js";
+import { LatencySketch } from "../src/load/sketch.js";
 import type { LoadRow } from "../src/load/sql.js";
 
 /** `windows` as flush rows, stamped by the database's clock as given (no `sent_at`). */
@@ -19,4 +22,84 @@ export function loadRows(windows: readonly ShardLoadWindow[]): string {
     config: w.config,
   }));
   return JSON.stringify(rows);
+}
+
+/** Per shard: the counts, routers, configurations and quantiles (rounded: float sums in another order). */
+export function totals(
+  shards: readonly {
+    key: string;
+    calls: number;
+    writes: number;
+    rowsWritten: number;
+    dbMs: number;
+    routers: string[];
+    configs: string[];
+    p50: number | undefined;
+    p99: number | undefined;
+    top: { key: string; count: number; error: number }[];
+  }[],
+) {
+  const r = (n: number) => Math.round(n * 1e6) / 1e6;
+  return shards.map((s) => ({
+    key: s.key,
+    calls: r(s.calls),
+    writes: r(s.writes),
+    rows: r(s.rowsWritten),
+    dbMs: r(s.dbMs),
+    routers: s.routers,
+    configs: s.configs,
+    p50: s.p50,
+    p99: s.p99,
+    // Lists never full here (fewer keys than kept): merged exactly, whatever the order of merging.
+    top: s.top.map((t) => [t.key, r(t.count), r(t.error)]).sort(([x], [y]) => (x! < y! ? -1 : 1)),
+  }));
+}
+
+/** A window drawn: within 10 minutes of the start, on one of three shards, from one of three routers. */
+export const windowArb = fc.record({
+  shard: fc.constantFrom("0/0", "0/1", "2/5"),
+  router: fc.constantFrom("r1", "r2", "r3"),
+  offsetMs: fc.integer({ min: 0, max: 10 * 60_000 }),
+  lengthMs: fc.oneof(fc.constant(10_000), fc.integer({ min: 0, max: 100_000 })),
+  calls: fc.integer({ min: 1, max: 1000 }),
+  latency: fc.double({ min: 0.01, max: 500, noNaN: true }),
+  key: fc.integer({ min: 0, max: 5 }),
+});
+
+export type Drawn = {
+  shard: string;
+  router: string;
+  offsetMs: number;
+  lengthMs: number;
+  calls: number;
+  latency: number;
+  key: number;
+};
+
+/** The windows drawn, `offsetMs` after `t0`: one per shard, router and start. */
+export function windowsOf(t0: number, list: readonly Drawn[]) {
+  const seen = new Set<string>();
+  const out: ShardLoadWindow[] = [];
+  for (const w of list) {
+    const start = t0 + w.offsetMs;
+    const id = `${w.shard}|${w.router}|${start}`;
+    if (seen.has(id)) continue; // one row per router stamp
+    seen.add(id);
+    const sketch = new LatencySketch();
+    sketch.record(w.latency, w.calls);
+    out.push({
+      shard: ShardIdentifier.parse(w.shard),
+      windowStart: new Date(start),
+      windowMs: w.lengthMs,
+      router: w.router,
+      calls: w.calls,
+      writes: Math.floor(w.calls / 3),
+      rowsWritten: Math.floor(w.calls / 2),
+      dbMs: w.calls * 1.5,
+      sketch: sketch.toJSON(),
+      top: [{ key: `k${w.key}`, count: Math.ceil(w.calls / 2), error: 0 }],
+      config: w.router === "r3" ? "other" : "c",
+    });
+  }
+  return out;
 }

@@ -4,6 +4,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { ShardLayout } from "../planner.js";
 import { LatencySketch } from "./sketch.js";
+import type { LoadRow } from "./sql.js";
 import { mergeTopKeys, SpaceSaving, type TopKey } from "./top-keys.js";
 
 /** One shard's counts in the window being counted. */
@@ -34,6 +35,38 @@ export interface Batch {
   start: number;
   end: number;
   rows: Map<number, Taken>;
+}
+
+/**
+ * A database's batch as sent, without the router's clock at the send (`sent_at`, added at each send):
+ * sent again as it is, never changed, until a statement carrying it is known to have ended.
+ */
+export interface Sent {
+  start: number;
+  rows: Omit<LoadRow, "sent_at">[];
+}
+
+/** `batch` as the rows a flush sends, under its key: `router` and the batch's start by the router's clock. */
+export function sentOf(batch: Batch, router: string, config: string): Sent {
+  const windowStart = new Date(batch.start).toISOString();
+  const windowMs = Math.min(Math.max(0, Math.round(batch.end - batch.start)), 2 ** 31 - 1);
+  const rows: Sent["rows"] = [];
+  for (const [bits, t] of batch.rows) {
+    rows.push({
+      shard: bits,
+      window_start: windowStart,
+      window_ms: windowMs,
+      router,
+      calls: t.calls,
+      writes: t.writes,
+      rows_written: t.rows,
+      db_ms: t.dbMs,
+      sketch: t.sketch.toJSON(),
+      top: t.top,
+      config,
+    });
+  }
+  return { start: batch.start, rows };
 }
 
 /** Per-process router id: host, pid and a random part (two routed clients of one process are two routers). */

@@ -10,12 +10,12 @@ import { scalarValue } from "../keys/key-schema.js";
 import { WRITES } from "../operations.js";
 import type { ShardLayout } from "../planner.js";
 import type { Telemetry } from "../telemetry.js";
-import { type Batch, configDigest, copy, merge, routerId, ShardCounts } from "./batch.js";
+import { type Batch, configDigest, copy, merge, routerId, type Sent, ShardCounts, sentOf } from "./batch.js";
 import { HANDLER, Measured, rowsOf } from "./measured.js";
 import type { ResolvedLoadOptions } from "./options.js";
 import { Roller } from "./roller.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
-import { FLUSH_LOAD, type LoadRow } from "./sql.js";
+import { FLUSH_LOAD, type LoadRow, MOVED_KEPT_MS } from "./sql.js";
 
 type Raw = { $executeRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
 
@@ -31,7 +31,7 @@ export interface LoadTarget {
 /** What one database's flush did (`$shardLoad().flush()`). */
 export interface LoadFlushResult {
   database: string;
-  /** `written`: the rows are in its table; `failed`: not written (yet): sent again next time, merged, unless a statement that missed its deadline writes them late; `busy`: the previous flush to it has not answered yet (kept likewise). */
+  /** `written`: the rows are in its table; `failed`: not known written (yet): sent again as they are next time, unless a statement that missed its deadline writes them late; `busy`: the previous flush to it has not answered yet (the windows since kept, merged). */
   status: "written" | "failed" | "busy";
   /** Shard windows sent (or kept). */
   rows: number;
@@ -53,6 +53,9 @@ export class LoadRecorder {
   private active: number[] = [];
   private windowStart = Date.now();
   private readonly batches: (Batch | undefined)[] = [];
+  /** Per database, the batch sent and not yet known written (sent again as it is). */
+  private readonly sent: (Sent | undefined)[] = [];
+  private readonly lastStart: number[] = [];
   private readonly inFlight: (Promise<unknown> | undefined)[] = [];
   private readonly ensured: boolean[] = [];
   private readonly rollers: (Roller | undefined)[] = [];
@@ -295,53 +298,57 @@ export class LoadRecorder {
 
   /**
    * Ends the window and writes every database's batch: one statement each, in parallel, each
-   * bounded by `deadlineMs`. A database whose statement fails keeps its rows, merged with the next
-   * window's, and gets them with the next flush; one that does not answer in time is `failed` and
-   * then `busy` until its statement ends: rows it wrote late are not sent again, rows of a statement
-   * that failed are. Never rejects.
+   * bounded by `deadlineMs`. A batch is sent as it is until a statement carrying it is known to have
+   * ended well: one that failed, or did not answer in time and then failed, is sent again unchanged
+   * under the same key at the next flush (counted once, whatever became of the first copy), while
+   * the windows since wait, merged into one batch. Until a late statement ends, the database's
+   * flushes answer `busy`. Never rejects.
    */
   async flush(): Promise<LoadFlushResult[]> {
     if (this.options === null) return [];
     const now = this.clock();
     this.take(now);
     const jobs: Promise<LoadFlushResult>[] = [];
-    for (let database = 0; database < this.batches.length; database++) {
-      if (this.batches[database]) jobs.push(this.flushDatabase(database, now));
+    const n = Math.max(this.batches.length, this.sent.length);
+    for (let database = 0; database < n; database++) {
+      if (this.batches[database] || this.sent[database]) jobs.push(this.flushDatabase(database, now));
     }
     return Promise.all(jobs);
   }
 
+  /** What is waiting for `database`: the batch sent and not yet known written, then the windows since. */
+  private waiting(database: number): number {
+    return (this.sent[database]?.rows.length ?? 0) + (this.batches[database]?.rows.size ?? 0);
+  }
+
   private async flushDatabase(database: number, now: number): Promise<LoadFlushResult> {
     const name = this.target.databases[database]?.name ?? `database #${database}`;
-    const batch = this.batches[database]!;
-    if (this.inFlight[database]) return { database: name, status: "busy", rows: batch.rows.size };
-    this.batches[database] = undefined;
+    if (this.inFlight[database]) return { database: name, status: "busy", rows: this.waiting(database) };
     const o = this.options!;
     const cutoff = now - o.retainMs;
-    if (batch.start < cutoff) return { database: name, status: "failed", rows: 0 }; // older than kept: expired
-    const rows: LoadRow[] = [];
-    const windowStart = new Date(batch.start).toISOString();
+    let sent = this.sent[database];
+    // A batch sent again only while a rollup still remembers moving it (and it is not expired).
+    if (sent && (sent.start < now - MOVED_KEPT_MS / 2 || sent.start < cutoff)) {
+      sent = undefined;
+      this.sent[database] = undefined;
+    }
+    if (sent === undefined) {
+      const batch = this.batches[database];
+      if (batch === undefined) return { database: name, status: "failed", rows: 0 }; // given up
+      this.batches[database] = undefined;
+      if (batch.start < cutoff) return { database: name, status: "failed", rows: 0 }; // older than kept: expired
+      // Its key, its start by this router's clock, never one of an earlier batch (two flushes in one ms).
+      const last = this.lastStart[database] ?? Number.NEGATIVE_INFINITY;
+      if (batch.start <= last) batch.start = last + 1;
+      batch.end = Math.max(batch.end, batch.start);
+      this.lastStart[database] = batch.start;
+      sent = sentOf(batch, this.router, this.config);
+      this.sent[database] = sent;
+    }
     // The router's clock now: the database moves the windows by the difference from its own.
     const sentAt = new Date(now).toISOString();
-    const windowMs = Math.min(Math.max(0, Math.round(batch.end - batch.start)), 2 ** 31 - 1);
-    for (const [bits, t] of batch.rows) {
-      rows.push({
-        shard: bits,
-        window_start: windowStart,
-        window_ms: windowMs,
-        router: this.router,
-        calls: t.calls,
-        writes: t.writes,
-        rows_written: t.rows,
-        db_ms: t.dbMs,
-        sketch: t.sketch.toJSON(),
-        top: t.top,
-        config: this.config,
-        sent_at: sentAt,
-      });
-    }
     const client = this.target.databases[database]!.client as Raw;
-    const json = JSON.stringify(rows);
+    const json = JSON.stringify(sent.rows.map((r): LoadRow => ({ ...r, sent_at: sentAt })));
     // Windows are deleted by any router's flush, so one router with a short `retainMs` (a developer's
     // machine pointed at the fleet) would take every router's history: never those of the last
     // hour, what a balance reads.
@@ -359,11 +366,14 @@ export class LoadRecorder {
     };
     const running = send();
     this.inFlight[database] = running;
+    const batch = sent;
     running.then(
       () => {
         this.inFlight[database] = undefined;
+        if (this.sent[database] === batch) this.sent[database] = undefined; // written, late or not
       },
       () => {
+        // Kept as it is, sent again next time: its key finds any copy it left.
         this.inFlight[database] = undefined;
         this.ensured[database] = false;
       },
@@ -376,19 +386,9 @@ export class LoadRecorder {
         () => running,
       );
       Roller.of(this.rollers, database, client, o).after(now); // whichever router flushes rolls up
-      return { database: name, status: "written", rows: rows.length };
+      return { database: name, status: "written", rows: batch.rows.length };
     } catch (error) {
-      // Kept for the next flush, merged with what came since, once the statement is known to have
-      // failed: one that answers after its deadline has written its rows, and sent again they could
-      // be counted twice (a rollup may move the first copy out of the windows in between). Until
-      // it ends, the database's flushes answer "busy".
-      running.catch(() => {
-        const later = this.batches[database] as Batch | undefined;
-        const kept: Batch = { start: batch.start, end: later?.end ?? batch.end, rows: batch.rows };
-        if (later) for (const [bits, t] of later.rows) merge(kept.rows, bits, t, o.topKeys);
-        this.batches[database] = kept;
-      });
-      return { database: name, status: "failed", rows: rows.length, error };
+      return { database: name, status: "failed", rows: batch.rows.length, error };
     }
   }
 

@@ -1,5 +1,6 @@
 // Rollups keep every count: the load read at each resolution after windows are rolled up (in one go,
-// in several, by many connections at once, or by one killed halfway) equals the windows' own sum; a
+// in several, by many connections at once, or by one killed halfway) equals the windows' own sum, and
+// still does once old buckets are deleted (read from a resolution complete from the span's start); a
 // table of the old shape is changed in place by routers setting up together; a router's flush rolls
 // up what is past the lag.
 import { spawn } from "node:child_process";
@@ -11,15 +12,14 @@ import fc from "fast-check";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
-import { loadRows } from "../../test/load-rows.js";
+import { type Drawn, loadRows, totals, windowArb, windowsOf } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { LOCKS } from "../shared.js";
 import { loadOptionsOf } from "./options.js";
 import type { ShardLoadWindow } from "./read.js";
 import { LoadRecorder } from "./recorder.js";
-import { ROLLUP_TABLE } from "./rollup.js";
-import { CREATE_LOAD_TABLE } from "./schema.js";
-import { LatencySketch } from "./sketch.js";
+import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
+import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
 import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
 
@@ -46,8 +46,10 @@ const T0 = Date.parse("2026-01-01T12:00:00Z");
 /** After every window of these tests and its lag: a rollup at this time moves them all. */
 const LATER = new Date(T0 + 17 * 60_000);
 
+/** No load: every table of the ledger emptied (the batches moved too: these tests reuse routers' stamps). */
 async function clear() {
-  await admin.query(`DELETE FROM ${LOAD_TABLE}; DELETE FROM ${ROLLUP_TABLE}`);
+  await admin.query(DROP_LOAD_TABLES);
+  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
 }
 
 async function write(windows: readonly ShardLoadWindow[]) {
@@ -63,92 +65,18 @@ const UNTIL = new Date(T0 + 13 * 60_000);
 const SPANS = [16 * 60_000, 3 * 3_600_000, 10 * 3_600_000, 40 * 3_600_000];
 const RESOLUTIONS = [10_000, 60_000, 600_000, 3_600_000];
 
-/** Per shard: the counts, routers, configurations and quantiles (rounded: float sums in another order). */
-function totals(
-  shards: readonly {
-    key: string;
-    calls: number;
-    writes: number;
-    rowsWritten: number;
-    dbMs: number;
-    routers: string[];
-    configs: string[];
-    p50: number | undefined;
-    p99: number | undefined;
-    top: { key: string; count: number; error: number }[];
-  }[],
-) {
-  const r = (n: number) => Math.round(n * 1e6) / 1e6;
-  return shards.map((s) => ({
-    key: s.key,
-    calls: r(s.calls),
-    writes: r(s.writes),
-    rows: r(s.rowsWritten),
-    dbMs: r(s.dbMs),
-    routers: s.routers,
-    configs: s.configs,
-    p50: s.p50,
-    p99: s.p99,
-    // Lists never full here (fewer keys than kept): merged exactly, whatever the order of merging.
-    top: s.top.map((t) => [t.key, r(t.count), r(t.error)]).sort(([x], [y]) => (x! < y! ? -1 : 1)),
-  }));
-}
-
 async function readAll(spanMs: number) {
   return sumShardLoad(client, { until: UNTIL, spanMs, topKeys: 16 });
 }
 
-const windowArb = fc.record({
-  shard: fc.constantFrom("0/0", "0/1", "2/5"),
-  router: fc.constantFrom("r1", "r2", "r3"),
-  offsetMs: fc.integer({ min: 0, max: 10 * 60_000 }),
-  lengthMs: fc.oneof(fc.constant(10_000), fc.integer({ min: 0, max: 100_000 })),
-  calls: fc.integer({ min: 1, max: 1000 }),
-  latency: fc.double({ min: 0.01, max: 500, noNaN: true }),
-  key: fc.integer({ min: 0, max: 5 }),
-});
-
-type Drawn = {
-  shard: string;
-  router: string;
-  offsetMs: number;
-  lengthMs: number;
-  calls: number;
-  latency: number;
-  key: number;
-};
-
-function windowsOf(list: readonly Drawn[]) {
-  const seen = new Set<string>();
-  const out: ShardLoadWindow[] = [];
-  for (const w of list) {
-    const start = T0 + w.offsetMs;
-    const id = `${w.shard}|${w.router}|${start}`;
-    if (seen.has(id)) continue; // one row per router stamp
-    seen.add(id);
-    const sketch = new LatencySketch();
-    sketch.record(w.latency, w.calls);
-    out.push({
-      shard: ShardIdentifier.parse(w.shard),
-      windowStart: new Date(start),
-      windowMs: w.lengthMs,
-      router: w.router,
-      calls: w.calls,
-      writes: Math.floor(w.calls / 3),
-      rowsWritten: Math.floor(w.calls / 2),
-      dbMs: w.calls * 1.5,
-      sketch: sketch.toJSON(),
-      top: [{ key: `k${w.key}`, count: Math.ceil(w.calls / 2), error: 0 }],
-      config: w.router === "r3" ? "other" : "c",
-    });
-  }
-  return out;
-}
-
-/** Windows rolled up at random times, then all: each resolution reads what the windows sum to. */
-async function rolledAtRandomTimes(list: Drawn[], times: number[]) {
+/**
+ * Windows rolled up at random times, then all: each resolution reads what the windows sum to; then
+ * once more `lateMs` later, deleting the buckets older than each resolution keeps: each span is read
+ * from the finest resolution complete from its start (by the horizons), with the same totals.
+ */
+async function rolledAtRandomTimes(list: Drawn[], times: number[], lateMs: number) {
   await clear();
-  const windows = windowsOf(list);
+  const windows = windowsOf(T0, list);
   await write(windows);
   const expected = totals(
     sumWindows(windows, { from: UNTIL.getTime() - SPANS[0]!, to: UNTIL.getTime() }).shards,
@@ -162,15 +90,29 @@ async function rolledAtRandomTimes(list: Drawn[], times: number[]) {
     expect(sum.resolutionMs).toBe(RESOLUTIONS[SPANS.indexOf(spanMs)]);
     expect(totals(sum.shards)).toEqual(expected);
   }
+  await rollUp(new Date(LATER.getTime() + lateMs));
+  const { rows } = await admin.query(
+    `SELECT bucket_ms, ${"(extract(epoch FROM complete_from) * 1000)::float8"} AS t FROM ${HORIZON_TABLE}`,
+  );
+  const from = new Map(rows.map((r: { bucket_ms: number; t: number }) => [r.bucket_ms, r.t]));
+  for (const spanMs of SPANS) {
+    const sum = await readAll(spanMs);
+    const since = UNTIL.getTime() - spanMs;
+    const finest = RESOLUTIONS[SPANS.indexOf(spanMs)]!;
+    const complete = RESOLUTIONS.filter((ms) => ms >= finest && from.get(ms)! <= since);
+    expect(sum.resolutionMs).toBe(complete[0]);
+    expect(totals(sum.shards)).toEqual(expected);
+  }
 }
 
 describe("load rollups", () => {
   it(
-    "keep every count: rolled up at random times, each resolution reads what the windows sum to",
+    "keep every count: rolled up at random times, each resolution reads what the windows sum to, before and after old buckets go",
     () => {
       const times = fc.array(fc.integer({ min: 0, max: 20 * 60_000 }), { maxLength: 4 });
       const lists = fc.array(windowArb, { minLength: 1, maxLength: 40 });
-      return fc.assert(fc.asyncProperty(lists, times, rolledAtRandomTimes), { numRuns: 25 });
+      const late = fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3 * 86_400_000 }));
+      return fc.assert(fc.asyncProperty(lists, times, late, rolledAtRandomTimes), { numRuns: 25 });
     },
     patient(240_000),
   );
@@ -184,7 +126,7 @@ describe("load rollups", () => {
       await holder.query("BEGIN");
       await holder.query(`SELECT pg_advisory_xact_lock(${LOCKS.loadRollup}, 0)`);
       await write(
-        windowsOf([
+        windowsOf(T0, [
           { shard: "0/0", router: "r1", offsetMs: 0, lengthMs: 10_000, calls: 5, latency: 1, key: 0 },
         ]),
       );
@@ -208,6 +150,7 @@ describe("load rollups", () => {
       });
       for (let batch = 0; batch < 20; batch++) {
         const windows = windowsOf(
+          T0,
           Array.from({ length: 30 }, (_, i) => ({
             shard: ["0/0", "0/1", "2/5"][i % 3]!,
             router: `r${batch}`,
@@ -239,6 +182,7 @@ describe("load rollups", () => {
     async () => {
       await clear();
       const windows = windowsOf(
+        T0,
         Array.from({ length: 60 }, (_, i) => ({
           shard: ["0/0", "0/1", "2/5"][i % 3]!,
           router: `r${i % 4}`,
@@ -385,6 +329,7 @@ describe("load rollups", () => {
       // Another router's windows of 5 minutes ago, by the database's clock.
       const { rows } = await admin.query("SELECT now() AS now");
       const old = windowsOf(
+        T0,
         [1, 2, 3].map((i) => ({
           shard: "0/0",
           router: "gone",
@@ -409,7 +354,8 @@ describe("load rollups", () => {
       const left = await admin.query(`SELECT router, calls::int AS calls FROM ${LOAD_TABLE}`);
       expect(left.rows).toEqual([{ router: load.router, calls: 1 }]);
       const sum = await sumShardLoad(client, { spanMs: 600_000 });
-      expect(sum.shards.map((s) => [s.key, s.calls, s.routers])).toEqual([
+      // Rounded: a window across a 10 s boundary is counted in two parts (float shares).
+      expect(sum.shards.map((s) => [s.key, Math.round(s.calls * 1e6) / 1e6, s.routers])).toEqual([
         ["0/0", 31, ["gone", load.router].sort()],
       ]);
       await load.close();

@@ -6,10 +6,16 @@
 import { LOCKS } from "../shared.js";
 import { epochMs, mergeCtes } from "./merge-sql.js";
 import { SKETCH_ALPHA, SKETCH_MIN_MS } from "./sketch.js";
-import { LOAD_TABLE } from "./sql.js";
+import { LOAD_TABLE, MOVED_KEPT_MS, MOVED_TABLE } from "./sql.js";
 
 /** The rollups' table, beside the windows'. */
 export const ROLLUP_TABLE = 'shardkit."ShardLoadRollup"';
+/**
+ * How far back each resolution holds every count rolled up: `complete_from` (a bucket boundary, or
+ * `-infinity`) per `bucket_ms`. Set by the rollup in the transaction that first fills the resolution
+ * or deletes its old buckets; the read takes only a resolution complete from the span's start.
+ */
+export const HORIZON_TABLE = 'shardkit."ShardLoadHorizon"';
 /** Its working table (unlogged; rows live only inside one rollup's transaction). */
 const PARTS = 'shardkit."ShardLoadRollupParts"';
 
@@ -28,9 +34,10 @@ export const LOAD_RESOLUTIONS: readonly LoadResolution[] = Object.freeze([
 ]);
 
 /**
- * A window is rolled up once it ended this long ago, or three of its own lengths if longer: a window
- * whose statement failed is sent again (replacing any part of it) at the router's next flush, and one
- * whose statement answered late is never sent again, so a copy sent again cannot meet a rolled one.
+ * A window is rolled up once it ended this long ago, or three of its own lengths if longer, so a
+ * batch sent again at its router's next flush (its statement failed, or its answer was lost) usually
+ * replaces its first copy in the windows; one sent again later, after a rollup moved the first copy,
+ * is recognised by its key among the batches moved (`MOVED_TABLE`, kept `MOVED_KEPT_MS`) and skipped.
  */
 export const ROLLUP_LAG_MS = 30_000;
 /** At most this many windows move in one rollup (the first one after an upgrade finds a day of them). */
@@ -55,6 +62,15 @@ export const CREATE_ROLLUP_TABLES = [
   configs text[] NOT NULL,
   CONSTRAINT "ShardLoadRollup_pkey" PRIMARY KEY (bucket_ms, bucket_start, shard)
 )`,
+  `CREATE TABLE IF NOT EXISTS ${HORIZON_TABLE} (
+  bucket_ms integer NOT NULL PRIMARY KEY,
+  complete_from timestamptz NOT NULL
+)`,
+  `CREATE TABLE IF NOT EXISTS ${MOVED_TABLE} (
+  router_start timestamptz NOT NULL,
+  router text NOT NULL,
+  CONSTRAINT "ShardLoadMoved_pkey" PRIMARY KEY (router_start, router)
+)`,
   `CREATE UNLOGGED TABLE IF NOT EXISTS ${PARTS} (
   kind integer NOT NULL, shard integer NOT NULL, b10 bigint NOT NULL, f double precision NOT NULL,
   whole boolean NOT NULL, s_ms double precision NOT NULL, e_ms double precision NOT NULL,
@@ -76,6 +92,9 @@ const MOVE_WINDOWS = `WITH m AS (
         AND window_end <= as_of - GREATEST(${ROLLUP_LAG_MS}, 3 * window_ms) * ${MS}
       ORDER BY window_end LIMIT ${ROLLUP_BATCH})
     RETURNING l.*
+  ), seen AS (
+    INSERT INTO ${MOVED_TABLE} (router_start, router) SELECT DISTINCT router_start, router FROM m
+    ON CONFLICT DO NOTHING
   ), x AS (SELECT m.*, ${epochMs("m.window_start")} AS s, ${epochMs("m.window_start")} + m.window_ms AS e FROM m)
   INSERT INTO ${PARTS}
   SELECT 0, x.shard, b, y.share, b = floor((x.s + GREATEST(x.window_ms, 0) / 2.0) / 10000)::bigint,
@@ -117,12 +136,39 @@ const WRITE_BUCKETS = `INSERT INTO ${ROLLUP_TABLE}
   FROM sums s JOIN names n USING (shard, b) JOIN cfgs c USING (shard, b)
     LEFT JOIN r_sketches k USING (shard, b) LEFT JOIN r_tops t USING (shard, b)`;
 
+const ms = (t: string) => `${t} * ${MS}`;
 const keep = (r: LoadResolution) => (r.keepMs === null ? "retain_ms" : String(r.keepMs));
+/** `t` rounded up to a boundary of `tier` ms buckets. */
+const ceilTo = (t: string, tier: string) => `to_timestamp(ceil(${epochMs(t)} / ${tier}) * ${tier} / 1000.0)`;
+
+/**
+ * A horizon for each resolution without one, before this rollup writes: complete from its oldest
+ * bucket (made by an earlier version, which deleted older ones), or, when it has none while others
+ * do (a resolution new to this database), from the end of what was rolled up before it; from the
+ * start (`-infinity`) on a database with no rollups yet.
+ */
+const FIRST_HORIZONS = `INSERT INTO ${HORIZON_TABLE} (bucket_ms, complete_from)
+  SELECT t.ms, COALESCE(
+    (SELECT min(r.bucket_start) FROM ${ROLLUP_TABLE} r WHERE r.bucket_ms = t.ms),
+    (SELECT ${ceilTo("max(r.data_end)", "t.ms")} FROM ${ROLLUP_TABLE} r),
+    '-infinity')
+  FROM (VALUES ${LOAD_RESOLUTIONS.map((r) => `(${r.bucketMs})`).join(", ")}) t(ms)
+  WHERE NOT EXISTS (SELECT 1 FROM ${HORIZON_TABLE} h WHERE h.bucket_ms = t.ms)
+  ON CONFLICT (bucket_ms) DO NOTHING`;
+
+/** Buckets of `r` older than it keeps deleted, its horizon moved past the last of them, in one statement. */
+const expire = (r: LoadResolution) => `WITH gone AS (
+    DELETE FROM ${ROLLUP_TABLE} WHERE bucket_ms = ${r.bucketMs} AND bucket_start < as_of - ${ms(keep(r))}
+    RETURNING bucket_start
+  )
+  UPDATE ${HORIZON_TABLE} h SET complete_from = GREATEST(h.complete_from, g.last + ${ms(String(r.bucketMs))})
+  FROM (SELECT max(bucket_start) AS last FROM gone) g
+  WHERE h.bucket_ms = ${r.bucketMs} AND g.last IS NOT NULL`;
 
 /**
  * `shardkit.load_rollup(retain_ms, top_keys, as_of)`: one rollup at `as_of` (default: the database's
  * `now()`), or -1 when another one holds the lock (it is doing the same work). Returns the windows
- * moved. Buckets older than their resolution keeps are deleted.
+ * moved. Buckets older than their resolution keeps are deleted, and its horizon moved past them.
  */
 export const ROLLUP_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit.load_rollup(
   retain_ms double precision, top_keys integer DEFAULT 16, as_of timestamptz DEFAULT now()
@@ -132,6 +178,7 @@ DECLARE
   tier integer;
 BEGIN
   IF NOT pg_try_advisory_xact_lock(${LOCKS.loadRollup}, 0) THEN RETURN -1; END IF;
+  ${FIRST_HORIZONS};
   DELETE FROM ${PARTS};
   ${MOVE_WINDOWS};
   SELECT count(*) INTO moved FROM ${PARTS} WHERE whole;
@@ -144,10 +191,8 @@ BEGIN
     END LOOP;
     DELETE FROM ${PARTS};
   END IF;
-${LOAD_RESOLUTIONS.map(
-  (r) =>
-    `  DELETE FROM ${ROLLUP_TABLE} WHERE bucket_ms = ${r.bucketMs} AND bucket_start < as_of - ${keep(r)} * ${MS};`,
-).join("\n")}
+${LOAD_RESOLUTIONS.map((r) => `  ${expire(r)};`).join("\n")}
+  DELETE FROM ${MOVED_TABLE} WHERE router_start < as_of - ${ms(String(MOVED_KEPT_MS))};
   RETURN moved;
 END
 $fn$`;

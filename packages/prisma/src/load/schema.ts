@@ -2,8 +2,8 @@
 // function, in one statement under an advisory lock (routers starting together wait for each other),
 // changing a table an earlier version made into the shape this one writes.
 import { LOCKS } from "../shared.js";
-import { CREATE_ROLLUP_TABLES, ROLLUP_FUNCTION } from "./rollup.js";
-import { LOAD_TABLE } from "./sql.js";
+import { CREATE_ROLLUP_TABLES, HORIZON_TABLE, ROLLUP_FUNCTION, ROLLUP_TABLE } from "./rollup.js";
+import { LOAD_TABLE, MOVED_TABLE } from "./sql.js";
 
 /** A window's end: its start plus its length (immutable: a length in ms has no days or months to shift). */
 const WINDOW_END = `CREATE OR REPLACE FUNCTION shardkit.load_window_end(start timestamptz, ms integer)
@@ -74,3 +74,10 @@ BEGIN
 END
 $do$`,
 ];
+
+/**
+ * Drops every table of the load ledger on a database (windows, rollups, their horizons, the batches
+ * moved): all its load history, for tests that each start from none. The next flush or rollup makes
+ * them again.
+ */
+export const DROP_LOAD_TABLES = `DROP TABLE IF EXISTS ${LOAD_TABLE}, ${ROLLUP_TABLE}, ${HORIZON_TABLE}, ${MOVED_TABLE}`;

@@ -26,13 +26,23 @@ export interface LoadRow {
   sent_at?: string;
 }
 
+/**
+ * The batches a rollup moved out of the table, by their key (`router`, `router_start`: a router's own
+ * stamp of a batch's first window, one per batch and database), kept `MOVED_KEPT_MS`: a batch sent
+ * again after its first copy was rolled up is recognised and not counted twice.
+ */
+export const MOVED_TABLE = 'shardkit."ShardLoadMoved"';
+/** How long a rollup remembers the batches it moved (ms, by their routers' stamps). */
+export const MOVED_KEPT_MS = 86_400_000;
+
 const VALUES = "calls, writes, rows_written, db_ms, sketch, top, config";
 
 /**
  * A flush: `$1` the rows (JSON), `$2` the expiry cutoff (by the router's clock, moved like the
- * windows). A row sent again (a retry after a flush whose answer did not arrive in time) replaces
- * itself, found by its router's own stamp: the counts it carries are the whole of its window, never
- * an increment. Windows that started before the cutoff are deleted (any router's).
+ * windows). A batch is sent again as it was, under the same key (its router's own stamp), when the
+ * outcome of its statement is not known (a failure, a lost answer): a copy still in the table is
+ * replaced by itself, a copy a rollup moved already (`MOVED_TABLE`) is skipped, so it counts once.
+ * Windows that started before the cutoff are deleted (any router's).
  */
 export const FLUSH_LOAD = `WITH input AS (
   SELECT r.*, COALESCE(now() - r.sent_at, interval '0') AS shift
@@ -48,6 +58,7 @@ INSERT INTO ${LOAD_TABLE} (shard, window_start, window_ms, router, router_start,
 SELECT shard, window_start + shift, window_ms, router, window_start, CASE WHEN sent_at IS NULL THEN NULL ELSE extract(epoch FROM -shift) * 1000 END,
   ${VALUES}
 FROM input
+WHERE NOT EXISTS (SELECT 1 FROM ${MOVED_TABLE} m WHERE m.router_start = input.window_start AND m.router = input.router)
 ON CONFLICT (shard, router, router_start) DO UPDATE SET
   window_start = EXCLUDED.window_start, window_ms = EXCLUDED.window_ms,
   skew_ms = EXCLUDED.skew_ms, calls = EXCLUDED.calls, writes = EXCLUDED.writes,

@@ -1,29 +1,32 @@
 // The statement `sumShardLoad` sends: one database's load summed per shard over a span of its clock,
 // from the windows not yet rolled up and the rollups of one resolution (`LOAD_RESOLUTIONS`: the
-// coarsest whose buckets are at most a twentieth of the span, among those kept as far back as the
-// span's start). A count is in the windows or in the rollups, never both, so every resolution holds
-// all of it; each row is a window of its data's extent, counted by `windowShare`'s rule.
+// coarsest whose buckets are at most a twentieth of the span, among those complete from the span's
+// start by the rollups' horizons). A count is in the windows or in the rollups, never both, so every
+// resolution holds all of it from its horizon on; each row is a window of its data's extent, counted
+// by `windowShare`'s rule.
 // The windows are read once (`w` is materialized: eight parts read it), and sorted once for the
 // routers and configurations each shard was recorded by (`labels`). The series spreads each
 // extent (start, end, length: every window of one flush shares it) over its buckets once, not each
 // window: a window's share of a bucket depends on its extent only. Spread per window, the planner
 // guessed 1,000 buckets per window and JIT-compiled the statement, which took longer than running it.
 import { epochMs, mergeCtes } from "./merge-sql.js";
-import { LOAD_RESOLUTIONS, ROLLUP_TABLE } from "./rollup.js";
+import { HORIZON_TABLE, LOAD_RESOLUTIONS, ROLLUP_TABLE } from "./rollup.js";
 import { LOAD_TABLE } from "./sql.js";
 
 const MS = "interval '1 millisecond'";
 /** Where the statement reads rollups from (the table, or nothing on a database set up before them). */
 const ROLLUP_FROM = "%ROLLUPS%";
+/** Where it reads the resolutions' horizons from (the table, or nothing on a database set up before them). */
+const HORIZON_FROM = "%HORIZONS%";
 /** A resolution is read for spans of at least this many of its buckets. */
 export const BUCKETS_PER_SPAN = 20;
 
-const RESOLUTIONS = `(VALUES ${LOAD_RESOLUTIONS.map((r) => `(${r.bucketMs}, ${r.keepMs ?? "NULL"}::float8)`).join(", ")}) AS t(ms, keep)`;
-// Kept as far back as the span's start, measured from the span's end: right for spans that end now
-// (the balancer's, the dashboard's); a span that ended long ago may pick a resolution deleted since
-// (a known gap: the rollup does not yet record how far back each resolution is complete).
-const KEPT = "(t.keep IS NULL OR s.since >= s.until - (t.keep - t.ms) * interval '1 millisecond')";
-
+const RESOLUTIONS = `(VALUES ${LOAD_RESOLUTIONS.map((r) => `(${r.bucketMs}, ${r.keepMs ?? "NULL"}::float8)`).join(", ")}) AS t(ms, keep)
+  LEFT JOIN ${HORIZON_FROM} h ON h.bucket_ms = t.ms`;
+// Complete from the span's start: by the horizon the rollups recorded; without one (a database no
+// rollup of this version has run on yet), kept as far back as the span's start measured from its end.
+const KEPT = `CASE WHEN h.bucket_ms IS NOT NULL THEN h.complete_from <= s.since
+  ELSE t.keep IS NULL OR s.since >= s.until - (t.keep - t.ms) * interval '1 millisecond' END`;
 /**
  * `$1` since (or null: `$3` minus `$2` ms), `$2` the span (ms), `$3` until (or null: `now()`), `$4`
  * heavy hitters kept per shard, `$5` the series' bucket (ms, or null: no series). One row: the span,
@@ -36,7 +39,9 @@ const SUM = `WITH span0 AS MATERIALIZED (
 ), span AS MATERIALIZED (
   SELECT s.until, s.since, COALESCE(
     (SELECT max(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT} AND t.ms * ${BUCKETS_PER_SPAN} <= ${epochMs("s.until - s.since")}),
-    (SELECT min(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT})) AS tier
+    (SELECT min(t.ms) FROM ${RESOLUTIONS} WHERE ${KEPT}),
+    -- None complete from the span's start: the one complete furthest back (the most of the span).
+    (SELECT t.ms FROM ${RESOLUTIONS} ORDER BY COALESCE(h.complete_from, '-infinity') ASC, t.ms DESC LIMIT 1)) AS tier
   FROM span0 s
 ), w AS MATERIALIZED (
   SELECT x.*, ${epochMs("x.window_start")} AS s_ms, ${epochMs("x.window_end")} AS e_ms,
@@ -100,11 +105,17 @@ SELECT ${epochMs("span.since")} AS since_ms, ${epochMs("span.until")} AS until_m
       'skewMs', skew_ms) ORDER BY router), '[]') FROM routers) AS routers
 FROM span`;
 
-/** The statement, reading the rollups' table. */
-export const SUM_LOAD = SUM.replace(ROLLUP_FROM, ROLLUP_TABLE);
+/** No horizons: an empty relation of their shape. */
+const NO_HORIZONS = "(SELECT NULL::int AS bucket_ms, NULL::timestamptz AS complete_from WHERE false)";
+
+/** The statement, reading the rollups' table and their horizons. */
+export const SUM_LOAD = SUM.replaceAll(ROLLUP_FROM, ROLLUP_TABLE).replaceAll(HORIZON_FROM, HORIZON_TABLE);
+
+/** The statement on a database whose rollups were set up by an earlier version (no horizons' table yet). */
+export const SUM_KEPT = SUM.replaceAll(ROLLUP_FROM, ROLLUP_TABLE).replaceAll(HORIZON_FROM, NO_HORIZONS);
 
 /** The statement on a database set up by an earlier version (windows only, no rollups' table yet). */
-export const SUM_WINDOWS = SUM.replace(
+export const SUM_WINDOWS = SUM.replaceAll(HORIZON_FROM, NO_HORIZONS).replaceAll(
   ROLLUP_FROM,
   `(SELECT NULL::int AS bucket_ms, NULL::timestamptz AS bucket_start, NULL::int AS shard,
     NULL::timestamptz AS data_start, NULL::timestamptz AS data_end, NULL::float8 AS calls, NULL::float8 AS writes,

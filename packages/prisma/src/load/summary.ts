@@ -8,7 +8,7 @@ import { windowShare, windowsWithin } from "./figure.js";
 import { type ShardLoadSummary, type ShardLoadWindow, summarizeLoad } from "./read.js";
 import { LatencySketch, SKETCH_ALPHA, SKETCH_MIN_MS, type SketchData } from "./sketch.js";
 import { missingLoadTable } from "./sql.js";
-import { SUM_LOAD, SUM_WINDOWS } from "./sum-sql.js";
+import { SUM_KEPT, SUM_LOAD, SUM_WINDOWS } from "./sum-sql.js";
 import { mergeTopKeys, type TopKey } from "./top-keys.js";
 
 /** A router whose windows were summed: its last measured clock skew (its clock minus the database's). */
@@ -62,22 +62,28 @@ type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLik
  */
 export async function sumShardLoad(client: RawQuery, options: SumShardLoadOptions = {}): Promise<LoadSum> {
   let rows: unknown;
-  const sum = (sql: string) =>
-    client.$queryRawUnsafe(
-      sql,
-      options.since?.toISOString() ?? null,
-      options.spanMs ?? 3_600_000,
-      options.until?.toISOString() ?? null,
-      options.topKeys ?? 16,
-      options.bucketMs ?? null,
+  const sum = (sql: string): Promise<unknown> =>
+    Promise.resolve(
+      client.$queryRawUnsafe(
+        sql,
+        options.since?.toISOString() ?? null,
+        options.spanMs ?? 3_600_000,
+        options.until?.toISOString() ?? null,
+        options.topKeys ?? 16,
+        options.bucketMs ?? null,
+      ),
     );
+  // Set up by an earlier version, no router of this one has rolled up there yet: without the
+  // horizons (each resolution taken as kept from the span's end), or its windows only.
+  const earlier = (error: unknown): Promise<unknown> => {
+    const message = String((error as { message?: unknown })?.message);
+    if (/relation "[^"]*ShardLoadRollup" does not exist/.test(message)) return sum(SUM_WINDOWS);
+    if (/relation "[^"]*ShardLoadHorizon" does not exist/.test(message))
+      return sum(SUM_KEPT).then(undefined, earlier);
+    return Promise.reject(error);
+  };
   try {
-    rows = await sum(SUM_LOAD).then(undefined, (error: unknown) =>
-      // Set up by an earlier version, no router of this one has flushed there yet: its windows only.
-      /relation "[^"]*ShardLoadRollup" does not exist/.test(String((error as { message?: unknown })?.message))
-        ? sum(SUM_WINDOWS)
-        : Promise.reject(error),
-    );
+    rows = await sum(SUM_LOAD).then(undefined, earlier);
   } catch (error) {
     if (!missingLoadTable(error)) throw error;
     const to = options.until ?? new Date();
