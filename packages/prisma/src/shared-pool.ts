@@ -161,13 +161,16 @@ async function transaction<R>(
     $executeRawUnsafe: (sql, ...values) => live(() => tx.executeRaw(query(sql, values))),
     $transaction: (inner) => live(() => inner(inTx)),
   };
+  let ending = false;
   try {
     const result = await fn(inTx);
     if (expired) throw late(timeout);
+    ending = true;
     await end(tx, "COMMIT");
     return result;
   } catch (error) {
-    await end(tx, "ROLLBACK").catch(() => {});
+    // A COMMIT that failed gave its connection back already: nothing left to roll back on it.
+    if (!ending) await end(tx, "ROLLBACK").catch(() => {});
     throw error;
   } finally {
     clearTimeout(timer);
