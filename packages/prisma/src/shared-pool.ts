@@ -116,10 +116,28 @@ export function pooledRaw(client: object): PooledRaw | undefined {
   };
   return {
     $queryRawUnsafe: async <T>(sql: string, ...values: unknown[]) =>
-      rowsOf((await adapter()).queryRaw(query(sql, values))) as Promise<T>,
-    $executeRawUnsafe: async (sql, ...values) => (await adapter()).executeRaw(query(sql, values)),
-    $transaction: async (fn, options) => transaction(await adapter(), shared.name, fn, options),
+      rowsOf((await adapter()).queryRaw(query(sql, values))).catch(worded) as Promise<T>,
+    $executeRawUnsafe: async (sql, ...values) =>
+      (await adapter()).executeRaw(query(sql, values)).catch(worded),
+    $transaction: async (fn, options) => transaction(await adapter(), shared.name, fn, options).catch(worded),
   };
+}
+
+/**
+ * The driver adapter's error, rethrown with words where it has only its kind (`TableDoesNotExist`,
+ * `DatabaseNotReachable`): PostgreSQL's own message, or the server it could not reach, as Prisma's
+ * engine would say it. Its `cause` (PostgreSQL's code, DETAIL) is left as it is.
+ */
+function worded(error: unknown): never {
+  const cause = (error as { cause?: Record<string, unknown> } | null)?.cause;
+  if (error instanceof Error && cause && error.message === cause.kind) {
+    if (typeof cause.originalMessage === "string") error.message = cause.originalMessage;
+    else if (cause.kind === "DatabaseNotReachable") {
+      const at = [cause.host, cause.port].filter((v) => v !== undefined).join(":");
+      error.message = `Can't reach database server${at ? ` at ${at}` : ""}`;
+    }
+  }
+  throw error;
 }
 
 function query(sql: string, values: readonly unknown[]) {
