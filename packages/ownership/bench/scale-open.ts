@@ -1,5 +1,6 @@
 // Opening partition maps at fleet size: ROUTERS router processes (`test/fleet-opener.ts`, each with a
-// client of its own per database, a pool of one) open their maps over DATABASES databases at the
+// client of its own per database, a pool of one, made as `openShards` makes them: the map's
+// statements go through that pool, past Prisma's engine) open their maps over DATABASES databases at the
 // same moment, on a PostgreSQL server of the bench's own (test/fleet.ts), with the default
 // `timeoutMs` (5 s). First over fresh databases (each router finds the set-up to make: the first
 // to come makes it, the others find it done), then ROUNDS times over the same databases (an ordinary

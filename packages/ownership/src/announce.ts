@@ -3,7 +3,7 @@
 // at one database, learns that something changed anywhere (router-view.ts).
 import type { ShardClient, ShardRegistry } from "@shardkit/prisma";
 import { scatter } from "@shardkit/scatter";
-import { raw, unbounded } from "./raw.js";
+import { mapRaw, unbounded } from "./raw.js";
 import { MAP_BUMP_SQL } from "./sql.js";
 
 /** One map's announcements: one at a time, those asked for meanwhile shared by the next. */
@@ -32,12 +32,16 @@ export class Announcer<Client extends ShardClient> {
       const rounds = async () => {
         while (this.covered < this.asked && !this.closed) {
           const covering = this.asked;
-          await scatter(this.registry.databases, (p) => this.closed || raw(p).$queryRawUnsafe(MAP_BUMP_SQL), {
-            policy: "partial",
-            concurrency: 16,
-            targetTimeoutMs: this.timeoutMs,
-            abortable: false,
-          });
+          await scatter(
+            this.registry.databases,
+            (p) => this.closed || mapRaw(p).$queryRawUnsafe(MAP_BUMP_SQL),
+            {
+              policy: "partial",
+              concurrency: 16,
+              targetTimeoutMs: this.timeoutMs,
+              abortable: false,
+            },
+          );
           this.covered = covering;
         }
       };

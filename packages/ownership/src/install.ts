@@ -10,7 +10,7 @@ import { IDENTITY_COLUMNS, identityOf, LOCKS } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, OwnershipOptionsError } from "./errors.js";
 import type { OwnershipRow } from "./owners.js";
-import { bounded, lastLine, type Raw, raw } from "./raw.js";
+import { bounded, lastLine, mapRaw, type Raw } from "./raw.js";
 import type { Signals } from "./signals.js";
 import {
   type FencedTable,
@@ -98,7 +98,7 @@ const DIGESTS = new Map(
 async function setUpOf<Client extends ShardClient>(
   physical: Database<Client>,
 ): Promise<SetUp | { issues: string[] }> {
-  const db = raw(physical);
+  const db = mapRaw(physical);
   let row: {
     server: string | null;
     database: string;
@@ -164,7 +164,7 @@ export async function recordUnrecorded<Client extends ShardClient>(
         .flat()
         .map((r) => r.shard),
     );
-  const plain = databases.map((p) => raw(p));
+  const plain = databases.map((p) => mapRaw(p));
   const first =
     known && databases.every((p) => known.has(p))
       ? new Set(databases.flatMap((p) => known.get(p)!))
@@ -186,7 +186,7 @@ export async function recordUnrecorded<Client extends ShardClient>(
       );
       return at.map((p) => p.name);
     }
-    return raw(databases[i]!).$transaction(
+    return mapRaw(databases[i]!).$transaction(
       async (tx) => {
         await tx.$queryRawUnsafe(INSTALL);
         return holding(i + 1, [...held, tx]);
@@ -195,7 +195,7 @@ export async function recordUnrecorded<Client extends ShardClient>(
     );
   };
   for (;;) {
-    const recorded = await raw(databases[0]!).$transaction(
+    const recorded = await mapRaw(databases[0]!).$transaction(
       async (tx) => {
         const [lock] = await tx.$queryRawUnsafe<{ locked: boolean }[]>(TRY_INSTALL);
         return lock?.locked ? holding(1, [tx]) : undefined;
@@ -333,7 +333,7 @@ export class MapInstall<Client extends ShardClient> {
    */
   async functionsIn(physical: Database<Client>, stale?: boolean): Promise<void> {
     if (this.installed.has(physical)) return;
-    if (stale !== false && (await installFunctions(raw(physical), stale === true)))
+    if (stale !== false && (await installFunctions(mapRaw(physical), stale === true)))
       this.signals.emit({ type: "install", database: physical.name, what: "functions" });
     this.installed.add(physical);
   }

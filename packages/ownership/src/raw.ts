@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Database, ShardClient } from "@shardkit/prisma";
-import { withDeadline } from "@shardkit/prisma/internal";
+import { pooledRaw, withDeadline } from "@shardkit/prisma/internal";
 
 /** What the package asks of a database's Prisma client: raw statements and interactive transactions. */
 export type Raw = {
@@ -46,9 +46,23 @@ export function unbounded<T>(work: () => T): T {
 
 /** A database's client, as `Raw`: bounded by the deadline of the work that asks for it, if any (`bounded`). */
 export function raw<Client extends ShardClient>(physical: Database<Client>): Raw {
-  const client = physical.client as unknown as Raw;
+  return boundRaw(physical.client as unknown as Raw, physical.name);
+}
+
+/**
+ * The partition map's own statements to a database (its open, reads, checks and announcements), as
+ * `raw`: through its client's pool without starting the client's Prisma engine, for a client that
+ * shares its pool (`openShards`' clients: `pooledRaw`); else through the client. An open then starts
+ * no engine and opens one connection per database, which the engine takes over at its first call.
+ */
+export function mapRaw<Client extends ShardClient>(physical: Database<Client>): Raw {
+  const pooled = pooledRaw(physical.client) as Raw | undefined;
+  return boundRaw(pooled ?? (physical.client as unknown as Raw), physical.name);
+}
+
+function boundRaw(client: Raw, database: string): Raw {
   const bound = deadlines.getStore();
-  return bound ? within(client, physical.name, bound) : client;
+  return bound ? within(client, database, bound) : client;
 }
 
 /** `client` whose statements and transactions answer by `bound`'s deadline, or fail. */

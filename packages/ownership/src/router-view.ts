@@ -10,7 +10,7 @@ import { DatabasesUnansweredError, InvalidMapError } from "./errors.js";
 import type { RouterRepairs } from "./heal.js";
 import { installing, type MapInstall } from "./install.js";
 import { type OwnershipRow, resolveOwners } from "./owners.js";
-import { bounded, lastLine, raw } from "./raw.js";
+import { bounded, lastLine, mapRaw } from "./raw.js";
 import type { Signals } from "./signals.js";
 import { MAP_RECORDS_SQL } from "./sql.js";
 
@@ -95,7 +95,7 @@ export class RouterView<Client extends ShardClient> {
         // A database read for the first time gets shardkit's functions first (it was down at open).
         if (!this.install.has(physical)) await this.install.functionsIn(physical);
         const at = ++this.reads;
-        const read = await raw(physical).$queryRawUnsafe<(Row & { digest: string })[]>(MAP_RECORDS_SQL);
+        const read = await mapRaw(physical).$queryRawUnsafe<(Row & { digest: string })[]>(MAP_RECORDS_SQL);
         const rows = read.filter((r) => r.shard !== null).map(({ digest: _, ...row }) => row);
         return { at, rows, digest: read[0]!.digest };
       },
@@ -299,7 +299,7 @@ export class RouterView<Client extends ShardClient> {
     const result = await scatter(
       databases,
       async (physical) =>
-        (await raw(physical).$queryRawUnsafe<{ version: string; digest: string }[]>(CHECK_SQL))[0]!,
+        (await mapRaw(physical).$queryRawUnsafe<{ version: string; digest: string }[]>(CHECK_SQL))[0]!,
       { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
     );
     const unchanged = new Set<Database<Client>>();

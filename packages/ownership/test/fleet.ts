@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
+import { overSharedPool } from "@shardkit/prisma/internal";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropCluster, dropDatabase, ensureCluster, pgUrl } from "@shardkit/test-db";
 import pg from "pg";
@@ -15,11 +16,17 @@ import { lineReader } from "./lines.js";
 /**
  * One router's registry over the fleet: a client of its own per database (a pool of `pool`
  * connections, named after its database), `perDatabase` logical shards on each (database d holds
- * shards d x perDatabase on).
+ * shards d x perDatabase on). Each client shares its pool with the map's statements, as `openShards`'
+ * clients do (`overSharedPool`): the map's open starts no engine.
  */
 export function fleetRegistry(urls: readonly string[], perDatabase: number, pool: number) {
   const clients = urls.map(
-    (url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: pool }) }),
+    (url) =>
+      overSharedPool(
+        new PrismaPg({ connectionString: url, max: pool }),
+        (adapter) => new PrismaClient({ adapter }),
+        { name: new URL(url).pathname.slice(1) },
+      ).client,
   );
   return createShardRegistry({
     shards: urls.flatMap((_, d) =>

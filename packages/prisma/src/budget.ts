@@ -1,6 +1,7 @@
 import { scatter } from "@shardkit/scatter";
 import { ConnectionBudgetError, describeBudget, RegistryConfigError, type ServerBudget } from "./errors.js";
 import type { Database, ShardClient, ShardRegistry, ShardReplica } from "./registry.js";
+import { pooledRaw } from "./shared-pool.js";
 
 /** Connections each database's pool may open when the config does not say (node-postgres' own default). */
 export const DEFAULT_POOL_SIZE = 10;
@@ -71,14 +72,21 @@ export async function inspect<Client extends ShardClient, Target extends { clien
   databases: readonly Target[],
   options: {
     timeoutMs?: number;
-    /** Runs the inspection's SQL on a database; default: through its client. */
+    /**
+     * Runs the inspection's SQL on a database; default: through its client's shared pool (an
+     * `openShards` client's: no engine started, see `pooledRaw`), else through its client.
+     */
     query?: (physical: Target, sql: string) => Promise<Inspected>;
   } = {},
 ): Promise<Inspection<Client, Target>> {
   const query =
     options.query ??
     (async (physical, sql) =>
-      (await (physical.client as unknown as Raw).$queryRawUnsafe<Inspected[]>(sql))[0]!);
+      (
+        await ((pooledRaw(physical.client) ?? physical.client) as unknown as Raw).$queryRawUnsafe<
+          Inspected[]
+        >(sql)
+      )[0]!);
   const result = await scatter(
     databases,
     async (physical) => ({ physical, row: await query(physical, INSPECT) }),

@@ -80,8 +80,8 @@ describe("connections", () => {
         log: () => {},
       });
       try {
-        // The open's own checks ran on connections of their own, closed since: what stays is the
-        // connection each database's pool opened when the open warmed it.
+        // The open's own checks ran through each database's pool, and its warm-up took the same
+        // connection: one per database.
         await eventually("only the warmed pools' connections are open", async () =>
           (await backends()).every((n) => n === 1),
         );
@@ -116,7 +116,7 @@ describe("connections", () => {
         log: () => {},
       });
       try {
-        // The open's own checks ran on connections of their own, closed since: no pool is open yet.
+        // The open's own checks ran through each database's pool, whose connection idled out since.
         await eventually("the open's connections are closed", async () =>
           (await backends()).every((n) => n === 0),
         );

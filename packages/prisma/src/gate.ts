@@ -40,7 +40,8 @@ export class DatabaseGate {
     };
   }
 
-  private guard(adapter: SqlDriverAdapter): SqlDriverAdapter {
+  /** `adapter` with every statement checked against the gate first. */
+  guard(adapter: SqlDriverAdapter): SqlDriverAdapter {
     const guarded: SqlDriverAdapter = {
       provider: adapter.provider,
       adapterName: adapter.adapterName,
@@ -56,11 +57,12 @@ export class DatabaseGate {
   }
 
   private refuse(): Promise<never> {
+    const host = `${this.name} (not ready: waiting for it to answer and get its schema)`;
+    // Prisma's engine words the refusal from `kind` and `host` (P1001); `message` is what the error
+    // says where no engine is between (the partition map's statements: `pooledRaw`).
+    const payload = { kind: "DatabaseNotReachable", host, message: `Can't reach database server at ${host}` };
     return Promise.reject(
-      new DriverAdapterError({
-        kind: "DatabaseNotReachable",
-        host: `${this.name} (not ready: waiting for it to answer and get its schema)`,
-      }),
+      new DriverAdapterError(payload as ConstructorParameters<typeof DriverAdapterError>[0]),
     );
   }
 }

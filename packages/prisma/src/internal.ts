@@ -12,4 +12,5 @@ export { FLUSH_LOAD } from "./load/sql.js";
 export { toShard } from "./registry.js";
 export { backoff, type RetryOptions, retry } from "./retry.js";
 export { LOCKS, SHARDKIT_TABLES, type ShardkitTable } from "./shared.js";
+export { overSharedPool, type PooledRaw, pooledRaw, SharedPool } from "./shared-pool.js";
 export { shardBitsSql } from "./sql.js";

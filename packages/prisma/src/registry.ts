@@ -10,6 +10,7 @@ import {
   readPlacementRules,
   sameLabels,
 } from "./placement.js";
+import { endSharedPool } from "./shared-pool.js";
 
 /**
  * Anything that names a shard: a ShardIdentifier, its key ("1/5"), `{ group, member }`, or a
@@ -375,12 +376,10 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     const last = [...this.beforeDisconnect];
     this.beforeDisconnect.clear();
     await Promise.all(last.map((run) => run().catch(() => {})));
-    await Promise.all(
-      this.databases.flatMap((p) => [
-        p.client.$disconnect(),
-        ...p.replicas.map((r) => r.client.$disconnect()),
-      ]),
-    );
+    const clients = this.databases.flatMap((p) => [p.client, ...p.replicas.map((r) => r.client)]);
+    await Promise.all(clients.map((client) => client.$disconnect()));
+    // A pool shared with shardkit's own statements (`openShards`' clients) outlives its client's engine.
+    await Promise.all(clients.map((client) => endSharedPool(client)));
   }
 }
 

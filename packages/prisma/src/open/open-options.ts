@@ -52,18 +52,21 @@ export interface OpenShardsOptions<Client extends ShardClient> {
   /**
    * How long a connection of a database's pool may stay idle before it is closed (ms). A router
    * holds connections only to the databases it uses (and, for this long after the open, the one
-   * each warmed pool opened: see `warm`), and none once they idle this long. Serverless: `pool: 1`
+   * each pool opened for the open's questions, which the warm-up reuses: see `warm`), and none once
+   * they idle this long. Serverless: `pool: 1`
    * in the configuration, `warm: false` and a short value here. Default 10000 (node-postgres' own).
    */
   idleTimeoutMs?: number;
   /**
    * Whether the open warms each database's client before it resolves (PostgreSQL only): one
    * `SELECT 1` through it, 16 databases at a time, each within `connectTimeoutMs`, which starts its
-   * engine and leaves one connection open in its pool (until it idles `idleTimeoutMs`). The first
+   * engine on the connection the open's questions left in its pool (the open's questions, and a
+   * partition map's statements, go through the pool without the engine: one connection per
+   * database in all), open until it idles `idleTimeoutMs`. The first
    * calls then reuse these connections: at 64 databases they take a fraction of the time they take
    * cold (packages/prisma/README.md). A database that becomes ready later (it was down at start),
-   * and a read replica once it opens, is warmed then. `false`: a pool opens on its database's first
-   * call (serverless functions that call few of many databases). Default true.
+   * and a read replica once it opens, is warmed then. `false`: an engine starts on its database's
+   * first call (serverless functions that call few of many databases). Default true.
    */
   warm?: boolean;
   /** Backoff between the retries of a `starting` database (doubling, capped). Default 500 ms to 10 s. */

@@ -17,6 +17,7 @@ import {
   rolloutSchema,
   runRollout,
 } from "../schema/schema-rollout.js";
+import { overSharedPool, type SharedPool } from "../shared-pool.js";
 import { logOf, type OpenShards, type OpenShardsOptions, progressLine, stateLine } from "./open-options.js";
 import {
   behind,
@@ -50,18 +51,26 @@ export async function openPostgres<Client extends ShardClient>(
   }
   const budgetOptions = { onExceeded: options.connectionBudget ?? "error" } as const;
   const { PrismaPg } = await import("@prisma/adapter-pg");
-  const made = new Map<ShardClient, { gate: DatabaseGate; target: RolloutTarget }>();
+  const made = new Map<ShardClient, { gate: DatabaseGate; target: RolloutTarget; shared: SharedPool }>();
   const registry = shardRegistryFromEnv({
     env: { SHARDKIT_SHARDS: shardsJson },
     createClient: (url, shards, { pool, replicaOf }) => {
       const name = redactUrl(url);
       const gate = new DatabaseGate(name);
-      const client = options.createClient(
-        gate.wrap(new PrismaPg({ connectionString: url, max: pool, idleTimeoutMillis })),
-        replicaOf === undefined ? { name } : { name, replicaOf: redactUrl(replicaOf) },
+      // One pool per database: the client's engine, the start-up questions and the partition map's
+      // statements (`pooledRaw`) share it, so an open starts no engine and opens one connection.
+      const { client, pool: shared } = overSharedPool(
+        new PrismaPg({ connectionString: url, max: pool, idleTimeoutMillis }),
+        (adapter) =>
+          options.createClient(
+            adapter,
+            replicaOf === undefined ? { name } : { name, replicaOf: redactUrl(replicaOf) },
+          ),
+        { name, gate },
       );
+      // The schema engine's own connection, opened only for a push (a fingerprint that differs).
       const target = { name, adapter: new PrismaPg({ connectionString: url, max: 1 }), shards };
-      made.set(client, { gate, target });
+      made.set(client, { gate, target, shared });
       return client;
     },
   });
@@ -107,11 +116,12 @@ export async function openPostgres<Client extends ShardClient>(
   /** The databases that answered so far, with what they said: a late one is checked against them. */
   const known: Recovery["known"] = [];
   /**
-   * Asks a database (or replica) past its gate, through a connection of its own, within `timeoutMs`:
-   * the first row. `also` then runs on the same connection (its failure is its own business).
+   * Asks a database (or replica) past its gate, through its client's pool (the connection its engine
+   * takes later), within `timeoutMs`: the first row. `also` then runs through the same pool, on the
+   * connection the question left idle (its failure is its own business).
    */
   const ask = <Row = Inspected>(
-    on: { target: RolloutTarget },
+    on: { target: RolloutTarget; shared: SharedPool },
     sql: string,
     also?: (connection: SqlDriverAdapter) => Promise<void>,
   ): Promise<Row> =>
@@ -119,7 +129,7 @@ export async function openPostgres<Client extends ShardClient>(
       timeoutMs,
       () => new DatabaseTimeoutError(on.target.name, on.target.shards ?? [], timeoutMs),
       async () => {
-        const connection = await on.target.adapter.connect();
+        const connection = await on.shared.connect();
         try {
           const result = await connection.queryRaw({ sql, args: [], argTypes: [] });
           await also?.(connection).catch(() => {});

@@ -15,13 +15,17 @@ import type { DatabaseGate } from "../gate.js";
 import type { DatabaseState, DatabaseStatus } from "../health.js";
 import type { Database, ShardClient, ShardReplica } from "../registry.js";
 import type { RolloutTarget } from "../schema/schema-rollout.js";
+import type { SharedPool } from "../shared-pool.js";
 import { isShardUnavailable } from "../unavailable.js";
 
 /** A database being opened: its gate stays shut until it is ready. */
 export interface Opening {
   physical: Database<ShardClient>;
   gate: DatabaseGate;
+  /** The schema engine's connection (a push only). */
   target: RolloutTarget;
+  /** Its client's pool, which the start-up questions share (see `overSharedPool`). */
+  shared: SharedPool;
   status: DatabaseStatus;
 }
 
@@ -30,8 +34,10 @@ export interface Replica {
   replica: ShardReplica<ShardClient>;
   of: Opening;
   gate: DatabaseGate;
-  /** Its own one-connection adapter, for the checks (never the schema). */
+  /** Its name and shards, for messages (never connected: its checks go through `shared`). */
   target: RolloutTarget;
+  /** Its client's pool, which the checks share. */
+  shared: SharedPool;
   status: DatabaseStatus;
 }
 
@@ -49,7 +55,7 @@ export interface Recovery {
   /** Sets a database's (or replica's) state, reporting a change. */
   set(db: { status: DatabaseStatus }, state: DatabaseState, error?: unknown): void;
   /** Asks a database (or replica) past its gate, through a connection of its own, within `timeoutMs`: the first row. */
-  ask<Row = Inspected>(on: { target: RolloutTarget }, sql: string): Promise<Row>;
+  ask<Row = Inspected>(on: { target: RolloutTarget; shared: SharedPool }, sql: string): Promise<Row>;
   /** Asks a database who it is. */
   query(physical: Database<ShardClient>, sql: string): Promise<Inspected>;
   /** Rolls the schema out to one database (`index` of `total`, for progress). */
