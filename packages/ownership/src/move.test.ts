@@ -130,7 +130,7 @@ function untilLapsed(r: Router): Promise<void> {
 
 /**
  * Makes the lease of 0/1's move on a lapse now, by a's clock (never later than it would have): for
- * a mover known dead, whose lease would lapse on its own, so the test need not wait for it.
+ * a mover known dead or frozen, whose lease would lapse on its own, so the test need not wait for it.
  * A renewal it sent before may still land after this: callers wait with `untilLapsed` after it.
  */
 async function lapseNow(r: Router): Promise<void> {
@@ -471,8 +471,12 @@ describe("a database that stops answering in the middle of a move", () => {
       });
       let frozen: Promise<void> | undefined;
       const ackedBefore = { n: 0 };
+      // The copy's budget is waited out twice (the copy, then the undo) on a frozen server: as long as
+      // the steps before the freeze (publish, subscribe) need, scaled by the machine's load, and never
+      // more than 6 s (a freeze past a's wal_sender_timeout, 60 s, is another test's matter).
+      const copyTimeoutMs = Math.min(patient(3000), 6000);
       const failure = await moveToE(r, map, {
-        copyTimeoutMs: 6000,
+        copyTimeoutMs,
         afterStep: async (step) => {
           if (step !== "subscribe") return;
           // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
@@ -492,7 +496,7 @@ describe("a database that stops answering in the middle of a move", () => {
         const cause = (failure as Error).cause;
         expect(cause).toBeInstanceOf(MoveTimeoutError);
         expect((cause as Error).message).toBe(
-          "shard 0/1: the copy (waiting for e) did not finish within 6000 ms",
+          `shard 0/1: the copy (waiting for e) did not finish within ${copyTimeoutMs} ms`,
         );
         expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
         // The source took the shard's writes while e was frozen, before and after the move gave up.
@@ -641,6 +645,9 @@ describe("two movers of one shard", () => {
       first.go();
       expect(await first.next()).toBe(`paused ${pause}`);
       first.freeze(); // its lease is not renewed any more
+      // Frozen past its lease: the lease is made to lapse now, by a's clock, rather than waited out
+      // (a renewal it had sent before it froze may still land: then it is waited out).
+      await lapseNow(r);
       await untilLapsed(r);
       const second = await moveToE(r, map);
       expect(second.resumed).toBe(SWITCHED.includes(pause) ? "rolled-forward" : "rolled-back");
