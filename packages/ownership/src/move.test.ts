@@ -129,6 +129,18 @@ function untilLapsed(r: Router): Promise<void> {
 }
 
 /**
+ * Makes the lease of 0/1's move on a lapse now, by a's clock (never later than it would have): for
+ * a mover known dead or frozen, whose lease would lapse on its own, so the test need not wait for it.
+ * A renewal it sent before may still land after this: callers wait with `untilLapsed` after it.
+ */
+async function lapseNow(r: Router): Promise<void> {
+  await r.clients.a.$executeRawUnsafe(
+    `UPDATE "ShardMove" SET "expiresAt" = least("expiresAt", clock_timestamp() - interval '1 millisecond')
+     WHERE shard = ${S.g0m1.bits}`,
+  );
+}
+
+/**
  * After a move of 0/1 (`buckets`, 3 confirmations each) that stopped somewhere: the next move
  * takes it over once its lease lapsed, rolls it forward or back as it should and finishes, the
  * data intact at e, nothing left at a, no replication left behind, no fence left on e, and e takes
@@ -459,8 +471,12 @@ describe("a database that stops answering in the middle of a move", () => {
       });
       let frozen: Promise<void> | undefined;
       const ackedBefore = { n: 0 };
+      // The copy's budget is waited out twice (the copy, then the undo) on a frozen server: as long as
+      // the steps before the freeze (publish, subscribe) need, scaled by the machine's load, and never
+      // more than 6 s (a freeze past a's wal_sender_timeout, 60 s, is another test's matter).
+      const copyTimeoutMs = Math.min(patient(3000), 6000);
       const failure = await moveToE(r, map, {
-        copyTimeoutMs: 6000,
+        copyTimeoutMs,
         afterStep: async (step) => {
           if (step !== "subscribe") return;
           // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
@@ -480,7 +496,7 @@ describe("a database that stops answering in the middle of a move", () => {
         const cause = (failure as Error).cause;
         expect(cause).toBeInstanceOf(MoveTimeoutError);
         expect((cause as Error).message).toBe(
-          "shard 0/1: the copy (waiting for e) did not finish within 6000 ms",
+          `shard 0/1: the copy (waiting for e) did not finish within ${copyTimeoutMs} ms`,
         );
         expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
         // The source took the shard's writes while e was frozen, before and after the move gave up.
@@ -527,7 +543,9 @@ describe("a mover process killed with SIGKILL", () => {
       await writer.db.bucket.update({ where: { id: buckets[1]! }, data: { remaining: 1 } });
       if (["fence", "final-position", "verify-changes"].includes(stop))
         expect(writing.counters.heals).toBe(1);
-      // Until the next move, what the dead mover left is reported: its stopped move, and its slot if it made one.
+      // Until the next move, what the dead mover left is reported: its stopped move, and its slot if it
+      // made one. Its lease is made to lapse now (where the write above waited for it, it has).
+      await lapseNow(r);
       await untilLapsed(r);
       const view = await readPartitionMap(r.registry);
       expect(view.stopped.map((m) => [m.database, m.shard.key, m.to])).toEqual([["a", "0/1", "e"]]);
@@ -571,29 +589,40 @@ describe("a mover process killed with SIGKILL", () => {
 });
 
 describe("two movers of one shard", () => {
-  it.each(STEPS.flatMap((step) => [true, false].map((verify) => [step, verify] as const)))(
-    "a second mover while the first is paused after %s (verify %s) is refused, naming the holder, its step and its lease; the first finishes and nothing is lost",
-    async (pause, verify) => {
+  // One live move per verify setting, paused after every step in turn (the writers ride out each
+  // pause): at each pause a second mover is tried and refused. A refusal changes nothing, so the
+  // pauses before it leave the first move where a pause at that step alone would.
+  it.each([true, false])(
+    "a second mover while the first is paused after any step (verify %s) is refused, naming the holder, its step and its lease; the first finishes and nothing is lost",
+    async (verify) => {
       const r = make();
       // The writers ride out the whole pause (the test's own doing), however slow the machine.
       const map = await r.open({ retries: 400 });
       const buckets = await seed(r, S.g0m1, 10);
       const load = writers(r, [{ buckets, desk: "moving" }]);
-      const first = await startMover(urls, { PAUSE_AFTER: pause, VERIFY: verify ? "1" : "0" });
+      // Its writes may wait through three pauses inside its fence (each with a second mover tried):
+      // three times the default budget, scaled by the machine's load.
+      const first = await startMover(urls, {
+        PAUSE_AFTER: STEPS.join(","),
+        VERIFY: verify ? "1" : "0",
+        FREEZE_BUDGET_MS: String(patient(30_000)),
+      });
       killed.push(first.kill);
       first.go();
-      expect(await first.next()).toBe(`paused ${pause}`);
-      const second = await moveToE(r, map, {
-        ...(verify ? {} : { verify: false }),
-      }).catch((e: unknown) => e);
-      expect(second).toBeInstanceOf(MoveInProgressError);
-      expect((second as MoveInProgressError).lease).toMatchObject({
-        holder: `mover ${first.pid}`,
-        to: "e",
-        database: "a",
-      });
-      expect((second as Error).message).toMatch(/lapses in \d+\.\d s unless renewed/);
-      first.go();
+      for (const pause of STEPS) {
+        expect(await first.next()).toBe(`paused ${pause}`);
+        const second = await moveToE(r, map, {
+          ...(verify ? {} : { verify: false }),
+        }).catch((e: unknown) => e);
+        expect(second, pause).toBeInstanceOf(MoveInProgressError);
+        expect((second as MoveInProgressError).lease, pause).toMatchObject({
+          holder: `mover ${first.pid}`,
+          to: "e",
+          database: "a",
+        });
+        expect((second as Error).message, pause).toMatch(/lapses in \d+\.\d s unless renewed/);
+        first.go();
+      }
       const outcome = await first.outcome();
       expect(outcome).toMatchObject({ ok: true, result: { from: "a", to: "e", epoch: 2 } });
       await load.stop();
@@ -603,7 +632,7 @@ describe("two movers of one shard", () => {
       await expectNoLeftovers(r);
       map.close();
     },
-    patient(120_000),
+    patient(240_000),
   );
 
   it.each(["receive", "copy", "fence", "verify-changes", "switch", "teardown"] as const)(
@@ -616,6 +645,9 @@ describe("two movers of one shard", () => {
       first.go();
       expect(await first.next()).toBe(`paused ${pause}`);
       first.freeze(); // its lease is not renewed any more
+      // Frozen past its lease: the lease is made to lapse now, by a's clock, rather than waited out
+      // (a renewal it had sent before it froze may still land: then it is waited out).
+      await lapseNow(r);
       await untilLapsed(r);
       const second = await moveToE(r, map);
       expect(second.resumed).toBe(SWITCHED.includes(pause) ? "rolled-forward" : "rolled-back");

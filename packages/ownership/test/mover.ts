@@ -4,9 +4,11 @@
 // measures), and prints the move's result (or its error) as one JSON line.
 //
 // STOP_AFTER=<step>: SIGKILLs itself right after that step, as a crash there would.
-// PAUSE_AFTER=<step>: prints "paused <step>" after that step and waits for a line on stdin before it
-// goes on (a test freezes it meanwhile with SIGSTOP, as a host that stalls would).
+// PAUSE_AFTER=<step>[,<step>...]: prints "paused <step>" after each of those steps and waits for a
+// line on stdin before it goes on (a test freezes it meanwhile with SIGSTOP, as a host that stalls
+// would, or tries a second mover there).
 // LEASE_MS: the move's lease. VERIFY=0: `verify: false`. COPY_TIMEOUT_MS: `copyTimeoutMs`.
+// FREEZE_BUDGET_MS: `freezeBudgetMs`.
 import { createInterface } from "node:readline";
 import { moveShard, PartitionMap } from "../src/index.js";
 import { routerOver, S, TABLES } from "./layout.js";
@@ -14,6 +16,7 @@ import { routerOver, S, TABLES } from "./layout.js";
 const urls = JSON.parse(process.env.MOVE_URLS!) as { a: string; b: string; e: string };
 const { registry, databases } = routerOver(urls);
 const map = await PartitionMap.open({ registry, tables: TABLES });
+const pauses = new Set((process.env.PAUSE_AFTER ?? "").split(",").filter(Boolean));
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 process.stdout.write("ready\n");
 await lines.next();
@@ -26,10 +29,11 @@ const outcome = await moveShard({
   ...(process.env.LEASE_MS ? { leaseMs: Number(process.env.LEASE_MS) } : {}),
   ...(process.env.VERIFY === "0" ? { verify: false } : {}),
   ...(process.env.COPY_TIMEOUT_MS ? { copyTimeoutMs: Number(process.env.COPY_TIMEOUT_MS) } : {}),
+  ...(process.env.FREEZE_BUDGET_MS ? { freezeBudgetMs: Number(process.env.FREEZE_BUDGET_MS) } : {}),
   holder: `mover ${process.pid}`,
   afterStep: async (step) => {
     if (step === process.env.STOP_AFTER) process.kill(process.pid, "SIGKILL");
-    if (step === process.env.PAUSE_AFTER) {
+    if (pauses.has(step)) {
       process.stdout.write(`paused ${step}\n`);
       await lines.next();
     }

@@ -8,7 +8,8 @@ export type MoverOutcome =
   | { ok: false; code: string; message: string; left?: string; rerun?: string | null; step?: string };
 
 /**
- * A mover process (test/mover.ts: moves 0/1 from a to e, or to b with `TO: "b"`), started and ready. `go()` starts the move;
+ * A mover process (test/mover.ts: moves 0/1 from a to e, or to b with `TO: "b"`), started and ready
+ * (`PAUSE_AFTER`: one step, or several joined by commas). `go()` starts the move;
  * `next()` reads its next line; `outcome()` waits for its last line (parsed); `exited` resolves with
  * its signal (SIGKILL for a mover that stopped itself, as a crash would).
  */
@@ -21,6 +22,7 @@ export async function startMover(
     VERIFY?: string;
     TO?: "b";
     COPY_TIMEOUT_MS?: string;
+    FREEZE_BUDGET_MS?: string;
   } = {},
 ) {
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "test/mover.ts"], {

@@ -1,17 +1,26 @@
 // One service instance starting: its own router process. It connects to every database, prints
 // "ready", opens its partition map when it reads "go" on stdin, and prints the map it opened with
-// (or the error it failed with) as JSON.
+// (or the error it failed with) as JSON, and closes its connections. "again" starts it over, as a
+// restart of the instance would: a new registry (new clients, new connections), connected, "ready",
+// and the next "go" opens a map anew. It ends when stdin ends.
 import { createInterface } from "node:readline";
 import { PartitionMap } from "../src/index.js";
 import { routerOver, TABLES } from "./layout.js";
 
 const urls = JSON.parse(process.env.OWNERSHIP_URLS!) as { a: string; b: string; e: string };
-const { registry } = routerOver(urls);
-// Connected before "go", so the opens that follow start together.
-await Promise.all(registry.databases.map((p) => p.client.$queryRawUnsafe("SELECT 1")));
-process.stdout.write("ready\n");
+
+/** A new router over the databases, connected before "go", so the opens that follow start together. */
+async function connected() {
+  const { registry } = routerOver(urls);
+  await Promise.all(registry.databases.map((p) => p.client.$queryRawUnsafe("SELECT 1")));
+  process.stdout.write("ready\n");
+  return registry;
+}
+
+let registry: Awaited<ReturnType<typeof connected>> | undefined = await connected();
 for await (const line of createInterface({ input: process.stdin })) {
-  if (line !== "go") continue;
+  if (line === "again" && !registry) registry = await connected();
+  if (line !== "go" || !registry) continue;
   const outcome = await PartitionMap.open({ registry, tables: TABLES }).then(
     (map) => {
       const opened = {
@@ -24,7 +33,8 @@ for await (const line of createInterface({ input: process.stdin })) {
     },
     (error: unknown) => ({ ok: false, error: String(error).slice(0, 500) }),
   );
+  await registry.disconnect();
+  registry = undefined;
   process.stdout.write(`${JSON.stringify(outcome)}\n`);
-  break;
 }
-await registry.disconnect();
+await registry?.disconnect();

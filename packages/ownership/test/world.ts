@@ -53,54 +53,61 @@ export async function resetWithLoad(urls: Urls, make: (urls: Urls) => ReturnType
 
 /** Empties every table of every test database, the ownership records and fences included. */
 export async function reset(urls: { a: string; b: string; e: string } = inject("ownershipUrls")) {
-  // Moves' replication objects first (a subscription left by a test would keep copying rows in).
-  for (const url of Object.values(urls)) {
-    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
-    const subscriptions = await client.$queryRawUnsafe<{ name: string }[]>(
-      `SELECT subname::text AS name FROM pg_subscription
-       WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE 'shardkit%'`,
-    );
-    for (const { name } of subscriptions) {
-      await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
-      await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
-      await client.$executeRawUnsafe(`DROP SUBSCRIPTION "${name}"`);
-    }
-    await client.$disconnect();
-  }
-  for (const url of Object.values(urls)) {
-    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
-    await client.$queryRawUnsafe(
-      `SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL AND slot_name LIKE 'shardkit%'`,
-    );
-    // Waited for as long as the machine needs (a fixed 5 s was not enough on a loaded one: the drop
-    // below then failed on a slot still active).
-    await eventually("the moves' replication slots to be let go", async () => {
-      const [left] = await client.$queryRawUnsafe<{ n: number }[]>(
-        `SELECT count(*)::int AS n FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%' AND active`,
+  // One client per database for the whole reset, each phase done on every database before the next.
+  const clients = Object.values(urls).map(
+    (url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }),
+  );
+  try {
+    // Moves' replication objects first (a subscription left by a test would keep copying rows in).
+    for (const client of clients) {
+      const subscriptions = await client.$queryRawUnsafe<{ name: string }[]>(
+        `SELECT subname::text AS name FROM pg_subscription
+         WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE 'shardkit%'`,
       );
-      return left!.n === 0;
-    });
-    await client.$queryRawUnsafe(
-      `SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%'`,
-    );
-    for (const { name } of await client.$queryRawUnsafe<{ name: string }[]>(
-      `SELECT pubname::text AS name FROM pg_publication WHERE pubname LIKE 'shardkit%'`,
-    ))
-      await client.$executeRawUnsafe(`DROP PUBLICATION "${name}"`);
-    await client.$disconnect();
-  }
-  for (const url of Object.values(urls)) {
-    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
-    // The fence's triggers first: their TRUNCATE trigger refuses while a shard is being moved.
-    for (const table of [...TABLES.map((t) => t.table), "UniqueClaim", "UniqueClaimToken"]) {
-      for (const t of ["ins", "upd", "del", "trunc"]) {
-        await client.$executeRawUnsafe(`DROP TRIGGER IF EXISTS shardkit_fence_${t} ON "${table}"`);
+      for (const { name } of subscriptions) {
+        await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
+        await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
+        await client.$executeRawUnsafe(`DROP SUBSCRIPTION "${name}"`);
       }
     }
-    await client.$executeRawUnsafe(
-      'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "UniqueClaimToken", "ShardOwnership", "ShardMove", "ShardMoveChange"',
-    );
-    await client.$disconnect();
+    for (const client of clients) {
+      await client.$queryRawUnsafe(
+        `SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL AND slot_name LIKE 'shardkit%'`,
+      );
+      // Waited for as long as the machine needs (a fixed 5 s was not enough on a loaded one: the drop
+      // below then failed on a slot still active).
+      await eventually("the moves' replication slots to be let go", async () => {
+        const [left] = await client.$queryRawUnsafe<{ n: number }[]>(
+          `SELECT count(*)::int AS n FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%' AND active`,
+        );
+        return left!.n === 0;
+      });
+      await client.$queryRawUnsafe(
+        `SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'shardkit%'`,
+      );
+      for (const { name } of await client.$queryRawUnsafe<{ name: string }[]>(
+        `SELECT pubname::text AS name FROM pg_publication WHERE pubname LIKE 'shardkit%'`,
+      ))
+        await client.$executeRawUnsafe(`DROP PUBLICATION "${name}"`);
+    }
+    for (const client of clients) {
+      // The fence's triggers first: their TRUNCATE trigger refuses while a shard is being moved. Only
+      // those there are (one statement to find them, rather than a DROP IF EXISTS of every possible one).
+      const fenced = await client.$queryRawUnsafe<{ trigger: string; table: string }[]>(
+        `SELECT t.tgname::text AS trigger, c.relname::text AS table FROM pg_trigger t
+           JOIN pg_class c ON c.oid = t.tgrelid
+         WHERE t.tgname = ANY($1::text[]) AND c.relname = ANY($2::text[]) AND pg_table_is_visible(c.oid)`,
+        ["ins", "upd", "del", "trunc"].map((t) => `shardkit_fence_${t}`),
+        [...TABLES.map((t) => t.table), "UniqueClaim", "UniqueClaimToken"],
+      );
+      for (const { trigger, table } of fenced)
+        await client.$executeRawUnsafe(`DROP TRIGGER IF EXISTS ${trigger} ON "${table}"`);
+      await client.$executeRawUnsafe(
+        'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "UniqueClaimToken", "ShardOwnership", "ShardMove", "ShardMoveChange"',
+      );
+    }
+  } finally {
+    for (const client of clients) await client.$disconnect();
   }
 }
 
