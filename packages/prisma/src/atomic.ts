@@ -157,16 +157,21 @@ async function prepare(context: AtomicContext, p: Participant, record: string | 
     failed = reject;
   });
   outcome.catch(() => {}); // a start that failed is thrown by the race below, not by this
+  // The start's deadline error, once it missed it (the action is aborted then): a transaction that
+  // starts late prepares nothing, so no prepared transaction holds its rows until recovery's lease.
+  let abandoned: unknown;
   const transaction = inDatabaseTransaction(view, p.database, context.options, async (tx) => {
     entered();
     try {
-      if (begin) for (const shard of p.shards) await bounded(() => begin(tx, shard));
+      if (abandoned) throw abandoned;
       const lockMs = Math.max(1, Math.min(Math.ceil(executor.timeoutMs), 2 ** 31 - 1));
       await bounded(() => raw(tx).$executeRawUnsafe(`SET LOCAL lock_timeout = ${lockMs}`));
+      if (begin) for (const shard of p.shards) await bounded(() => begin(tx, shard));
       const results: unknown[] = [];
       for (const step of p.steps) results.push(await bounded(() => step.run(tx)));
       if (record !== undefined)
         await bounded(() => raw(tx).$executeRawUnsafe(INSERT_DECISION, id, "commit", COORDINATOR, record));
+      if (abandoned) throw abandoned;
       await bounded(() => raw(tx).$executeRawUnsafe(`PREPARE TRANSACTION '${p.gid}'`));
       prepared(results);
     } catch (error) {
@@ -175,7 +180,10 @@ async function prepare(context: AtomicContext, p: Participant, record: string | 
     }
   });
   transaction.catch(failed); // a start that failed; later failures are the callback's, told already
-  await bounded(() => Promise.race([started, transaction]));
+  await bounded(() => Promise.race([started, transaction])).catch((error: unknown) => {
+    abandoned = error;
+    throw error;
+  });
   p.results = await outcome;
   await context.options.atomicProbe?.("prepared", p.database);
 }
@@ -204,13 +212,20 @@ async function decide(
   }
   try {
     // What became of it, asked within the same deadline: a decider that hangs leaves it in doubt.
+    // Whether it is still prepared is asked first: a COMMIT PREPARED that missed its deadline may
+    // still be running, and its decision row becomes visible by the time the transaction has left
+    // the prepared ones, never after (read the other way round, a commit ending between the two
+    // reads would be taken for none, and the other databases rolled back).
     const decided = await executor.bounded(decider.database, async () => {
-      const [row] = await raw(client).$queryRawUnsafe<{ decision: string }[]>(READ_DECISION, id);
-      if (row?.decision === "commit") return true;
       const still = (await preparedAt(client)).some((x) => x.gid === decider.gid);
-      if (still && (await endPrepared(client, "ROLLBACK", decider.gid)) !== "done")
-        throw new AtomicInDoubtError(id, shards);
-      return false;
+      if (still) {
+        const undone = await endPrepared(client, "ROLLBACK", decider.gid);
+        if (undone === "done") return false;
+        if (undone === "busy") throw new AtomicInDoubtError(id, shards);
+        // Gone between the two reads (its commit ended, or recovery concluded it): its row tells.
+      }
+      const [row] = await raw(client).$queryRawUnsafe<{ decision: string }[]>(READ_DECISION, id);
+      return row?.decision === "commit";
     });
     if (decided) return "commit";
   } catch (error) {

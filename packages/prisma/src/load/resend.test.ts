@@ -4,6 +4,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
@@ -18,6 +19,7 @@ import { sumShardLoad } from "./summary.js";
 const name = `ld_resend_${process.pid}`;
 let client: PrismaClient;
 let admin: pg.Client;
+let url: string;
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(0, 1)];
 const layout: ShardLayout = {
   resolve: (s) => s,
@@ -26,7 +28,7 @@ const layout: ShardLayout = {
 };
 
 beforeAll(async () => {
-  const url = await createDatabase(MAIN_PORT, name);
+  url = await createDatabase(MAIN_PORT, name);
   client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
   admin = new pg.Client({ connectionString: url });
   await admin.connect();
@@ -103,6 +105,48 @@ describe("a flush with no known outcome", () => {
       expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
       await load.idle();
       expect(await calls()).toEqual([8, 8]);
+      await load.close();
+    },
+    patient(60_000),
+  );
+
+  it(
+    "sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once",
+    async () => {
+      const { state, load } = unreliable();
+      count(load, 5);
+      state.lose = true;
+      expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
+      state.lose = false;
+      await load.idle();
+      // A rollup of another router, under way: it has moved the first copy and not committed yet.
+      const roller = new pg.Client({ connectionString: url });
+      await roller.connect();
+      try {
+        await roller.query("BEGIN");
+        const { rows } = await roller.query(
+          "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
+          [365 * 86_400_000],
+        );
+        expect(Number(rows[0].n)).toBe(2);
+        const resent = load.flush();
+        await eventually("the batch sent again waits for the rollup", async () => {
+          const waiting = await admin.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          );
+          return waiting.rows[0].n === 1;
+        });
+        await roller.query("COMMIT");
+        await resent;
+      } finally {
+        await roller.end();
+      }
+      await load.idle();
+      await load.flush(); // whatever the router still holds
+      await load.idle();
+      await rollUpLater();
+      expect(await calls()).toEqual([5, 5]);
       await load.close();
     },
     patient(60_000),

@@ -178,6 +178,10 @@ DECLARE
   tier integer;
 BEGIN
   IF NOT pg_try_advisory_xact_lock(${LOCKS.loadRollup}, 0) THEN RETURN -1; END IF;
+  -- A flush names the batches moved in its statement: locked so, it waits for this rollup's end
+  -- before its snapshot is taken, and sees the batches this one moves (a batch sent again while its
+  -- first copy is being moved would otherwise not see the move, and be written again beside it).
+  LOCK TABLE ${MOVED_TABLE} IN ACCESS EXCLUSIVE MODE;
   ${FIRST_HORIZONS};
   DELETE FROM ${PARTS};
   ${MOVE_WINDOWS};
