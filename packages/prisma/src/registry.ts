@@ -130,6 +130,22 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     if (!options || !Array.isArray(options.shards) || options.shards.length === 0)
       throw new RegistryConfigError(["shards: at least one shard is required"]);
     const physicalByClient = new Map<Client, Database<Client>>();
+    /** The database of `client`, made (without shards yet) the first time a client is named. */
+    const databaseOf = (client: Client): { database: Database<Client>; added: boolean } => {
+      const known = physicalByClient.get(client);
+      if (known) return { database: known, added: false };
+      const database: Database<Client> = {
+        client,
+        shards: [],
+        index: 0,
+        name: "",
+        pool: undefined,
+        replicas: [],
+        labels: NO_LABELS,
+      };
+      physicalByClient.set(client, database);
+      return { database, added: true };
+    };
     const seen = new Map<number, number>();
     options.shards.forEach((entry, i) => {
       const shard = toShardOrIssue(entry?.shard, `shards[${i}].shard`, issues);
@@ -144,20 +160,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
         return;
       }
       seen.set(shard.bits, i);
-      let physical = physicalByClient.get(entry.client);
-      if (!physical) {
-        physical = {
-          client: entry.client,
-          shards: [],
-          index: 0,
-          name: "",
-          pool: undefined,
-          replicas: [],
-          labels: NO_LABELS,
-        };
-        physicalByClient.set(entry.client, physical);
-      }
-      physical.shards.push(shard);
+      databaseOf(entry.client).database.shards.push(shard);
     });
     const unknownShard = options.unknownShard ?? "fail";
     if (unknownShard !== "fail" && unknownShard !== "default") {
@@ -183,20 +186,8 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
         issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
         continue;
       }
-      let physical = physicalByClient.get(described.client);
-      if (!physical) {
-        physical = {
-          client: described.client,
-          shards: [],
-          index: 0,
-          name: "",
-          pool: undefined,
-          replicas: [],
-          labels: NO_LABELS,
-        };
-        physicalByClient.set(described.client, physical);
-        spares.push(physical);
-      }
+      const { database: physical, added } = databaseOf(described.client);
+      if (added) spares.push(physical);
       if (described.replicas !== undefined) {
         const before = given.get(physical);
         if (!Array.isArray(described.replicas)) {
