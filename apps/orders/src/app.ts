@@ -108,7 +108,6 @@ const schemas = {
  * `/health` needs a credential (`Authorization: Bearer <token>`, see auth.ts): a customer reaches
  * only itself and its own orders; creating customers and the back office (`/admin/...`) are for
  * operators (an admin credential). Another customer's data answers 404, as if it did not exist.
- * Longer than 80 lines: every route of the service, as its README lists them.
  */
 export function buildApp(service: OrderService, options: { auth: Auth; logger?: boolean }) {
   const app = Fastify({ logger: options.logger ?? false });

@@ -34,7 +34,6 @@ const schemas = {
  * `/health` needs a credential (`Authorization: Bearer <token>`, see auth.ts): a customer reaches
  * only its own wallets and the transfers it made; customers and the list of every wallet are for
  * operators (an admin credential). Another customer's wallet answers 404, as one that does not exist.
- * Longer than 80 lines: every route of the service, as its README lists them.
  */
 export function buildApp(service: WalletService, options: { auth: Auth; logger?: boolean }) {
   const app = Fastify({ logger: options.logger ?? false });
