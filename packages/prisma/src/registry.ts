@@ -18,14 +18,8 @@ import type {
   ShardReplica,
 } from "./registry-types.js";
 
-export type {
-  Database,
-  ReplicaOptions,
-  ShardClient,
-  ShardRef,
-  ShardRegistryOptions,
-  ShardReplica,
-} from "./registry-types.js";
+// Its types (what a registry is made of) are registry-types.ts's.
+export type * from "./registry-types.js";
 
 /**
  * Maps each logical shard to the client of the physical database that holds it. Several logical
