@@ -1,8 +1,9 @@
-import { idempotencyKeyOf, parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
+import { parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
+import { serviceAccess } from "@shardkit/service-kit/http";
 import Fastify, { type FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { AllocationService } from "./allocation-service.js";
-import type { Auth, Principal } from "./auth.js";
+import { type Auth, ROLES } from "./auth.js";
 import { AllocationsError } from "./errors.js";
 
 const UNITS = "must be a whole number from 1 to 1000000";
@@ -28,48 +29,26 @@ const schemas = {
   }),
 };
 
-/** The request's Idempotency-Key, in its caller's own namespace (`idempotencyKeyOf`). */
-function idempotencyKey(request: FastifyRequest): string {
-  const principal = request.principal;
-  if (!principal) throw new AllocationsError("UNAUTHENTICATED", "this route needs a credential");
-  return idempotencyKeyOf(
-    request,
-    principal.role === "admin" ? `admin:${principal.subject}` : `desk:${principal.desk}`,
-  );
-}
-
-declare module "fastify" {
-  interface FastifyRequest {
-    /** The caller, from the request's credential. */
-    principal: Principal | null;
-  }
-}
-
 /**
  * The HTTP API of the allocations service. Every route needs a credential (`Authorization: Bearer
  * <token>`, see auth.ts): creating buckets is for operators; a desk holds and confirms units as
  * itself only (a body naming another desk is 403) and reads buckets.
  */
 export function buildApp(service: AllocationService, options: { auth: Auth; logger?: boolean }) {
-  const { auth } = options;
   const app = Fastify({ logger: options.logger ?? false });
-  app.decorateRequest("principal", null);
-  app.addHook("onRequest", async (req) => {
-    req.principal = await auth.verify(req.headers.authorization);
+  const { principalOf, operator, idempotencyKey } = serviceAccess(app, {
+    auth: options.auth,
+    roles: ROLES,
+    errors: AllocationsError,
   });
-  const operator = (req: FastifyRequest) => {
-    if (req.principal?.role !== "admin") {
-      throw new AllocationsError("FORBIDDEN", "this route is for operators: it needs an admin credential");
-    }
-  };
   /** A desk acts as itself: the desk a body names must be the caller's (an operator may name any). */
   const asDesk = (req: FastifyRequest, desk: string) => {
-    const principal = req.principal;
-    if (principal?.role === "admin") return;
-    if (principal?.role !== "desk" || principal.desk !== desk) {
+    const principal = principalOf(req);
+    if (principal.role === "admin") return;
+    if (principal.desk !== desk) {
       throw new AllocationsError(
         "FORBIDDEN",
-        `desk: this credential acts for desk "${principal?.role === "desk" ? principal.desk : ""}", not "${desk}"`,
+        `desk: this credential acts for desk "${principal.desk}", not "${desk}"`,
       );
     }
   };

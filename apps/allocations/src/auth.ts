@@ -1,68 +1,18 @@
-import { errors, jwtVerify, SignJWT } from "jose";
+// The allocations service's credentials: HS256 tokens of audience `shardkit-allocations`, signed with
+// ALLOCATIONS_AUTH_SECRET (service-kit's auth.ts checks and issues them).
+import { createServiceAuth, type PrincipalOf, type ServiceAuth } from "@shardkit/service-kit/auth";
 import { AllocationsError } from "./errors.js";
+
+/** The roles besides `admin`, and the field of the principal each one's subject goes in. */
+export const ROLES = { desk: "desk" } as const;
 
 /**
  * Who is calling: an operator of the service (`admin`: every route, including creating buckets),
  * or a desk (holds and confirms units as itself only, and reads buckets).
  */
-export type Principal = { role: "admin"; subject: string } | { role: "desk"; desk: string };
+export type Principal = PrincipalOf<typeof ROLES>;
+export type Auth = ServiceAuth<Principal>;
 
-/** Signs and checks the service's credentials: HS256 tokens (`Authorization: Bearer <token>`). */
-export interface Auth {
-  /** The caller of a request, from its Authorization header; 401 when there is none or it is not valid. */
-  verify(authorization: string | undefined): Promise<Principal>;
-  /** A token for `principal`, valid for `expiresIn` (a jose time span such as "15m", default "1h"). */
-  issue(principal: Principal, expiresIn?: string): Promise<string>;
-}
-
-/** The audience every token of this service names: a token made for another service is refused. */
-const AUDIENCE = "shardkit-allocations";
-/** A secret shorter than this is refused: HS256 wants at least 256 bits. */
-export const MIN_SECRET_LENGTH = 32;
-
-const unauthenticated = (message: string) => new AllocationsError("UNAUTHENTICATED", message);
-
-/**
- * The credentials of a service whose tokens are signed with `secret` (ALLOCATIONS_AUTH_SECRET).
- * Issue them where you authenticate desks and operators, or with `npm run token`; the service
- * only checks them.
- */
-export function createAuth(secret: string): Auth {
-  if (secret.length < MIN_SECRET_LENGTH) {
-    throw new Error(`the auth secret must be at least ${MIN_SECRET_LENGTH} characters long`);
-  }
-  const key = new TextEncoder().encode(secret);
-  return {
-    async verify(authorization) {
-      const match = /^Bearer ([\w-]+\.[\w-]+\.[\w-]+)$/.exec(authorization ?? "");
-      if (!match) throw unauthenticated("this route needs a credential: Authorization: Bearer <token>");
-      let payload: Record<string, unknown>;
-      try {
-        ({ payload } = await jwtVerify(match[1]!, key, {
-          algorithms: ["HS256"],
-          audience: AUDIENCE,
-          requiredClaims: ["sub", "exp"],
-        }));
-      } catch (error) {
-        if (error instanceof errors.JWTExpired) throw unauthenticated("the credential has expired");
-        throw unauthenticated("the credential is not valid");
-      }
-      const subject = payload.sub;
-      if (typeof subject !== "string" || subject === "")
-        throw unauthenticated("the credential names no subject");
-      if (payload.role === "admin") return { role: "admin", subject };
-      if (payload.role === "desk") return { role: "desk", desk: subject };
-      throw unauthenticated("the credential names no role this service knows");
-    },
-    issue(principal, expiresIn = "1h") {
-      const subject = principal.role === "admin" ? principal.subject : principal.desk;
-      return new SignJWT({ role: principal.role })
-        .setProtectedHeader({ alg: "HS256" })
-        .setSubject(subject)
-        .setAudience(AUDIENCE)
-        .setIssuedAt()
-        .setExpirationTime(expiresIn)
-        .sign(key);
-    },
-  };
-}
+/** The credentials of tokens signed with `secret`: the service checks them; `npm run token` issues some. */
+export const createAuth = (secret: string): Auth =>
+  createServiceAuth(secret, { audience: "shardkit-allocations", roles: ROLES, errors: AllocationsError });

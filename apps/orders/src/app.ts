@@ -1,7 +1,8 @@
-import { idempotencyKeyOf, parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
+import { parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
+import { minorUnits, serviceAccess, serviceAnswers } from "@shardkit/service-kit/http";
 import Fastify, { type FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { Auth, Principal } from "./auth.js";
+import { type Auth, ROLES } from "./auth.js";
 import { OrdersError } from "./errors.js";
 import type { OrderService } from "./order-service.js";
 
@@ -11,21 +12,7 @@ export const MAX_AMOUNT = 10n ** 12n;
 export const MAX_ITEMS = 100;
 export const MAX_QTY = 10_000;
 
-const AMOUNT =
-  "must be a positive integer number of minor units (e.g. 1250 for 12.50), as a number or a string";
-const amount = z
-  .union([z.string(), z.number()], { error: AMOUNT })
-  .transform((value, ctx) => {
-    const integer =
-      typeof value === "number" ? Number.isSafeInteger(value) && value >= 0 : /^\d{1,19}$/.test(value);
-    if (!integer) {
-      ctx.addIssue({ code: "custom", message: AMOUNT });
-      return z.NEVER;
-    }
-    return BigInt(value);
-  })
-  .refine((value) => value > 0n, { error: "must be greater than 0" })
-  .refine((value) => value <= MAX_AMOUNT, { error: `must be at most ${MAX_AMOUNT} minor units` });
+const amount = minorUnits(MAX_AMOUNT);
 
 const QTY = `must be a whole number from 1 to ${MAX_QTY}`;
 const currency = z.string({ error: "must be an ISO 4217 code such as EUR" }).regex(/^[A-Z]{3}$/, {
@@ -116,57 +103,22 @@ const schemas = {
   totals: z.strictObject(period).refine(laterThanFrom, { error: "must be later than from", path: ["to"] }),
 };
 
-/** The request's Idempotency-Key, in its caller's own namespace (`idempotencyKeyOf`). */
-function idempotencyKey(request: FastifyRequest): string {
-  const principal = request.principal;
-  if (!principal) throw new OrdersError("UNAUTHENTICATED", "this route needs a credential");
-  return idempotencyKeyOf(
-    request,
-    principal.role === "admin" ? `admin:${principal.subject}` : `customer:${principal.customerId}`,
-  );
-}
-
-declare module "fastify" {
-  interface FastifyRequest {
-    /** The caller, from the request's credential (null only on /health, which needs none). */
-    principal: Principal | null;
-  }
-}
-
-/** Routes a load balancer calls without a credential. */
-const OPEN = new Set(["/health"]);
-
 /**
  * The HTTP API of the orders service. Money travels as strings of minor units. Every route but
  * `/health` needs a credential (`Authorization: Bearer <token>`, see auth.ts): a customer reaches
  * only itself and its own orders; creating customers and the back office (`/admin/...`) are for
  * operators (an admin credential). Another customer's data answers 404, as if it did not exist.
- * Longer than 80 lines: every route of the service, as its README lists them.
  */
 export function buildApp(service: OrderService, options: { auth: Auth; logger?: boolean }) {
-  const { auth } = options;
   const app = Fastify({ logger: options.logger ?? false });
-  app.decorateRequest("principal", null);
-  app.addHook("onRequest", async (req) => {
-    if (OPEN.has(req.routeOptions.url ?? "")) return;
-    req.principal = await auth.verify(req.headers.authorization);
+  const access = serviceAccess(app, {
+    auth: options.auth,
+    roles: ROLES,
+    errors: OrdersError,
+    open: ["/health"],
   });
-  /** The customer the caller acts as, or null for an operator (who may act on any). */
-  const actingAs = (req: FastifyRequest): string | null => {
-    const principal = req.principal;
-    if (!principal) throw new OrdersError("UNAUTHENTICATED", "this route needs a credential");
-    return principal.role === "admin" ? null : principal.customerId;
-  };
-  const operator = (req: FastifyRequest) => {
-    if (actingAs(req) !== null) {
-      throw new OrdersError("FORBIDDEN", "this route is for operators: it needs an admin credential");
-    }
-  };
-  const customer = (req: FastifyRequest, customerId: string) => {
-    const as = actingAs(req);
-    if (as !== null && as !== customerId)
-      throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
-  };
+  const { actingAs, operator, idempotencyKey } = access;
+  const customer = (req: FastifyRequest, customerId: string) => access.self(req, customerId, "customer");
   /** An order, when the caller may see it (404 otherwise, as for one that does not exist). */
   const order = async (req: FastifyRequest, orderId: string) => {
     const found = await service.getOrder(orderId);
@@ -178,16 +130,7 @@ export function buildApp(service: OrderService, options: { auth: Auth; logger?: 
   // Errors answer as JSON with their status; bodies giving a key twice and text PostgreSQL would
   // refuse or alter are 400s, before any handler.
   shardkitHttp(app, { realm: "orders" });
-  app.setReplySerializer((payload) =>
-    JSON.stringify(payload, (_k, v) => (typeof v === "bigint" ? v.toString() : v)),
-  );
-
-  // Each shard's state, for load balancers and people: 200 while any shard is up (a shard that is
-  // down fails only its own requests), 503 when none is.
-  app.get("/health", async (_req, reply) => {
-    const report = await service.health();
-    return reply.code(report.status === "down" ? 503 : 200).send(report);
-  });
+  serviceAnswers(app, service);
   app.post("/customers", async (req, reply) => {
     operator(req);
     const body = parseInput(schemas.customer, req.body);

@@ -1,45 +1,8 @@
 import type { ShardIdentifier } from "@shardkit/id";
-import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
+import { createCustomerSelector as customerSelector } from "@shardkit/service-kit/customers";
 
-export interface CustomerProps {
-  region: string;
-  tenant: string;
-}
+export { type CustomerProps, REGIONS } from "@shardkit/service-kit/customers";
 
-/** EU countries go to group 0, Mexico to group 1; a region no rule names is refused. */
-export const REGIONS = { eu: ["DE", "ES", "FR", "IE", "IT", "NL", "PT"], mx: ["MX"] };
-type Region = keyof typeof REGIONS;
-
-/**
- * Where new customers go: the region picks the group (residency), a consistent hash of the tenant
- * picks one of the group's shards. Members are the shards the registry has in that group.
- */
-export function createCustomerSelector(shards: readonly ShardIdentifier[]) {
-  return createShardSelector<CustomerProps>({
-    routingKey: "tenant",
-    groups: groupsFromShards(
-      shards,
-      [
-        { group: 0, name: "eu" },
-        { group: 1, name: "mx" },
-      ],
-      { refuse },
-    ),
-    rules: [
-      { name: "mx", when: { region: { oneOf: REGIONS.mx } }, group: 1 },
-      { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: 0 },
-    ],
-  });
-}
-
-/** A group with no shard, said in the deployment's terms (the selector names its config: `groups[1].members`). */
-function refuse(empty: readonly GroupOfShards[]): Error {
-  const lacking = empty.map(
-    (g) =>
-      `no shard of group ${g.group}, where customers of ${REGIONS[g.name as Region].join(", ")} are placed (region ${g.name})`,
-  );
-  const example = `{"group":${empty[0]!.group},"member":0,"url":"postgresql://..."}`;
-  return new Error(
-    `wallet service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
-  );
-}
+/** Where new customers go (region picks the group, tenant the shard), in the wallet service's terms. */
+export const createCustomerSelector = (shards: readonly ShardIdentifier[]) =>
+  customerSelector(shards, "wallet");

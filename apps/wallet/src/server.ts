@@ -3,6 +3,7 @@
 // Settings come from the environment (see config.ts and the README). A shard database that is
 // down at start does not stop the service: its shards answer 503 until it is back.
 import { createOutboxRelay } from "@shardkit/prisma";
+import { logRelayError, serve } from "@shardkit/service-kit/serve";
 import { buildApp } from "./app.js";
 import { createAuth } from "./auth.js";
 import { serverConfig } from "./config.js";
@@ -20,18 +21,13 @@ const relay = createOutboxRelay({
   deliveryTimeoutMs: config.RELAY_DELIVERY_TIMEOUT_MS,
   leaseMs: config.RELAY_LEASE_MS,
   deliver: (message) => service.handle(message),
-  onError: (error, database, shards) =>
-    console.error(`relay: ${database} (shards ${shards || "none"}) unavailable: ${(error as Error).message}`),
+  onError: logRelayError,
 });
 const app = buildApp(service, { auth: createAuth(config.WALLET_AUTH_SECRET), logger: true });
 relay.start();
-const address = await app.listen({ port: config.PORT, host: "127.0.0.1" });
-console.error(`wallet service on ${address} (${shards.describe})`);
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, async () => {
-    await app.close();
-    await relay.stop();
-    await shards.close();
-    process.exit(0);
-  });
-}
+await serve(app, {
+  service: "wallet",
+  port: config.PORT,
+  describe: shards.describe,
+  close: [() => relay.stop(), () => shards.close()],
+});

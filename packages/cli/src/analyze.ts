@@ -245,19 +245,17 @@ function stabilityOf(
   };
 }
 
-/**
- * The scorecards for people: one column per candidate, one row per criterion, `*` on the best value of a row.
- * Longer than 80 lines: the report's sections, in the order they are printed.
- */
-export function renderAnalyze(report: AnalyzeReport): string {
-  const cs = report.candidates;
-  type Row = {
-    label: string;
-    values: (number | null)[];
-    text: (c: CandidateReport) => string;
-    better?: "high" | "low";
-  };
-  const rows: Row[] = [
+/** One criterion of the scorecards: its value per candidate, how it is printed, and which way is better. */
+type ScoreRow = {
+  label: string;
+  values: (number | null)[];
+  text: (c: CandidateReport) => string;
+  better?: "high" | "low";
+};
+
+/** The criteria the candidates `cs` are compared on, in the order they are printed. */
+function scoreRows(cs: readonly CandidateReport[]): ScoreRow[] {
+  return [
     {
       label: "distinct keys",
       values: cs.map((c) => c.scorecard.cardinality),
@@ -322,7 +320,12 @@ export function renderAnalyze(report: AnalyzeReport): string {
       better: "high",
     },
   ];
-  const body = rows.map((row) => {
+}
+
+/** The scorecards for people: one column per candidate, one row per criterion, `*` on the best value of a row. */
+export function renderAnalyze(report: AnalyzeReport): string {
+  const cs = report.candidates;
+  const body = scoreRows(cs).map((row) => {
     const present = row.values.filter((v): v is number => v !== null);
     const best =
       row.better && present.length > 1 && new Set(present).size > 1

@@ -1,5 +1,6 @@
 // Where the `shardkit` command line reads and writes: the process's own streams by default, others
 // in tests.
+import type { Command } from "commander";
 import type { ProgressStream } from "./progress.js";
 
 /** Where `run` reads and writes: the process's own streams by default. */
@@ -41,3 +42,15 @@ export type Execute = <O, R extends { ok: boolean }>(
   name: string,
   fn: (options: O) => Promise<[R, (report: R) => string]>,
 ) => (options: O & { json?: boolean }) => Promise<void>;
+
+/**
+ * What a module of commands is added with: the program, where it reads and writes, how a command
+ * runs, the flags every command has (`common`) and where the configuration is read (`config`).
+ */
+export interface CommandContext {
+  program: Command;
+  io: CliIo;
+  execute: Execute;
+  common: (command: Command) => Command;
+  config: (options: { config?: string }) => Record<string, unknown>;
+}

@@ -2,7 +2,7 @@
 // when they run). Ctrl-C stops them after the move under way.
 import { type Command, Option } from "commander";
 import type { BalanceReport } from "./balance.js";
-import type { CliIo, Execute } from "./cli-io.js";
+import type { CommandContext } from "./cli-io.js";
 import { byOption, collect, fraction, positiveInt } from "./flags.js";
 import { createProgress } from "./progress.js";
 
@@ -10,13 +10,7 @@ import { createProgress } from "./progress.js";
  * Adds `balance` and `drain` to `program` (`common`: the flags every command has; `config`: where the configuration is read).
  * Longer than 80 lines: the balance and drain commands' flags and help, as `--help` lists them.
  */
-export function addBalanceCommands(
-  program: Command,
-  io: CliIo,
-  execute: Execute,
-  common: (command: Command) => Command,
-  config: (options: { config?: string }) => Record<string, unknown>,
-): void {
+export function addBalanceCommands({ program, io, execute, common, config }: CommandContext): void {
   const balanceCommand = (command: Command, drain: boolean) => {
     common(command)
       .option(

@@ -1,7 +1,7 @@
 // `shardkit dashboard`: its flags, and how it calls `dashboard/server.ts` (imported when it runs).
 // It runs until Ctrl-C (or the io's signal), then closes: a balance under way ends its move first.
-import { type Command, Option } from "commander";
-import type { CliIo, Execute } from "./cli-io.js";
+import { Option } from "commander";
+import type { CommandContext } from "./cli-io.js";
 import { byOption, collect, port, positiveInt } from "./flags.js";
 
 const TOKEN_VARIABLE = "SHARDKIT_DASHBOARD_TOKEN";
@@ -16,13 +16,7 @@ export interface DashboardReport {
  * Adds `dashboard` to `program` (`common`: the flags every command has; `config`: where the configuration is read).
  * Longer than 80 lines: the command's flags and help, in the order `--help` lists them.
  */
-export function addDashboardCommand(
-  program: Command,
-  io: CliIo,
-  execute: Execute,
-  common: (command: Command) => Command,
-  config: (options: { config?: string }) => Record<string, unknown>,
-): void {
+export function addDashboardCommand({ program, io, execute, common, config }: CommandContext): void {
   type Flags = {
     config?: string;
     host: string;

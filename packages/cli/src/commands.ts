@@ -205,7 +205,7 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
       })(o);
     });
 
-  addBalanceCommands(program, io, execute, common, config);
+  addBalanceCommands({ program, io, execute, common, config });
 
   common(program.command("redrive"))
     .description("dead letters back to pending, for the services' relays to deliver again")
@@ -309,5 +309,5 @@ and fans out.`,
       ),
     );
 
-  addDashboardCommand(program, io, execute, common, config);
+  addDashboardCommand({ program, io, execute, common, config });
 }

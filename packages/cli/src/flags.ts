@@ -15,6 +15,13 @@ export const fraction = (name: string) => (value: string) => {
   return n;
 };
 
+/** The issues of durations given in ms (`[["--timeout", 5000], ...]`): each set one must be positive. */
+export function positiveMsIssues(durations: readonly (readonly [string, number | undefined])[]): string[] {
+  return durations
+    .filter(([, value]) => value !== undefined && !(Number.isFinite(value) && value > 0))
+    .map(([flag, value]) => `${flag}: expected a positive number of ms, got ${value}`);
+}
+
 /** A flag given once per value (`--table A --table B`): the values in order. */
 export const collect = (value: string, previous: string[] = []) => [...previous, value];
 

@@ -10,6 +10,7 @@ import {
 } from "@shardkit/ownership";
 import { type ConfigOptions, findDatabase, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
+import { positiveMsIssues } from "./flags.js";
 import { bytes, count, duration, plural, redactUrl, table } from "./format.js";
 
 export interface MoveCommandOptions extends ConfigOptions {
@@ -122,14 +123,14 @@ export async function move(options: MoveCommandOptions): Promise<MoveReport> {
   const mode = options.mode ?? "live";
   if (mode !== "live" && mode !== "offline")
     issues.push(`--mode: expected live or offline, got ${JSON.stringify(mode)}`);
-  for (const [name, value] of [
-    ["--timeout", options.timeoutMs],
-    ["--copy-timeout", options.copyTimeoutMs],
-    ["--lease", options.leaseMs],
-    ["--max-freeze", options.maxFreezeMs],
-  ] as const)
-    if (value !== undefined && !(Number.isFinite(value) && value > 0))
-      issues.push(`${name}: expected a positive number of ms, got ${value}`);
+  issues.push(
+    ...positiveMsIssues([
+      ["--timeout", options.timeoutMs],
+      ["--copy-timeout", options.copyTimeoutMs],
+      ["--lease", options.leaseMs],
+      ["--max-freeze", options.maxFreezeMs],
+    ]),
+  );
   const timeoutMs = options.timeoutMs ?? 10_000;
   let tables: FencedTable[] = [];
   try {

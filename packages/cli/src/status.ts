@@ -269,8 +269,8 @@ function answerOf(
 }
 
 /**
- * `status` for people.
- * Longer than 80 lines: the report's sections, in the order they are printed.
+ * `status` for people: the shards, the outboxes, the databases that did not answer, the ownership
+ * records' problems, then the moves (`moveLines`).
  */
 export function renderStatus(report: StatusReport): string {
   const ownership = (s: StatusShard) => {
@@ -319,24 +319,19 @@ export function renderStatus(report: StatusReport): string {
       ]),
     ),
   ];
-  if (report.unreachable.length > 0) {
+  const of = `of ${report.databases.length}`;
+  if (report.unreachable.length > 0)
     lines.push(
-      "",
-      `${plural(report.unreachable.length, "database")} of ${report.databases.length} unreachable:`,
-      ...report.databases
-        .filter((d) => d.reachable === "no")
-        .map((d) => `  ${d.database}: ${d.error ?? "no answer"}`),
+      ...unanswered(report, "no", `${plural(report.unreachable.length, "database")} ${of} unreachable:`),
     );
-  }
-  if (report.slow.length > 0) {
+  if (report.slow.length > 0)
     lines.push(
-      "",
-      `${plural(report.slow.length, "database")} of ${report.databases.length} slow (busy or frozen, not known to be down; a longer --timeout may get the answer):`,
-      ...report.databases
-        .filter((d) => d.reachable === "slow")
-        .map((d) => `  ${d.database}: ${d.error ?? "no answer in time"}`),
+      ...unanswered(
+        report,
+        "slow",
+        `${plural(report.slow.length, "database")} ${of} slow (busy or frozen, not known to be down; a longer --timeout may get the answer):`,
+      ),
     );
-  }
   if (report.issues.length > 0) {
     lines.push(
       "",
@@ -344,6 +339,13 @@ export function renderStatus(report: StatusReport): string {
       ...report.issues.map((issue) => `  ${issue}`),
     );
   }
+  lines.push(...moveLines(report));
+  return `${lines.join("\n")}\n`;
+}
+
+/** The moves of `report` for people: under way, stopped half-way, what they left behind, dead letters. */
+function moveLines(report: StatusReport): string[] {
+  const lines: string[] = [];
   if (report.moves.length > 0) {
     lines.push(
       "",
@@ -387,5 +389,17 @@ export function renderStatus(report: StatusReport): string {
       `${plural(report.deadLetters, "dead letter")}: \`shardkit redrive\` puts them back to pending`,
     );
   }
-  return `${lines.join("\n")}\n`;
+  return lines;
+}
+
+/** The databases of `report` that did not answer (`no`) or not in time (`slow`), under `header`, each with why. */
+function unanswered(report: StatusReport, reachable: "no" | "slow", header: string): string[] {
+  const why = reachable === "no" ? "no answer" : "no answer in time";
+  return [
+    "",
+    header,
+    ...report.databases
+      .filter((d) => d.reachable === reachable)
+      .map((d) => `  ${d.database}: ${d.error ?? why}`),
+  ];
 }

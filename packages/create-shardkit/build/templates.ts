@@ -9,6 +9,8 @@
 //   tooling/test-db's index.js and index.d.ts, copied unchanged (one source, never a hand copy),
 //   and of @shardkit/test-db/<entry> -> src/test/<entry>.js and .d.ts, that entry's files likewise;
 //   its `shardkit-prisma-generate` bin -> scripts/prisma-generate.mjs, the bin's file as it is;
+// - imports of @shardkit/service-kit/<entry> (the runtime the apps share) -> src/service-kit/<entry>.ts,
+//   the entry's file of tooling/service-kit as it is (build/service-kit.ts);
 // - a .gitignore (shipped as `gitignore`: npm does not publish `.gitignore` files) and a README:
 //   how to start, then the app's README with the repository's commands turned into npm's.
 // The build fails (it never ships a broken template) when something repo-specific is left, or a
@@ -27,6 +29,7 @@ import { builtinModules } from "node:module";
 import { dirname, join, posix, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { catalogVersion } from "@shardkit/vitest-config/quality";
+import { localServiceKit, SERVICE_KIT, serviceKitEntries, serviceKitFiles } from "./service-kit.js";
 
 export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const repoRoot = resolve(packageDir, "../..");
@@ -66,6 +69,8 @@ const PRIVATE_REPLACEMENTS: Record<string, { devDependencies: string[]; bins?: R
   "@shardkit/tsconfig": { devDependencies: [] },
   // Written into vitest.config.ts.
   "@shardkit/vitest-config": { devDependencies: [] },
+  // Its entries become src/service-kit/*.ts; what they import, the app declares itself (checked).
+  [SERVICE_KIT.name]: { devDependencies: [] },
 };
 /** What the repository's root gives every app, which a project of its own declares itself. */
 const ROOT_PROVIDED = ["typescript", "vitest", "vite", "@types/node"];
@@ -74,7 +79,7 @@ const ROOT_PROVIDED = ["typescript", "vitest", "vite", "@types/node"];
 const FORBIDDEN: [RegExp, string][] = [
   [/\bcatalog:/, "a catalog: version"],
   [/\bworkspace:[*^~]/, "a workspace: version"],
-  [/@shardkit\/(test-db|tsconfig|tsup-config|vitest-config)\b/, "a private tooling package"],
+  [/@shardkit\/(test-db|tsconfig|tsup-config|vitest-config|service-kit)\b/, "a private tooling package"],
   [/\bpnpm\b/, "pnpm (the template is an npm project)"],
   [/\.\.\/\.\.\/\.\.\//, "a path out of the project (../../../)"],
   [/\bapps\/\w/, "a path of the repository (apps/...)"],
@@ -564,21 +569,27 @@ export function prismaGenerateFile(workspace: Map<string, WorkspacePackage>): st
   return readFileSync(join(pkg.dir, bin), "utf8");
 }
 
-/** Every file of the template made from `apps/<app>`, checked (see the module's comment). */
-export async function buildTemplate(app: string, repo = repoRoot): Promise<TemplateFiles> {
-  const appDir = join(repo, "apps", app);
-  const workspace = workspacePackages(repo);
-  const files: TemplateFiles = new Map();
-  const appManifest = readJson<Manifest>(join(appDir, "package.json"));
-  const { manifest, removed } = templateManifest(appManifest, {
-    workspace,
-    root: readJson<Manifest>(join(repo, "package.json")),
-    allowScripts: allowedScripts(repo),
-  });
+/** What an app's own files use of the private packages, found while copying them. */
+interface AppFiles {
+  files: TemplateFiles;
+  /** Names the app imports from @shardkit/test-db, and its other entries it imports. */
+  testDbImports: Set<string>;
+  testDbEntries: Set<string>;
+  /** The entries of @shardkit/service-kit the app imports. */
+  kitEntries: Set<string>;
+  /** Whether a test makes a PostgreSQL server of its own. */
+  server: boolean;
+}
 
-  const testDbImports = new Set<string>();
-  const testDbEntries = new Set<string>();
-  let server = false;
+/** The app's files as the template's (imports of the private packages made local), and what they use of those. */
+function appFiles(appDir: string, app: string): AppFiles {
+  const found: AppFiles = {
+    files: new Map(),
+    testDbImports: new Set(),
+    testDbEntries: new Set(),
+    kitEntries: new Set(),
+    server: false,
+  };
   for (const path of walk(appDir)) {
     if (REPLACED.has(path)) continue;
     const text = readFileSync(join(appDir, path), "utf8");
@@ -592,34 +603,34 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
             .replace(/^\s*type\s+/, "")
             .split(/\s+as\s+/)[0]!
             .trim();
-          if (id) testDbImports.add(id);
+          if (id) found.testDbImports.add(id);
         }
-      for (const m of text.matchAll(/["']@shardkit\/test-db\/([\w-]+)["']/g)) testDbEntries.add(m[1]!);
-      if (TEST_CLUSTER.test(text)) server = true;
-      out = localTestDb(path, text);
+      for (const m of text.matchAll(/["']@shardkit\/test-db\/([\w-]+)["']/g)) found.testDbEntries.add(m[1]!);
+      if (TEST_CLUSTER.test(text)) found.server = true;
+      for (const entry of serviceKitEntries(text)) found.kitEntries.add(entry);
+      out = localServiceKit(path, localTestDb(path, text));
     }
-    files.set(path, out);
+    found.files.set(path, out);
   }
+  return found;
+}
 
-  if (removed.includes("@shardkit/test-db")) {
-    const copies = testDbFiles(workspace, app, testDbImports, testDbEntries);
-    for (const path of ["src/test/test-db.ts", ...copies.keys()])
-      if (files.has(path))
-        throw new TemplateBuildError(
-          `apps/${app}/${path}: the template's copy of @shardkit/test-db goes there`,
-        );
-    for (const [path, text] of copies) files.set(path, text);
-  }
-  if (Object.values(manifest.scripts ?? {}).some((command) => command.includes(PRISMA_GENERATE.target)))
-    files.set(PRISMA_GENERATE.target, prismaGenerateFile(workspace));
-  files.set("gitignore", readFileSync(join(templateFiles, "gitignore"), "utf8"));
-  files.set("package.json", formatJson(manifest));
-  files.set("tsconfig.json", formatJson(standaloneTsconfig(join(appDir, "tsconfig.json"), workspace)));
-  files.set("vitest.config.ts", await standaloneVitestConfig(appDir));
-  const readme = existsSync(join(appDir, "README.md")) ? readFileSync(join(appDir, "README.md"), "utf8") : "";
-  files.set("README.md", templateReadme(app, manifest, readme, server));
+/** Adds the template's copies of a private package's files; an app file in their place is an error. */
+function addCopies(
+  files: TemplateFiles,
+  app: string,
+  pkg: string,
+  copies: TemplateFiles,
+  taken: string[] = [],
+) {
+  for (const path of [...taken, ...copies.keys()])
+    if (files.has(path))
+      throw new TemplateBuildError(`apps/${app}/${path}: the template's copy of ${pkg} goes there`);
+  for (const [path, text] of copies) files.set(path, text);
+}
 
-  // The checks: nothing of the repository is left, and every import is declared.
+/** The checks of a template: nothing of the repository is left, and every import is declared. */
+function checkTemplate(app: string, files: TemplateFiles, manifest: Manifest): void {
   const problems: string[] = [];
   for (const [path, text] of files) {
     for (const [pattern, what] of FORBIDDEN) {
@@ -637,6 +648,39 @@ export async function buildTemplate(app: string, repo = repoRoot): Promise<Templ
   }
   if (problems.length > 0)
     throw new TemplateBuildError(`the ${app} template (from apps/${app}):\n  ${problems.join("\n  ")}`);
+}
+
+/** Every file of the template made from `apps/<app>`, checked (see the module's comment). */
+export async function buildTemplate(app: string, repo = repoRoot): Promise<TemplateFiles> {
+  const appDir = join(repo, "apps", app);
+  const workspace = workspacePackages(repo);
+  const appManifest = readJson<Manifest>(join(appDir, "package.json"));
+  const { manifest, removed } = templateManifest(appManifest, {
+    workspace,
+    root: readJson<Manifest>(join(repo, "package.json")),
+    allowScripts: allowedScripts(repo),
+  });
+
+  const { files, testDbImports, testDbEntries, kitEntries, server } = appFiles(appDir, app);
+  if (removed.includes("@shardkit/test-db")) {
+    const copies = testDbFiles(workspace, app, testDbImports, testDbEntries);
+    addCopies(files, app, "@shardkit/test-db", copies, ["src/test/test-db.ts"]);
+  }
+  if (removed.includes(SERVICE_KIT.name)) {
+    const kit = workspace.get(SERVICE_KIT.name);
+    if (!kit) throw new TemplateBuildError(`no workspace package ${SERVICE_KIT.name} (tooling/service-kit)`);
+    const problem = (message: string) => new TemplateBuildError(message);
+    addCopies(files, app, SERVICE_KIT.name, serviceKitFiles(kit.dir, app, kitEntries, problem));
+  }
+  if (Object.values(manifest.scripts ?? {}).some((command) => command.includes(PRISMA_GENERATE.target)))
+    files.set(PRISMA_GENERATE.target, prismaGenerateFile(workspace));
+  files.set("gitignore", readFileSync(join(templateFiles, "gitignore"), "utf8"));
+  files.set("package.json", formatJson(manifest));
+  files.set("tsconfig.json", formatJson(standaloneTsconfig(join(appDir, "tsconfig.json"), workspace)));
+  files.set("vitest.config.ts", await standaloneVitestConfig(appDir));
+  const readme = existsSync(join(appDir, "README.md")) ? readFileSync(join(appDir, "README.md"), "utf8") : "";
+  files.set("README.md", templateReadme(app, manifest, readme, server));
+  checkTemplate(app, files, manifest);
   return files;
 }
 

@@ -7,7 +7,7 @@ import { eventually } from "@shardkit/vitest-config/eventually";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { routedClient } from "../test/layout.js";
+import { routedClient, seedBuckets } from "../test/layout.js";
 import { startMover } from "../test/movers.js";
 import { reset, type router, routers, S, TABLES } from "../test/world.js";
 import { MoveFailedError } from "./errors.js";
@@ -38,16 +38,7 @@ const quiet = () => {};
 async function seeded(n: number) {
   const r = make();
   const map = await r.open();
-  const buckets: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const id = ShardedId.generate("Bucket", S.g0m1);
-    await r.db.bucket.create({ data: { id, name: `B-${i}`, remaining: 100 } });
-    for (let c = 0; c < 3; c++)
-      await r.db.confirmation.create({
-        data: { id: ShardedId.colocatedWith("Confirmation", id), bucketId: id, desk: "seed" },
-      });
-    buckets.push(id);
-  }
+  const buckets = await seedBuckets(r.db, S.g0m1, n);
   return { r, map, buckets };
 }
 

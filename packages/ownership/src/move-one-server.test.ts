@@ -3,6 +3,7 @@ import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { seedBuckets } from "../test/layout.js";
 import { startMover } from "../test/movers.js";
 import { reset, type router, routers, S, TABLES } from "../test/world.js";
 import { checkMove } from "./check.js";
@@ -39,16 +40,7 @@ const moveToB = (r: Router, map: Map, extra: Partial<Parameters<typeof moveShard
 async function seeded() {
   const r = make();
   const map = await r.open({ retries: 400 });
-  const buckets: string[] = [];
-  for (let i = 0; i < 10; i++) {
-    const id = ShardedId.generate("Bucket", S.g0m1);
-    await r.db.bucket.create({ data: { id, name: `B-${i}`, remaining: 100 } });
-    for (let c = 0; c < 3; c++)
-      await r.db.confirmation.create({
-        data: { id: ShardedId.colocatedWith("Confirmation", id), bucketId: id, desk: "seed" },
-      });
-    buckets.push(id);
-  }
+  const buckets = await seedBuckets(r.db, S.g0m1, 10);
   return { r, map, buckets };
 }
 

@@ -10,6 +10,7 @@ import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import { LOGICAL } from "../test/global-setup.js";
+import { seedBuckets } from "../test/layout.js";
 import { startMover } from "../test/movers.js";
 import { copyShard, reset, type router, routers, S } from "../test/world.js";
 import {
@@ -47,18 +48,7 @@ const moveToE = (
 
 /** Buckets on `shard`, each with a few confirmations, written through the routed client. */
 async function seed(r: Router, shard = S.g0m1, buckets = 50) {
-  const ids: string[] = [];
-  for (let i = 0; i < buckets; i++) {
-    const id = ShardedId.generate("Bucket", shard);
-    await r.db.bucket.create({ data: { id, name: `B-${i}`, remaining: 100 } });
-    for (let c = 0; c < 3; c++) {
-      await r.db.confirmation.create({
-        data: { id: ShardedId.colocatedWith("Confirmation", id), bucketId: id, desk: "seed" },
-      });
-    }
-    ids.push(id);
-  }
-  return ids;
+  return seedBuckets(r.db, shard, buckets);
 }
 
 /** A router over the emptied databases, its partition map (with `options`), and `n` buckets seeded on 0/1. */

@@ -1,5 +1,5 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardIdentifier } from "@shardkit/id";
+import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry, type ShardRegistry, shardRouting } from "@shardkit/prisma";
 import type { FencedTable } from "../src/index.js";
 import { PrismaClient } from "./generated/prisma/client.js";
@@ -27,6 +27,21 @@ export function routedClient(registry: ShardRegistry<PrismaClient>) {
 }
 
 export type Db = ReturnType<typeof routedClient>;
+
+/** `n` buckets on `shard`, each with 3 confirmations, written through the routed client `db`: their IDs. */
+export async function seedBuckets(db: Db, shard: ShardIdentifier, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const id = ShardedId.generate("Bucket", shard);
+    await db.bucket.create({ data: { id, name: `B-${i}`, remaining: 100 } });
+    for (let c = 0; c < 3; c++)
+      await db.confirmation.create({
+        data: { id: ShardedId.colocatedWith("Confirmation", id), bucketId: id, desk: "seed" },
+      });
+    ids.push(id);
+  }
+  return ids;
+}
 
 /**
  * A router over the test databases: shards 0/0 and 0/1 on a, 1/0 on b, and e a spare (no shard

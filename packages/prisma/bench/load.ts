@@ -11,34 +11,25 @@
 //
 // All of them share one PrismaClient (one pool); each routed variant is its own `$extends`.
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
+import { ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry, shardRouting } from "../src/index.js";
 import { LoadRecorder } from "../src/load/recorder.js";
-import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import {
+  type BenchDatabase,
+  findUniqueBy,
+  measureShuffled,
+  onBenchDatabase,
+  printMedians,
+  seedCustomers,
+} from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3000);
 const WARMUP = 1000;
 
-await ensureCluster("main", MAIN_PORT);
-const name = `sk_bench_load_${process.pid}`;
-const url = await createDatabase(MAIN_PORT, name);
-const clients: PrismaClient[] = [];
-try {
-  await bench();
-} finally {
-  await Promise.all(clients.map((client) => client.$disconnect()));
-  await dropDatabase(MAIN_PORT, name);
-}
+await onBenchDatabase("load", bench);
 
-async function bench(): Promise<void> {
-  await rolloutSchema({
-    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-    targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
-    onProgress: () => {},
-  });
+async function bench({ url, clients }: BenchDatabase): Promise<void> {
   const own = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }), errorFormat: "minimal" });
   clients.push(own);
   const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(0, 1)];
@@ -49,60 +40,25 @@ async function bench(): Promise<void> {
   const off = routed(false);
   const control = routed(false);
 
-  const ids = Array.from({ length: 500 }, (_, i) => ShardedId.generate("Customer", shards[i % 2]!) as string);
-  await own.customer.createMany({ data: ids.map((id, i) => ({ id, name: `c${i}`, region: "eu" })) });
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query("ANALYZE");
-  await admin.end();
-
-  type Finder = { customer: { findUnique(args: { where: { id: string } }): PromiseLike<unknown> } };
-  const variants: { name: string; db: Finder }[] = [
-    { name: "load on (default), flushing every 1 s", db: on },
-    { name: "load: false", db: off },
-    { name: "control: a second `load: false` extension", db: control },
-    { name: "database's own client", db: own },
+  const ids = await seedCustomers(own, url, (i) => shards[i % 2]!);
+  const variants = [
+    findUniqueBy(ids, "load on (default), flushing every 1 s", on),
+    findUniqueBy(ids, "load: false", off),
+    findUniqueBy(ids, "control: a second `load: false` extension", control),
+    findUniqueBy(ids, "database's own client", own),
   ];
-  const samples = variants.map(() => [] as number[]);
-  for (let i = 0; i < WARMUP; i++) {
-    for (const v of variants) await v.db.customer.findUnique({ where: { id: ids[i % ids.length]! } });
-  }
-  let seed = 42;
-  const random = () => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return seed / 4294967296;
-  };
-  const order = variants.map((_, j) => j);
-  for (let i = 0; i < ROUNDS; i++) {
-    for (let k = order.length - 1; k > 0; k--) {
-      const r = Math.floor(random() * (k + 1));
-      [order[k], order[r]] = [order[r]!, order[k]!];
-    }
-    for (const j of order) {
-      const start = performance.now();
-      await variants[j]!.db.customer.findUnique({ where: { id: ids[i % ids.length]! } });
-      samples[j]!.push(performance.now() - start);
-    }
-  }
+  const medians = await measureShuffled(variants, WARMUP, ROUNDS);
   const flushed = await on.$shardLoad()!.flush();
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
-  const [loadOn, loadOff, ctl, plain] = samples.map(median) as [number, number, number, number];
-  const us = (ms: number) => `${(ms * 1000).toFixed(0)} µs`;
-  console.log(
-    `\nLoad per shard: routed findUnique by id, median of ${ROUNDS} alternated calls per variant\n`,
+  const loadOff = medians[1]!;
+  printMedians(
+    `Load per shard: routed findUnique by id, median of ${ROUNDS} alternated calls per variant`,
+    variants,
+    medians,
+    [
+      { index: 1, vs: "load: false" },
+      { index: 3, vs: "own client" },
+    ],
   );
-  console.log("| variant | median | vs load: false | vs own client |");
-  console.log("|---|---|---|---|");
-  for (const [label, value] of [
-    [variants[0]!.name, loadOn],
-    [variants[1]!.name, loadOff],
-    [variants[2]!.name, ctl],
-    [variants[3]!.name, plain],
-  ] as const) {
-    console.log(
-      `| ${label} | ${us(value)} | ${(value / loadOff).toFixed(3)} | ${(value / plain).toFixed(3)} |`,
-    );
-  }
   console.log(`\nlast flush: ${flushed.map((f) => `${f.database} ${f.status} (${f.rows} rows)`).join(", ")}`);
 
   // The counting alone, in-process: one call noted on its shard, with its routing key.

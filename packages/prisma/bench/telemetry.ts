@@ -19,34 +19,25 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
+import { ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry, shardRouting } from "../src/index.js";
-import { rolloutSchema } from "../src/rollout.js";
 import { Telemetry } from "../src/telemetry.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import {
+  type BenchDatabase,
+  findUniqueBy,
+  measureShuffled,
+  onBenchDatabase,
+  printMedians,
+  seedCustomers,
+} from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3000);
 const WARMUP = 1000;
 
-await ensureCluster("main", MAIN_PORT);
-const name = `sk_bench_otel_${process.pid}`;
-const url = await createDatabase(MAIN_PORT, name);
-const clients: PrismaClient[] = [];
-try {
-  await bench();
-} finally {
-  await Promise.all(clients.map((client) => client.$disconnect()));
-  await dropDatabase(MAIN_PORT, name);
-}
+await onBenchDatabase("otel", bench);
 
-async function bench(): Promise<void> {
-  await rolloutSchema({
-    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-    targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
-    onProgress: () => {},
-  });
+async function bench({ url, clients }: BenchDatabase): Promise<void> {
   const client = () => {
     const c = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }), errorFormat: "minimal" });
     clients.push(c);
@@ -72,70 +63,28 @@ async function bench(): Promise<void> {
     meterProvider: new MeterProvider(),
   });
 
-  const ids = Array.from({ length: 500 }, () => ShardedId.generate("Customer", shards[1]!) as string);
-  await own.customer.createMany({ data: ids.map((id, i) => ({ id, name: `c${i}`, region: "eu" })) });
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query("ANALYZE");
-  await admin.end();
-
-  type Finder = { customer: { findUnique(args: { where: { id: string } }): PromiseLike<unknown> } };
-  const variants: { name: string; db: Finder }[] = [
-    { name: "default (no SDK registered)", db: byDefault },
-    { name: "telemetry: false", db: off },
-    { name: "database's own client", db: own },
-    { name: "recording (in-memory SDK)", db: recording },
-    { name: "control: a second `telemetry: false` extension", db: control },
+  const ids = await seedCustomers(own, url, () => shards[1]!);
+  const variants = [
+    findUniqueBy(ids, "default (no SDK registered)", byDefault),
+    findUniqueBy(ids, "telemetry: false", off),
+    findUniqueBy(ids, "database's own client", own),
+    findUniqueBy(ids, "recording (in-memory SDK)", recording),
+    findUniqueBy(ids, "control: a second `telemetry: false` extension", control),
   ];
-  const samples = variants.map(() => [] as number[]);
-  for (let i = 0; i < WARMUP; i++) {
-    for (const v of variants) await v.db.customer.findUnique({ where: { id: ids[i % ids.length]! } });
-  }
-  exporter.reset();
-  // Each round runs every variant once, in a shuffled order (seeded, so runs are comparable): a
-  // fixed rotation would always put the same variant after the recording one and charge it for the
-  // SDK's leftover work (garbage, export).
-  let seed = 42;
-  const random = () => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return seed / 4294967296;
-  };
-  const order = variants.map((_, j) => j);
-  for (let i = 0; i < ROUNDS; i++) {
-    for (let k = order.length - 1; k > 0; k--) {
-      const r = Math.floor(random() * (k + 1));
-      [order[k], order[r]] = [order[r]!, order[k]!];
-    }
-    for (const j of order) {
-      const start = performance.now();
-      await variants[j]!.db.customer.findUnique({ where: { id: ids[i % ids.length]! } });
-      samples[j]!.push(performance.now() - start);
-    }
+  // The spans the recording variant keeps are dropped every 500 rounds (untimed).
+  const medians = await measureShuffled(variants, WARMUP, ROUNDS, (i) => {
     if (i % 500 === 0) exporter.reset();
-  }
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
-  const [dflt, noTelemetry, plain, rec, ctl] = samples.map(median) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const us = (ms: number) => `${(ms * 1000).toFixed(0)} µs`;
-  console.log(`\nOpenTelemetry: routed findUnique by id, median of ${ROUNDS} alternated calls per variant\n`);
-  console.log("| variant | median | vs telemetry: false | vs own client |");
-  console.log("|---|---|---|---|");
-  for (const [label, value] of [
-    [variants[0]!.name, dflt],
-    [variants[1]!.name, noTelemetry],
-    [variants[2]!.name, plain],
-    [variants[3]!.name, rec],
-    [variants[4]!.name, ctl],
-  ] as const) {
-    console.log(
-      `| ${label} | ${us(value)} | ${(value / noTelemetry).toFixed(3)} | ${(value / plain).toFixed(3)} |`,
-    );
-  }
+  });
+  const noTelemetry = medians[1]!;
+  printMedians(
+    `OpenTelemetry: routed findUnique by id, median of ${ROUNDS} alternated calls per variant`,
+    variants,
+    medians,
+    [
+      { index: 1, vs: "telemetry: false" },
+      { index: 2, vs: "own client" },
+    ],
+  );
   // What the default adds to a call when no SDK is registered: the provider check, in-process.
   const check = new Telemetry(undefined);
   const N = 2_000_000;

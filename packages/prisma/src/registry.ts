@@ -5,101 +5,22 @@ import {
   type DatabaseLabels,
   freezeLabels,
   labelsSchema,
-  type PlacementRuleInput,
   type PlacementRules,
   readPlacementRules,
   sameLabels,
 } from "./placement.js";
+import type {
+  Database,
+  ReplicaOptions,
+  ShardClient,
+  ShardRef,
+  ShardRegistryOptions,
+  ShardReplica,
+} from "./registry-types.js";
 import { endSharedPool } from "./shared-pool.js";
 
-/**
- * Anything that names a shard: a ShardIdentifier, its key ("1/5"), `{ group, member }`, or a
- * ShardedUUID (whose bits name its shard).
- */
-export type ShardRef = ShardIdentifier | string | { group: number; member: number };
-
-/** The client of one physical database: anything with `$disconnect` (a PrismaClient). */
-export interface ShardClient {
-  $disconnect(): Promise<void>;
-}
-
-export interface ShardRegistryOptions<Client extends ShardClient> {
-  /** One entry per logical shard. Several shards may share one client (one physical database). */
-  shards: ReadonlyArray<{ shard: ShardRef; client: Client }>;
-  /**
-   * What is known of each client's database: a name for messages and reports (a password-less URL)
-   * and its pool size, which `checkConnectionBudget` adds up per server. Optional per client. A
-   * client named here that holds no shard is a spare database (the target of a shard move): it
-   * comes after the others in `physical` and no plan reaches it until it owns a shard.
-   */
-  databases?: ReadonlyArray<{
-    client: Client;
-    name?: string;
-    pool?: number;
-    /**
-     * Labels of the database (`{ region: "eu" }`), which `placement` rules match. Default: none. A
-     * client listed twice gives the same labels (or leaves them out).
-     */
-    labels?: Record<string, string>;
-    /**
-     * Read replicas of this database (streaming copies, read-only): each a client, or the client
-     * with a name for messages and its pool size for `checkConnectionBudget`. Reads made outside
-     * any transaction or action go to them in turn (see `shardRouting`); everything else stays on
-     * `client`. A replica is the replica of one database only, and never a primary itself.
-     */
-    replicas?: ReadonlyArray<Client | ReplicaOptions<Client>>;
-  }>;
-  /** Where `unknownShard: 'default'` sends IDs of unknown shards. Must be one of `shards`. */
-  defaultShard?: ShardRef;
-  /**
-   * What an ID that names a shard not in `shards` does. `'fail'` (default): throws
-   * `UnknownShardError`. `'default'`: goes to `defaultShard` and is logged (for staged rollouts).
-   */
-  unknownShard?: "fail" | "default";
-  /** Receives the warnings `unknownShard: 'default'` logs. Default: `console.warn`. */
-  logger?: { warn(message: string): void };
-  /**
-   * Placement rules: `[{ groups: [1, 2], labels: { region: "eu" } }]` (a value list, `region: ["eu",
-   * "ch"]`, means any of them): the data of those groups may live only on databases whose `labels`
-   * match. A rule naming a label no database has, or matching no database, or a group under two
-   * rules, is refused (`RegistryConfigError`); a shard the registry places on a database that breaks
-   * its rule is not (it is there already): `shardkit doctor` reports it, and moves refuse to make more.
-   */
-  placement?: readonly PlacementRuleInput[];
-}
-
-/** A read replica as given to `createShardRegistry` with its name and pool (else the bare client). */
-export interface ReplicaOptions<Client> {
-  client: Client;
-  /** How messages name it (a password-less URL). Default: `<database name> replica #<j>`. */
-  name?: string;
-  /** Connections its client's pool may open, counted on its own server by `checkConnectionBudget`. */
-  pool?: number;
-}
-
-/** A read replica of a physical database: a streaming, read-only copy of it, with its own client and pool. */
-export interface ShardReplica<Client> {
-  client: Client;
-  name: string;
-  pool: number | undefined;
-}
-
-/** One physical database and the logical shards it holds. */
-export interface Database<Client> {
-  client: Client;
-  /** Logical shards held by this database, ordered by bits. */
-  shards: ShardIdentifier[];
-  /** Position in `registry.databases` (ordered by the lowest shard each holds). */
-  index: number;
-  /** How messages name it: a password-less URL when known, else `database #index`. */
-  name: string;
-  /** Connections its client's pool may open, when known (from the config). */
-  pool: number | undefined;
-  /** Its read replicas, in the order given (empty without any). */
-  replicas: readonly ShardReplica<Client>[];
-  /** Its labels (`{ region: "eu" }`), which placement rules match; empty when none were given. */
-  labels: DatabaseLabels;
-}
+// Its types (what a registry is made of) are registry-types.ts's.
+export type * from "./registry-types.js";
 
 /**
  * Maps each logical shard to the client of the physical database that holds it. Several logical
@@ -131,6 +52,22 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     if (!options || !Array.isArray(options.shards) || options.shards.length === 0)
       throw new RegistryConfigError(["shards: at least one shard is required"]);
     const physicalByClient = new Map<Client, Database<Client>>();
+    /** The database of `client`, made (without shards yet) the first time a client is named. */
+    const databaseOf = (client: Client): { database: Database<Client>; added: boolean } => {
+      const known = physicalByClient.get(client);
+      if (known) return { database: known, added: false };
+      const database: Database<Client> = {
+        client,
+        shards: [],
+        index: 0,
+        name: "",
+        pool: undefined,
+        replicas: [],
+        labels: NO_LABELS,
+      };
+      physicalByClient.set(client, database);
+      return { database, added: true };
+    };
     const seen = new Map<number, number>();
     options.shards.forEach((entry, i) => {
       const shard = toShardOrIssue(entry?.shard, `shards[${i}].shard`, issues);
@@ -145,20 +82,7 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
         return;
       }
       seen.set(shard.bits, i);
-      let physical = physicalByClient.get(entry.client);
-      if (!physical) {
-        physical = {
-          client: entry.client,
-          shards: [],
-          index: 0,
-          name: "",
-          pool: undefined,
-          replicas: [],
-          labels: NO_LABELS,
-        };
-        physicalByClient.set(entry.client, physical);
-      }
-      physical.shards.push(shard);
+      databaseOf(entry.client).database.shards.push(shard);
     });
     const unknownShard = options.unknownShard ?? "fail";
     if (unknownShard !== "fail" && unknownShard !== "default") {
@@ -175,100 +99,8 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
     }
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
-    const spares: Database<Client>[] = [];
-    /** Each database's replicas as given, with where they were given (the first time). */
-    const given = new Map<Database<Client>, { at: number; replicas: readonly unknown[] }>();
-    const labelsAt = new Map<Database<Client>, { at: number; labels: DatabaseLabels }>();
-    for (const [i, described] of (options.databases ?? []).entries()) {
-      if (!described?.client || typeof described.client.$disconnect !== "function") {
-        issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
-        continue;
-      }
-      let physical = physicalByClient.get(described.client);
-      if (!physical) {
-        physical = {
-          client: described.client,
-          shards: [],
-          index: 0,
-          name: "",
-          pool: undefined,
-          replicas: [],
-          labels: NO_LABELS,
-        };
-        physicalByClient.set(described.client, physical);
-        spares.push(physical);
-      }
-      if (described.replicas !== undefined) {
-        const before = given.get(physical);
-        if (!Array.isArray(described.replicas)) {
-          issues.push(`databases[${i}].replicas: expected an array of clients`);
-        } else if (before && before.replicas.length > 0 && described.replicas.length > 0) {
-          issues.push(
-            `databases[${i}].replicas: this database's replicas are already given in databases[${before.at}]; give them once`,
-          );
-        } else if (!before || described.replicas.length > 0) {
-          given.set(physical, { at: i, replicas: described.replicas });
-        }
-      }
-      if (described.pool !== undefined && !(Number.isSafeInteger(described.pool) && described.pool >= 1)) {
-        issues.push(`databases[${i}].pool: expected an integer >= 1, got ${JSON.stringify(described.pool)}`);
-      }
-      physical.pool = described.pool;
-      if (described.name !== undefined) physical.name = described.name;
-      if (described.labels !== undefined) {
-        const parsed = labelsSchema.safeParse(described.labels);
-        if (!parsed.success) {
-          issues.push(
-            `databases[${i}].labels: expected { [name]: string } with non-empty names, got ${JSON.stringify(described.labels)}`,
-          );
-        } else {
-          const labels = freezeLabels(parsed.data);
-          const before = labelsAt.get(physical);
-          if (before && !sameLabels(before.labels, labels))
-            issues.push(
-              `databases[${i}].labels: differ from the labels given for the same client in databases[${before.at}]`,
-            );
-          else {
-            labelsAt.set(physical, { at: i, labels });
-            physical.labels = labels;
-          }
-        }
-      }
-    }
-    const replicaAt = new Map<unknown, string>();
-    for (const [physical, { at, replicas }] of given) {
-      const list: ShardReplica<Client>[] = [];
-      replicas.forEach((entry, j) => {
-        const path = `databases[${at}].replicas[${j}]`;
-        const bare = typeof (entry as ShardClient | undefined)?.$disconnect === "function";
-        const options = (bare ? { client: entry } : entry) as ReplicaOptions<Client> | undefined;
-        if (!options?.client || typeof options.client.$disconnect !== "function") {
-          issues.push(
-            `${path}: expected a PrismaClient (an object with $disconnect) or { client, name?, pool? }`,
-          );
-          return;
-        }
-        if (physicalByClient.has(options.client)) {
-          issues.push(
-            `${path}: this client is a database of the registry (a primary); a replica needs a client of its own`,
-          );
-          return;
-        }
-        const previous = replicaAt.get(options.client);
-        if (previous !== undefined) {
-          issues.push(
-            `${path}: the same replica client as ${previous}; a client is the replica of one database, once`,
-          );
-          return;
-        }
-        replicaAt.set(options.client, path);
-        if (options.pool !== undefined && !(Number.isSafeInteger(options.pool) && options.pool >= 1)) {
-          issues.push(`${path}.pool: expected an integer >= 1, got ${JSON.stringify(options.pool)}`);
-        }
-        list.push({ client: options.client, name: options.name ?? "", pool: options.pool });
-      });
-      physical.replicas = list;
-    }
+    const { spares, given } = readDatabases(options.databases, databaseOf, issues);
+    readReplicas(given, physicalByClient, issues);
     if (issues.length > 0) throw new RegistryConfigError(issues);
 
     const physical = [...physicalByClient.values()].filter((p) => !spares.includes(p));
@@ -384,6 +216,115 @@ export class ShardRegistry<Client extends ShardClient = ShardClient> {
 }
 
 const NO_LABELS: DatabaseLabels = Object.freeze({});
+
+/** Where each database's replicas were given (the first time), as given. */
+type GivenReplicas<Client extends ShardClient> = Map<
+  Database<Client>,
+  { at: number; replicas: readonly unknown[] }
+>;
+
+/**
+ * `databases` (the registry's option) read into the databases of `databaseOf`: their names, pools
+ * and labels, the spares (databases no shard is on yet), and each one's replicas as given (read by
+ * `readReplicas`). Each problem goes to `issues`, named by its path.
+ */
+function readDatabases<Client extends ShardClient>(
+  databases: ShardRegistryOptions<Client>["databases"],
+  databaseOf: (client: Client) => { database: Database<Client>; added: boolean },
+  issues: string[],
+): { spares: Database<Client>[]; given: GivenReplicas<Client> } {
+  const spares: Database<Client>[] = [];
+  /** Each database's replicas as given, with where they were given (the first time). */
+  const given: GivenReplicas<Client> = new Map();
+  const labelsAt = new Map<Database<Client>, { at: number; labels: DatabaseLabels }>();
+  for (const [i, described] of (databases ?? []).entries()) {
+    if (!described?.client || typeof described.client.$disconnect !== "function") {
+      issues.push(`databases[${i}].client: expected a PrismaClient (an object with $disconnect)`);
+      continue;
+    }
+    const { database: physical, added } = databaseOf(described.client);
+    if (added) spares.push(physical);
+    if (described.replicas !== undefined) {
+      const before = given.get(physical);
+      if (!Array.isArray(described.replicas)) {
+        issues.push(`databases[${i}].replicas: expected an array of clients`);
+      } else if (before && before.replicas.length > 0 && described.replicas.length > 0) {
+        issues.push(
+          `databases[${i}].replicas: this database's replicas are already given in databases[${before.at}]; give them once`,
+        );
+      } else if (!before || described.replicas.length > 0) {
+        given.set(physical, { at: i, replicas: described.replicas });
+      }
+    }
+    if (described.pool !== undefined && !(Number.isSafeInteger(described.pool) && described.pool >= 1)) {
+      issues.push(`databases[${i}].pool: expected an integer >= 1, got ${JSON.stringify(described.pool)}`);
+    }
+    physical.pool = described.pool;
+    if (described.name !== undefined) physical.name = described.name;
+    if (described.labels !== undefined) {
+      const parsed = labelsSchema.safeParse(described.labels);
+      if (!parsed.success) {
+        issues.push(
+          `databases[${i}].labels: expected { [name]: string } with non-empty names, got ${JSON.stringify(described.labels)}`,
+        );
+      } else {
+        const labels = freezeLabels(parsed.data);
+        const before = labelsAt.get(physical);
+        if (before && !sameLabels(before.labels, labels))
+          issues.push(
+            `databases[${i}].labels: differ from the labels given for the same client in databases[${before.at}]`,
+          );
+        else {
+          labelsAt.set(physical, { at: i, labels });
+          physical.labels = labels;
+        }
+      }
+    }
+  }
+  return { spares, given };
+}
+
+/** Each database's replicas from what was given: clients of their own, each the replica of one database. */
+function readReplicas<Client extends ShardClient>(
+  given: GivenReplicas<Client>,
+  primaries: ReadonlyMap<Client, Database<Client>>,
+  issues: string[],
+): void {
+  const replicaAt = new Map<unknown, string>();
+  for (const [physical, { at, replicas }] of given) {
+    const list: ShardReplica<Client>[] = [];
+    replicas.forEach((entry, j) => {
+      const path = `databases[${at}].replicas[${j}]`;
+      const bare = typeof (entry as ShardClient | undefined)?.$disconnect === "function";
+      const options = (bare ? { client: entry } : entry) as ReplicaOptions<Client> | undefined;
+      if (!options?.client || typeof options.client.$disconnect !== "function") {
+        issues.push(
+          `${path}: expected a PrismaClient (an object with $disconnect) or { client, name?, pool? }`,
+        );
+        return;
+      }
+      if (primaries.has(options.client)) {
+        issues.push(
+          `${path}: this client is a database of the registry (a primary); a replica needs a client of its own`,
+        );
+        return;
+      }
+      const previous = replicaAt.get(options.client);
+      if (previous !== undefined) {
+        issues.push(
+          `${path}: the same replica client as ${previous}; a client is the replica of one database, once`,
+        );
+        return;
+      }
+      replicaAt.set(options.client, path);
+      if (options.pool !== undefined && !(Number.isSafeInteger(options.pool) && options.pool >= 1)) {
+        issues.push(`${path}.pool: expected an integer >= 1, got ${JSON.stringify(options.pool)}`);
+      }
+      list.push({ client: options.client, name: options.name ?? "", pool: options.pool });
+    });
+    physical.replicas = list;
+  }
+}
 
 /** Builds a registry (see `ShardRegistry`). Throws `RegistryConfigError` listing every problem. */
 export function createShardRegistry<Client extends ShardClient>(

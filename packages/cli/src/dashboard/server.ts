@@ -17,6 +17,7 @@ import type { LoadMeasure } from "@shardkit/ownership";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { type ConfigOptions, openConfig } from "../config.js";
 import { AddressInUseError, UsageError } from "../errors.js";
+import { positiveMsIssues } from "../flags.js";
 import { parseTables } from "../move.js";
 import { Actions } from "./actions.js";
 import { Collector } from "./collect.js";
@@ -134,13 +135,13 @@ function optionIssues(
     issues.push("--token: at least 16 characters (a random one: openssl rand -hex 16)");
   if (!(Number.isInteger(port) && port >= 0 && port <= 65535))
     issues.push(`--port: expected 0..65535, got ${port}`);
-  for (const [flag, value] of [
-    ["--refresh", options.refreshMs],
-    ["--window", options.windowMs],
-    ["--timeout", options.timeoutMs],
-  ] as const)
-    if (value !== undefined && !(Number.isFinite(value) && value > 0))
-      issues.push(`${flag}: expected a positive number of ms, got ${value}`);
+  issues.push(
+    ...positiveMsIssues([
+      ["--refresh", options.refreshMs],
+      ["--window", options.windowMs],
+      ["--timeout", options.timeoutMs],
+    ]),
+  );
   if (options.maxStreams !== undefined && !(Number.isInteger(options.maxStreams) && options.maxStreams > 0))
     issues.push(`--max-streams: expected a positive whole number, got ${options.maxStreams}`);
   if (options.allowActions && (options.tables ?? []).length === 0)

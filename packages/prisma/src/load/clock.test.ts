@@ -2,35 +2,21 @@
 // calls went: their windows are stamped by the database's clock, so the load the balancer reads
 // over the last minutes gives each database the share of the calls the test made there, and the
 // share PostgreSQL itself counted (pg_stat_database's commits); each skewed router is named.
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PrismaClient } from "../../test/generated/prisma/client.js";
+import { describe, expect, it } from "vitest";
+import { loadTableDatabases } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { loadOptionsOf } from "./options.js";
 import { LoadRecorder } from "./recorder.js";
-import { CREATE_LOAD_TABLE } from "./schema.js";
 import { mergeShardLoad, skewedRouters, sumShardLoad } from "./summary.js";
 
 const names = [`ld_clock_a_${process.pid}`, `ld_clock_b_${process.pid}`];
 const A = ShardIdentifier.of(0, 0);
 const B = ShardIdentifier.of(0, 1);
-let urls: string[] = [];
-let clients: PrismaClient[] = [];
 
-beforeAll(async () => {
-  urls = await Promise.all(names.map((n) => createDatabase(MAIN_PORT, n)));
-  clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }));
-  for (const c of clients) for (const ddl of CREATE_LOAD_TABLE) await c.$executeRawUnsafe(ddl);
-}, patient(60_000));
-
-afterAll(async () => {
-  for (const c of clients) await c.$disconnect();
-  for (const n of names) await dropDatabase(MAIN_PORT, n);
-}, patient(60_000));
+const databases = loadTableDatabases(names);
 
 /** 0/0 on the first database, 0/1 on the second. */
 const layout: ShardLayout = {
@@ -48,7 +34,7 @@ function recorder(offsetMs: number): LoadRecorder {
   return new LoadRecorder(
     {
       layout,
-      databases: clients.map((client, i) => ({ client, name: names[i]! })),
+      databases: databases.clients.map((client, i) => ({ client, name: names[i]! })),
       keysOf: () => ["id"],
     },
     options,
@@ -58,13 +44,13 @@ function recorder(offsetMs: number): LoadRecorder {
 
 /** `n` real statements (one transaction each) on `shard`'s database, counted by `load`. */
 async function calls(load: LoadRecorder, shard: ShardIdentifier, n: number) {
-  const client = clients[shard.equals(A) ? 0 : 1]!;
+  const client = databases.clients[shard.equals(A) ? 0 : 1]!;
   for (let i = 0; i < n; i++) await load.timed(client.$queryRawUnsafe("SELECT 1"), [shard], "queryRaw");
 }
 
 /** Each database's commits so far, read from another database (reading them is a commit too). */
 async function commits(): Promise<number[]> {
-  const c = new pg.Client({ connectionString: urls[0]!.replace(names[0]!, "postgres") });
+  const c = new pg.Client({ connectionString: databases.urls[0]!.replace(names[0]!, "postgres") });
   await c.connect();
   try {
     await c.query("SELECT pg_stat_clear_snapshot()");
@@ -96,7 +82,7 @@ describe("load windows stamped by the database's clock", () => {
     }
 
     // What the balancer reads: the last 5 minutes of each database's clock, summed per shard.
-    const sums = await Promise.all(clients.map((c) => sumShardLoad(c, { spanMs: 300_000 })));
+    const sums = await Promise.all(databases.clients.map((c) => sumShardLoad(c, { spanMs: 300_000 })));
     const shards = new Map(mergeShardLoad(sums).map((s) => [s.key, s.calls]));
     expect(shards.get(A.key)).toBe(600);
     expect(shards.get(B.key)).toBe(400);
@@ -126,7 +112,7 @@ describe("load windows stamped by the database's clock", () => {
     const first = await load.flush();
     expect(first[0]!.status).toBe("written");
     // The same window sent again, as a retry would (its router's stamp is the same).
-    const [row] = await clients[0]!.$queryRawUnsafe<{ router_start: Date }[]>(
+    const [row] = await databases.clients[0]!.$queryRawUnsafe<{ router_start: Date }[]>(
       `SELECT router_start FROM shardkit."ShardLoad" WHERE router = $1`,
       load.router,
     );
@@ -147,8 +133,8 @@ describe("load windows stamped by the database's clock", () => {
         sent_at: new Date(Date.now() + 3_600_000).toISOString(),
       },
     ]);
-    await clients[0]!.$executeRawUnsafe(FLUSH_LOAD, resend, new Date(0).toISOString());
-    const rows = await clients[0]!.$queryRawUnsafe<{ calls: bigint }[]>(
+    await databases.clients[0]!.$executeRawUnsafe(FLUSH_LOAD, resend, new Date(0).toISOString());
+    const rows = await databases.clients[0]!.$queryRawUnsafe<{ calls: bigint }[]>(
       `SELECT calls FROM shardkit."ShardLoad" WHERE router = $1`,
       load.router,
     );

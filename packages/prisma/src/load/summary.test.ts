@@ -1,31 +1,18 @@
 // Load summed per shard in the database gives what the same windows give summed in memory (the one
 // rule of `windowShare` at both edges of the span, sketches, heavy hitters with their floors, the
 // series per bucket), and sums of two databases merge per shard.
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PrismaClient } from "../../test/generated/prisma/client.js";
-import { loadRows } from "../../test/load-rows.js";
+import { describe, expect, it } from "vitest";
+import type { PrismaClient } from "../../test/generated/prisma/client.js";
+import { loadRows, loadTableDatabases } from "../../test/load-rows.js";
 import type { ShardLoadWindow } from "./read.js";
-import { CREATE_LOAD_TABLE } from "./schema.js";
 import { LatencySketch } from "./sketch.js";
 import { FLUSH_LOAD } from "./sql.js";
 import { mergeShardLoad, sumShardLoad, sumWindows } from "./summary.js";
 
 const names = [`ld_sum_a_${process.pid}`, `ld_sum_b_${process.pid}`];
-let clients: PrismaClient[] = [];
 
-beforeAll(async () => {
-  const urls = await Promise.all(names.map((n) => createDatabase(MAIN_PORT, n)));
-  clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) }));
-  for (const c of clients) for (const ddl of CREATE_LOAD_TABLE) await c.$executeRawUnsafe(ddl);
-}, patient(60_000));
-
-afterAll(async () => {
-  for (const c of clients) await c.$disconnect();
-  for (const n of names) await dropDatabase(MAIN_PORT, n);
-}, patient(60_000));
+const databases = loadTableDatabases(names);
 
 const UNTIL = Date.parse("2026-01-01T12:00:00Z");
 const SPAN = 120_000;
@@ -110,8 +97,8 @@ const figures = (s: {
 describe("load summed per shard in the database", () => {
   it("gives what the same windows give in memory, with the span's edges pro-rated by one rule", async () => {
     const list = windows(7);
-    await write(clients[0]!, list);
-    const sum = await sumShardLoad(clients[0]!, {
+    await write(databases.clients[0]!, list);
+    const sum = await sumShardLoad(databases.clients[0]!, {
       since: new Date(SINCE),
       until: new Date(UNTIL),
       topKeys: 4,
@@ -140,9 +127,12 @@ describe("load summed per shard in the database", () => {
 
   it("sums of two databases merge per shard as the windows of both would", async () => {
     const second = windows(11).filter((w) => w.shard.key !== "3/7");
-    await write(clients[1]!, second);
+    await write(databases.clients[1]!, second);
     const span = { since: new Date(SINCE), until: new Date(UNTIL), topKeys: 100 };
-    const merged = mergeShardLoad(await Promise.all(clients.map((c) => sumShardLoad(c, span))), 100);
+    const merged = mergeShardLoad(
+      await Promise.all(databases.clients.map((c) => sumShardLoad(c, span))),
+      100,
+    );
     const expected = sumWindows([...windows(7), ...second], { from: SINCE, to: UNTIL, topKeys: 100 }).shards;
     // With every key kept, merging sums is exact: the same counts, quantiles and keys.
     expect(merged.map(figures)).toEqual(expected.map(figures));

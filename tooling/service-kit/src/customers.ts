@@ -1,0 +1,56 @@
+// Where a service's customers live: four shards in two groups by default, EU customers in group 0
+// and Mexican ones in group 1 (residency), spread over their group's shards by tenant.
+import { ShardIdentifier } from "@shardkit/id";
+import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
+
+export interface CustomerProps {
+  region: string;
+  tenant: string;
+}
+
+/** EU countries go to group 0, Mexico to group 1; a region no rule names is refused. */
+export const REGIONS = { eu: ["DE", "ES", "FR", "IE", "IT", "NL", "PT"], mx: ["MX"] };
+type Region = keyof typeof REGIONS;
+
+/** The embedded layout: four shards in two groups (0 = EU, 1 = MX), each its own PGlite database. */
+export const EMBEDDED_SHARDS = [
+  ShardIdentifier.of(0, 0),
+  ShardIdentifier.of(0, 1),
+  ShardIdentifier.of(1, 0),
+  ShardIdentifier.of(1, 1),
+];
+
+/**
+ * Where new customers go: the region picks the group (residency), a consistent hash of the tenant
+ * picks one of the group's shards. Members are the shards the registry has in that group. `service`
+ * names the service in the error a group without shards is.
+ */
+export function createCustomerSelector(shards: readonly ShardIdentifier[], service: string) {
+  return createShardSelector<CustomerProps>({
+    routingKey: "tenant",
+    groups: groupsFromShards(
+      shards,
+      [
+        { group: 0, name: "eu" },
+        { group: 1, name: "mx" },
+      ],
+      { refuse: (empty) => refuse(empty, service) },
+    ),
+    rules: [
+      { name: "mx", when: { region: { oneOf: REGIONS.mx } }, group: 1 },
+      { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: 0 },
+    ],
+  });
+}
+
+/** A group with no shard, said in the deployment's terms (the selector names its config: `groups[1].members`). */
+function refuse(empty: readonly GroupOfShards[], service: string): Error {
+  const lacking = empty.map(
+    (g) =>
+      `no shard of group ${g.group}, where customers of ${REGIONS[g.name as Region].join(", ")} are placed (region ${g.name})`,
+  );
+  const example = `{"group":${empty[0]!.group},"member":0,"url":"postgresql://..."}`;
+  return new Error(
+    `${service} service: bad shard configuration: ${lacking.join("; ")}. List at least one shard of each group in SHARDKIT_SHARDS, e.g. ${example}`,
+  );
+}
