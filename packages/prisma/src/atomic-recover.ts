@@ -34,6 +34,11 @@ export interface AtomicRecoveryOptions {
   dryRun?: boolean;
   /** How long decision rows are kept once nothing is prepared for them any more. Default 1 day. */
   keepDecisionsMs?: number;
+  /**
+   * Called once every database answered (or failed) with how many prepared transactions were found,
+   * then after each one is handled (concluded, or left) with its entry: a command's progress.
+   */
+  onProgress?: (event: { found: number; done: number; transaction?: InDoubtTransaction }) => void;
 }
 
 /** A participant's prepared transaction of an atomic action, as recovery found it. */
@@ -104,6 +109,7 @@ export async function recoverAtomic(
   found.sort(
     (a, b) => Number(b.parsed.self === b.parsed.decider) - Number(a.parsed.self === a.parsed.decider),
   );
+  options.onProgress?.({ found: found.length, done: 0 });
   for (const f of found) {
     const entry: InDoubtTransaction = {
       database: f.db.name,
@@ -118,7 +124,10 @@ export async function recoverAtomic(
     };
     transactions.push(entry);
     const decider = byId.get(f.parsed.decider);
-    if (!decider) continue;
+    if (!decider) {
+      options.onProgress?.({ found: found.length, done: transactions.length, transaction: entry });
+      continue;
+    }
     try {
       const settle = f.ageMs >= leaseMs && !options.dryRun;
       entry.decision = await decisionOf(decider, f.parsed, settle, leaseMs, ended);
@@ -131,6 +140,8 @@ export async function recoverAtomic(
       }
     } catch (error) {
       unanswered.push({ database: decider.name, error });
+    } finally {
+      options.onProgress?.({ found: found.length, done: transactions.length, transaction: entry });
     }
   }
   if (!options.dryRun && unanswered.length === 0)
