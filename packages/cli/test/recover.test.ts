@@ -4,6 +4,7 @@ import { IDENTITY_COLUMNS, identityOf } from "@shardkit/prisma/internal";
 import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDashboard } from "../src/dashboard/server.js";
 import { configFile, SLOW, shardkit } from "./cli.js";
 
 // `shardkit recover`, and the in-doubt atomic actions `status` and `doctor` list. Two databases on the
@@ -216,6 +217,19 @@ describe("shardkit recover", () => {
     expect(doctor.code).toBe(1);
     expect(doctor.stdout).toMatch(/^in_doubt\s+FAIL\s/m);
     expect(doctor.stdout).toContain("recover them with a configuration that lists it");
+    // The dashboard names it among its problems, as an error on its database.
+    const dashboard = await startDashboard({ config, port: 0, timeoutMs: patient(20_000) });
+    try {
+      expect(dashboard.snapshot().problems).toContainEqual(
+        expect.objectContaining({
+          kind: "in-doubt",
+          level: "error",
+          text: expect.stringContaining("whose deciding database is not in this configuration"),
+        }),
+      );
+    } finally {
+      await dashboard.close();
+    }
     await onDb(urls.y, async (c) => {
       const { rows } = await c.query("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()");
       for (const r of rows) await c.query(`ROLLBACK PREPARED '${r.gid}'`);
