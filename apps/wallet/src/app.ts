@@ -91,6 +91,13 @@ export function buildApp(service: WalletService, options: { auth: Auth; logger?:
     // 201: done (same shard); 202: accepted, the saga finishes it (GET /transfers/:id).
     return replyOutcome(reply, outcome.result.status === "pending" ? 202 : 201, outcome);
   });
+  // All or nothing across shards (two-phase commit; atomic-transfer.ts): 201 with the completed transfer.
+  app.post("/transfers/atomic", async (req, reply) => {
+    const { fromWalletId, toWalletId, amount } = parseInput(schemas.transfer, req.body);
+    await wallet(req, fromWalletId);
+    const key = idempotencyKey(req);
+    return replyOutcome(reply, 201, await service.transferAtomic(fromWalletId, toWalletId, amount, key));
+  });
   app.get<{ Params: { transferId: string } }>("/transfers/:transferId", async (req) => {
     const transfer = await service.getTransfer(req.params.transferId);
     // A customer reads the transfers it made (the receiver sees the credit on its own wallet).

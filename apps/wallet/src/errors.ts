@@ -12,6 +12,7 @@ export class WalletError extends serviceErrors({
   INSUFFICIENT_FUNDS: 409,
   CURRENCY_MISMATCH: 422,
   REGION_NOT_SERVED: 422,
+  ATOMIC_UNAVAILABLE: 501,
   SHARD_UNAVAILABLE: 503,
 }) {}
 

@@ -9,6 +9,7 @@ import {
   withShardDeadline,
 } from "@shardkit/prisma";
 import { shardOfId } from "@shardkit/prisma/fastify";
+import { transferAtomic } from "./atomic-transfer.js";
 import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { WalletError } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
@@ -264,6 +265,13 @@ export class WalletService {
       await emitEvent(tx, from, { topic: TOPICS.debited, aggregateId: transferId, payload });
       return transfer;
     });
+  }
+
+  /** All or nothing across shards, by two-phase commit: see atomic-transfer.ts. */
+  transferAtomic(fromWalletId: string, toWalletId: string, amount: bigint, key: string) {
+    const shardOf = (id: string, what: string) => this.shardOf(id, what);
+    const input = { fromWalletId, toWalletId, amount, key, deadlineMs: this.deadlineMs, shardOf };
+    return transferAtomic(this.shards, input);
   }
 
   /**

@@ -38,7 +38,7 @@ export async function readStdin(): Promise<string> {
  * Runs a command and prints its report (JSON or text); its `ok` decides 0 or 1, an error its exit
  * code (`run.ts`).
  */
-export type Execute = <O, R extends { ok: boolean }>(
+export type Execute = <O, R extends { ok: boolean; exitCode?: number }>(
   name: string,
   fn: (options: O) => Promise<[R, (report: R) => string]>,
 ) => (options: O & { json?: boolean }) => Promise<void>;

@@ -7,9 +7,10 @@ import { type CliIo, type Execute, readStdin } from "./cli-io.js";
 import { addBalanceCommands } from "./commands-balance.js";
 import { addDashboardCommand } from "./commands-dashboard.js";
 import type { DoctorReport } from "./doctor.js";
-import { collect, positiveInt } from "./flags.js";
+import { collect, leaseOption, positiveInt } from "./flags.js";
 import type { MoveReport } from "./move.js";
 import { createProgress } from "./progress.js";
+import type { RecoverReport } from "./recover.js";
 import type { RedriveReport } from "./redrive.js";
 import type { RolloutReport } from "./rollout.js";
 import type { StatusReport } from "./status.js";
@@ -37,11 +38,12 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
       "each shard's database, epoch, owner state and reachability; each database's outbox lag and dead letters",
     )
     .option("--timeout <ms>", "how long each database may take to answer", positiveInt("--timeout"), 5000)
+    .addOption(leaseOption())
     .addHelpText("after", "\nExit code 1 when a database does not answer (the table names it).")
     .action(
-      execute<{ config?: string; timeout: number }, StatusReport>("status", async (o) => {
+      execute<{ config?: string; timeout: number; lease: number }, StatusReport>("status", async (o) => {
         const { status, renderStatus } = await import("./status.js");
-        return [await status({ ...config(o), timeoutMs: o.timeout }), renderStatus];
+        return [await status({ ...config(o), timeoutMs: o.timeout, leaseMs: o.lease }), renderStatus];
       }),
     );
 
@@ -223,6 +225,48 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
       }),
     );
 
+  common(program.command("recover"))
+    .description(
+      "conclude atomic actions left in doubt (prepared transactions whose coordinator died) on every database",
+    )
+    .addOption(leaseOption())
+    .option("--timeout <ms>", "how long each database may take to answer", positiveInt("--timeout"), 5000)
+    .option("--dry-run", "list the prepared transactions and what recover would do; change nothing")
+    .option("--no-progress", "no progress on stderr")
+    .addHelpText(
+      "after",
+      `
+Commits where the deciding database recorded commit, rolls back where no decision was recorded and
+the coordinator's lease lapsed, and leaves (naming them) those still within it.
+Exit codes: 0 nothing left in doubt (--dry-run: none found); 4 some left within their lease (run
+again after it; --dry-run: some found); 1 a database did not answer, or an action's deciding
+database is not in the configuration; 2 usage or configuration errors.`,
+    )
+    .action(
+      execute<
+        { config?: string; lease: number; timeout: number; dryRun?: boolean; progress: boolean },
+        RecoverReport
+      >("recover", async (o) => {
+        const { recover, renderRecover, describeRecovered } = await import("./recover.js");
+        const progress = createProgress(io.stderr, { title: "recover", total: 0, enabled: o.progress });
+        try {
+          const report = await recover({
+            ...config(o),
+            leaseMs: o.lease,
+            timeoutMs: o.timeout,
+            dryRun: o.dryRun ?? false,
+            onProgress: (e) => {
+              progress.setTotal(e.found);
+              if (e.entry) progress.update(e.done, describeRecovered(e.entry));
+            },
+          });
+          return [report, renderRecover];
+        } finally {
+          progress.stop();
+        }
+      }),
+    );
+
   program
     .command("analyze")
     .description("the shard-key scorecard of candidate keys over a traffic sample, side by side")
@@ -292,21 +336,23 @@ and fans out.`,
       1,
     )
     .option("--strict", "warnings (wal_level not logical) count as problems")
+    .addOption(leaseOption())
     .addHelpText("after", "\nExit code 1 when a check fails (with --strict: also on warnings).")
     .action(
-      execute<{ config?: string; timeout: number; instances: number; strict?: boolean }, DoctorReport>(
-        "doctor",
-        async (o) => {
-          const { doctor, renderDoctor } = await import("./doctor.js");
-          const report = await doctor({
-            ...config(o),
-            timeoutMs: o.timeout,
-            instances: o.instances,
-            strict: o.strict ?? false,
-          });
-          return [report, renderDoctor];
-        },
-      ),
+      execute<
+        { config?: string; timeout: number; instances: number; strict?: boolean; lease: number },
+        DoctorReport
+      >("doctor", async (o) => {
+        const { doctor, renderDoctor } = await import("./doctor.js");
+        const report = await doctor({
+          ...config(o),
+          timeoutMs: o.timeout,
+          instances: o.instances,
+          strict: o.strict ?? false,
+          leaseMs: o.lease,
+        });
+        return [report, renderDoctor];
+      }),
     );
 
   addDashboardCommand({ program, io, execute, common, config });

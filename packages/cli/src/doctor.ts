@@ -23,6 +23,7 @@ import {
 } from "./drift.js";
 import { UsageError } from "./errors.js";
 import { plural, table } from "./format.js";
+import { type InDoubtReport, inDoubtCheck, readInDoubt, renderInDoubt } from "./in-doubt.js";
 
 export interface DoctorOptions extends ConfigOptions {
   /** How long each database may take to answer. Default 5000 ms. */
@@ -31,6 +32,8 @@ export interface DoctorOptions extends ConfigOptions {
   instances?: number;
   /** Warnings (e.g. `wal_level` not logical) count as problems too. Default false. */
   strict?: boolean;
+  /** Atomic actions: the coordinators' lease (a prepared transaction older than it is an orphan). Default 10 s. */
+  leaseMs?: number;
 }
 
 export type DoctorCheck =
@@ -41,7 +44,8 @@ export type DoctorCheck =
   | "drift"
   | "moves"
   | "placement"
-  | "clocks";
+  | "clocks"
+  | "in_doubt";
 
 export interface DoctorFinding {
   check: DoctorCheck;
@@ -62,6 +66,8 @@ export interface DoctorReport {
   /** Each database's `wal_level`. */
   walLevels: { database: string; walLevel: string }[];
   drift: DriftReport;
+  /** Atomic actions in doubt (prepared transactions), per database, and what `shardkit recover` would do. */
+  inDoubt: InDoubtReport;
 }
 
 type Answer<T> = { physical: Database<RawClient>; value: T };
@@ -287,9 +293,19 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
     findings.push(...clocks.findings);
     checks.push(clocks.check);
 
+    // Atomic actions in doubt: an orphan past its lease holds its rows' locks until recovered.
+    const inDoubt = await readInDoubt(up, {
+      timeoutMs,
+      dryRun: true,
+      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+    });
+    const doubt = inDoubtCheck(inDoubt);
+    findings.push(...doubt.findings);
+    checks.push(doubt.check);
+
     const strict = options.strict ?? false;
     const ok = !findings.some((f) => f.severity === "error" || (strict && f.severity === "warning"));
-    return { ok, strict, checks, findings, servers, walLevels, drift };
+    return { ok, strict, checks, findings, servers, walLevels, drift, inDoubt };
   } finally {
     await opened.close();
   }
@@ -341,6 +357,7 @@ export function renderDoctor(report: DoctorReport): string {
       report.checks.map((c) => [c.check, c.status === "error" ? "FAIL" : c.status, c.summary]),
     ),
   ];
+  lines.push(...renderInDoubt(report.inDoubt));
   if (report.findings.length > 0) lines.push("");
   for (const f of report.findings) lines.push(`${f.severity}: ${f.check}: ${f.message}`);
   lines.push(

@@ -38,3 +38,20 @@ export const byOption = () =>
   new Option("--by <measure>", "what a shard's load is: time in the database, calls or writes (per second)")
     .choices(["time", "calls", "writes"])
     .default("time");
+
+/** A number of ms >= 0 (`--lease 0`: every prepared transaction is past its lease). */
+export const nonNegativeInt = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!(/^\d+$/.test(value) && Number.isSafeInteger(n)))
+    throw new InvalidArgumentError(`${name} must be an integer >= 0.`);
+  return n;
+};
+
+/** `--lease`: the coordinators' lease of atomic actions (`recover`, `status`, `doctor`). */
+export const leaseOption = () =>
+  new Option(
+    "--lease <ms>",
+    "atomic actions: the coordinators' lease; a prepared transaction younger than this may still be finished by its coordinator",
+  )
+    .argParser(nonNegativeInt("--lease"))
+    .default(10_000);

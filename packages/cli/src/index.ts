@@ -17,6 +17,7 @@ export {
   UsageError,
 } from "./errors.js";
 export { type MoveReport, move } from "./move.js";
+export { type RecoverReport, recover } from "./recover.js";
 export { type RedriveReport, redrive } from "./redrive.js";
 export { type RolloutReport, rollout } from "./rollout.js";
 export { ExitCode, exitCodeOf, run } from "./run.js";

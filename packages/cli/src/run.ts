@@ -24,6 +24,12 @@ export const ExitCode = {
    * answers). Run the same `shardkit move` again: it finishes or undoes it first.
    */
   HALF_DONE: 3,
+  /**
+   * `shardkit recover`: atomic actions are left in doubt that a later run concludes (prepared
+   * transactions within their coordinator's lease; with --dry-run, any it found). Run it again
+   * after the lease.
+   */
+  IN_DOUBT: 4,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -58,8 +64,9 @@ Configuration: --config <file>, or the SHARDKIT_SHARDS environment variable: the
 Exit codes: 0 ok; 1 problems found (doctor; status with unreachable or slow databases, ownership
 records that cannot be right, a stopped move or replication objects no move holds; move --dry-run
 whose precheck fails; redrive with a database that did not answer; a balance that could not
-plan) or the operation failed with nothing left half-done (a move refused, or undone); 2 usage, configuration or input errors; 3 a
-move left half-done (run the same move again: it finishes or undoes it first). --json prints
+plan; recover with a database that did not answer or an atomic action it cannot conclude) or the operation failed with nothing left half-done (a move refused, or undone); 2 usage, configuration or input errors; 3 a
+move left half-done (run the same move again: it finishes or undoes it first); 4 recover left
+atomic actions in doubt within their coordinator's lease (run it again after the lease). --json prints
 one JSON document on stdout; progress and messages go to stderr (a bar on a terminal, plain lines
 otherwise).`;
 
@@ -75,12 +82,16 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
    * module is imported when it runs, so `--help`, `--version` and `analyze` never load Prisma.
    */
   const execute =
-    <O, R extends { ok: boolean }>(name: string, fn: (options: O) => Promise<[R, (report: R) => string]>) =>
+    <O, R extends { ok: boolean; exitCode?: number }>(
+      name: string,
+      fn: (options: O) => Promise<[R, (report: R) => string]>,
+    ) =>
     async (options: O & { json?: boolean }) => {
       try {
         const [report, render] = await fn(options);
         io.stdout.write(options.json ? `${toJson(report)}\n` : render(report));
-        exitCode = report.ok ? ExitCode.OK : ExitCode.PROBLEMS;
+        // A report may say which code (recover's 4); otherwise its `ok` decides 0 or 1.
+        exitCode = report.exitCode ?? (report.ok ? ExitCode.OK : ExitCode.PROBLEMS);
       } catch (error) {
         exitCode = exitCodeOf(error);
         const message = isShardkitError(error) ? error.message : oneLine(error);

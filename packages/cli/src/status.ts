@@ -3,6 +3,7 @@ import { isShardkitError, readOutboxLag, type ShardHealth, shardHealth } from "@
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { bytes, duration, oneLine, plainDbError, plural, table } from "./format.js";
+import { type InDoubtReport, readInDoubt, renderInDoubt } from "./in-doubt.js";
 import { applyRecords, isMissingTable } from "./records.js";
 
 export interface StatusOptions extends ConfigOptions {
@@ -11,6 +12,8 @@ export interface StatusOptions extends ConfigOptions {
    * connection not made in time makes it `slow`, as an answer late would). Default 5000 ms.
    */
   timeoutMs?: number;
+  /** Atomic actions: the coordinators' lease (what `shardkit recover` would leave). Default 10 s. */
+  leaseMs?: number;
 }
 
 /**
@@ -105,6 +108,12 @@ export interface StatusReport {
     shard: string;
     walBytes?: number;
   }[];
+  /**
+   * Atomic actions in doubt (prepared transactions of `$action(fn, { atomic: true })`): per database,
+   * how many, the oldest, and what `shardkit recover` would do with each. Informational: a router's
+   * own recovery concludes them (`doctor` warns about those past the lease).
+   */
+  inDoubt: InDoubtReport;
 }
 
 /** A move's record, as `status` shows it. */
@@ -134,9 +143,14 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
     // First where each shard is now (by the ownership records), then its health and outbox there.
     const view = await applyRecords(opened, timeoutMs);
     // Probed after the records were read, so a shard's latency is a round trip, not the client's start.
-    const [health, lag] = await Promise.all([
+    const [health, lag, inDoubt] = await Promise.all([
       shardHealth(registry, { timeoutMs }),
       readOutboxLag(registry, { timeoutMs }),
+      readInDoubt(registry.databases, {
+        timeoutMs,
+        dryRun: true,
+        ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      }),
     ]);
     const databases: StatusDatabase[] = registry.databases.map((physical, i) => {
       // A database that holds no shard (a spare) has no outbox of its own to report.
@@ -224,6 +238,7 @@ export async function status(options: StatusOptions = {}): Promise<StatusReport>
       moves: moves.filter((m) => m.live).map((m) => m.move),
       stopped,
       leftovers,
+      inDoubt,
     };
   } finally {
     await opened.close();
@@ -383,6 +398,7 @@ function moveLines(report: StatusReport): string[] {
       ),
     );
   }
+  lines.push(...renderInDoubt(report.inDoubt));
   if (report.deadLetters > 0) {
     lines.push(
       "",

@@ -272,7 +272,7 @@ export class ActionUnit<Client extends ShardClient> {
       const steps = this.staged.flatMap((w) => w.steps);
       const failure =
         options.atomic && new Set(steps.map((s) => s.database)).size > 1
-          ? await runAtomic({ executor: this.executor, view, options, begin: hook?.begin }, steps)
+          ? await this.runAtomic(view, options, hook, steps)
           : await this.runDatabases(view, options, hook);
       if (!failure) return;
       const rejected = hook?.rejection(failure.error);
@@ -291,6 +291,28 @@ export class ActionUnit<Client extends ShardClient> {
         failure.failed.map((shard) => ({ shard, error })),
         failure.notAttempted,
       );
+    }
+  }
+
+  /**
+   * Runs the steps as one atomic action, telling the router's recovery (`atomicRecovery`) that one
+   * starts, and when one failed (a part of it may be left prepared until recovery ends it).
+   */
+  private async runAtomic(
+    view: View,
+    options: ActionOptions,
+    hook: OwnershipHook | undefined,
+    steps: Step[],
+  ): Promise<ActionFailure | undefined> {
+    const watch = this.executor.atomic;
+    watch?.used();
+    try {
+      const failure = await runAtomic({ executor: this.executor, view, options, begin: hook?.begin }, steps);
+      if (failure) watch?.unsettled();
+      return failure;
+    } catch (error) {
+      watch?.unsettled();
+      throw error;
     }
   }
 

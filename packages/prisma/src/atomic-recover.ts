@@ -42,6 +42,11 @@ export interface AtomicRecoveryOptions {
    * goes on (a frozen server is concluded by a later round). Default: the router's `timeoutMs`.
    */
   timeoutMs?: number;
+  /**
+   * Called once every database answered (or failed) with how many prepared transactions were found,
+   * then after each one is handled (concluded, or left) with its entry: a command's progress.
+   */
+  onProgress?: (event: { found: number; done: number; transaction?: InDoubtTransaction }) => void;
 }
 
 /** A participant's prepared transaction of an atomic action, as recovery found it. */
@@ -120,6 +125,7 @@ export async function recoverAtomic(
   found.sort(
     (a, b) => Number(b.parsed.self === b.parsed.decider) - Number(a.parsed.self === a.parsed.decider),
   );
+  options.onProgress?.({ found: found.length, done: 0 });
   for (const f of found) {
     const entry: InDoubtTransaction = {
       database: f.db.name,
@@ -135,7 +141,10 @@ export async function recoverAtomic(
     transactions.push(entry);
     const decider = byId.get(f.parsed.decider);
     // A database that did not answer this round is asked nothing more in it (each ask would wait out the deadline).
-    if (!decider || silent.has(decider.name) || silent.has(f.db.name)) continue;
+    if (!decider || silent.has(decider.name) || silent.has(f.db.name)) {
+      options.onProgress?.({ found: found.length, done: transactions.length, transaction: entry });
+      continue;
+    }
     let asked = decider;
     try {
       const settle = f.ageMs >= leaseMs && !options.dryRun;
@@ -151,6 +160,8 @@ export async function recoverAtomic(
     } catch (error) {
       unanswered.push({ database: asked.name, error });
       if (error instanceof DatabaseTimeoutError) silent.add(asked.name);
+    } finally {
+      options.onProgress?.({ found: found.length, done: transactions.length, transaction: entry });
     }
   }
   if (!options.dryRun && unanswered.length === 0)

@@ -46,7 +46,11 @@ export interface ActionFailure {
 }
 
 export interface AtomicContext {
-  executor: ShardScopes & { databaseName(index: number): string | undefined; readonly timeoutMs: number };
+  executor: ShardScopes & {
+    databaseName(index: number): string | undefined;
+    readonly timeoutMs: number;
+    atomic?: { unsettled(): void } | undefined;
+  };
   view: View;
   options: TransactionOptions & {
     /** @internal Called at each point of the protocol (tests stop a coordinator there). */
@@ -127,6 +131,8 @@ export async function runAtomic(
     try {
       await executor.bounded(p.database, () => endPrepared(view.clients[p.database]!, "COMMIT", p.gid));
     } catch {
+      // Left prepared: the router's own recovery (atomic-auto.ts) comes back for it.
+      executor.atomic?.unsettled();
       continue;
     }
     await context.options.atomicProbe?.("committed", p.database);

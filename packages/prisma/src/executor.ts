@@ -1,8 +1,10 @@
 // The executor: the one path every routed call takes (resolve, plan, run; in a shard transaction, at
 // the current owner, timed for load per shard). Over 400 lines: that path reads top to bottom here.
+
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Span } from "@opentelemetry/api";
 import type { ShardIdentifier } from "@shardkit/id";
+import type { AtomicWatch } from "./atomic-auto.js";
 import { CallTelemetry } from "./call-telemetry.js";
 import { claimed, claimedIn, claimsIn, type SagaRunner, upsertClaimed } from "./claims/claim-saga.js";
 import { type ClaimContext, readClaim } from "./claims/claims.js";
@@ -79,6 +81,8 @@ export class Executor implements ScatterRunner, SagaRunner {
   private readonly tracing: CallTelemetry | undefined;
   /** Load per logical shard (absent: `load: false` and no metrics), set by `shardRouting`. */
   load: LoadRecorder | undefined;
+  /** The router's own recovery of atomic actions (absent: `atomicRecovery: false`), set by `shardRouting`. */
+  atomic: AtomicWatch | undefined;
 
   constructor(
     readonly planner: Planner,

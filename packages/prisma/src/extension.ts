@@ -2,6 +2,7 @@ import { Prisma } from "@prisma/client/extension";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Page } from "@shardkit/scatter";
 import { type ActionOptions, type ActionUnit, type ModelKey, runAction } from "./action.js";
+import { type AtomicRecoveryOption, atomicRecoveryOptions, watchAtomic } from "./atomic-auto.js";
 import { type AtomicRecoveryOptions, type AtomicRecoveryReport, recoverAtomic } from "./atomic-recover.js";
 import {
   backfillClaims,
@@ -76,6 +77,14 @@ export interface ShardRoutingOptions<Client extends ShardClient> {
    * registry); `false` turns it off. The README's "Load per shard" says more.
    */
   load?: LoadOption;
+  /**
+   * The router's own recovery of atomic actions (`$action(fn, { atomic: true })`), on by default: a
+   * round of `$recoverAtomic` when its first atomic action starts, and again `everyMs` (default: the
+   * lease, 10 s) after one of its atomic actions failed or left a participant uncommitted, until
+   * nothing is left in doubt. No round runs while nothing happens (no idle polling). `false` turns
+   * it off. docs/atomic-commit.md says what it covers and what `startAtomicRecovery` adds.
+   */
+  atomicRecovery?: AtomicRecoveryOption;
 }
 
 /** `db.$shardLoad()`: this router's load counting (undefined with `load: false`). */
@@ -122,6 +131,7 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
     loadIssues,
   );
   if (loadIssues.length > 0) throw new RoutingOptionsError(loadIssues);
+  const recovery = atomicRecoveryOptions(options.atomicRecovery);
   // Longer than 80 lines: the extension's hooks, over the one routed client they share.
   return Prisma.defineExtension((base) => {
     if (!registry.databases.some((p) => (p.client as unknown) === base)) {
@@ -363,11 +373,18 @@ export function shardRouting<Client extends ShardClient>(options: ShardRoutingOp
       // (A registry-like object without the hook: the timer's flushes only.)
       if (loadOptions) registry.beforeDisconnect?.add(() => load.close());
     }
+    const clients = registry.databases.map((p) => p.client);
+    if (recovery) {
+      const databases = clients.map((client, i) => ({ client, name: registry.databases[i]!.name }));
+      const watch = watchAtomic((leaseMs) => recoverAtomic(databases, { leaseMs }), recovery);
+      executor.atomic = watch;
+      registry.beforeDisconnect?.add(() => watch.close());
+    }
     return routedClient({
       executor,
       registry: registry as ShardRegistry<ShardClient>,
       view: {
-        clients: registry.databases.map((p) => p.client),
+        clients,
         replicas: registry.databases.some((p) => p.replicas.length > 0)
           ? registry.databases.map((p) => p.replicas.map((r) => r.client))
           : undefined,

@@ -1,5 +1,6 @@
 export { ScatterError } from "@shardkit/scatter";
 export { type ActionOptions, ActionUnit, type ModelKey, type StagedStatus, StagedWrite } from "./action.js";
+export type { AtomicRecoveryOption } from "./atomic-auto.js";
 export {
   type AtomicRecoveryOptions,
   type AtomicRecoveryReport,

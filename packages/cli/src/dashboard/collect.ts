@@ -22,6 +22,7 @@ import {
 import { scatter } from "@shardkit/scatter";
 import type { OpenedConfig, RawClient } from "../config.js";
 import { oneLine } from "../format.js";
+import { InDoubtPiece } from "./in-doubt.js";
 import { type Names, namesOf } from "./names.js";
 import {
   assembleSnapshot,
@@ -58,6 +59,8 @@ export class Collector {
   private plannedOwners = new Map<string, string>();
   private seq = 0;
   private stopped = false;
+  /** Atomic actions in doubt (in-doubt.ts): problems of their own. */
+  private readonly inDoubt: InDoubtPiece;
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly wakers = new Set<() => void>();
   private readonly listeners = new Set<(snapshot: DashboardSnapshot) => void>();
@@ -71,6 +74,7 @@ export class Collector {
     readonly settings: CollectSettings,
   ) {
     this.names = namesOf(opened);
+    this.inDoubt = new InDoubtPiece(opened.registry.databases, settings.timeoutMs, this.names);
     for (const physical of opened.registry.databases)
       this.probes.set(physical, { up: null, latencyMs: null, answeredAt: null, connections: null });
   }
@@ -90,6 +94,7 @@ export class Collector {
       this.loop(() => this.readView()),
       this.loop(() => this.readLag()),
       this.loop(() => this.readJournal()),
+      this.loop(() => this.inDoubt.read()),
     ];
     await Promise.all(first);
     // Stopped meanwhile (the dashboard could not listen): nothing is scheduled.
@@ -351,7 +356,7 @@ export class Collector {
 
   /** Assembles a snapshot from the last answer of each piece. */
   private assemble(): DashboardSnapshot {
-    return assembleSnapshot({
+    const snapshot = assembleSnapshot({
       registry: this.registry,
       names: this.names,
       settings: this.settings,
@@ -368,5 +373,7 @@ export class Collector {
       run: this.run,
       now: Date.now(),
     });
+    snapshot.problems.push(...this.inDoubt.problems());
+    return snapshot;
   }
 }

@@ -47,7 +47,8 @@ export interface DashboardProblem {
     | "dead-letters"
     | "load"
     | "clock"
-    | "plan";
+    | "plan"
+    | "in-doubt";
   /** One sentence for people. */
   text: string;
   database?: string;
