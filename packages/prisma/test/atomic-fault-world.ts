@@ -52,7 +52,8 @@ export function useFaultWorld(tag: string) {
     const made = await faultDatabases(tag);
     release = made.release;
     world.urls = made.urls;
-    world.router = atomicRouter(made.urls, undefined, { timeoutMs: faultTimeoutMs() });
+    // Recovery is another process's here (a router of the test's own would conclude on its own too).
+    world.router = atomicRouter(made.urls, undefined, { timeoutMs: faultTimeoutMs(), atomicRecovery: false });
   }, patient(180_000));
   afterAll(async () => {
     await world.router?.close();

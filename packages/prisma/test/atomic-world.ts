@@ -48,7 +48,7 @@ export async function atomicDatabases(tag: string): Promise<{ urls: string[]; re
 export function atomicRouter(
   urls: readonly string[],
   layout: string[][] = LAYOUT,
-  options: { timeoutMs?: number } = {},
+  options: { timeoutMs?: number; atomicRecovery?: false } = {},
 ) {
   const clients = urls.map((url) => new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }));
   const registry = createShardRegistry({

@@ -402,11 +402,16 @@ export class LoadRecorder {
     await Promise.all([...this.inFlight.map(settled), ...this.rollers.map((r) => r?.idle())]);
   }
 
-  /** Stops the timer and flushes once more (a routed client's registry disconnecting). */
+  /** Stops the timer and flushes (a registry disconnecting); again if a batch sent again left windows waiting. */
   async close(): Promise<LoadFlushResult[]> {
     this.closed = true;
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
-    return this.flush();
+    const first = await this.flush();
+    const waiting = this.batches.some((b, d) => b !== undefined && !this.sent[d] && !this.inFlight[d]);
+    if (!waiting) return first;
+    const last = new Map(first.map((r) => [r.database, r]));
+    for (const r of await this.flush()) last.set(r.database, r);
+    return [...last.values()];
   }
 }

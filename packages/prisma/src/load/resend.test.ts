@@ -172,6 +172,23 @@ describe("a flush with no known outcome", () => {
   );
 
   it(
+    "closed after a lost answer: the close sends the batch again and the windows since, each once",
+    async () => {
+      const { state, load } = unreliable();
+      count(load, 4);
+      state.lose = true;
+      await load.flush();
+      state.lose = false;
+      await load.idle();
+      count(load, 2);
+      expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
+      await load.idle();
+      expect(await calls()).toEqual([6, 6]);
+    },
+    patient(60_000),
+  );
+
+  it(
     "refused many times over: the router holds the batch sent and one of the windows since, then writes both",
     async () => {
       const { state, load } = unreliable();
