@@ -4,7 +4,7 @@ import pg from "pg";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { reset, routers } from "../test/world.js";
 import { DatabasesUnansweredError } from "./errors.js";
-import { teardown } from "./replication.js";
+import { copied, subscribe, teardown } from "./replication.js";
 
 // Two servers with wal_level = logical (the global setup makes them): a is the source, e the target.
 const urls = inject("moveUrls");
@@ -95,5 +95,34 @@ describe("teardown of a move's replication", () => {
     expect(await names(a, "SELECT slot_name AS name FROM pg_replication_slots")).toEqual([]);
     expect(await names(a, "SELECT pubname AS name FROM pg_publication")).toEqual([]);
     expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([]);
+  });
+
+  it("drops a subscription whose slot is gone from the source (an earlier teardown dropped it while the target did not answer), and leaves nothing", async () => {
+    const r = make();
+    const one = ShardIdentifier.fromBits(1);
+    const mine = `shardkit_move_${one.bits}_cccccccccccc`;
+    const a = await connect(urls.a);
+    const e = await connect(urls.e);
+    await a.query(`CREATE PUBLICATION "${mine}" FOR TABLE "Bucket"`);
+    await subscribe(r.databases.a, r.databases.e, mine, urls.a, mine);
+    await eventually("the initial copy is done", () => copied(r.databases.e, mine));
+    // What a teardown at a did while e was frozen: the sender exited (here: the subscription is
+    // disabled), and the slot, inactive, was dropped. e, back, still holds its subscription, enabled.
+    await e.query(`ALTER SUBSCRIPTION "${mine}" DISABLE`);
+    await eventually(
+      "the slot is inactive at a",
+      async () =>
+        (await a.query("SELECT FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", [mine]))
+          .rowCount === 1,
+    );
+    await a.query("SELECT pg_drop_replication_slot($1)", [mine]);
+    await e.query(`ALTER SUBSCRIPTION "${mine}" ENABLE`);
+
+    await teardown(r.databases.a, r.databases.e, one);
+    expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([]);
+    expect(await names(a, "SELECT slot_name AS name FROM pg_replication_slots")).toEqual([]);
+    expect(await names(a, "SELECT pubname AS name FROM pg_publication")).toEqual([]);
+    // A second teardown finds nothing left and says nothing.
+    await teardown(r.databases.a, r.databases.e, one);
   });
 });

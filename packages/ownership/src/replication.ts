@@ -228,6 +228,10 @@ async function cancelRunning<Client extends ShardClient>(
  * end, and a `DROP SUBSCRIPTION` would wait for them (and, given up, leave them to be made later,
  * holding WAL under a name no move knows). When its source does not answer, the subscription stays
  * disabled and the error is thrown: it is dropped by a later teardown, once the source answers.
+ * Its slot may be gone from the source already (an earlier teardown dropped it there while the
+ * target did not answer: its sender had exited at `wal_sender_timeout`), and `DROP SUBSCRIPTION`
+ * fails on a slot it cannot find ("could not drop replication slot … does not exist"): a slot the
+ * source does not list is detached from the subscription first, which is then dropped without it.
  */
 async function dropSubscription<Client extends ShardClient>(
   shard: ShardIdentifier,
@@ -243,7 +247,39 @@ async function dropSubscription<Client extends ShardClient>(
       `cancelling the making of subscription ${name}'s table copies' slots`,
       5000,
     );
-  await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+  await detachGoneSlot(from, db, name, oid);
+  try {
+    await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+  } catch (error) {
+    // Its slot was dropped at the source meanwhile (another teardown): dropped without it.
+    if (!(await detachGoneSlot(from, db, name, oid))) throw error;
+    await db.$executeRawUnsafe(`DROP SUBSCRIPTION IF EXISTS "${name}"`);
+  }
+}
+
+/**
+ * Detaches the slot of the subscription `oid` (disabled) when the source does not list it (`SET
+ * (slot_name = NONE)`); true when it did. Its table copies' slots are still dropped with it (a
+ * copy's slot that is gone is no error to `DROP SUBSCRIPTION`).
+ */
+async function detachGoneSlot<Client extends ShardClient>(
+  from: Database<Client>,
+  db: Raw,
+  name: string,
+  oid: string,
+): Promise<boolean> {
+  const [sub] = await db.$queryRawUnsafe<{ slot: string | null }[]>(
+    `SELECT subslotname::text AS slot FROM pg_subscription WHERE oid = $1::oid`,
+    oid,
+  );
+  if (!sub?.slot) return false; // dropped meanwhile, or detached already
+  const [listed] = await raw(from).$queryRawUnsafe<{ present: boolean }[]>(
+    `SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = $1) AS present`,
+    sub.slot,
+  );
+  if (listed!.present) return false;
+  await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
+  return true;
 }
 
 /** The statement (its text, a regular expression) of a WAL sender making a slot for a table copy of the subscription `oid`. */
