@@ -71,6 +71,17 @@ function count(load: LoadRecorder, n: number) {
   for (let i = 0; i < n; i++) for (const s of shards) load.note([s], "findUnique", 1, null, true, undefined);
 }
 
+/** A router that counted `n` calls on each shard and flushed them, the answer lost after the commit. */
+async function lostAnswer(n: number): Promise<LoadRecorder> {
+  const { state, load } = unreliable();
+  count(load, n);
+  state.lose = true;
+  expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
+  state.lose = false;
+  await load.idle();
+  return load;
+}
+
 async function calls(): Promise<number[]> {
   const sum = await sumShardLoad(client, { spanMs: 3_600_000 });
   return sum.shards.map((s) => Math.round(s.calls * 1e6) / 1e6);
@@ -88,12 +99,7 @@ describe("a flush with no known outcome", () => {
   it(
     "its answer lost after it committed: sent again as it was, counted once though a rollup moved the first copy",
     async () => {
-      const { state, load } = unreliable();
-      count(load, 5);
-      state.lose = true;
-      expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
-      state.lose = false;
-      await load.idle();
+      const load = await lostAnswer(5);
       // Written all the same, then rolled up before the router could send it again.
       expect(await rollUpLater()).toBe(2);
       const moved = await admin.query(`SELECT router FROM ${MOVED_TABLE}`);
@@ -113,12 +119,7 @@ describe("a flush with no known outcome", () => {
   it(
     "sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once",
     async () => {
-      const { state, load } = unreliable();
-      count(load, 5);
-      state.lose = true;
-      expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
-      state.lose = false;
-      await load.idle();
+      const load = await lostAnswer(5);
       // A rollup of another router, under way: it has moved the first copy and not committed yet.
       const roller = new pg.Client({ connectionString: url });
       await roller.connect();
@@ -155,12 +156,7 @@ describe("a flush with no known outcome", () => {
   it(
     "its answer lost, the first copy still in the windows: replaced by itself, counted once",
     async () => {
-      const { state, load } = unreliable();
-      count(load, 4);
-      state.lose = true;
-      await load.flush();
-      state.lose = false;
-      await load.idle();
+      const load = await lostAnswer(4);
       count(load, 2);
       expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
       expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
@@ -174,12 +170,7 @@ describe("a flush with no known outcome", () => {
   it(
     "closed after a lost answer: the close sends the batch again and the windows since, each once",
     async () => {
-      const { state, load } = unreliable();
-      count(load, 4);
-      state.lose = true;
-      await load.flush();
-      state.lose = false;
-      await load.idle();
+      const load = await lostAnswer(4);
       count(load, 2);
       expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
       await load.idle();
