@@ -350,7 +350,6 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
   /** Stops refreshing and announcing, and detaches the map from routing. */
   close(): void {
     this.announcer.close();
-    this.view.close();
     void this.stop();
     this.registry.attachOwnership(undefined);
   }

@@ -62,12 +62,8 @@ export class RouterView<Client extends ShardClient> {
   private sweepAt = 0;
   /** When each database last answered a read or a look (`performance.now()`). */
   private readonly seenAt = new Map<Database<Client>, number>();
-  /** When the read or look that each database last answered was sent (`performance.now()`; 0: the open's). */
-  private readonly askedAt = new Map<Database<Client>, number>();
   /** Databases with a glance under way (see `glance`). */
   private readonly glancing = new Set<Database<Client>>();
-  /** Glances that calls made too soon after a look put off until `everyMs` after it (see `glance`). */
-  private readonly putOff = new Map<Database<Client>, ReturnType<typeof setTimeout>>();
 
   constructor(
     private readonly registry: ShardRegistry<Client>,
@@ -99,10 +95,9 @@ export class RouterView<Client extends ShardClient> {
         // A database read for the first time gets shardkit's functions first (it was down at open).
         if (!this.install.has(physical)) await this.install.functionsIn(physical);
         const at = ++this.reads;
-        const asked = performance.now();
         const read = await mapRaw(physical).$queryRawUnsafe<(Row & { digest: string })[]>(MAP_RECORDS_SQL);
         const rows = read.filter((r) => r.shard !== null).map(({ digest: _, ...row }) => row);
-        return { at, asked, rows, digest: read[0]!.digest };
+        return { at, rows, digest: read[0]!.digest };
       },
       { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
     );
@@ -112,7 +107,6 @@ export class RouterView<Client extends ShardClient> {
       // Reads overlap (a full refresh, the poll of held writes): a read that started before the one
       // these rows came from must not put older records back.
       this.seenAt.set(outcome.target, performance.now());
-      this.askedAt.set(outcome.target, outcome.value.asked);
       if ((this.readAt.get(outcome.target) ?? 0) > outcome.value.at) continue;
       this.readAt.set(outcome.target, outcome.value.at);
       this.rows.set(outcome.target, outcome.value.rows);
@@ -245,38 +239,17 @@ export class RouterView<Client extends ShardClient> {
   }
 
   /**
-   * On a call routed to `physical`: looks at it (its records' digest, with the tick's small
-   * statement) beside the call, and calls `changed` when its records changed since this router last
-   * read them. A switch changes the records of the shard's former owner whether or not its
-   * announcement reached this router, so a router that missed one learns of the switch from its
-   * first call to the former owner, one statement later, not at its next sweep. At most one look per
-   * database per `everyMs`, however many calls: a call that comes sooner after the last look there
-   * puts the look off until `everyMs` after it (one timer per database, made by the call, never
-   * dropped: the call's rows may be a former owner's, and no other call may follow), unless a read
-   * or a look sent there after the call answers meanwhile (a look under way when the call comes was
-   * sent before it, so does not count). None without calls.
+   * On a call routed to `physical`: when `everyMs` have passed since it last answered a read or a
+   * look, looks at it (its records' digest, with the tick's small statement) beside the call, and
+   * calls `changed` when its records changed since this router last read them. A switch changes the records of the shard's
+   * former owner whether or not its announcement reached this router, so a router that missed one
+   * learns of the switch from its first call to the former owner that comes `everyMs` or more after
+   * its last look there, one statement later, not at its next sweep. At most one look per database
+   * per `everyMs`, however many calls; none without calls.
    */
   glance(physical: Database<Client>, everyMs: number, changed: () => Promise<void>): void {
-    if (this.putOff.has(physical)) return;
-    const called = performance.now();
-    // A look under way was sent before the call: the next one comes `everyMs` after it.
-    const wait = this.glancing.has(physical) ? everyMs : (this.seenAt.get(physical) ?? 0) + everyMs - called;
-    if (wait > 0) {
-      const timer = setTimeout(() => {
-        this.putOff.delete(physical);
-        // A read or look sent there after the call (a tick's) saw its records as they were then, or later.
-        if ((this.askedAt.get(physical) ?? 0) <= called) this.lookBeside(physical, changed);
-      }, wait);
-      timer.unref?.();
-      this.putOff.set(physical, timer);
-      return;
-    }
-    this.lookBeside(physical, changed);
-  }
-
-  /** `glance`'s look at `physical`, in the background: `changed` when its records changed. */
-  private lookBeside(physical: Database<Client>, changed: () => Promise<void>): void {
     if (this.glancing.has(physical)) return;
+    if (performance.now() - (this.seenAt.get(physical) ?? 0) < everyMs) return;
     this.glancing.add(physical);
     void (async () => {
       try {
@@ -285,18 +258,11 @@ export class RouterView<Client extends ShardClient> {
         const { unchanged, missing } = await this.look([physical], false);
         if (missing.length === 0 && !unchanged.has(physical)) await changed();
       } catch {
-        // `changed` is a read of the map: it reports a database that does not answer, and the next
-        // call looks again (a look that failed set no `seenAt`)
+        // the next call looks again; a read of the map reports a database that does not answer
       } finally {
         this.glancing.delete(physical);
       }
     })();
-  }
-
-  /** Drops the glances put off (the map is closed). */
-  close(): void {
-    for (const timer of this.putOff.values()) clearTimeout(timer);
-    this.putOff.clear();
   }
 
   /**
@@ -332,21 +298,16 @@ export class RouterView<Client extends ShardClient> {
   }> {
     const result = await scatter(
       databases,
-      async (physical) => {
-        const asked = performance.now();
-        const [row] =
-          await mapRaw(physical).$queryRawUnsafe<{ version: string; digest: string }[]>(CHECK_SQL);
-        return { ...row!, asked };
-      },
+      async (physical) =>
+        (await mapRaw(physical).$queryRawUnsafe<{ version: string; digest: string }[]>(CHECK_SQL))[0]!,
       { policy: "partial", targetTimeoutMs: this.timeoutMs, key: (p) => p.name },
     );
     const unchanged = new Set<Database<Client>>();
     let announced = false;
     for (const outcome of result.outcomes) {
       if (outcome.status !== "fulfilled") continue;
-      const { version, digest, asked } = outcome.value;
+      const { version, digest } = outcome.value;
       this.seenAt.set(outcome.target, performance.now());
-      this.askedAt.set(outcome.target, asked);
       const before = this.versions.get(outcome.target);
       if (versions) {
         if (before !== undefined && before !== version) announced = true;
