@@ -108,11 +108,7 @@ export interface StatusReport {
     shard: string;
     walBytes?: number;
   }[];
-  /**
-   * Atomic actions in doubt (prepared transactions of `$action(fn, { atomic: true })`): per database,
-   * how many, the oldest, and what `shardkit recover` would do with each. Informational: a router's
-   * own recovery concludes them (`doctor` warns about those past the lease).
-   */
+  /** Atomic actions in doubt per database: how many, the oldest, what `shardkit recover` would do (`doctor` warns past the lease). */
   inDoubt: InDoubtReport;
 }
 

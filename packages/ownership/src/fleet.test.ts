@@ -187,13 +187,17 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
         // The announcement did not reach the former owner; the router still routes there.
         expect(await on(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version)).toBe(before);
         expect(deaf.databaseOf(shard).name).toBe(from.name);
-        // Its next call: a read, which the former owner answers (its rows were frozen at the switch).
-        const found = await routedClient(deaf).bucket.findUnique({ where: { id } });
-        expect(found?.remaining).toBe(3);
+        // Its calls: reads, which the former owner answers (its rows were frozen at the switch). A
+        // call looks beside it once a second has passed since the router last heard from that
+        // database, so it calls until one has (how long the move took decides whether the first does).
         await eventually(
           "the router routes the shard to its new owner",
-          async () => deaf.databaseOf(shard).name === to.name,
-          { timeoutMs: patient(2000) },
+          async () => {
+            const found = await routedClient(deaf).bucket.findUnique({ where: { id } });
+            expect(found?.remaining).toBe(3);
+            return deaf.databaseOf(shard).name === to.name;
+          },
+          { timeoutMs: patient(5000) },
         );
         expect(deafMap.entries().find((e) => e.shard.equals(shard))).toMatchObject({
           database: to.name,
