@@ -5,9 +5,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
-import { afterAll, beforeAll, beforeEach } from "vitest";
 import { rolloutSchema } from "../src/rollout.js";
-import { ATOMIC_SERVER, type AtomicRouter, atomicRouter, eachDatabase, recoverAll } from "./atomic-world.js";
+import { ATOMIC_SERVER, useAtomicWorld } from "./atomic-world.js";
 
 /** The server of y: stopped and frozen by the tests (never shared with another file's). */
 export const FAULT_SERVER = { cluster: "skatomicf", port: 5463 };
@@ -46,27 +45,12 @@ async function faultDatabases(tag: string): Promise<{ urls: string[]; release():
  * prepared transaction concluded and every table emptied.
  */
 export function useFaultWorld(tag: string) {
-  const world = { urls: [] as string[], router: undefined as unknown as AtomicRouter };
-  let release: (() => Promise<void>) | undefined;
-  beforeAll(async () => {
-    const made = await faultDatabases(tag);
-    release = made.release;
-    world.urls = made.urls;
+  return useAtomicWorld(tag, {
+    databases: faultDatabases,
     // Recovery is another process's here (a router of the test's own would conclude on its own too).
-    world.router = atomicRouter(made.urls, undefined, { timeoutMs: faultTimeoutMs(), atomicRecovery: false });
-  }, patient(180_000));
-  afterAll(async () => {
-    await world.router?.close();
-    await release?.();
-  }, patient(120_000));
-  beforeEach(async () => {
-    await recoverAll(world.router, world.urls);
-    await eachDatabase(
-      world.urls,
-      `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`,
-    );
-  }, patient(60_000));
-  return world;
+    router: () => ({ timeoutMs: faultTimeoutMs(), atomicRecovery: false }),
+    resetMs: patient(60_000),
+  });
 }
 
 /** The deadline of the fault tests' routers: what a database that stopped answering is given. */

@@ -146,16 +146,25 @@ export { models, S };
 
 /**
  * A test file's databases and router: made before its tests, dropped after them, and before each
- * test every prepared transaction concluded (by recovery) and every table emptied.
+ * test every prepared transaction concluded (by recovery) and every table emptied. `databases`
+ * makes them (default: on the atomic tests' server), `router` gives the router's options (asked for when it is made), and
+ * `resetMs` bounds the reset before each test.
  */
-export function useAtomicWorld(tag: string) {
+export function useAtomicWorld(
+  tag: string,
+  options: {
+    databases?: (tag: string) => Promise<{ urls: string[]; release(): Promise<void> }>;
+    router?: () => Parameters<typeof atomicRouter>[2];
+    resetMs?: number;
+  } = {},
+) {
   const world = { urls: [] as string[], router: undefined as unknown as AtomicRouter };
   let release: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    const made = await atomicDatabases(tag);
+    const made = await (options.databases ?? atomicDatabases)(tag);
     release = made.release;
     world.urls = made.urls;
-    world.router = atomicRouter(made.urls);
+    world.router = atomicRouter(made.urls, undefined, options.router?.());
   }, patient(180_000));
   afterAll(async () => {
     await world.router?.close();
@@ -167,7 +176,7 @@ export function useAtomicWorld(tag: string) {
       world.urls,
       `TRUNCATE "OrderItem", "Order", "OutboxEvent", "Wallet", "Customer", "AtomicDecision"`,
     );
-  });
+  }, options.resetMs);
   return world;
 }
 
