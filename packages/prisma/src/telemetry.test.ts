@@ -15,7 +15,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { newCustomer, walletOf } from "../test/layout.js";
+import { newCustomer, walletOf, worldPlacement } from "../test/layout.js";
 import { makeWorld, models, S } from "../test/world.js";
 import { PartialCommitError } from "./errors.js";
 import { shardRouting } from "./extension.js";
@@ -129,14 +129,7 @@ describe("a scatter", () => {
     }),
   });
   const degraded = createShardRegistry({
-    shards: [
-      { shard: S.g0m0, client: clients.a },
-      { shard: S.g0m1, client: clients.a },
-      { shard: S.g0m2, client: clients.b },
-      { shard: S.g1m0, client: clients.b },
-      { shard: S.g1m1, client: nowhere },
-      { shard: S.g1m2, client: nowhere },
-    ],
+    shards: worldPlacement(clients.a, clients.b, nowhere),
     defaultShard: S.g0m0,
   });
   const partial = clients.a.$extends(
