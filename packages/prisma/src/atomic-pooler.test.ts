@@ -1,4 +1,3 @@
-import { ShardedId } from "@shardkit/id";
 import { patient, pgBouncerPath, startPgBouncer } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,10 +6,13 @@ import {
   type AtomicRouter,
   atomicRouter,
   ledger,
+  orphanAfterDecision,
   preparedGids,
   recoverAll,
   S,
   stageTransfer,
+  stopAt,
+  transfer,
   walletOn,
 } from "../test/atomic-world.js";
 
@@ -23,19 +25,6 @@ import {
 
 const world = useFaultWorld("pooler");
 const BOUNCER_PORT = 16_463;
-
-const transfer = (from: string, to: string, amount: bigint) => ({
-  id: ShardedId.generate("Customer", S.g0m0),
-  from,
-  to,
-  amount,
-});
-
-/** A coordinator that stops for good at `point` (its promise never settles), as a crashed one would. */
-const stopAt = (point: string, after = 1) => {
-  let seen = 0;
-  return (at: string) => (at === point && ++seen === after ? new Promise<void>(() => {}) : undefined);
-};
 
 describe.skipIf(!pgBouncerPath())("atomic actions through PgBouncer in transaction mode", () => {
   let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
@@ -133,17 +122,7 @@ describe.skipIf(!pgBouncerPath())("atomic actions through PgBouncer in transacti
   it(
     "a direct coordinator stopped after the decision: recovery through the pooler commits y's part",
     async () => {
-      const x = await walletOn(world.router, S.g0m0, 100n); // x decides
-      const y = await walletOn(world.router, S.g0m2, 0n);
-      const t = transfer(x, y, 30n);
-      void world.router.db.$action((unit) => stageTransfer(unit, t), {
-        atomic: true,
-        atomicProbe: stopAt("decided"),
-      });
-      await eventually(
-        "the decision to commit",
-        async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
-      );
+      const { b: y, t } = await orphanAfterDecision(world, S.g0m2); // x (0/0) decides, y is left prepared
       const report = await pooled.db.$recoverAtomic({ leaseMs: 0 });
       expect(report.transactions).toMatchObject([
         { database: "db1", decision: "commit", outcome: "committed" },
