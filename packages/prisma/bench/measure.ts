@@ -106,6 +106,29 @@ export function printMedians(
   }
 }
 
+/**
+ * Readies bench databases: the test schema rolled out to each; with `asyncCommit`, first their
+ * commits set not to wait for fsync (`synchronous_commit = off`: routing is measured, not the disk).
+ */
+export async function readyBenchDatabases(
+  databases: readonly { name: string; url: string }[],
+  { asyncCommit = false } = {},
+): Promise<void> {
+  if (asyncCommit) {
+    for (const { name, url } of databases) {
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
+      await admin.end();
+    }
+  }
+  await rolloutSchema({
+    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+    targets: databases.map(({ name, url }) => ({ name, adapter: new PrismaPg({ connectionString: url }) })),
+    onProgress: () => {},
+  });
+}
+
 /** A bench's database: its name and URL, and the clients to disconnect before it is dropped. */
 export interface BenchDatabase {
   name: string;
@@ -125,11 +148,7 @@ export async function onBenchDatabase(
   const name = `sk_bench_${tag}_${process.pid}`;
   const db: BenchDatabase = { name, url: await createDatabase(MAIN_PORT, name), clients: [] };
   try {
-    await rolloutSchema({
-      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-      targets: [{ name, adapter: new PrismaPg({ connectionString: db.url }) }],
-      onProgress: () => {},
-    });
+    await readyBenchDatabases([db]);
     await bench(db);
   } finally {
     await Promise.all(db.clients.map((client) => client.$disconnect()));

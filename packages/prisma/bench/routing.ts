@@ -18,9 +18,8 @@ import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { createShardRegistry, shardRouting } from "../src/index.js";
-import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { median, measure as timed, type Variant } from "./measure.js";
+import { median, readyBenchDatabases, measure as timed, type Variant } from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2000);
 const ERROR_FORMAT = (process.env.BENCH_ERROR_FORMAT ?? "minimal") as "minimal" | "colorless" | "pretty";
@@ -48,18 +47,10 @@ try {
 
 /** Everything but the databases' creation and drop. */
 async function bench(): Promise<void> {
-  for (const url of urls) {
-    // Routing overhead is what is measured, not the disk: commits need not wait for fsync.
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`ALTER DATABASE "${new URL(url).pathname.slice(1)}" SET synchronous_commit = off`);
-    await admin.end();
-  }
-  await rolloutSchema({
-    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-    targets: urls.map((url, i) => ({ name: names[i]!, adapter: new PrismaPg({ connectionString: url }) })),
-    onProgress: () => {},
-  });
+  await readyBenchDatabases(
+    names.map((name, i) => ({ name, url: urls[i]! })),
+    { asyncCommit: true },
+  );
 
   const track = <C extends PrismaClient>(client: C): C => {
     clients.push(client);

@@ -11,11 +11,9 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
 import { byColumn, byDirectory, byHash, createShardRegistry, shardRouting } from "../src/index.js";
-import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { measure as timed, type Variant } from "./measure.js";
+import { readyBenchDatabases, measure as timed, type Variant } from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1500);
 const WARMUP = 500;
@@ -27,15 +25,7 @@ const name = `sk_bench_strategies_${process.pid}`;
 const url = await createDatabase(MAIN_PORT, name);
 const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }), errorFormat: "minimal" });
 try {
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
-  await admin.end();
-  await rolloutSchema({
-    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-    targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
-    onProgress: () => {},
-  });
+  await readyBenchDatabases([{ name, url }], { asyncCommit: true });
   await run();
 } finally {
   await client.$disconnect();
