@@ -72,121 +72,101 @@ const rollUpLater = async () => {
   return Number(rows[0].n);
 };
 
-describe("a flush with no known outcome", () => {
-  it(
-    "its answer lost after it committed: sent again as it was, counted once though a rollup moved the first copy",
-    async () => {
-      const load = await lostAnswer(5);
-      // Written all the same, then rolled up before the router could send it again.
-      expect(await rollUpLater()).toBe(2);
-      const moved = await db.admin.query(`SELECT router FROM ${MOVED_TABLE}`);
-      expect(moved.rows).toEqual([{ router: load.router }]);
-      count(load, 3);
-      // The first flush sends the lost batch again (recognised, skipped), the next the calls since.
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      expect((await db.admin.query(`SELECT 1 FROM ${LOAD_TABLE}`)).rows).toEqual([]);
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      await load.idle();
-      expect(await calls()).toEqual([8, 8]);
-      await load.close();
-    },
-    patient(60_000),
-  );
+describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
+  it("its answer lost after it committed: sent again as it was, counted once though a rollup moved the first copy", async () => {
+    const load = await lostAnswer(5);
+    // Written all the same, then rolled up before the router could send it again.
+    expect(await rollUpLater()).toBe(2);
+    const moved = await db.admin.query(`SELECT router FROM ${MOVED_TABLE}`);
+    expect(moved.rows).toEqual([{ router: load.router }]);
+    count(load, 3);
+    // The first flush sends the lost batch again (recognised, skipped), the next the calls since.
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    expect((await db.admin.query(`SELECT 1 FROM ${LOAD_TABLE}`)).rows).toEqual([]);
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    expect(await calls()).toEqual([8, 8]);
+    await load.close();
+  });
 
-  it(
-    "sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once",
-    async () => {
-      const load = await lostAnswer(5);
-      // A rollup of another router, under way: it has moved the first copy and not committed yet.
-      const roller = new pg.Client({ connectionString: db.url });
-      await roller.connect();
-      try {
-        await roller.query("BEGIN");
-        const { rows } = await roller.query(
-          "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
-          [365 * 86_400_000],
-        );
-        expect(Number(rows[0].n)).toBe(2);
-        const resent = load.flush();
-        await eventually("the batch sent again waits for the rollup", async () => {
-          const waiting = await db.admin.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-          );
-          return waiting.rows[0].n === 1;
-        });
-        await roller.query("COMMIT");
-        await resent;
-      } finally {
-        await roller.end();
-      }
-      await load.idle();
-      await load.flush(); // whatever the router still holds
-      await load.idle();
-      await rollUpLater();
-      expect(await calls()).toEqual([5, 5]);
-      await load.close();
-    },
-    patient(60_000),
-  );
-
-  it(
-    "its answer lost, the first copy still in the windows: replaced by itself, counted once",
-    async () => {
-      const load = await lostAnswer(4);
-      count(load, 2);
-      expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
-      expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
-      await load.idle();
-      expect(await calls()).toEqual([6, 6]);
-      await load.close();
-    },
-    patient(60_000),
-  );
-
-  it(
-    "closed after a lost answer: the close sends the batch again and the windows since, each once",
-    async () => {
-      const load = await lostAnswer(4);
-      count(load, 2);
-      expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
-      await load.idle();
-      expect(await calls()).toEqual([6, 6]);
-    },
-    patient(60_000),
-  );
-
-  it(
-    "refused many times over: the router holds the batch sent and one of the windows since, then writes both",
-    async () => {
-      const { state, load } = unreliable();
-      state.refuse = true;
-      for (let i = 0; i < 30; i++) {
-        count(load, 1);
-        const [result] = await load.flush();
-        expect(result!.status).toBe("failed");
-        await load.idle();
-      }
-      state.refuse = false;
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      await load.idle();
-      // Two windows per shard: the first one sent, and the 29 after it merged (ordered by their
-      // counts: their starts, milliseconds apart, each moved by the clock difference its flush measured,
-      // may come in either order).
-      const windows = await db.admin.query(
-        `SELECT shard, calls::int AS calls FROM ${LOAD_TABLE} ORDER BY shard, calls`,
+  it("sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once", async () => {
+    const load = await lostAnswer(5);
+    // A rollup of another router, under way: it has moved the first copy and not committed yet.
+    const roller = new pg.Client({ connectionString: db.url });
+    await roller.connect();
+    try {
+      await roller.query("BEGIN");
+      const { rows } = await roller.query(
+        "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
+        [365 * 86_400_000],
       );
-      expect(windows.rows).toEqual([
-        { shard: 0, calls: 1 },
-        { shard: 0, calls: 29 },
-        { shard: 1, calls: 1 },
-        { shard: 1, calls: 29 },
-      ]);
-      expect(await calls()).toEqual([30, 30]);
-      expect((await db.admin.query(`SELECT 1 FROM ${ROLLUP_TABLE}`)).rows).toEqual([]);
-      await load.close();
-    },
-    patient(60_000),
-  );
+      expect(Number(rows[0].n)).toBe(2);
+      const resent = load.flush();
+      await eventually("the batch sent again waits for the rollup", async () => {
+        const waiting = await db.admin.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return waiting.rows[0].n === 1;
+      });
+      await roller.query("COMMIT");
+      await resent;
+    } finally {
+      await roller.end();
+    }
+    await load.idle();
+    await load.flush(); // whatever the router still holds
+    await load.idle();
+    await rollUpLater();
+    expect(await calls()).toEqual([5, 5]);
+    await load.close();
+  });
+
+  it("its answer lost, the first copy still in the windows: replaced by itself, counted once", async () => {
+    const load = await lostAnswer(4);
+    count(load, 2);
+    expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
+    expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
+    await load.idle();
+    expect(await calls()).toEqual([6, 6]);
+    await load.close();
+  });
+
+  it("closed after a lost answer: the close sends the batch again and the windows since, each once", async () => {
+    const load = await lostAnswer(4);
+    count(load, 2);
+    expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
+    await load.idle();
+    expect(await calls()).toEqual([6, 6]);
+  });
+
+  it("refused many times over: the router holds the batch sent and one of the windows since, then writes both", async () => {
+    const { state, load } = unreliable();
+    state.refuse = true;
+    for (let i = 0; i < 30; i++) {
+      count(load, 1);
+      const [result] = await load.flush();
+      expect(result!.status).toBe("failed");
+      await load.idle();
+    }
+    state.refuse = false;
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    // Two windows per shard: the first one sent, and the 29 after it merged (ordered by their
+    // counts: their starts, milliseconds apart, each moved by the clock difference its flush measured,
+    // may come in either order).
+    const windows = await db.admin.query(
+      `SELECT shard, calls::int AS calls FROM ${LOAD_TABLE} ORDER BY shard, calls`,
+    );
+    expect(windows.rows).toEqual([
+      { shard: 0, calls: 1 },
+      { shard: 0, calls: 29 },
+      { shard: 1, calls: 1 },
+      { shard: 1, calls: 29 },
+    ]);
+    expect(await calls()).toEqual([30, 30]);
+    expect((await db.admin.query(`SELECT 1 FROM ${ROLLUP_TABLE}`)).rows).toEqual([]);
+    await load.close();
+  });
 });
