@@ -45,6 +45,26 @@ async function query(url: string, statement: string) {
 const publicTables = async (url: string): Promise<number> =>
   (await query(url, "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'"))[0].n;
 
+/**
+ * Two new databases, 0/0 on the main server and 1/0 on the second one (`away`: the test stops or
+ * freezes that server): their `shardsJson`, and `drop()` for both.
+ */
+async function upAndAway(tag: string) {
+  const names = { up: `sk_open_${tag}_up_${process.pid}`, away: `sk_open_${tag}_away_${process.pid}` };
+  const up = await createDatabase(MAIN_PORT, names.up);
+  const away = await createDatabase(SECOND.port, names.away);
+  return {
+    shardsJson: JSON.stringify([
+      { group: 0, member: 0, url: up },
+      { group: 1, member: 0, url: away },
+    ]),
+    async drop() {
+      await dropDatabase(MAIN_PORT, names.up);
+      await dropDatabase(SECOND.port, names.away);
+    },
+  };
+}
+
 describe("openShards", () => {
   it(
     "embedded: one PGlite database per shard, schema pushed, data kept across reopening",
@@ -238,9 +258,7 @@ describe("openShards", () => {
   it(
     "a database that is down at start: the open goes on without it, its shards fail as unavailable, and it gets its schema and opens when it returns",
     async () => {
-      const names = { up: `sk_open_up_${process.pid}`, down: `sk_open_down_${process.pid}` };
-      const up = await createDatabase(MAIN_PORT, names.up);
-      const down = await createDatabase(SECOND.port, names.down);
+      const databases = await upAndAway("down");
       const states: DatabaseStatus[] = [];
       let opened: OpenShards<PrismaClient> | undefined;
       try {
@@ -248,10 +266,7 @@ describe("openShards", () => {
           opened = await openShards({
             schema,
             createClient: (adapter) => new PrismaClient({ adapter }),
-            shardsJson: JSON.stringify([
-              { group: 0, member: 0, url: up },
-              { group: 1, member: 0, url: down },
-            ]),
+            shardsJson: databases.shardsJson,
             retry: { baseMs: 50, maxMs: 200 },
             onProgress: () => {},
             onState: (status) => states.push(status),
@@ -288,8 +303,7 @@ describe("openShards", () => {
         expect((await opened!.health()).status).toBe("ok");
       } finally {
         await opened?.close();
-        await dropDatabase(MAIN_PORT, names.up);
-        await dropDatabase(SECOND.port, names.down);
+        await databases.drop();
       }
     },
     patient(90_000),
@@ -298,19 +312,14 @@ describe("openShards", () => {
   it(
     "a frozen database at start: the open waits connectTimeoutMs for it, not forever, and opens it once it answers",
     async () => {
-      const names = { up: `sk_open_up2_${process.pid}`, frozen: `sk_open_frozen_${process.pid}` };
-      const up = await createDatabase(MAIN_PORT, names.up);
-      const frozen = await createDatabase(SECOND.port, names.frozen);
+      const databases = await upAndAway("frozen");
       let opened: OpenShards<PrismaClient> | undefined;
       try {
         await withClusterFrozen(SECOND.cluster, async () => {
           opened = await openShards({
             schema,
             createClient: (adapter) => new PrismaClient({ adapter }),
-            shardsJson: JSON.stringify([
-              { group: 0, member: 0, url: up },
-              { group: 1, member: 0, url: frozen },
-            ]),
+            shardsJson: databases.shardsJson,
             connectTimeoutMs: 500,
             retry: { baseMs: 50, maxMs: 200 },
             onProgress: () => {},
@@ -326,8 +335,7 @@ describe("openShards", () => {
         await opened!.registry.clientFor(id).customer.create({ data: { id, name: "thawed", region: "mx" } });
       } finally {
         await opened?.close();
-        await dropDatabase(MAIN_PORT, names.up);
-        await dropDatabase(SECOND.port, names.frozen);
+        await databases.drop();
       }
     },
     patient(90_000),
