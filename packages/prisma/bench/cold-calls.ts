@@ -11,9 +11,7 @@
 import { execFileSync } from "node:child_process";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { shardRouting } from "../src/index.js";
-import { openShards } from "../src/rollout.js";
-import { PrismaClient } from "../test/generated/prisma/client.js";
-import { type Fleet, makeFleet, SCHEMA } from "./fleet.js";
+import { type Fleet, makeFleet, openFleet } from "./fleet.js";
 
 const DATABASES = Number(process.env.BENCH_DATABASES ?? 64);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -21,13 +19,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 /** One open of `fleet` (warmed or not), then its first calls: the time (ms) until all answered, and the open's. */
 async function firstCalls(fleet: Pick<Fleet, "names" | "shards" | "json">, warm: boolean) {
   const opening = performance.now();
-  const opened = await openShards({
-    schema: SCHEMA,
-    shardsJson: fleet.json(1),
-    createClient: (adapter) => new PrismaClient({ adapter }),
-    warm,
-    log: () => {},
-  });
+  const opened = await openFleet(fleet, { warm, log: () => {} });
   const openMs = performance.now() - opening;
   try {
     const db = opened.registry.databases[0]!.client.$extends(shardRouting({ registry: opened.registry }));

@@ -4,9 +4,26 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import { rolloutSchema } from "../src/rollout.js";
+import { type OpenShardsOptions, openShards, rolloutSchema } from "../src/rollout.js";
+import { PrismaClient } from "../test/generated/prisma/client.js";
 
 export const SCHEMA = new URL("../test/schema.prisma", import.meta.url).pathname;
+
+/**
+ * `openShards` over a fleet (`json` of it, a pool of one connection per database: 64 databases stay
+ * within the server's max_connections) with the test schema, `options` beside.
+ */
+export function openFleet(
+  fleet: Pick<Fleet, "json">,
+  options: Omit<OpenShardsOptions<PrismaClient>, "schema" | "shardsJson" | "createClient">,
+) {
+  return openShards({
+    schema: SCHEMA,
+    shardsJson: fleet.json(1),
+    createClient: (adapter) => new PrismaClient({ adapter }),
+    ...options,
+  });
+}
 
 export interface Fleet {
   names: string[];

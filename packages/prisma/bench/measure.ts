@@ -106,7 +106,33 @@ export function printMedians(
   }
 }
 
-/** A bench's database: its name and URL, and the clients to disconnect before it is dropped. */
+/**
+ * Readies bench databases: the test schema rolled out to each; with `asyncCommit`, first their
+ * commits set not to wait for fsync (`synchronous_commit = off`: routing is measured, not the disk).
+ */
+async function readyBenchDatabases(
+  databases: readonly { name: string; url: string }[],
+  { asyncCommit = false } = {},
+): Promise<void> {
+  if (asyncCommit) {
+    for (const { name, url } of databases) {
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
+      await admin.end();
+    }
+  }
+  await rolloutSchema({
+    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+    targets: databases.map(({ name, url }) => ({ name, adapter: new PrismaPg({ connectionString: url }) })),
+    onProgress: () => {},
+  });
+}
+
+/**
+ * A bench's database: its name and URL, and the clients to disconnect before it is dropped (one
+ * list for all the databases of a bench).
+ */
 export interface BenchDatabase {
   name: string;
   url: string;
@@ -114,25 +140,32 @@ export interface BenchDatabase {
 }
 
 /**
- * Runs `bench` on a database of its own (`sk_bench_<tag>_<pid>` on the main server) holding the
- * test schema; afterwards, whatever happened, disconnects the clients it listed and drops it.
+ * Runs `bench` on databases of its own (`sk_bench_<tag>_<pid>` on the main server, one per tag)
+ * readied by `readyBenchDatabases` with `options`; afterwards, whatever happened, disconnects the
+ * clients it listed and drops them.
  */
-export async function onBenchDatabase(
-  tag: string,
-  bench: (db: BenchDatabase) => Promise<void>,
+export async function onBenchDatabases(
+  tags: readonly string[],
+  bench: (databases: BenchDatabase[]) => Promise<void>,
+  options: { asyncCommit?: boolean } = {},
 ): Promise<void> {
   await ensureCluster("main", MAIN_PORT);
-  const name = `sk_bench_${tag}_${process.pid}`;
-  const db: BenchDatabase = { name, url: await createDatabase(MAIN_PORT, name), clients: [] };
+  const names = tags.map((tag) => `sk_bench_${tag}_${process.pid}`);
+  const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+  const clients: BenchDatabase["clients"] = [];
+  const databases = names.map((name, i) => ({ name, url: urls[i]!, clients }));
   try {
-    await rolloutSchema({
-      schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-      targets: [{ name, adapter: new PrismaPg({ connectionString: db.url }) }],
-      onProgress: () => {},
-    });
-    await bench(db);
+    await readyBenchDatabases(databases, options);
+    await bench(databases);
   } finally {
-    await Promise.all(db.clients.map((client) => client.$disconnect()));
-    await dropDatabase(MAIN_PORT, name);
+    await Promise.all(clients.map((client) => client.$disconnect()));
+    for (const name of names) await dropDatabase(MAIN_PORT, name);
   }
 }
+
+/** `onBenchDatabases` with one database. */
+export const onBenchDatabase = (
+  tag: string,
+  bench: (db: BenchDatabase) => Promise<void>,
+  options: { asyncCommit?: boolean } = {},
+) => onBenchDatabases([tag], ([db]) => bench(db!), options);

@@ -15,12 +15,11 @@
 // `new Error()`, whose cost grows with the depth of the stack, so any wrapper pays more there.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { createShardRegistry, shardRouting } from "../src/index.js";
-import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { median, measure as timed, type Variant } from "./measure.js";
+import { type BenchDatabase, median, onBenchDatabases, measure as timed, type Variant } from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2000);
 const ERROR_FORMAT = (process.env.BENCH_ERROR_FORMAT ?? "minimal") as "minimal" | "colorless" | "pretty";
@@ -34,32 +33,13 @@ const COUNT_ITERATIONS = 5; // per caller in the statement-counting pass
 // Databases, clients, rows
 // ---------------------------------------------------------------------------------------------
 
-await ensureCluster("main", MAIN_PORT);
-const names = [`sk_bench_a_${process.pid}`, `sk_bench_b_${process.pid}`];
-const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
-const [urlA, urlB] = urls as [string, string];
-const clients: PrismaClient[] = [];
-try {
-  await bench();
-} finally {
-  await Promise.all(clients.map((client) => client.$disconnect()));
-  for (const name of names) await dropDatabase(MAIN_PORT, name);
-}
+await onBenchDatabases(["a", "b"], bench, { asyncCommit: true });
 
-/** Everything but the databases' creation and drop. */
-async function bench(): Promise<void> {
-  for (const url of urls) {
-    // Routing overhead is what is measured, not the disk: commits need not wait for fsync.
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`ALTER DATABASE "${new URL(url).pathname.slice(1)}" SET synchronous_commit = off`);
-    await admin.end();
-  }
-  await rolloutSchema({
-    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-    targets: urls.map((url, i) => ({ name: names[i]!, adapter: new PrismaPg({ connectionString: url }) })),
-    onProgress: () => {},
-  });
+/** Everything but the databases' creation, set-up and drop. */
+async function bench(databases: BenchDatabase[]): Promise<void> {
+  const urls = databases.map((db) => db.url);
+  const [urlA, urlB] = urls as [string, string];
+  const { clients } = databases[0]!;
 
   const track = <C extends PrismaClient>(client: C): C => {
     clients.push(client);

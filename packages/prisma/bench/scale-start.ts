@@ -10,9 +10,8 @@
 // max_connections). The time is from the call to `openShards` until it resolves, the clients made
 // and every database ready; closing is not counted.
 import pg from "pg";
-import { openShards, type RolloutEvent } from "../src/rollout.js";
-import { PrismaClient } from "../test/generated/prisma/client.js";
-import { type Fleet, makeFleet, SCHEMA } from "./fleet.js";
+import type { RolloutEvent } from "../src/rollout.js";
+import { type Fleet, makeFleet, openFleet } from "./fleet.js";
 
 const SIZES = (process.env.BENCH_SIZES ?? "1,4,16,64").split(",").map(Number);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 4);
@@ -31,10 +30,7 @@ async function forget(fleet: Fleet) {
 async function timedOpen(fleet: Fleet, rolloutConcurrency: number) {
   let engineRuns = 0;
   const started = performance.now();
-  const opened = await openShards({
-    schema: SCHEMA,
-    shardsJson: fleet.json(1),
-    createClient: (adapter) => new PrismaClient({ adapter }),
+  const opened = await openFleet(fleet, {
     rolloutConcurrency,
     onProgress: (event: RolloutEvent) => {
       if (event.type === "done" && event.report.fingerprint !== "matched") engineRuns++;

@@ -10,39 +10,23 @@
 // BENCH_ROUNDS (default 1500): timed calls per variant.
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
 import { byColumn, byDirectory, byHash, createShardRegistry, shardRouting } from "../src/index.js";
-import { rolloutSchema } from "../src/rollout.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { measure as timed, type Variant } from "./measure.js";
+import { type BenchDatabase, onBenchDatabase, measure as timed, type Variant } from "./measure.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1500);
 const WARMUP = 500;
 const A = ShardIdentifier.of(0, 0);
 const B = ShardIdentifier.of(0, 1);
 
-await ensureCluster("main", MAIN_PORT);
-const name = `sk_bench_strategies_${process.pid}`;
-const url = await createDatabase(MAIN_PORT, name);
-const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }), errorFormat: "minimal" });
-try {
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
-  await admin.end();
-  await rolloutSchema({
-    schema: new URL("../test/schema.prisma", import.meta.url).pathname,
-    targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
-    onProgress: () => {},
-  });
-  await run();
-} finally {
-  await client.$disconnect();
-  await dropDatabase(MAIN_PORT, name);
-}
+await onBenchDatabase("strategies", run, { asyncCommit: true });
 
-async function run(): Promise<void> {
+async function run({ url, clients }: BenchDatabase): Promise<void> {
+  const client = new PrismaClient({
+    adapter: new PrismaPg({ connectionString: url }),
+    errorFormat: "minimal",
+  });
+  clients.push(client);
   const registry = createShardRegistry({
     shards: [
       { shard: A, client },

@@ -33,6 +33,15 @@ type ArgsOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> =
   Client[M] extends Record<Op, (args: infer A) => unknown> ? A : never;
 type ResultOf<Client, M extends ModelKey<Client>, Op extends WriteOperation> =
   Client[M] extends Record<Op, (...args: never[]) => infer R> ? Awaited<R> : unknown;
+/** What a staged write gives once committed: the row, or the count of a `...Many`. */
+type StagedResult<Client, M extends ModelKey<Client>, Op extends WriteOperation> = Op extends `${string}Many`
+  ? { count: number }
+  : ResultOf<Client, M, Op>;
+/** An `ActionUnit` method staging one write operation, typed as the model delegate's own: `unit.create("wallet", { data })`. */
+type StageMethod<Client, Op extends WriteOperation> = <M extends ModelKey<Client>>(
+  model: M,
+  args: ArgsOf<Client, M, Op>,
+) => StagedWrite<StagedResult<Client, M, Op>>;
 
 export type StagedStatus = "staged" | "committed" | "rolled-back" | "not-attempted";
 
@@ -115,48 +124,14 @@ export class ActionUnit<Client extends ShardClient> {
   /** @internal */
   constructor(private readonly executor: Executor) {}
 
-  create<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "create">,
-  ): StagedWrite<ResultOf<Client, M, "create">> {
-    return this.stage(model, "create", args);
-  }
-  createMany<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "createMany">,
-  ): StagedWrite<{ count: number }> {
-    return this.stage(model, "createMany", args);
-  }
-  update<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "update">,
-  ): StagedWrite<ResultOf<Client, M, "update">> {
-    return this.stage(model, "update", args);
-  }
-  updateMany<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "updateMany">,
-  ): StagedWrite<{ count: number }> {
-    return this.stage(model, "updateMany", args);
-  }
-  upsert<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "upsert">,
-  ): StagedWrite<ResultOf<Client, M, "upsert">> {
-    return this.stage(model, "upsert", args);
-  }
-  delete<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "delete">,
-  ): StagedWrite<ResultOf<Client, M, "delete">> {
-    return this.stage(model, "delete", args);
-  }
-  deleteMany<M extends ModelKey<Client>>(
-    model: M,
-    args: ArgsOf<Client, M, "deleteMany">,
-  ): StagedWrite<{ count: number }> {
-    return this.stage(model, "deleteMany", args);
-  }
+  // The writes: each stages the model delegate's method of its name, with the same arguments.
+  readonly create = this.stager("create");
+  readonly createMany = this.stager("createMany");
+  readonly update = this.stager("update");
+  readonly updateMany = this.stager("updateMany");
+  readonly upsert = this.stager("upsert");
+  readonly delete = this.stager("delete");
+  readonly deleteMany = this.stager("deleteMany");
 
   /**
    * Stages arbitrary work on one shard: `fn` runs inside that shard's transaction, after the
@@ -189,6 +164,10 @@ export class ActionUnit<Client extends ShardClient> {
   /** The shards the staged writes touch, ordered by bits. */
   get shards(): ShardIdentifier[] {
     return sortShards(this.staged.flatMap((w) => w.shards));
+  }
+
+  private stager<Op extends WriteOperation>(operation: Op): StageMethod<Client, Op> {
+    return (model, args) => this.stage(model, operation, args);
   }
 
   private stage<T>(delegate: string, operation: WriteOperation, args: unknown): StagedWrite<T> {

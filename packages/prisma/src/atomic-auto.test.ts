@@ -1,5 +1,4 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId } from "@shardkit/id";
 import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { describe, expect, it } from "vitest";
@@ -7,9 +6,11 @@ import {
   LAYOUT,
   ledger,
   models,
+  orphanAfterDecision,
   preparedGids,
   S,
   stageTransfer,
+  transfer,
   useAtomicWorld,
   walletOn,
 } from "../test/atomic-world.js";
@@ -37,28 +38,11 @@ function routerWith(atomicRecovery: AtomicRecoveryOption) {
   return { db, close: () => registry.disconnect() };
 }
 
-const transfer = (from: string, to: string, amount: bigint) => ({
-  id: ShardedId.generate("Customer", S.g0m0),
-  from,
-  to,
-  amount,
-});
-
 describe("atomicRecovery: a router recovers atomic actions by itself", () => {
   it("its first atomic action starts a round, and a round that left an orphan within its lease runs again until it is concluded", async () => {
     // An orphan after the decision, left by a coordinator that stopped for good (the debit committed,
     // the credit prepared).
-    const a = await walletOn(world.router, S.g0m0, 100n);
-    const b = await walletOn(world.router, S.g1m1, 0n);
-    const orphan = transfer(a, b, 30n);
-    void world.router.db.$action((unit) => stageTransfer(unit, orphan), {
-      atomic: true,
-      atomicProbe: (at) => (at === "decided" ? new Promise<void>(() => {}) : undefined),
-    });
-    await eventually(
-      "the decision to commit",
-      async () => (await ledger(world.urls)).sides.get(orphan.id)?.join() === "debit",
-    );
+    const { t: orphan } = await orphanAfterDecision(world, S.g1m1);
     // A new router, whose lease outlasts its own action on a busy machine.
     const reports: AtomicRecoveryReport[] = [];
     const leaseMs = patient(2000);

@@ -1,4 +1,3 @@
-import { ShardedId } from "@shardkit/id";
 import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { describe, expect, it } from "vitest";
@@ -10,6 +9,7 @@ import {
   preparedGids,
   S,
   stageTransfer,
+  transfer,
   walletOn,
 } from "../test/atomic-world.js";
 import { AtomicInDoubtError, DatabaseTimeoutError } from "./errors.js";
@@ -21,13 +21,6 @@ import { AtomicInDoubtError, DatabaseTimeoutError } from "./errors.js";
 
 const world = useFaultWorld("fault");
 const { cluster, port } = FAULT_SERVER;
-
-const transfer = (from: string, to: string, amount: bigint) => ({
-  id: ShardedId.generate("Customer", S.g0m0),
-  from,
-  to,
-  amount,
-});
 
 /** A gate a coordinator waits at: `reached` once it got there, `open()` lets it go on. */
 function gate() {

@@ -1,4 +1,3 @@
-import { ShardedId } from "@shardkit/id";
 import { patient, pgBouncerPath, startPgBouncer } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,10 +6,13 @@ import {
   type AtomicRouter,
   atomicRouter,
   ledger,
+  orphanAfterDecision,
   preparedGids,
   recoverAll,
   S,
   stageTransfer,
+  stopAt,
+  transfer,
   walletOn,
 } from "../test/atomic-world.js";
 
@@ -24,35 +26,23 @@ import {
 const world = useFaultWorld("pooler");
 const BOUNCER_PORT = 16_463;
 
-const transfer = (from: string, to: string, amount: bigint) => ({
-  id: ShardedId.generate("Customer", S.g0m0),
-  from,
-  to,
-  amount,
-});
+describe.skipIf(!pgBouncerPath())(
+  "atomic actions through PgBouncer in transaction mode",
+  { timeout: patient(60_000) },
+  () => {
+    let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
+    let pooled: AtomicRouter;
+    beforeAll(async () => {
+      bouncer = await startPgBouncer(BOUNCER_PORT, { targetPort: FAULT_SERVER.port, poolSize: 2 });
+      const y = new URL(world.urls[1]!).pathname.slice(1);
+      pooled = atomicRouter([world.urls[0]!, bouncer.url(y), world.urls[2]!]);
+    }, patient(60_000));
+    afterAll(async () => {
+      await pooled?.close();
+      await bouncer?.stop();
+    }, patient(60_000));
 
-/** A coordinator that stops for good at `point` (its promise never settles), as a crashed one would. */
-const stopAt = (point: string, after = 1) => {
-  let seen = 0;
-  return (at: string) => (at === point && ++seen === after ? new Promise<void>(() => {}) : undefined);
-};
-
-describe.skipIf(!pgBouncerPath())("atomic actions through PgBouncer in transaction mode", () => {
-  let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
-  let pooled: AtomicRouter;
-  beforeAll(async () => {
-    bouncer = await startPgBouncer(BOUNCER_PORT, { targetPort: FAULT_SERVER.port, poolSize: 2 });
-    const y = new URL(world.urls[1]!).pathname.slice(1);
-    pooled = atomicRouter([world.urls[0]!, bouncer.url(y), world.urls[2]!]);
-  }, patient(60_000));
-  afterAll(async () => {
-    await pooled?.close();
-    await bouncer?.stop();
-  }, patient(60_000));
-
-  it(
-    "transfers through the pooler commit everywhere, more at once than its server connections",
-    async () => {
+    it("transfers through the pooler commit everywhere, more at once than its server connections", async () => {
       const pairs = [
         [S.g0m0, S.g0m2],
         [S.g0m2, S.g1m1],
@@ -71,42 +61,38 @@ describe.skipIf(!pgBouncerPath())("atomic actions through PgBouncer in transacti
       for (const t of transfers) expect(sides.get(t.id)).toEqual(["credit", "debit"]);
       expect(total).toBe(800n);
       expect(await preparedGids(world.urls)).toEqual([]);
-    },
-    patient(60_000),
-  );
+    });
 
-  it(
-    "transfers at once between the same wallets through the pooler: each commits or fails (none hangs), all or nothing",
-    async () => {
-      // Each waits for the rows the one before it holds prepared; its commit needs one of the
-      // pooler's two server connections, which waiters hold until their lock_timeout.
-      const x = await walletOn(pooled, S.g0m0, 100n);
-      const y = await walletOn(pooled, S.g0m2, 100n);
-      const z = await walletOn(pooled, S.g1m1, 100n);
-      const pairs: [string, string][] = [
-        [x, y],
-        [y, z],
-        [z, y],
-        [y, x],
-      ];
-      const transfers = [...pairs, ...pairs].map(([from, to], i) => transfer(from, to, BigInt(i + 1)));
-      const outcomes = await Promise.allSettled(
-        transfers.map((t) => pooled.db.$action((unit) => stageTransfer(unit, t), { atomic: true })),
-      );
-      await recoverAll(world.router, world.urls);
-      const { sides, total } = await ledger(world.urls);
-      transfers.forEach((t, i) => {
-        if (outcomes[i]!.status === "fulfilled") expect(sides.get(t.id)).toEqual(["credit", "debit"]);
-        else expect([[], ["credit", "debit"]]).toContainEqual(sides.get(t.id) ?? []);
-      });
-      expect(total).toBe(300n);
-    },
-    patient(120_000),
-  );
+    it(
+      "transfers at once between the same wallets through the pooler: each commits or fails (none hangs), all or nothing",
+      async () => {
+        // Each waits for the rows the one before it holds prepared; its commit needs one of the
+        // pooler's two server connections, which waiters hold until their lock_timeout.
+        const x = await walletOn(pooled, S.g0m0, 100n);
+        const y = await walletOn(pooled, S.g0m2, 100n);
+        const z = await walletOn(pooled, S.g1m1, 100n);
+        const pairs: [string, string][] = [
+          [x, y],
+          [y, z],
+          [z, y],
+          [y, x],
+        ];
+        const transfers = [...pairs, ...pairs].map(([from, to], i) => transfer(from, to, BigInt(i + 1)));
+        const outcomes = await Promise.allSettled(
+          transfers.map((t) => pooled.db.$action((unit) => stageTransfer(unit, t), { atomic: true })),
+        );
+        await recoverAll(world.router, world.urls);
+        const { sides, total } = await ledger(world.urls);
+        transfers.forEach((t, i) => {
+          if (outcomes[i]!.status === "fulfilled") expect(sides.get(t.id)).toEqual(["credit", "debit"]);
+          else expect([[], ["credit", "debit"]]).toContainEqual(sides.get(t.id) ?? []);
+        });
+        expect(total).toBe(300n);
+      },
+      patient(120_000),
+    );
 
-  it(
-    "a coordinator through the pooler stopped after every database prepared: a direct router's recovery rolls it back",
-    async () => {
+    it("a coordinator through the pooler stopped after every database prepared: a direct router's recovery rolls it back", async () => {
       const y = await walletOn(pooled, S.g0m2, 100n); // y decides (through the pooler)
       const z = await walletOn(pooled, S.g1m1, 0n);
       const t = transfer(y, z, 30n);
@@ -126,24 +112,10 @@ describe.skipIf(!pgBouncerPath())("atomic actions through PgBouncer in transacti
       expect(sides.get(t.id)).toBeUndefined();
       expect(total).toBe(100n);
       expect(await preparedGids(world.urls)).toEqual([]);
-    },
-    patient(60_000),
-  );
+    });
 
-  it(
-    "a direct coordinator stopped after the decision: recovery through the pooler commits y's part",
-    async () => {
-      const x = await walletOn(world.router, S.g0m0, 100n); // x decides
-      const y = await walletOn(world.router, S.g0m2, 0n);
-      const t = transfer(x, y, 30n);
-      void world.router.db.$action((unit) => stageTransfer(unit, t), {
-        atomic: true,
-        atomicProbe: stopAt("decided"),
-      });
-      await eventually(
-        "the decision to commit",
-        async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
-      );
+    it("a direct coordinator stopped after the decision: recovery through the pooler commits y's part", async () => {
+      const { b: y, t } = await orphanAfterDecision(world, S.g0m2); // x (0/0) decides, y is left prepared
       const report = await pooled.db.$recoverAtomic({ leaseMs: 0 });
       expect(report.transactions).toMatchObject([
         { database: "db1", decision: "commit", outcome: "committed" },
@@ -153,7 +125,6 @@ describe.skipIf(!pgBouncerPath())("atomic actions through PgBouncer in transacti
       expect(sides.get(t.id)).toEqual(["credit", "debit"]);
       expect(total).toBe(100n);
       expect((await pooled.db.wallet.findUnique({ where: { id: y } }))?.balance).toBe(30n);
-    },
-    patient(60_000),
-  );
-});
+    });
+  },
+);

@@ -1,5 +1,4 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { ShardedId } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { describe, expect, it } from "vitest";
@@ -7,9 +6,11 @@ import {
   atomicRouter,
   eachDatabase,
   ledger,
+  orphanAfterDecision,
   preparedGids,
   S,
   stageTransfer,
+  transfer,
   useAtomicWorld,
   walletOn,
 } from "../test/atomic-world.js";
@@ -19,13 +20,6 @@ import { AtomicUnavailableError, CrossShardError } from "./errors.js";
 import { rolloutSchema } from "./rollout.js";
 
 const world = useAtomicWorld("a");
-
-const transfer = (from: string, to: string, amount: bigint) => ({
-  id: ShardedId.generate("Customer", S.g0m0),
-  from,
-  to,
-  amount,
-});
 
 /** An atomic transfer between new wallets on 0/0 and 1/1 that `router` refuses with `AtomicUnavailableError`. */
 async function refusedTransfer(router: ReturnType<typeof atomicRouter>) {
@@ -37,28 +31,6 @@ async function refusedTransfer(router: ReturnType<typeof atomicRouter>) {
   expect(error).toBeInstanceOf(AtomicUnavailableError);
   return { error, from };
 }
-
-/**
- * A transfer from a new wallet on 0/0 (db0, the decider) to one on 1/1 (db2) whose coordinator
- * stops for good right after the decision: the debit is committed, the credit left prepared.
- */
-async function orphanAfterDecision() {
-  const a = await walletOn(world.router, S.g0m0, 100n);
-  const b = await walletOn(world.router, S.g1m1, 0n);
-  const t = transfer(a, b, 30n);
-  void world.router.db.$action((unit) => stageTransfer(unit, t), {
-    atomic: true,
-    atomicProbe: stopAt("decided"),
-  });
-  await eventually(
-    "the decision to commit",
-    async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
-  );
-  return { a, b, t };
-}
-
-/** A coordinator that stops for good at `point` (its promise never settles), as a crashed one would. */
-const stopAt = (point: string) => (at: string) => (at === point ? new Promise<void>(() => {}) : undefined);
 
 describe("$action(fn, { atomic: true }): two-phase commit across databases", () => {
   it("commits on every database, records the decision, and leaves nothing prepared", async () => {
@@ -183,7 +155,7 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("stopped after the decision: the other database is committed by recovery", async () => {
-    const { b, t } = await orphanAfterDecision();
+    const { b, t } = await orphanAfterDecision(world, S.g1m1);
     const other = atomicRouter(world.urls);
     try {
       const report = await other.db.$recoverAtomic({ leaseMs: 0 });
@@ -199,7 +171,7 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("a router's periodic recovery (startAtomicRecovery) concludes an orphan by itself; dryRun only lists it", async () => {
-    const { t } = await orphanAfterDecision();
+    const { t } = await orphanAfterDecision(world, S.g1m1);
     const other = atomicRouter(world.urls);
     const listed = await other.db.$recoverAtomic({ leaseMs: 0, dryRun: true });
     expect(listed.transactions).toMatchObject([
@@ -220,7 +192,7 @@ describe("recovery: any router concludes what a stopped coordinator left prepare
   });
 
   it("two routers recovering the same orphans at once: one outcome, each transaction ended once", async () => {
-    const { a, t: decided } = await orphanAfterDecision();
+    const { a, t: decided } = await orphanAfterDecision(world, S.g1m1);
     const c = await walletOn(world.router, S.g0m2, 0n);
     const undecided = transfer(a, c, 20n);
     let seen = 0;

@@ -140,23 +140,25 @@ export async function checkDatabases<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
-  const inspection = await inspectWithReplicas(registry);
-  const report = checkInspected(inspection, options);
-  return { ...report, unreachable: [...report.unreachable, ...inspection.missingReplicas] };
+  return judgeWithReplicas(registry, (inspection) => checkInspected(inspection, options));
 }
 
-/** `inspect` on the registry's databases and, at the same time, on their read replicas. */
-async function inspectWithReplicas<Client extends ShardClient>(
+/**
+ * `judge`'s report over what `inspect` learns from the registry's databases and, at the same time,
+ * from their read replicas: a replica that did not answer is unreachable too.
+ */
+async function judgeWithReplicas<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
-): Promise<Inspection<Client> & { missingReplicas: string[] }> {
+  judge: (inspection: Inspection<Client>) => ConnectionBudgetReport,
+): Promise<ConnectionBudgetReport> {
   const [databases, replicas] = await Promise.all([
     inspect<Client, Database<Client>>(registry.databases),
     inspect<Client, ShardReplica<Client>>(registry.databases.flatMap((p) => p.replicas)),
   ]);
+  const report = judge({ ...databases, replicas: replicas.answered });
   return {
-    ...databases,
-    replicas: replicas.answered,
-    missingReplicas: replicas.unreachable.map((u) => u.physical.name),
+    ...report,
+    unreachable: [...report.unreachable, ...replicas.unreachable.map((u) => u.physical.name)],
   };
 }
 
@@ -203,9 +205,7 @@ export async function checkConnectionBudget<Client extends ShardClient>(
   registry: ShardRegistry<Client>,
   options: ConnectionBudgetOptions = {},
 ): Promise<ConnectionBudgetReport> {
-  const inspection = await inspectWithReplicas(registry);
-  const report = budget(inspection, options);
-  return { ...report, unreachable: [...report.unreachable, ...inspection.missingReplicas] };
+  return judgeWithReplicas(registry, (inspection) => budget(inspection, options));
 }
 
 function budget<Client extends ShardClient>(

@@ -154,6 +154,22 @@ export interface FromConfigOptions<Client extends ShardClient> {
   logger?: { warn(message: string): void };
 }
 
+/** Whether `raw` parses as a URL of one of `protocols`; if not, the problem is added to `issues`, at `path`. */
+function isAcceptedUrl(raw: string, path: string, protocols: readonly string[], issues: string[]): boolean {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    issues.push(`${path}: not a URL: ${redactUrl(raw)}`);
+    return false;
+  }
+  if (!protocols.includes(url.protocol)) {
+    issues.push(`${path}: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
+    return false;
+  }
+  return true;
+}
+
 /**
  * Builds a registry from its JSON form, validated before any client is created: a malformed
  * entry, a duplicate shard, a default shard that is not listed or a bad URL throws
@@ -180,17 +196,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     if (replicas === undefined) return;
     const valid: Replica[] = [];
     replicas.forEach((replica, j) => {
-      let url: URL;
-      try {
-        url = new URL(replica);
-      } catch {
-        issues.push(`${path}.replicas[${j}]: not a URL: ${redactUrl(replica)}`);
-        return;
-      }
-      if (!protocols.includes(url.protocol)) {
-        issues.push(`${path}.replicas[${j}]: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
-        return;
-      }
+      if (!isAcceptedUrl(replica, `${path}.replicas[${j}]`, protocols, issues)) return;
       if (valid.some((r) => r.url === replica)) {
         issues.push(`${path}.replicas[${j}]: listed twice`);
         return;
@@ -232,17 +238,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
     if (previous !== undefined)
       issues.push(`shards[${i}]: duplicate shard ${shard.key} (also shards[${previous}])`);
     seen.set(shard.key, i);
-    let url: URL;
-    try {
-      url = new URL(entry.url);
-    } catch {
-      issues.push(`shards[${i}].url: not a URL: ${redactUrl(entry.url)}`);
-      return;
-    }
-    if (!protocols.includes(url.protocol)) {
-      issues.push(`shards[${i}].url: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
-      return;
-    }
+    if (!isAcceptedUrl(entry.url, `shards[${i}].url`, protocols, issues)) return;
     const database = byUrl.get(entry.url) ?? { shards: [], pool: undefined, first: i };
     database.shards.push(shard);
     if (entry.pool !== undefined) {
@@ -267,17 +263,7 @@ export function shardRegistryFromConfig<Client extends ShardClient>(
   });
   (value.databases ?? []).forEach((entry, i) => {
     if (!entry) return;
-    let url: URL;
-    try {
-      url = new URL(entry.url);
-    } catch {
-      issues.push(`databases[${i}].url: not a URL: ${redactUrl(entry.url)}`);
-      return;
-    }
-    if (!protocols.includes(url.protocol)) {
-      issues.push(`databases[${i}].url: scheme ${url.protocol} is not one of ${protocols.join(", ")}`);
-      return;
-    }
+    if (!isAcceptedUrl(entry.url, `databases[${i}].url`, protocols, issues)) return;
     if (byUrl.has(entry.url)) {
       issues.push(
         `databases[${i}].url: already the database of a shard; list a spare database once, under databases only`,

@@ -48,6 +48,31 @@ async function backendPids(): Promise<number[][]> {
   }
 }
 
+/**
+ * The two shards' configuration, each on its database (at `url(i)`: the database itself unless
+ * given) with a pool of `pool`, marked `pooler` where given.
+ */
+const configOf = (pool: number, url = (i: number) => urls[i]!, pooler?: boolean) =>
+  JSON.stringify(
+    shards.map((s, i) => ({
+      group: s.group,
+      member: s.member,
+      url: url(i),
+      pool,
+      ...(pooler === undefined ? {} : { pooler }),
+    })),
+  );
+
+/** `openShards` on `shardsJson` with the test schema, its log silenced, `options` beside. */
+const openWith = (shardsJson: string, options: { idleTimeoutMs?: number; warm?: boolean } = {}) =>
+  openShards({
+    schema,
+    shardsJson,
+    createClient: (adapter) => new PrismaClient({ adapter }),
+    log: () => {},
+    ...options,
+  });
+
 beforeAll(async () => {
   urls = [];
   for (const name of names) urls.push(await createDatabase(MAIN_PORT, name));
@@ -69,16 +94,7 @@ describe("connections", () => {
   it(
     "an open warms every database's client: the first routed calls run on the connections it left open, none opened after",
     async () => {
-      const shardsJson = JSON.stringify(
-        shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 2 })),
-      );
-      const open = await openShards({
-        schema,
-        shardsJson,
-        createClient: (adapter) => new PrismaClient({ adapter }),
-        idleTimeoutMs: 60_000,
-        log: () => {},
-      });
+      const open = await openWith(configOf(2), { idleTimeoutMs: 60_000 });
       try {
         // The open's own checks ran through each database's pool, and its warm-up took the same
         // connection: one per database.
@@ -104,17 +120,7 @@ describe("connections", () => {
   it(
     "serverless: without warming, a database's pool opens on its first call and closes when idle; a pool of 1 never holds more",
     async () => {
-      const shardsJson = JSON.stringify(
-        shards.map((s, i) => ({ group: s.group, member: s.member, url: urls[i], pool: 1 })),
-      );
-      const open = await openShards({
-        schema,
-        shardsJson,
-        createClient: (adapter) => new PrismaClient({ adapter }),
-        idleTimeoutMs: 100,
-        warm: false,
-        log: () => {},
-      });
+      const open = await openWith(configOf(1), { idleTimeoutMs: 100, warm: false });
       try {
         // The open's own checks ran through each database's pool, whose connection idled out since.
         await eventually("the open's connections are closed", async () =>
@@ -201,26 +207,9 @@ describe("connections", () => {
     it(
       "openShards through the pooler: pools the server alone could not hold open once marked `pooler: true`; the same pools direct are refused",
       async () => {
-        const config = (url: (i: number) => string, pooler?: boolean) =>
-          JSON.stringify(
-            shards.map((s, i) => ({
-              group: s.group,
-              member: s.member,
-              url: url(i),
-              pool: 60,
-              ...(pooler === undefined ? {} : { pooler }),
-            })),
-          );
-        const open = (shardsJson: string) =>
-          openShards({
-            schema,
-            shardsJson,
-            createClient: (adapter) => new PrismaClient({ adapter }),
-            log: () => {},
-          });
         // 2 x 60 connections on one server of max_connections 100: refused before anything is changed.
-        await expect(open(config((i) => urls[i]!))).rejects.toBeInstanceOf(ConnectionBudgetError);
-        const pooled = await open(config((i) => bouncer.url(names[i]!), true));
+        await expect(openWith(configOf(60))).rejects.toBeInstanceOf(ConnectionBudgetError);
+        const pooled = await openWith(configOf(60, (i) => bouncer.url(names[i]!), true));
         try {
           const id = ShardedId.generate("Customer", shards[1]!);
           await pooled.registry.clientFor(id).customer.create({ data: { id, name: "pooled", region: "eu" } });

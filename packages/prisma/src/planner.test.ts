@@ -1,6 +1,6 @@
 import { InvalidShardedIdError, ShardedId, ShardedUUID, ShardIdentifier, ShardkitError } from "@shardkit/id";
 import { describe, expect, it } from "vitest";
-import { models, S } from "../test/layout.js";
+import { models, S, worldPlacement } from "../test/layout.js";
 import {
   CrossShardError,
   RoutingOptionsError,
@@ -92,17 +92,11 @@ const DB: Record<ShardName, number> = { g0m0: 0, g0m1: 0, g0m2: 1, g1m0: 1, g1m1
 
 const client = (name: string) => ({ name, $disconnect: async () => {} });
 const [db0, db1, db2] = [client("db0"), client("db1"), client("db2")];
-/** Six logical shards on three databases, as test/world.ts: db0 0/0 0/1, db1 0/2 1/0, db2 1/1 1/2. */
-const registry = createShardRegistry({
-  shards: [
-    { shard: S.g1m2, client: db2 },
-    { shard: S.g0m0, client: db0 },
-    { shard: S.g1m0, client: db1 },
-    { shard: S.g0m1, client: db0 },
-    { shard: S.g1m1, client: db2 },
-    { shard: S.g0m2, client: db1 },
-  ],
-});
+/**
+ * Six logical shards on three databases, as test/world.ts: db0 0/0 0/1, db1 0/2 1/0, db2 1/1 1/2;
+ * registered last first: a database's index follows its shards, not the order of registration.
+ */
+const registry = createShardRegistry({ shards: worldPlacement(db0, db1, db2).reverse() });
 const only = client("only");
 const singleRegistry = createShardRegistry({ shards: ALL.map((shard) => ({ shard, client: only })) });
 

@@ -4,7 +4,7 @@ import { createDatabase, dropDatabase, MAIN_PORT, patient, pgUrl } from "@shardk
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Prisma, PrismaClient } from "../test/generated/prisma/client.js";
-import { models, S } from "../test/world.js";
+import { models, S, worldPlacement } from "../test/layout.js";
 import { shardRouting } from "./extension.js";
 import { createShardRegistry } from "./registry.js";
 import { rolloutSchema } from "./rollout.js";
@@ -18,14 +18,7 @@ let ref: PrismaClient;
 let db: ReturnType<typeof makeDb>;
 function makeDb(a: PrismaClient, b: PrismaClient, c: PrismaClient) {
   const registry = createShardRegistry({
-    shards: [
-      { shard: S.g0m0, client: a },
-      { shard: S.g0m1, client: a },
-      { shard: S.g0m2, client: b },
-      { shard: S.g1m0, client: b },
-      { shard: S.g1m1, client: c },
-      { shard: S.g1m2, client: c },
-    ],
+    shards: worldPlacement(a, b, c),
   });
   return a.$extends(shardRouting({ registry, models, keyless: "scatter" }));
 }

@@ -1,10 +1,5 @@
 import { metrics, SpanStatusCode, trace } from "@opentelemetry/api";
-import {
-  AggregationTemporality,
-  type DataPoint,
-  MeterProvider,
-  MetricReader,
-} from "@opentelemetry/sdk-metrics";
+import { MeterProvider } from "@opentelemetry/sdk-metrics";
 import {
   BasicTracerProvider,
   InMemorySpanExporter,
@@ -15,7 +10,8 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { newCustomer, walletOf } from "../test/layout.js";
+import { newCustomer, walletOf, worldPlacement } from "../test/layout.js";
+import { TestMetricReader } from "../test/metrics.js";
 import { makeWorld, models, S } from "../test/world.js";
 import { PartialCommitError } from "./errors.js";
 import { shardRouting } from "./extension.js";
@@ -25,25 +21,9 @@ import { createShardRegistry } from "./registry.js";
 import { createOutboxRelay } from "./relay/relay.js";
 import { Telemetry } from "./telemetry.js";
 
-class TestReader extends MetricReader {
-  constructor() {
-    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-  }
-  protected override async onForceFlush(): Promise<void> {}
-  protected override async onShutdown(): Promise<void> {}
-  /** The data points of metric `name`. */
-  async points(name: string): Promise<DataPoint<unknown>[]> {
-    const { resourceMetrics } = await this.collect();
-    const found = resourceMetrics.scopeMetrics
-      .flatMap((s) => s.metrics)
-      .find((m) => m.descriptor.name === name);
-    return (found?.dataPoints ?? []) as DataPoint<unknown>[];
-  }
-}
-
 const exporter = new InMemorySpanExporter();
 const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-const reader = new TestReader();
+const reader = new TestMetricReader();
 const meterProvider = new MeterProvider({ readers: [reader] });
 const telemetry = { tracerProvider, meterProvider };
 
@@ -129,14 +109,7 @@ describe("a scatter", () => {
     }),
   });
   const degraded = createShardRegistry({
-    shards: [
-      { shard: S.g0m0, client: clients.a },
-      { shard: S.g0m1, client: clients.a },
-      { shard: S.g0m2, client: clients.b },
-      { shard: S.g1m0, client: clients.b },
-      { shard: S.g1m1, client: nowhere },
-      { shard: S.g1m2, client: nowhere },
-    ],
+    shards: worldPlacement(clients.a, clients.b, nowhere),
     defaultShard: S.g0m0,
   });
   const partial = clients.a.$extends(

@@ -94,6 +94,46 @@ export function stageTransfer(
   u.emit(t.to, { topic: "credit", aggregateId: t.id, payload: { amount: String(t.amount) } });
 }
 
+/** A transfer of `amount` from wallet `from` to wallet `to`, named by an id of its own (on 0/0). */
+export const transfer = (from: string, to: string, amount: bigint) => ({
+  id: ShardedId.generate("Customer", S.g0m0),
+  from,
+  to,
+  amount,
+});
+
+/**
+ * A coordinator that stops for good the `after`th time it reaches `point` (its promise never
+ * settles), as a crashed one would.
+ */
+export const stopAt = (point: string, after = 1) => {
+  let seen = 0;
+  return (at: string) => (at === point && ++seen === after ? new Promise<void>(() => {}) : undefined);
+};
+
+/**
+ * A transfer of 30 from a new wallet on 0/0 (the decider, balance 100) to a new one on `to`, by
+ * `world.router`, whose coordinator stops for good right after the decision: returned once the debit
+ * is committed, the credit left prepared.
+ */
+export async function orphanAfterDecision(
+  world: { router: AtomicRouter; urls: readonly string[] },
+  to: ShardIdentifier,
+) {
+  const a = await walletOn(world.router, S.g0m0, 100n);
+  const b = await walletOn(world.router, to, 0n);
+  const t = transfer(a, b, 30n);
+  void world.router.db.$action((unit) => stageTransfer(unit, t), {
+    atomic: true,
+    atomicProbe: stopAt("decided"),
+  });
+  await eventually(
+    "the decision to commit",
+    async () => (await ledger(world.urls)).sides.get(t.id)?.join() === "debit",
+  );
+  return { a, b, t };
+}
+
 /** Runs `sql` on each database by a plain connection; the rows of each. */
 export async function eachDatabase<T>(urls: readonly string[], sql: string): Promise<T[][]> {
   return Promise.all(

@@ -12,6 +12,19 @@ export const S = {
   g1m2: ShardIdentifier.of(1, 2),
 };
 
+/**
+ * The six shards on three databases as test/world.ts places them (a registry's `shards`): `a` holds
+ * 0/0 and 0/1, `b` 0/2 and 1/0, `c` 1/1 and 1/2.
+ */
+export const worldPlacement = <Client>(a: Client, b: Client, c: Client) => [
+  { shard: S.g0m0, client: a },
+  { shard: S.g0m1, client: a },
+  { shard: S.g0m2, client: b },
+  { shard: S.g1m0, client: b },
+  { shard: S.g1m1, client: c },
+  { shard: S.g1m2, client: c },
+];
+
 /** A new customer's row on `shard` (region eu in group 0, mx in group 1). */
 export const newCustomer = (shard: ShardIdentifier, name = "c") => ({
   id: ShardedId.generate("Customer", shard),

@@ -5,9 +5,10 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import fc from "fast-check";
+import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
 import type { ShardLoadWindow } from "../src/load/read.js";
-import { CREATE_LOAD_TABLE } from "../src/load/schema.js";
+import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "../src/load/schema.js";
 import { LatencySketch } from "../src/load/sketch.js";
 import type { LoadRow } from "../src/load/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
@@ -128,4 +129,41 @@ export function loadTableDatabases(names: readonly string[]): { urls: string[]; 
     for (const n of names) await dropDatabase(MAIN_PORT, n);
   }, patient(60_000));
   return databases;
+}
+
+/** A database of the test's own: its URL, a Prisma client and a connection of its own (`admin`) on it. */
+export type LoadDatabase = {
+  url: string;
+  client: PrismaClient;
+  admin: pg.Client;
+  recreateLoadTables(): Promise<void>;
+};
+
+/**
+ * A database of the test's own (`name`), made before the file's tests and dropped after them: its
+ * fields are set once it is made. The load tables are the test's to make, by `recreateLoadTables`
+ * (every table of the ledger dropped and made again, empty).
+ */
+export function loadDatabase(name: string): LoadDatabase {
+  const database: LoadDatabase = {
+    url: "",
+    client: undefined as unknown as PrismaClient,
+    admin: undefined as unknown as pg.Client,
+    async recreateLoadTables() {
+      await database.admin.query(DROP_LOAD_TABLES);
+      for (const ddl of CREATE_LOAD_TABLE) await database.admin.query(ddl);
+    },
+  };
+  beforeAll(async () => {
+    database.url = await createDatabase(MAIN_PORT, name);
+    database.client = new PrismaClient({ adapter: new PrismaPg({ connectionString: database.url, max: 2 }) });
+    database.admin = new pg.Client({ connectionString: database.url });
+    await database.admin.connect();
+  }, patient(60_000));
+  afterAll(async () => {
+    await database.client?.$disconnect();
+    await database.admin?.end();
+    await dropDatabase(MAIN_PORT, name);
+  }, patient(60_000));
+  return database;
 }

@@ -2,7 +2,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { inject } from "vitest";
 import { createShardRegistry, shardRouting } from "../src/index.js";
 import { PrismaClient } from "./generated/prisma/client.js";
-import { models, S } from "./layout.js";
+import { models, S, worldPlacement } from "./layout.js";
 
 export { models, S };
 
@@ -31,14 +31,7 @@ export function makeWorld() {
     c: loggedClient("c", urls.c, log),
   };
   const registry = createShardRegistry({
-    shards: [
-      { shard: S.g0m0, client: clients.a },
-      { shard: S.g0m1, client: clients.a },
-      { shard: S.g0m2, client: clients.b },
-      { shard: S.g1m0, client: clients.b },
-      { shard: S.g1m1, client: clients.c },
-      { shard: S.g1m2, client: clients.c },
-    ],
+    shards: worldPlacement(clients.a, clients.b, clients.c),
     defaultShard: S.g0m0,
   });
   const db = clients.a.$extends(shardRouting({ registry, models }));

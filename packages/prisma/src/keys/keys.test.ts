@@ -16,7 +16,7 @@ import type { Obj, Plan } from "../plan.js";
 import { Planner, type PlannerOptions } from "../planner.js";
 import type { DataModel } from "../prisma-private.js";
 import { createShardRegistry } from "../registry.js";
-import { byColumn, byDirectory, byHash, DirectoryCache } from "../strategies.js";
+import { byColumn, byDirectory, byHash, DirectoryCache, type ShardDirectory } from "../strategies.js";
 import { type ClaimRecord, canonicalOf } from "../unique.js";
 
 /** The shard the frozen hash places `value` on among `shards`. */
@@ -470,21 +470,27 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
     expect(plan.claims?.map((c) => c.value)).toEqual(["ana@x"]);
   });
 
+  /** The directory "accounts" of `externalId` behind a cache (fresh 1 s, stale up to 10 s) on the clock `now`. */
+  const accountsCache = (
+    lookup: ShardDirectory["lookup"],
+    now: () => number,
+    options: Partial<ShardDirectory> = {},
+  ) =>
+    new DirectoryCache(
+      { name: "accounts", lookup, ttlMs: 1000, staleMs: 10_000, ...options },
+      "externalId",
+      (ref) => registry.resolve(ref as string),
+      now,
+    );
+
   it("a directory that is down: stale answers are used up to staleMs, then its keys fail alone", async () => {
     let now = 0;
     let down = false;
-    const cache = new DirectoryCache(
-      {
-        name: "accounts",
-        lookup: (v) => {
-          if (down) throw new Error("connection refused");
-          return v === "x1" ? "1/1" : "0/0";
-        },
-        ttlMs: 1000,
-        staleMs: 10_000,
+    const cache = accountsCache(
+      (v) => {
+        if (down) throw new Error("connection refused");
+        return v === "x1" ? "1/1" : "0/0";
       },
-      "externalId",
-      (ref) => registry.resolve(ref as string),
       () => now,
     );
     expect(await cache.lookup("x1")).toBe(S.d);
@@ -505,20 +511,13 @@ describe("routing strategies for models whose IDs cannot carry the shard", () =>
     let now = 0;
     let hang = false;
     const signals: AbortSignal[] = [];
-    const cache = new DirectoryCache(
-      {
-        name: "accounts",
-        lookup: (v, { signal }) => {
-          signals.push(signal);
-          return hang ? new Promise<never>(() => {}) : v === "x1" ? "1/1" : "0/0";
-        },
-        ttlMs: 1000,
-        staleMs: 10_000,
-        timeoutMs: 50,
+    const cache = accountsCache(
+      (v, { signal }) => {
+        signals.push(signal);
+        return hang ? new Promise<never>(() => {}) : v === "x1" ? "1/1" : "0/0";
       },
-      "externalId",
-      (ref) => registry.resolve(ref as string),
       () => now,
+      { timeoutMs: 50 },
     );
     expect(await cache.lookup("x1")).toBe(S.d);
     now = 2000;

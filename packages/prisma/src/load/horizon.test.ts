@@ -1,44 +1,18 @@
-// The rollups' horizons: a span that ended days ago is read from a resolution complete from its
-// start (the finer ones' buckets deleted since), with the windows' totals; a database whose rollups an
-// earlier version made is read without horizons until a rollup of this version gives it some, from
-// what it holds.
-import { PrismaPg } from "@prisma/adapter-pg";
-import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PrismaClient } from "../../test/generated/prisma/client.js";
-import { type Drawn, loadRows, totals, windowsOf } from "../../test/load-rows.js";
+import { patient } from "@shardkit/test-db";
+import { describe, expect, it } from "vitest";
+import { type Drawn, loadDatabase, loadRows, totals, windowsOf } from "../../test/load-rows.js";
 import type { ShardLoadWindow } from "./read.js";
 import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
-import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD } from "./sql.js";
 import { SUM_KEPT } from "./sum-sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
 
 const name = `ld_horizon_${process.pid}`;
-let client: PrismaClient;
-let admin: pg.Client;
+const db = loadDatabase(name);
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-
-beforeAll(async () => {
-  const url = await createDatabase(MAIN_PORT, name);
-  client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
-  admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-}, patient(60_000));
-
-afterAll(async () => {
-  await client?.$disconnect();
-  await admin?.end();
-  await dropDatabase(MAIN_PORT, name);
-}, patient(60_000));
-
-async function fresh() {
-  await admin.query(DROP_LOAD_TABLES);
-  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
-}
 
 /** 60 windows of 10 s, one every 10 s from `t0` + `offsetMs`, over three shards and four routers. */
 function windows(t0: number, offsetMs = 0): ShardLoadWindow[] {
@@ -55,14 +29,14 @@ function windows(t0: number, offsetMs = 0): ShardLoadWindow[] {
 }
 
 async function write(list: readonly ShardLoadWindow[]) {
-  await admin.query(FLUSH_LOAD, [loadRows(list), new Date(0).toISOString()]);
+  await db.admin.query(FLUSH_LOAD, [loadRows(list), new Date(0).toISOString()]);
 }
 
 const rollUp = (at: number) =>
-  admin.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * DAY, new Date(at)]);
+  db.admin.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * DAY, new Date(at)]);
 
 async function horizons(): Promise<Record<number, number>> {
-  const { rows } = await admin.query(
+  const { rows } = await db.admin.query(
     `SELECT bucket_ms, (extract(epoch FROM complete_from) * 1000)::float8 AS t FROM ${HORIZON_TABLE}`,
   );
   return Object.fromEntries(rows.map((r: { bucket_ms: number; t: number }) => [r.bucket_ms, r.t]));
@@ -70,7 +44,7 @@ async function horizons(): Promise<Record<number, number>> {
 
 /** The load read over `[from, to)` and the resolution read, beside what the windows themselves sum to there. */
 async function read(all: readonly ShardLoadWindow[], from: number, to: number) {
-  const sum = await sumShardLoad(client, { since: new Date(from), until: new Date(to) });
+  const sum = await sumShardLoad(db.client, { since: new Date(from), until: new Date(to) });
   const expected = totals(sumWindows(all, { from, to }).shards);
   return { resolution: sum.resolutionMs, totals: totals(sum.shards), expected };
 }
@@ -79,8 +53,8 @@ describe("load rollups' horizons", () => {
   it(
     "a span that ended days ago is read from the finest resolution still complete from its start, with the windows' totals",
     async () => {
-      await fresh();
-      const { rows } = await admin.query("SELECT (extract(epoch FROM now()) * 1000)::float8 AS now");
+      await db.recreateLoadTables();
+      const { rows } = await db.admin.query("SELECT (extract(epoch FROM now()) * 1000)::float8 AS now");
       const now = Number(rows[0].now);
       const t = Math.floor((now - 3 * DAY) / HOUR) * HOUR; // three days ago, on the hour
       const all = windows(t);
@@ -92,7 +66,7 @@ describe("load rollups' horizons", () => {
       expect(h[10_000]).toBeGreaterThanOrEqual(t + 10 * MINUTE);
       expect(h[60_000]).toBeGreaterThanOrEqual(t + 10 * MINUTE);
       expect([h[600_000], h[3_600_000]]).toEqual([-Infinity, -Infinity]);
-      const { rows: left } = await admin.query(
+      const { rows: left } = await db.admin.query(
         `SELECT bucket_ms, count(*)::int AS n FROM ${ROLLUP_TABLE} GROUP BY 1 ORDER BY 1`,
       );
       expect(left.map((r: { bucket_ms: number }) => r.bucket_ms)).toEqual([600_000, 3_600_000]);
@@ -110,7 +84,7 @@ describe("load rollups' horizons", () => {
       }
       // Without the horizons (a resolution taken as kept from the span's end), the 16 min span
       // would read the 10 s buckets deleted since: nothing.
-      const { rows: kept } = await admin.query(SUM_KEPT, [
+      const { rows: kept } = await db.admin.query(SUM_KEPT, [
         new Date(t - 3 * MINUTE),
         null,
         new Date(t + 13 * MINUTE),
@@ -125,15 +99,15 @@ describe("load rollups' horizons", () => {
   it(
     "rollups of an earlier version: read without horizons, then given some from what each resolution holds",
     async () => {
-      await fresh();
+      await db.recreateLoadTables();
       const t = Date.parse("2026-03-01T12:00:00Z");
       const first = windows(t);
       await write(first);
       await rollUp(t + 17 * MINUTE);
       // What an earlier version leaves: no horizons' table, 10 s buckets deleted up to t + 5 min, and
       // (as if the 1 h resolution were new in this version) no 1 h buckets.
-      await admin.query(`DROP TABLE ${HORIZON_TABLE}`);
-      await admin.query(
+      await db.admin.query(`DROP TABLE ${HORIZON_TABLE}`);
+      await db.admin.query(
         `DELETE FROM ${ROLLUP_TABLE} WHERE bucket_ms = 3600000 OR (bucket_ms = 10000 AND bucket_start < $1)`,
         [new Date(t + 5 * MINUTE)],
       );
@@ -142,7 +116,7 @@ describe("load rollups' horizons", () => {
       expect(before.totals).toEqual(before.expected);
 
       // A router of this version sets up and rolls up windows of half an hour later.
-      for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
+      for (const ddl of CREATE_LOAD_TABLE) await db.admin.query(ddl);
       const second = windows(t, 30 * MINUTE);
       await write(second);
       await rollUp(t + 47 * MINUTE);

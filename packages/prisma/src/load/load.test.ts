@@ -1,10 +1,5 @@
 import { createHmac } from "node:crypto";
-import {
-  AggregationTemporality,
-  type DataPoint,
-  MeterProvider,
-  MetricReader,
-} from "@opentelemetry/sdk-metrics";
+import { MeterProvider } from "@opentelemetry/sdk-metrics";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterFrozen } from "@shardkit/test-db";
@@ -13,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { SECOND } from "../../test/global-setup.js";
 import { models } from "../../test/layout.js";
+import { TestMetricReader } from "../../test/metrics.js";
 import {
   createShardRegistry,
   readShardLoad,
@@ -308,21 +304,7 @@ describe("load per logical shard", () => {
   });
 
   it("with a meter provider, the same figures are OpenTelemetry metrics by shard, load on or off", async () => {
-    class Reader extends MetricReader {
-      constructor() {
-        super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-      }
-      protected override async onForceFlush(): Promise<void> {}
-      protected override async onShutdown(): Promise<void> {}
-      async points(name: string) {
-        const { resourceMetrics } = await this.collect();
-        const found = resourceMetrics.scopeMetrics
-          .flatMap((m) => m.metrics)
-          .find((m) => m.descriptor.name === name);
-        return (found?.dataPoints ?? []) as DataPoint<unknown>[];
-      }
-    }
-    const reader = new Reader();
+    const reader = new TestMetricReader();
     const db = clients[0]!.$extends(
       shardRouting({
         registry,

@@ -1,25 +1,18 @@
-// A batch whose flush has no known outcome is sent again as it was, under the same key: counted once
-// whether its first copy is still in the windows, was rolled up meanwhile, or was never written; and
-// what a router holds for a database stays one sent batch and one of the windows since.
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { PrismaClient } from "../../test/generated/prisma/client.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import { loadDatabase } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { loadOptionsOf } from "./options.js";
 import { LoadRecorder } from "./recorder.js";
 import { ROLLUP_TABLE } from "./rollup.js";
-import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
 import { LOAD_TABLE, MOVED_TABLE } from "./sql.js";
 import { sumShardLoad } from "./summary.js";
 
 const name = `ld_resend_${process.pid}`;
-let client: PrismaClient;
-let admin: pg.Client;
-let url: string;
+const db = loadDatabase(name);
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(0, 1)];
 const layout: ShardLayout = {
   resolve: (s) => s,
@@ -27,23 +20,7 @@ const layout: ShardLayout = {
   databaseOf: () => ({ index: 0 }),
 };
 
-beforeAll(async () => {
-  url = await createDatabase(MAIN_PORT, name);
-  client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
-  admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-}, patient(60_000));
-
-afterAll(async () => {
-  await client?.$disconnect();
-  await admin?.end();
-  await dropDatabase(MAIN_PORT, name);
-}, patient(60_000));
-
-beforeEach(async () => {
-  await admin.query(DROP_LOAD_TABLES);
-  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
-});
+beforeEach(() => db.recreateLoadTables());
 
 /**
  * The database's client, through which a flush's statement can fail before it runs (`refuse`) or
@@ -54,7 +31,7 @@ function unreliable() {
   const through = {
     async $executeRawUnsafe(sql: string, ...values: unknown[]) {
       if (state.refuse) throw new Error("connection refused");
-      const done = await client.$executeRawUnsafe(sql, ...values);
+      const done = await db.client.$executeRawUnsafe(sql, ...values);
       if (state.lose && sql.includes(LOAD_TABLE)) throw new Error("connection lost before the answer");
       return done;
     },
@@ -83,133 +60,113 @@ async function lostAnswer(n: number): Promise<LoadRecorder> {
 }
 
 async function calls(): Promise<number[]> {
-  const sum = await sumShardLoad(client, { spanMs: 3_600_000 });
+  const sum = await sumShardLoad(db.client, { spanMs: 3_600_000 });
   return sum.shards.map((s) => Math.round(s.calls * 1e6) / 1e6);
 }
 
 const rollUpLater = async () => {
-  const { rows } = await admin.query(
+  const { rows } = await db.admin.query(
     "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
     [365 * 86_400_000],
   );
   return Number(rows[0].n);
 };
 
-describe("a flush with no known outcome", () => {
-  it(
-    "its answer lost after it committed: sent again as it was, counted once though a rollup moved the first copy",
-    async () => {
-      const load = await lostAnswer(5);
-      // Written all the same, then rolled up before the router could send it again.
-      expect(await rollUpLater()).toBe(2);
-      const moved = await admin.query(`SELECT router FROM ${MOVED_TABLE}`);
-      expect(moved.rows).toEqual([{ router: load.router }]);
-      count(load, 3);
-      // The first flush sends the lost batch again (recognised, skipped), the next the calls since.
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      expect((await admin.query(`SELECT 1 FROM ${LOAD_TABLE}`)).rows).toEqual([]);
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      await load.idle();
-      expect(await calls()).toEqual([8, 8]);
-      await load.close();
-    },
-    patient(60_000),
-  );
+describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
+  it("its answer lost after it committed: sent again as it was, counted once though a rollup moved the first copy", async () => {
+    const load = await lostAnswer(5);
+    // Written all the same, then rolled up before the router could send it again.
+    expect(await rollUpLater()).toBe(2);
+    const moved = await db.admin.query(`SELECT router FROM ${MOVED_TABLE}`);
+    expect(moved.rows).toEqual([{ router: load.router }]);
+    count(load, 3);
+    // The first flush sends the lost batch again (recognised, skipped), the next the calls since.
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    expect((await db.admin.query(`SELECT 1 FROM ${LOAD_TABLE}`)).rows).toEqual([]);
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    expect(await calls()).toEqual([8, 8]);
+    await load.close();
+  });
 
-  it(
-    "sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once",
-    async () => {
-      const load = await lostAnswer(5);
-      // A rollup of another router, under way: it has moved the first copy and not committed yet.
-      const roller = new pg.Client({ connectionString: url });
-      await roller.connect();
-      try {
-        await roller.query("BEGIN");
-        const { rows } = await roller.query(
-          "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
-          [365 * 86_400_000],
-        );
-        expect(Number(rows[0].n)).toBe(2);
-        const resent = load.flush();
-        await eventually("the batch sent again waits for the rollup", async () => {
-          const waiting = await admin.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-          );
-          return waiting.rows[0].n === 1;
-        });
-        await roller.query("COMMIT");
-        await resent;
-      } finally {
-        await roller.end();
-      }
-      await load.idle();
-      await load.flush(); // whatever the router still holds
-      await load.idle();
-      await rollUpLater();
-      expect(await calls()).toEqual([5, 5]);
-      await load.close();
-    },
-    patient(60_000),
-  );
-
-  it(
-    "its answer lost, the first copy still in the windows: replaced by itself, counted once",
-    async () => {
-      const load = await lostAnswer(4);
-      count(load, 2);
-      expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
-      expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
-      await load.idle();
-      expect(await calls()).toEqual([6, 6]);
-      await load.close();
-    },
-    patient(60_000),
-  );
-
-  it(
-    "closed after a lost answer: the close sends the batch again and the windows since, each once",
-    async () => {
-      const load = await lostAnswer(4);
-      count(load, 2);
-      expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
-      await load.idle();
-      expect(await calls()).toEqual([6, 6]);
-    },
-    patient(60_000),
-  );
-
-  it(
-    "refused many times over: the router holds the batch sent and one of the windows since, then writes both",
-    async () => {
-      const { state, load } = unreliable();
-      state.refuse = true;
-      for (let i = 0; i < 30; i++) {
-        count(load, 1);
-        const [result] = await load.flush();
-        expect(result!.status).toBe("failed");
-        await load.idle();
-      }
-      state.refuse = false;
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
-      await load.idle();
-      // Two windows per shard: the first one sent, and the 29 after it merged (ordered by their
-      // counts: their starts, milliseconds apart, each moved by the clock difference its flush measured,
-      // may come in either order).
-      const windows = await admin.query(
-        `SELECT shard, calls::int AS calls FROM ${LOAD_TABLE} ORDER BY shard, calls`,
+  it("sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once", async () => {
+    const load = await lostAnswer(5);
+    // A rollup of another router, under way: it has moved the first copy and not committed yet.
+    const roller = new pg.Client({ connectionString: db.url });
+    await roller.connect();
+    try {
+      await roller.query("BEGIN");
+      const { rows } = await roller.query(
+        "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
+        [365 * 86_400_000],
       );
-      expect(windows.rows).toEqual([
-        { shard: 0, calls: 1 },
-        { shard: 0, calls: 29 },
-        { shard: 1, calls: 1 },
-        { shard: 1, calls: 29 },
-      ]);
-      expect(await calls()).toEqual([30, 30]);
-      expect((await admin.query(`SELECT 1 FROM ${ROLLUP_TABLE}`)).rows).toEqual([]);
-      await load.close();
-    },
-    patient(60_000),
-  );
+      expect(Number(rows[0].n)).toBe(2);
+      const resent = load.flush();
+      await eventually("the batch sent again waits for the rollup", async () => {
+        const waiting = await db.admin.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return waiting.rows[0].n === 1;
+      });
+      await roller.query("COMMIT");
+      await resent;
+    } finally {
+      await roller.end();
+    }
+    await load.idle();
+    await load.flush(); // whatever the router still holds
+    await load.idle();
+    await rollUpLater();
+    expect(await calls()).toEqual([5, 5]);
+    await load.close();
+  });
+
+  it("its answer lost, the first copy still in the windows: replaced by itself, counted once", async () => {
+    const load = await lostAnswer(4);
+    count(load, 2);
+    expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
+    expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
+    await load.idle();
+    expect(await calls()).toEqual([6, 6]);
+    await load.close();
+  });
+
+  it("closed after a lost answer: the close sends the batch again and the windows since, each once", async () => {
+    const load = await lostAnswer(4);
+    count(load, 2);
+    expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
+    await load.idle();
+    expect(await calls()).toEqual([6, 6]);
+  });
+
+  it("refused many times over: the router holds the batch sent and one of the windows since, then writes both", async () => {
+    const { state, load } = unreliable();
+    state.refuse = true;
+    for (let i = 0; i < 30; i++) {
+      count(load, 1);
+      const [result] = await load.flush();
+      expect(result!.status).toBe("failed");
+      await load.idle();
+    }
+    state.refuse = false;
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    // Two windows per shard: the first one sent, and the 29 after it merged (ordered by their
+    // counts: their starts, milliseconds apart, each moved by the clock difference its flush measured,
+    // may come in either order).
+    const windows = await db.admin.query(
+      `SELECT shard, calls::int AS calls FROM ${LOAD_TABLE} ORDER BY shard, calls`,
+    );
+    expect(windows.rows).toEqual([
+      { shard: 0, calls: 1 },
+      { shard: 0, calls: 29 },
+      { shard: 1, calls: 1 },
+      { shard: 1, calls: 29 },
+    ]);
+    expect(await calls()).toEqual([30, 30]);
+    expect((await db.admin.query(`SELECT 1 FROM ${ROLLUP_TABLE}`)).rows).toEqual([]);
+    await load.close();
+  });
 });

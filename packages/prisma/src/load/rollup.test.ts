@@ -4,42 +4,27 @@
 // table of the old shape is changed in place by routers setting up together; a router's flush rolls
 // up what is past the lag.
 import { spawn } from "node:child_process";
-import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import fc from "fast-check";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PrismaClient } from "../../test/generated/prisma/client.js";
-import { type Drawn, loadRows, totals, windowArb, windowsOf } from "../../test/load-rows.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type Drawn, loadDatabase, loadRows, totals, windowArb, windowsOf } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { LOCKS } from "../shared.js";
 import { loadOptionsOf } from "./options.js";
 import type { ShardLoadWindow } from "./read.js";
 import { LoadRecorder } from "./recorder.js";
 import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
-import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
+import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
 
 const name = `ld_rollup_${process.pid}`;
-let url = "";
-let client: PrismaClient;
-let admin: pg.Client;
-
+const db = loadDatabase(name);
 beforeAll(async () => {
-  url = await createDatabase(MAIN_PORT, name);
-  client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) });
-  admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
-}, patient(60_000));
-
-afterAll(async () => {
-  await client?.$disconnect();
-  await admin?.end();
-  await dropDatabase(MAIN_PORT, name);
+  for (const ddl of CREATE_LOAD_TABLE) await db.admin.query(ddl);
 }, patient(60_000));
 
 const T0 = Date.parse("2026-01-01T12:00:00Z");
@@ -48,16 +33,18 @@ const LATER = new Date(T0 + 17 * 60_000);
 
 /** No load: every table of the ledger emptied (the batches moved too: these tests reuse routers' stamps). */
 async function clear() {
-  await admin.query(DROP_LOAD_TABLES);
-  for (const ddl of CREATE_LOAD_TABLE) await admin.query(ddl);
+  await db.recreateLoadTables();
 }
 
 async function write(windows: readonly ShardLoadWindow[]) {
-  await admin.query(FLUSH_LOAD, [loadRows(windows), new Date(0).toISOString()]);
+  await db.admin.query(FLUSH_LOAD, [loadRows(windows), new Date(0).toISOString()]);
 }
 
-const rollUp = async (at: Date, db: pg.Client = admin) =>
-  Number((await db.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0].n);
+const rollUp = async (at: Date, connection: pg.Client = db.admin) =>
+  Number(
+    (await connection.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0]
+      .n,
+  );
 
 /** The end of the spans read: after every window of these tests. */
 const UNTIL = new Date(T0 + 13 * 60_000);
@@ -66,7 +53,7 @@ const SPANS = [16 * 60_000, 3 * 3_600_000, 10 * 3_600_000, 40 * 3_600_000];
 const RESOLUTIONS = [10_000, 60_000, 600_000, 3_600_000];
 
 async function readAll(spanMs: number) {
-  return sumShardLoad(client, { until: UNTIL, spanMs, topKeys: 16 });
+  return sumShardLoad(db.client, { until: UNTIL, spanMs, topKeys: 16 });
 }
 
 /**
@@ -83,7 +70,7 @@ async function rolledAtRandomTimes(list: Drawn[], times: number[], lateMs: numbe
   );
   for (const t of [...times].sort((x, y) => x - y)) await rollUp(new Date(T0 + t));
   await rollUp(LATER);
-  const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+  const left = await db.admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
   expect(left.rows[0].n).toBe(0);
   for (const spanMs of SPANS) {
     const sum = await readAll(spanMs);
@@ -91,7 +78,7 @@ async function rolledAtRandomTimes(list: Drawn[], times: number[], lateMs: numbe
     expect(totals(sum.shards)).toEqual(expected);
   }
   await rollUp(new Date(LATER.getTime() + lateMs));
-  const { rows } = await admin.query(
+  const { rows } = await db.admin.query(
     `SELECT bucket_ms, ${"(extract(epoch FROM complete_from) * 1000)::float8"} AS t FROM ${HORIZON_TABLE}`,
   );
   const from = new Map(rows.map((r: { bucket_ms: number; t: number }) => [r.bucket_ms, r.t]));
@@ -121,7 +108,7 @@ describe("load rollups", () => {
     "a rollup skips while another holds the lock, and many at once while windows arrive count each window once",
     async () => {
       await clear();
-      const holder = new pg.Client({ connectionString: url });
+      const holder = new pg.Client({ connectionString: db.url });
       await holder.connect();
       await holder.query("BEGIN");
       await holder.query(`SELECT pg_advisory_xact_lock(${LOCKS.loadRollup}, 0)`);
@@ -137,7 +124,7 @@ describe("load rollups", () => {
 
       const rollers = await Promise.all(
         Array.from({ length: 6 }, async () => {
-          const c = new pg.Client({ connectionString: url });
+          const c = new pg.Client({ connectionString: db.url });
           await c.connect();
           return c;
         }),
@@ -203,7 +190,7 @@ describe("load rollups", () => {
 
       for (const stop of ["connection dropped", "process killed"] as const) {
         // A row lock on every 10 min bucket holds the rollup after it moved the windows, before it writes.
-        const blocker = new pg.Client({ connectionString: url });
+        const blocker = new pg.Client({ connectionString: db.url });
         await blocker.connect();
         await blocker.query("BEGIN");
         await blocker.query(`SELECT 1 FROM ${ROLLUP_TABLE} WHERE bucket_ms = 600000 FOR UPDATE`);
@@ -219,7 +206,7 @@ describe("load rollups", () => {
           {
             // In the package, whose dependencies hold `pg` (a run from the repository's root has none).
             cwd: new URL("../..", import.meta.url).pathname,
-            env: { ...process.env, URL: url, APP: app, AT: LATER.toISOString() },
+            env: { ...process.env, URL: db.url, APP: app, AT: LATER.toISOString() },
             stdio: "ignore",
             detached: true,
           },
@@ -227,26 +214,26 @@ describe("load rollups", () => {
         const exited = new Promise((resolve) => child.once("exit", resolve));
         let pid = 0;
         await eventually("the rollup to wait for the row lock", async () => {
-          const { rows } = await admin.query(
+          const { rows } = await db.admin.query(
             "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
             [app],
           );
           pid = rows[0]?.pid ?? 0;
           return pid > 0;
         });
-        if (stop === "connection dropped") await admin.query("SELECT pg_terminate_backend($1)", [pid]);
+        if (stop === "connection dropped") await db.admin.query("SELECT pg_terminate_backend($1)", [pid]);
         process.kill(-child.pid!, "SIGKILL");
         await exited;
         await blocker.query("ROLLBACK");
         await blocker.end();
         await eventually("the rollup's backend to end", async () => {
-          const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
+          const { rows } = await db.admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
           return rows.length === 0;
         });
         for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
       }
       await rollUp(LATER);
-      const left = await admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
+      const left = await db.admin.query(`SELECT count(*)::int AS n FROM ${LOAD_TABLE}`);
       expect(left.rows[0].n).toBe(0);
       for (const spanMs of SPANS) expect(totals((await readAll(spanMs)).shards)).toEqual(expected);
     },
@@ -327,7 +314,7 @@ describe("load rollups", () => {
         databaseOf: () => ({ index: 0 }),
       };
       // Another router's windows of 5 minutes ago, by the database's clock.
-      const { rows } = await admin.query("SELECT now() AS now");
+      const { rows } = await db.admin.query("SELECT now() AS now");
       const old = windowsOf(
         T0,
         [1, 2, 3].map((i) => ({
@@ -345,15 +332,15 @@ describe("load rollups", () => {
       }));
       await write(old);
       const load = new LoadRecorder(
-        { layout, databases: [{ client, name }], keysOf: () => ["id"] },
+        { layout, databases: [{ client: db.client, name }], keysOf: () => ["id"] },
         loadOptionsOf({ intervalMs: 600_000 }, "load", [])!,
       );
-      await load.timed(client.$queryRawUnsafe("SELECT 1"), [shard], "queryRaw");
+      await load.timed(db.client.$queryRawUnsafe("SELECT 1"), [shard], "queryRaw");
       expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
       await load.idle(); // the rollup it started
-      const left = await admin.query(`SELECT router, calls::int AS calls FROM ${LOAD_TABLE}`);
+      const left = await db.admin.query(`SELECT router, calls::int AS calls FROM ${LOAD_TABLE}`);
       expect(left.rows).toEqual([{ router: load.router, calls: 1 }]);
-      const sum = await sumShardLoad(client, { spanMs: 600_000 });
+      const sum = await sumShardLoad(db.client, { spanMs: 600_000 });
       // Rounded: a window across a 10 s boundary is counted in two parts (float shares).
       expect(sum.shards.map((s) => [s.key, Math.round(s.calls * 1e6) / 1e6, s.routers])).toEqual([
         ["0/0", 31, ["gone", load.router].sort()],

@@ -25,6 +25,46 @@ import { embeddedPackage } from "./open-embedded.js";
 const schema = new URL("../../test/schema.prisma", import.meta.url).pathname;
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(1, 0)];
 
+/** A `createClient` for opens that must fail before anything connects. */
+const neverCalled = () => {
+  throw new Error("must not be called");
+};
+
+/** Runs `statement` on the database at `url` by a connection of its own; the rows. */
+async function query(url: string, statement: string) {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    return (await admin.query(statement)).rows;
+  } finally {
+    await admin.end();
+  }
+}
+
+/** How many tables the database at `url` holds in its public schema: 0 where no schema reached it. */
+const publicTables = async (url: string): Promise<number> =>
+  (await query(url, "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'"))[0].n;
+
+/**
+ * Two new databases, 0/0 on the main server and 1/0 on the second one (`away`: the test stops or
+ * freezes that server): their `shardsJson`, and `drop()` for both.
+ */
+async function upAndAway(tag: string) {
+  const names = { up: `sk_open_${tag}_up_${process.pid}`, away: `sk_open_${tag}_away_${process.pid}` };
+  const up = await createDatabase(MAIN_PORT, names.up);
+  const away = await createDatabase(SECOND.port, names.away);
+  return {
+    shardsJson: JSON.stringify([
+      { group: 0, member: 0, url: up },
+      { group: 1, member: 0, url: away },
+    ]),
+    async drop() {
+      await dropDatabase(MAIN_PORT, names.up);
+      await dropDatabase(SECOND.port, names.away);
+    },
+  };
+}
+
 describe("openShards", () => {
   it(
     "embedded: one PGlite database per shard, schema pushed, data kept across reopening",
@@ -85,15 +125,7 @@ describe("openShards", () => {
       const names = [0, 1, 2].map((i) => `sk_open_fp_${i}_${process.pid}`);
       const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
       const shardsJson = JSON.stringify(urls.map((url, i) => ({ group: i, member: 0, url, pool: 2 })));
-      const sql = async (i: number, statement: string) => {
-        const admin = new pg.Client({ connectionString: urls[i] });
-        await admin.connect();
-        try {
-          await admin.query(statement);
-        } finally {
-          await admin.end();
-        }
-      };
+      const sql = (i: number, statement: string) => query(urls[i]!, statement);
       /** Opens the three databases with `schemaFile` and closes them: each one's [status, fingerprint], in order. */
       const openWith = async (schemaFile: string, rolloutConcurrency?: number) => {
         const done = new Map<number, [string, string | undefined]>();
@@ -140,16 +172,13 @@ describe("openShards", () => {
   );
 
   it("a bad shardsJson is a RegistryConfigError before anything connects", async () => {
-    const createClient = () => {
-      throw new Error("must not be called");
-    };
-    await expect(openShards({ schema, createClient, shardsJson: "[" })).rejects.toBeInstanceOf(
+    await expect(openShards({ schema, createClient: neverCalled, shardsJson: "[" })).rejects.toBeInstanceOf(
       RegistryConfigError,
     );
     await expect(
       openShards({
         schema,
-        createClient,
+        createClient: neverCalled,
         shardsJson: JSON.stringify([{ group: 0, member: 0, url: "nope" }]),
       }),
     ).rejects.toThrow(/shards\[0\]\.url: not a URL/);
@@ -172,15 +201,7 @@ describe("openShards", () => {
         );
         expect(error).toBeInstanceOf(ConnectionBudgetError);
         expect((error as ConnectionBudgetError).servers[0]?.pools).toBe(120);
-        for (const url of urls) {
-          const admin = new pg.Client({ connectionString: url });
-          await admin.connect();
-          const { rows } = await admin.query(
-            "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
-          );
-          await admin.end();
-          expect(rows[0].n).toBe(0);
-        }
+        for (const url of urls) expect(await publicTables(url)).toBe(0);
         const warned = await openShards({
           schema,
           createClient,
@@ -198,13 +219,10 @@ describe("openShards", () => {
   );
 
   it("SHARDKIT_SHARDS set but blank is an error naming the variable, never a fallback to embedded", async () => {
-    const createClient = () => {
-      throw new Error("must not be called");
-    };
     for (const blank of ["", "  \n"]) {
       const error = await openShards({
         schema,
-        createClient,
+        createClient: neverCalled,
         shardsJson: blank,
         embedded: { dataDir: "/nonexistent", shards },
       }).catch((e: unknown) => e);
@@ -231,13 +249,7 @@ describe("openShards", () => {
       expect(error).toBeInstanceOf(RegistryConfigError);
       expect((error as Error).message).toMatch(/\(shards 1\/0\) is the same database as .*\(shards 0\/0\)/);
       expect((error as Error).message).toContain(name);
-      const admin = new pg.Client({ connectionString: url });
-      await admin.connect();
-      const { rows } = await admin.query(
-        "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
-      );
-      await admin.end();
-      expect(rows[0].n).toBe(0);
+      expect(await publicTables(url)).toBe(0);
     } finally {
       await dropDatabase(MAIN_PORT, name);
     }
@@ -246,9 +258,7 @@ describe("openShards", () => {
   it(
     "a database that is down at start: the open goes on without it, its shards fail as unavailable, and it gets its schema and opens when it returns",
     async () => {
-      const names = { up: `sk_open_up_${process.pid}`, down: `sk_open_down_${process.pid}` };
-      const up = await createDatabase(MAIN_PORT, names.up);
-      const down = await createDatabase(SECOND.port, names.down);
+      const databases = await upAndAway("down");
       const states: DatabaseStatus[] = [];
       let opened: OpenShards<PrismaClient> | undefined;
       try {
@@ -256,10 +266,7 @@ describe("openShards", () => {
           opened = await openShards({
             schema,
             createClient: (adapter) => new PrismaClient({ adapter }),
-            shardsJson: JSON.stringify([
-              { group: 0, member: 0, url: up },
-              { group: 1, member: 0, url: down },
-            ]),
+            shardsJson: databases.shardsJson,
             retry: { baseMs: 50, maxMs: 200 },
             onProgress: () => {},
             onState: (status) => states.push(status),
@@ -296,8 +303,7 @@ describe("openShards", () => {
         expect((await opened!.health()).status).toBe("ok");
       } finally {
         await opened?.close();
-        await dropDatabase(MAIN_PORT, names.up);
-        await dropDatabase(SECOND.port, names.down);
+        await databases.drop();
       }
     },
     patient(90_000),
@@ -306,19 +312,14 @@ describe("openShards", () => {
   it(
     "a frozen database at start: the open waits connectTimeoutMs for it, not forever, and opens it once it answers",
     async () => {
-      const names = { up: `sk_open_up2_${process.pid}`, frozen: `sk_open_frozen_${process.pid}` };
-      const up = await createDatabase(MAIN_PORT, names.up);
-      const frozen = await createDatabase(SECOND.port, names.frozen);
+      const databases = await upAndAway("frozen");
       let opened: OpenShards<PrismaClient> | undefined;
       try {
         await withClusterFrozen(SECOND.cluster, async () => {
           opened = await openShards({
             schema,
             createClient: (adapter) => new PrismaClient({ adapter }),
-            shardsJson: JSON.stringify([
-              { group: 0, member: 0, url: up },
-              { group: 1, member: 0, url: frozen },
-            ]),
+            shardsJson: databases.shardsJson,
             connectTimeoutMs: 500,
             retry: { baseMs: 50, maxMs: 200 },
             onProgress: () => {},
@@ -334,8 +335,7 @@ describe("openShards", () => {
         await opened!.registry.clientFor(id).customer.create({ data: { id, name: "thawed", region: "mx" } });
       } finally {
         await opened?.close();
-        await dropDatabase(MAIN_PORT, names.up);
-        await dropDatabase(SECOND.port, names.frozen);
+        await databases.drop();
       }
     },
     patient(90_000),
