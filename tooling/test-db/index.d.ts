@@ -162,11 +162,13 @@ export declare function runProgram(
 /** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */
 export declare function pgBouncerPath(): string | undefined;
 /**
- * A PgBouncer of the test's own on 127.0.0.1:`port` in front of the server on `targetPort` (every
+ * A PgBouncer of the test's own on 127.0.0.1 in front of the server on `targetPort` (every
  * database, user postgres, no authentication), in `mode` (default `transaction`) with at most
- * `poolSize` server connections per database. Resolves once it answers; `stop()` ends it (only it).
+ * `poolSize` server connections per database, on a port the system picks (`port` of the result).
+ * Resolves once it answers; `stop()` ends it (only it).
  */
-export declare function startPgBouncer(
-  port: number,
-  options?: { targetPort?: number; poolSize?: number; mode?: "transaction" | "session" },
-): Promise<{ port: number; url(database: string): string; stop(): Promise<void> }>;
+export declare function startPgBouncer(options?: {
+  targetPort?: number;
+  poolSize?: number;
+  mode?: "transaction" | "session";
+}): Promise<{ port: number; url(database: string): string; stop(): Promise<void> }>;

@@ -24,6 +24,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import { createServer } from "node:net";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import pg from "pg";
@@ -752,16 +753,36 @@ export function pgBouncerPath() {
   return undefined;
 }
 
+/** A TCP port on 127.0.0.1 that nothing listens on now (the system's choice). */
+async function freePort() {
+  const server = createServer();
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 /**
- * A PgBouncer of the test's own on 127.0.0.1:`port` in front of the server on `targetPort` (every
+ * A PgBouncer of the test's own on 127.0.0.1 in front of the server on `targetPort` (every
  * database, user postgres, no authentication), in `mode` (default `transaction`) with at most
- * `poolSize` server connections per database. Resolves once it answers; `stop()` ends it (only it)
- * and removes its folder. As root it runs as the postgres user (PgBouncer refuses to run as root).
+ * `poolSize` server connections per database, on a port nothing else listens on (the system picks
+ * it; taken in between, another is picked). Resolves once it answers; `stop()` ends it (only it) and
+ * removes its folder. As root it runs as the postgres user (PgBouncer refuses to run as root).
  */
-export async function startPgBouncer(
-  port,
-  { targetPort = MAIN_PORT, poolSize = 2, mode = "transaction" } = {},
-) {
+export async function startPgBouncer({ targetPort = MAIN_PORT, poolSize = 2, mode = "transaction" } = {}) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startPgBouncerOn(await freePort(), { targetPort, poolSize, mode });
+    } catch (error) {
+      if (attempt >= 5) throw error;
+    }
+  }
+}
+
+async function startPgBouncerOn(port, { targetPort, poolSize, mode }) {
   const binary = pgBouncerPath();
   if (!binary) throw new Error("PgBouncer is not installed (Debian: apt-get install -y pgbouncer)");
   const dir = join(tmpdir(), `sk-pgbouncer-${port}-${process.pid}`);

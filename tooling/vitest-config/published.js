@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { patient } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 import { checkPublishedPackage, inDependencyOrder, valueExportsOf } from "./quality.js";
 
@@ -41,7 +42,7 @@ export function describePublishedPackage(pkgDir, options = {}) {
         }
         options.check?.(report);
       },
-      options.timeoutMs ?? 300_000,
+      patient(options.timeoutMs ?? 300_000),
     );
   });
 }
@@ -61,7 +62,7 @@ function describeReadme(pkgDir, examples) {
         });
         expectLines(output.trim().split("\n"), readme);
       },
-      120_000,
+      patient(120_000),
     );
   });
 }

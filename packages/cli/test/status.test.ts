@@ -203,7 +203,9 @@ describe("shardkit status", () => {
           unreachable: string[];
         };
         expect(report.databases.find((d) => d.database === late.toString())?.reachable).toBe("slow");
-        expect([report.slow, report.unreachable]).toEqual([[late.toString()], []]);
+        // Never `no`; a (direct) is `slow` too when the host cannot answer it within 1 s either.
+        expect(report.slow).toContain(late.toString());
+        expect(report.unreachable).toEqual([]);
       } finally {
         for (const socket of sockets) socket.destroy();
         await new Promise((resolve) => proxy.close(resolve));

@@ -27,7 +27,7 @@ const ROUTERS = (process.env.BENCH_ROUTERS ?? "1,4,16").split(",").map(Number);
 const INTERVAL_MS = 1000;
 const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
 
-const bouncer = await startPgBouncer(17_000 + (process.pid % 1000) + 500, { poolSize: 1 });
+const bouncer = await startPgBouncer({ poolSize: 1 });
 console.log(
   "| databases | routers | way | statements / router / database / s | median statement ms | router CPU ms/s per router |",
 );

@@ -14,7 +14,7 @@ describe.skipIf(!pgBouncerPath())("checkMove and a transaction-mode pooler", () 
   const e = new URL(moveUrls.e);
   let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
   beforeAll(async () => {
-    bouncer = await startPgBouncer(17_250 + (process.pid % 1000), {
+    bouncer = await startPgBouncer({
       targetPort: Number(e.port),
       poolSize: 2,
       mode: "transaction",

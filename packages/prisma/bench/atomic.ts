@@ -3,7 +3,8 @@
 // (`allowCrossShard`: one transaction per database) and as an atomic one (two-phase commit), calls
 // alternating in a rotating order; medians, and the atomic one as a ratio of the best-effort one.
 // Also a single-shard write on a third database while atomic transfers run, against the same write
-// alone: the atomic actions' effect on another shard's latency.
+// alone: the atomic actions' effect on another shard's latency. And what the `SET LOCAL lock_timeout`
+// each participant sends first costs: an empty transaction with and without it.
 //
 // BENCH_ROUNDS (default 400): timed calls per variant.
 import { ShardedId } from "@shardkit/id";
@@ -25,10 +26,18 @@ try {
         stageTransfer(unit, { id: ShardedId.generate("Customer", S.g0m0), from: a, to: b, amount: 1n }),
       atomic ? { atomic: true } : { allowCrossShard: true },
     );
-  const [bestEffort, atomic] = await measure(
+  // What each participant's `SET LOCAL lock_timeout` adds: one more round trip in a transaction on
+  // one database (the participants prepare at once, so the action waits for it once).
+  const lockTimeout = (set: boolean) => () =>
+    router.clients[0]!.$transaction(async (tx) => {
+      if (set) await tx.$executeRawUnsafe("SET LOCAL lock_timeout = 5000");
+    });
+  const [bestEffort, atomic, bare, withLockTimeout] = await measure(
     [
       { name: "best-effort", run: transfer(false) },
       { name: "atomic", run: transfer(true) },
+      { name: "transaction", run: lockTimeout(false) },
+      { name: "transaction + SET LOCAL lock_timeout", run: lockTimeout(true) },
     ],
     WARMUP,
     ROUNDS,
@@ -55,6 +64,10 @@ try {
   console.log(`two-shard transfer, best-effort (one transaction per database): ${ms(bestEffort!)}`);
   console.log(
     `two-shard transfer, atomic (two-phase commit): ${ms(atomic!)} (x${(atomic! / bestEffort!).toFixed(2)})`,
+  );
+  const extra = withLockTimeout! - bare!;
+  console.log(
+    `lock_timeout's round trip: an empty transaction ${ms(bare!)}, with SET LOCAL lock_timeout ${ms(withLockTimeout!)}: +${ms(extra)}, ${((100 * extra) / atomic!).toFixed(1)}% of an atomic transfer`,
   );
   console.log(
     `another shard's single-row update: alone ${ms(alone)}, beside atomic transfers ${ms(beside)} (x${(beside / alone).toFixed(2)})`,

@@ -12,7 +12,8 @@ import {
   transfer,
   walletOn,
 } from "../test/atomic-world.js";
-import { AtomicInDoubtError, DatabaseTimeoutError } from "./errors.js";
+import { AtomicInDoubtError, DatabaseTimeoutError, DatabaseUnavailableError } from "./errors.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 // A participant's server stopped or frozen in the middle of an atomic action (y, alone on a server
 // of this file's own): the action commits, fails naming the database, or reports itself in doubt;
@@ -78,7 +79,11 @@ describe("a participant's server stopped between PREPARE and COMMIT PREPARED", (
         return { outcome, refused };
       });
       expect(outcome).toBe("committed");
-      expect(refused).toBeInstanceOf(Error);
+      // Refused naming y and its shards, as unavailable (an API answers 503), nothing of it written.
+      expect(refused).toBeInstanceOf(DatabaseUnavailableError);
+      expect(refused).toMatchObject({ code: "DATABASE_UNAVAILABLE", database: "db1" });
+      expect(String(refused)).toMatch(/database db1 \(shards 0\/2, 1\/0\) could not be reached/);
+      expect(isShardUnavailable(refused)).toBe(true);
       // y came back with its part still prepared: the debit is there, the credit not yet.
       expect((await ledger(world.urls)).sides.get(t.id)).toEqual(["debit"]);
       expect(Object.values(await recoverInChild(world.urls))).toEqual(["committed"]);

@@ -24,7 +24,6 @@ import {
 // pooler and one reaching it directly name y alike (its server's identity, not the pooler's).
 
 const world = useFaultWorld("pooler");
-const BOUNCER_PORT = 16_463;
 
 describe.skipIf(!pgBouncerPath())(
   "atomic actions through PgBouncer in transaction mode",
@@ -33,7 +32,7 @@ describe.skipIf(!pgBouncerPath())(
     let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
     let pooled: AtomicRouter;
     beforeAll(async () => {
-      bouncer = await startPgBouncer(BOUNCER_PORT, { targetPort: FAULT_SERVER.port, poolSize: 2 });
+      bouncer = await startPgBouncer({ targetPort: FAULT_SERVER.port, poolSize: 2 });
       const y = new URL(world.urls[1]!).pathname.slice(1);
       pooled = atomicRouter([world.urls[0]!, bouncer.url(y), world.urls[2]!]);
     }, patient(60_000));

@@ -92,12 +92,15 @@ export interface AtomicFacts {
   id: string;
   /** Its server's `max_prepared_transactions`. */
   prepared: number;
+  /** Whether it is embedded PGlite (whose settings are given when it starts). */
+  embedded: boolean;
   /** Whether it has the `AtomicDecision` table. */
   decisions: boolean;
 }
 
 const FACTS_SQL = `SELECT ${IDENTITY_COLUMNS},
   current_setting('max_prepared_transactions')::int AS prepared,
+  version() LIKE '%PGlite%' AS embedded,
   to_regclass('"AtomicDecision"') IS NOT NULL AS decisions`;
 
 /**
@@ -111,12 +114,13 @@ export function factsOf(client: object): Promise<AtomicFacts> {
   let facts = known.get(client);
   if (!facts) {
     facts = raw(client)
-      .$queryRawUnsafe<{ server: string | null; database: string; prepared: number; decisions: boolean }[]>(
-        FACTS_SQL,
-      )
+      .$queryRawUnsafe<
+        { server: string | null; database: string; prepared: number; embedded: boolean; decisions: boolean }[]
+      >(FACTS_SQL)
       .then(([row]) => ({
         id: createHash("sha256").update(identityOf(row!)).digest("hex").slice(0, 10),
         prepared: Number(row!.prepared),
+        embedded: row!.embedded === true,
         decisions: row!.decisions === true,
       }));
     known.set(client, facts);
@@ -131,22 +135,23 @@ export function factsOf(client: object): Promise<AtomicFacts> {
 }
 
 /**
- * The facts of the databases of an atomic action (the first one decides); refuses, before anything
- * is written, when one of them cannot take part.
+ * The facts of the databases of an atomic action (the first one decides), each asked with `ask`;
+ * refuses, before anything is written, when one of them cannot take part.
  */
 export async function checkAtomic(
-  clients: readonly object[],
   databases: readonly number[],
   name: (database: number) => string,
+  ask: (database: number) => Promise<AtomicFacts>,
 ): Promise<AtomicFacts[]> {
-  const facts = await Promise.all(databases.map((d) => factsOf(clients[d]!)));
+  const facts = await Promise.all(databases.map(ask));
   const refused: { database: string; reason: string }[] = [];
   facts.forEach((f, i) => {
     if (f.prepared <= 0)
       refused.push({
         database: name(databases[i]!),
-        reason:
-          "its server has max_prepared_transactions = 0 (the default), so it cannot prepare a transaction: set it above 0 (at least max_connections is safe) and restart the server",
+        reason: f.embedded
+          ? "it is embedded PGlite with max_prepared_transactions = 0 (the default), so it cannot prepare a transaction: start it with new PGlite(dataDir, { postgresqlconf: ['max_prepared_transactions = 16'] }) (openShards' embedded databases start so)"
+          : "its server has max_prepared_transactions = 0 (the default), so it cannot prepare a transaction: set it above 0 (at least max_connections is safe) and restart the server",
       });
   });
   if (!facts[0]!.decisions)

@@ -10,6 +10,7 @@ import {
   checkAtomic,
   decisionId,
   endPrepared,
+  factsOf,
   formatGid,
   INSERT_DECISION,
   newActionId,
@@ -17,9 +18,15 @@ import {
   READ_DECISION,
   raw,
 } from "./atomic-sql.js";
-import { AtomicAbortedError, AtomicInDoubtError } from "./errors.js";
+import {
+  AtomicAbortedError,
+  AtomicInDoubtError,
+  DatabaseUnavailableError,
+  isShardkitError,
+} from "./errors.js";
 import type { ShardScopes, View } from "./scope.js";
 import { inDatabaseTransaction, type TransactionOptions } from "./transaction.js";
+import { isShardUnavailable } from "./unavailable.js";
 
 /** Where an atomic action's coordinator is: after a database prepared, after the decision, after a commit. */
 export type AtomicPoint = "prepared" | "decided" | "committed";
@@ -82,7 +89,13 @@ export async function runAtomic(
   const { executor, view } = context;
   const databases = [...new Set(steps.map((s) => s.database))].sort((x, y) => x - y);
   const name = (d: number) => executor.databaseName(d) ?? `database #${d}`;
-  const facts = await checkAtomic(view.clients, databases, name);
+  const facts = await checkAtomic(databases, name, (d) =>
+    executor
+      .bounded(d, () => factsOf(view.clients[d]!))
+      .catch((error: unknown) => {
+        throw named(context, d, error);
+      }),
+  );
   const action = newActionId();
   const parts: Participant[] = databases.map((database, i) => {
     const own = steps.filter((s) => s.database === database);
@@ -109,7 +122,7 @@ export async function runAtomic(
     await rollBack(context, parts);
     return aborted(
       parts,
-      (prepared[failedAt] as PromiseRejectedResult).reason,
+      named(context, parts[failedAt]!.database, (prepared[failedAt] as PromiseRejectedResult).reason),
       parts.filter((_, i) => prepared[i]!.status === "rejected"),
     );
   }
@@ -270,6 +283,20 @@ function aborted(
     notAttempted: [],
     atomic: true,
   };
+}
+
+/**
+ * A participant's failure as the caller sees it: a database that could not be reached is named, with
+ * its shards (`DatabaseUnavailableError`, the driver's error its cause); any other error is its own.
+ */
+function named(context: AtomicContext, database: number, error: unknown): unknown {
+  if (isShardkitError(error) || !isShardUnavailable(error)) return error;
+  const { executor } = context;
+  return new DatabaseUnavailableError(
+    executor.databaseName(database) ?? `database #${database}`,
+    executor.planner.layout.databases[database]?.shards ?? [],
+    error,
+  );
 }
 
 export function sortShards(shards: readonly ShardIdentifier[]): ShardIdentifier[] {

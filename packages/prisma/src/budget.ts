@@ -33,8 +33,12 @@ export interface Inspected {
   standby: boolean;
 }
 
-/** The SQL of a database's server: its system identifier and port (`Inspected.server`). */
-const SERVER_SQL = `(SELECT system_identifier::text FROM pg_control_system()) || ':' || inet_server_port()::text`;
+/**
+ * The SQL of a database's server: its system identifier and port (`Inspected.server`). The port the
+ * session reached, or the server's own where there is none (a Unix socket, embedded PGlite): every
+ * server has a port, so two servers never share the identity `null`.
+ */
+const SERVER_SQL = `(SELECT system_identifier::text FROM pg_control_system()) || ':' || coalesce(inet_server_port()::text, current_setting('port'))`;
 
 /** The columns of a query that say who a database is (`server`, `database`): see `identityOf`. */
 export const IDENTITY_COLUMNS = `${SERVER_SQL} AS server, current_database() AS database`;

@@ -149,11 +149,9 @@ describe("connections", () => {
   );
 
   describe.skipIf(!pgBouncerPath())("behind PgBouncer in transaction mode", () => {
-    // A port of this file's own (PgBouncer listens on it for this test only).
-    const port = 17_000 + (process.pid % 1000);
     let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
     beforeAll(async () => {
-      bouncer = await startPgBouncer(port, { poolSize: 2, mode: "transaction" });
+      bouncer = await startPgBouncer({ poolSize: 2, mode: "transaction" });
     }, patient(60_000));
     afterAll(() => bouncer?.stop());
 
@@ -176,12 +174,19 @@ describe("connections", () => {
             const { db } = routers[i % 3]!;
             const id = ShardedId.generate("Customer", shards[i % 2]!);
             if (i % 3 === 0) {
-              await db.$transactionOn(id, async (tx) => {
-                await tx.customer.create({ data: { id, name: `t${i}`, region: "mx" } });
-                await tx.wallet.create({
-                  data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 10n },
-                });
-              });
+              // Twenty transactions queue for two server connections: each may wait for a
+              // connection longer than Prisma's 2 s default on a busy host.
+              const waits = { maxWait: patient(20_000), timeout: patient(20_000) };
+              await db.$transactionOn(
+                id,
+                async (tx) => {
+                  await tx.customer.create({ data: { id, name: `t${i}`, region: "mx" } });
+                  await tx.wallet.create({
+                    data: { id: ShardedId.colocatedWith("Wallet", id), customerId: id, balance: 10n },
+                  });
+                },
+                waits,
+              );
             } else {
               await db.customer.create({ data: { id, name: `c${i}`, region: "mx" } });
               await db.customer.update({ where: { id }, data: { name: `u${i}` } });

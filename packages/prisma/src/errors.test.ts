@@ -188,6 +188,28 @@ const byCode: ErrorTable<errors.PrismaShardErrorCode> = {
       }
     },
   ],
+  DATABASE_UNAVAILABLE: [
+    errors.DatabaseUnavailableError,
+    async () => {
+      // An atomic action over two databases, the second one's server down: nothing listens on port 1.
+      await atomicWorld();
+      const down = atomicRouter(
+        [atomic!.urls[0]!, "postgresql://postgres@127.0.0.1:1/down"],
+        [[S.g0m0.key], [S.g0m2.key]],
+      );
+      try {
+        return await down.db.$action(
+          (unit) => {
+            unit.create("customer", { data: customer(S.g0m0) });
+            unit.create("customer", { data: customer(S.g0m2) });
+          },
+          { atomic: true },
+        );
+      } finally {
+        await down.close();
+      }
+    },
+  ],
   DIRECTORY_UNAVAILABLE: [
     errors.DirectoryUnavailableError,
     () =>

@@ -275,12 +275,30 @@ export class DatabaseTimeoutError extends ShardRoutingError<"DATABASE_TIMEOUT"> 
   readonly shards: readonly ShardIdentifier[];
   readonly timeoutMs: number;
   constructor(database: string, shards: readonly ShardIdentifier[], timeoutMs: number) {
-    const held =
-      shards.length > 8 ? `${shards.length} shards` : `shards ${shards.map((s) => s.key).join(", ")}`;
-    super("DATABASE_TIMEOUT", `database ${database} (${held}) did not answer within ${timeoutMs} ms`);
+    super("DATABASE_TIMEOUT", `database ${database} (${held(shards)}) did not answer within ${timeoutMs} ms`);
     this.database = database;
     this.shards = shards;
     this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A database could not be reached (its server is down, refused or dropped the connection) while an
+ * atomic action ran there, before its commit point: nothing of the action was written anywhere.
+ * Counted as unavailable (`isShardUnavailable`); `cause` is the driver's error.
+ */
+export class DatabaseUnavailableError extends ShardRoutingError<"DATABASE_UNAVAILABLE"> {
+  /** The database's name (`registry.databases[i].name`). */
+  readonly database: string;
+  /** The logical shards it holds. */
+  readonly shards: readonly ShardIdentifier[];
+  constructor(database: string, shards: readonly ShardIdentifier[], cause: unknown) {
+    const reason = cause instanceof Error ? cause.message.split("\n")[0] : String(cause);
+    super("DATABASE_UNAVAILABLE", `database ${database} (${held(shards)}) could not be reached: ${reason}`, {
+      cause,
+    });
+    this.database = database;
+    this.shards = shards;
   }
 }
 
@@ -412,6 +430,7 @@ export interface PrismaErrorByCode {
   ROLLOUT_LOCK_TIMEOUT: RolloutLockTimeoutError;
   SHARD_TIMEOUT: ShardTimeoutError;
   DATABASE_TIMEOUT: DatabaseTimeoutError;
+  DATABASE_UNAVAILABLE: DatabaseUnavailableError;
   DIRECTORY_UNAVAILABLE: DirectoryUnavailableError;
   NOT_IN_DIRECTORY: NotInDirectoryError;
   UNIQUE_VIOLATION: UniqueViolationError;
@@ -426,6 +445,11 @@ export interface PrismaErrorByCode {
  * `if (isShardkitError(err, "CROSS_SHARD")) err.shards`.
  */
 export const isShardkitError: ShardkitGuard<PrismaErrorByCode> = isAnyShardkitError;
+
+/** A database's shards, as its errors name them (a count past eight). */
+function held(shards: readonly ShardIdentifier[]): string {
+  return shards.length > 8 ? `${shards.length} shards` : `shards ${shards.map((s) => s.key).join(", ")}`;
+}
 
 function list(issues: readonly string[]): string {
   return issues.map((i) => `  - ${i}`).join("\n");

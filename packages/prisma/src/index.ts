@@ -32,6 +32,7 @@ export {
   ConnectionBudgetError,
   CrossShardError,
   DatabaseTimeoutError,
+  DatabaseUnavailableError,
   DirectoryUnavailableError,
   IdempotencyConflictError,
   InvalidEventError,

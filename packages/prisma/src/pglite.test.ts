@@ -4,15 +4,23 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { models } from "../test/world.js";
-import { CrossShardError, ShardKeyRequiredError, UnknownShardError } from "./errors.js";
+import { parseGid } from "./atomic-sql.js";
+import {
+  AtomicUnavailableError,
+  CrossShardError,
+  ShardKeyRequiredError,
+  UnknownShardError,
+} from "./errors.js";
 import { createShardRegistry, shardRouting } from "./index.js";
 import { rolloutSchema } from "./rollout.js";
 
 const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
 const s = (g: number, m: number) => ShardIdentifier.of(g, m);
 
-async function pgliteWorld(layout: ShardIdentifier[][]) {
-  const dbs = layout.map(() => new PGlite());
+async function pgliteWorld(layout: ShardIdentifier[][], options?: { prepared: number }) {
+  const dbs = layout.map(
+    () => new PGlite(options && { postgresqlconf: [`max_prepared_transactions = ${options.prepared}`] }),
+  );
   await rolloutSchema({
     schema,
     targets: dbs.map((db, i) => ({ name: `pglite-${i}`, adapter: new PrismaPGlite(db) })),
@@ -107,5 +115,67 @@ describe("single-database mode: every shard in one database behaves like the pla
     await expect(
       world.db.customer.findUnique({ where: { id: ShardedId.generate("Customer", s(4, 4)) } }),
     ).rejects.toBeInstanceOf(UnknownShardError);
+  });
+});
+
+describe("atomic actions across embedded PGlite databases", () => {
+  const PREPARED = "SELECT gid FROM pg_prepared_xacts";
+  const layout = [[s(0, 0)], [s(1, 0)]];
+  const transfer = (unit: Parameters<Parameters<typeof world.db.$action>[0]>[0], ids: string[]) => {
+    unit.update("wallet", { where: { id: ids[0]! }, data: { balance: { decrement: 5n } } });
+    unit.update("wallet", { where: { id: ids[1]! }, data: { balance: { increment: 5n } } });
+  };
+  let world: Awaited<ReturnType<typeof pgliteWorld>>;
+  let wallets: string[];
+  beforeAll(async () => {
+    world = await pgliteWorld(layout, { prepared: 4 });
+    wallets = [];
+    for (const shard of [s(0, 0), s(1, 0)]) {
+      const customerId = ShardedId.generate("Customer", shard);
+      await world.db.customer.create({ data: { id: customerId, name: shard.key, region: "eu" } });
+      const id = ShardedId.colocatedWith("Wallet", customerId);
+      await world.db.wallet.create({ data: { id, customerId, balance: 10n } });
+      wallets.push(id);
+    }
+  });
+  afterAll(() => world.close());
+
+  it("started with max_prepared_transactions: commits on both, each database named apart, nothing left prepared", async () => {
+    // Once both prepared: their global ids name two databases, the first deciding (two PGlite
+    // databases have no server port of their own to tell them apart by, only their system id).
+    let prepared = 0;
+    const gids: string[] = [];
+    await world.db.$action((unit) => transfer(unit, wallets), {
+      atomic: true,
+      atomicProbe: async (point) => {
+        if (point !== "prepared" || ++prepared < 2) return;
+        for (const client of world.clients)
+          gids.push(...(await client.$queryRawUnsafe<{ gid: string }[]>(PREPARED)).map((r) => r.gid));
+      },
+    });
+    const [x, y] = gids.map((gid) => parseGid(gid)!);
+    expect(x!.self).not.toBe(y!.self);
+    expect([x!.decider, y!.decider]).toEqual([x!.self, x!.self]);
+    const balances = await Promise.all(
+      wallets.map(async (id) => (await world.db.wallet.findUnique({ where: { id } }))!.balance),
+    );
+    expect(balances).toEqual([5n, 15n]);
+    for (const client of world.clients) expect(await client.$queryRawUnsafe(PREPARED)).toEqual([]);
+    // The decision was recorded on the first database only: the two were told apart.
+    const decisions = await Promise.all(world.clients.map((c) => c.atomicDecision.count()));
+    expect(decisions).toEqual([1, 0]);
+  });
+
+  it("started without it: refused before anything is written, saying how to start PGlite", async () => {
+    const plain = await pgliteWorld(layout);
+    try {
+      const error = await plain.db
+        .$action((unit) => transfer(unit, wallets), { atomic: true })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AtomicUnavailableError);
+      expect(String(error)).toMatch(/embedded PGlite with max_prepared_transactions = 0.*postgresqlconf/);
+    } finally {
+      await plain.close();
+    }
   });
 });

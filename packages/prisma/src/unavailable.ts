@@ -39,6 +39,7 @@ export function isShardUnavailable(error: unknown): boolean {
       isShardkitError(e, "COMMAND_UNAVAILABLE") ||
       isShardkitError(e, "ATOMIC_IN_DOUBT") ||
       isShardkitError(e, "DATABASE_TIMEOUT") ||
+      isShardkitError(e, "DATABASE_UNAVAILABLE") ||
       // @shardkit/ownership's: a shard between owners for longer than the retries, a shard whose
       // ownership records cannot be right, a database that has not answered the map's read.
       isShardkitError(e, "STALE_OWNER") ||

@@ -9,6 +9,12 @@ import { rolloutSchema } from "../schema/schema-rollout.js";
 import { logOf, type OpenShards, type OpenShardsOptions, progressLine } from "./open-options.js";
 
 /**
+ * Prepared transactions each embedded database may hold at once (PGlite has one session, and an
+ * atomic action prepares at most one per database; the rest wait for a coordinator that died).
+ */
+const EMBEDDED_PREPARED = 16;
+
+/**
  * A package embedded shards need, imported: one that is not installed is a `RegistryConfigError`
  * naming what to install, or to give PostgreSQL databases instead.
  */
@@ -47,7 +53,10 @@ export async function openEmbedded<Client extends ShardClient>(
   mkdirSync(dataDir, { recursive: true });
   const databases = options.embedded.shards.map((shard) => ({
     shard,
-    pglite: new PGlite(join(dataDir, `shard-${shard.group}-${shard.member}`)),
+    // Prepared transactions enabled, so atomic actions across these shards run as on a server.
+    pglite: new PGlite(join(dataDir, `shard-${shard.group}-${shard.member}`), {
+      postgresqlconf: [`max_prepared_transactions = ${EMBEDDED_PREPARED}`],
+    }),
   }));
   // Only where the recorded fingerprint does not match, one database after another: PGlite runs
   // on this thread, as the engine does, so running several at once would gain nothing.
