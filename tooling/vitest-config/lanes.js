@@ -3,14 +3,14 @@
 // A project's files run one at a time where they share databases (its own config says so); vitest
 // alone would then run every such project one after another, leaving a core idle while a test waits
 // out a lease or an npm install. Each lane runs one `vitest run` after another (one file at a time
-// on two cores), each over some projects; every project's tests are in exactly one lane. The
-// release checks (each package's src/package.test.ts: packing, publint, are-the-types-wrong, type
-// resolution) open the last lane, so they lengthen neither of the two long lanes; the tests of that
-// lane's projects follow them there (SHARDKIT_TEST_FILES tells each project's config which of its
-// files a run takes). Lines are prefixed with their lane. With SHARDKIT_TEST_REPORT set, the runs'
-// JSON reports are merged into that file. Packages are packed once for the whole run
-// (SHARDKIT_PACK_CACHE). Arguments (`pnpm test -- --project @shardkit/id`) run one plain vitest over
-// every file instead.
+// on two cores), each over some projects (or some files of one); every test file is in exactly one
+// lane. The release checks (each package's src/package.test.ts: packing, publint,
+// are-the-types-wrong, type resolution) open the last lane, so they lengthen neither of the two long
+// lanes; the tests of that lane's projects follow them there (SHARDKIT_TEST_FILES and
+// SHARDKIT_TEST_PARTS tell each project's config which of its files a run takes). Lines are prefixed
+// with their lane. With SHARDKIT_TEST_REPORT set, the runs' JSON reports are merged into that file.
+// Packages are packed once for the whole run (SHARDKIT_PACK_CACHE). Arguments (`pnpm test --
+// --project @shardkit/id`) run one plain vitest over every file instead.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,10 +23,10 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
 
 /**
  * The projects whose tests each lane runs, balanced by the files' durations (docs/development.md):
- * the move tests with the small packages and most of the CLI's; prisma and two of the apps; and,
+ * the move tests with the small packages and most of the CLI's; prisma and the wallet app; and,
  * after the release checks of every project (the last lane), create-shardkit, whose end-to-end test
- * installs the templates from the tarballs those checks packed, the allocations app, and three of
- * the CLI's longest files. An entry is a project (its tests, but for the files another lane's
+ * installs the templates from the tarballs those checks packed, the allocations and orders apps, and
+ * three of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
  * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
  * Such a part runs beside the rest of its project, so its files may share no server-wide state
  * with them (a cluster one stops, freezes or counts slots on): the CLI's part uses the main server
@@ -42,10 +42,11 @@ const TEST_LANES = [
     "@shardkit/selector",
     "@shardkit/scatter",
   ],
-  ["@shardkit/prisma", "@shardkit/wallet", "@shardkit/orders"],
+  ["@shardkit/prisma", "@shardkit/wallet"],
   [
     "create-shardkit",
     "@shardkit/allocations",
+    "@shardkit/orders",
     { project: "@shardkit/cli", only: ["test/balance.test.ts", "test/move.test.ts", "test/status.test.ts"] },
   ],
 ];
