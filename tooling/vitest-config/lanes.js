@@ -26,7 +26,7 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
  * the move tests with the small packages and most of the CLI's; prisma and the wallet app; and,
  * after the release checks of every project (the last lane), create-shardkit, whose end-to-end test
  * installs the templates from the tarballs those checks packed, the allocations and orders apps, and
- * three of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
+ * four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
  * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
  * Such a part runs beside the rest of its project, so its files may share no server-wide state
  * with them (a cluster one stops, freezes or counts slots on): the CLI's part uses the main server
@@ -47,7 +47,10 @@ const TEST_LANES = [
     "create-shardkit",
     "@shardkit/allocations",
     "@shardkit/orders",
-    { project: "@shardkit/cli", only: ["test/balance.test.ts", "test/move.test.ts", "test/status.test.ts"] },
+    {
+      project: "@shardkit/cli",
+      only: ["test/balance.test.ts", "test/move.test.ts", "test/status.test.ts", "test/rollout.test.ts"],
+    },
   ],
 ];
 
