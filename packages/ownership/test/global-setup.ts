@@ -25,9 +25,10 @@ export default async function setup(project: TestProject) {
   await ensureCluster(SECOND.cluster, SECOND.port);
   // The logical-replication servers exist for these tests only: shared with any other run of them on
   // the machine, and dropped by the last run to end.
-  const releases = await Promise.all(
-    [LOGICAL.source, LOGICAL.target].map((c) => shareCluster(c.cluster, c.port, { logical: true })),
-  );
+  const releases = [
+    await shareCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true }),
+    await shareCluster(LOGICAL.target.cluster, LOGICAL.target.port, { logical: true }),
+  ];
   const dbs = [
     { key: "a" as const, port: MAIN_PORT, name: `sk_owner_a_${process.pid}` },
     { key: "b" as const, port: MAIN_PORT, name: `sk_owner_b_${process.pid}` },
