@@ -10,7 +10,7 @@
 // and the ratio of the fleet's median open to one router's. Run: `pnpm exec tsx bench/scale-open.ts`
 // in packages/ownership (BENCH_ROUTERS=16, BENCH_DATABASES=64, BENCH_ROUNDS=3).
 import { readFileSync } from "node:fs";
-import { FLEET_SERVER, fleetRouters, mapFleet, shareFleetServer, type RouterOpen } from "../test/fleet.js";
+import { FLEET_SERVER, fleetRouters, mapFleet, type RouterOpen, shareFleetServer } from "../test/fleet.js";
 
 const ROUTERS = Number(process.env.BENCH_ROUTERS ?? 16);
 const DATABASES = Number(process.env.BENCH_DATABASES ?? 64);
