@@ -370,6 +370,9 @@ export async function createStreamingReplica(name, port, { primaryPort, timeoutM
       "-R",
       "-X",
       "stream",
+      // At once: a spread checkpoint (the default) paces the primary's dirty buffers over minutes
+      // (checkpoint_completion_target of checkpoint_timeout), past this helper's time limit.
+      "--checkpoint=fast",
     ]);
     writeFileSync(confOf(name), "listen_addresses = '127.0.0.1'\n");
     await start(name, port);

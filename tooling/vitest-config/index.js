@@ -36,15 +36,21 @@ export const RELEASE_CHECKS = ["src/package.test.ts"];
  * Which of a project's test files run (`SHARDKIT_TEST_FILES`, set by the lanes of `pnpm test`):
  * `release` the release checks alone (no type tests, and only the global setups they need, so a
  * release lane never touches the databases and clusters another lane's setup made), `tests`
- * everything else, unset everything.
+ * everything else, unset everything. `SHARDKIT_TEST_PARTS` (JSON, also the lanes'), for a project
+ * whose tests are split across lanes: `{ "<name>": { "only": [files] } }` runs those of its files
+ * alone, `{ "<name>": { "skip": [files] } }` all but those (paths relative to the package).
  */
-function selection(options) {
+function selection(name, options) {
   const which = process.env.SHARDKIT_TEST_FILES;
+  const part = JSON.parse(process.env.SHARDKIT_TEST_PARTS || "{}")[name] ?? {};
   const globalSetup = which === "release" ? (options.releaseGlobalSetup ?? []) : (options.globalSetup ?? []);
+  const include =
+    which === "release" ? RELEASE_CHECKS : (part.only ?? ["src/**/*.test.ts", "test/**/*.test.ts"]);
+  const exclude = [...(which === "tests" ? RELEASE_CHECKS : []), ...(part.skip ?? [])];
   return {
-    include: which === "release" ? RELEASE_CHECKS : ["src/**/*.test.ts", "test/**/*.test.ts"],
-    ...(which === "tests" ? { exclude: [...configDefaults.exclude, ...RELEASE_CHECKS] } : {}),
-    typecheckEnabled: which !== "release",
+    include,
+    ...(exclude.length > 0 ? { exclude: [...configDefaults.exclude, ...exclude] } : {}),
+    typecheckEnabled: which !== "release" && part.only === undefined,
     ...(globalSetup.length > 0 ? { globalSetup } : {}),
   };
 }
@@ -58,7 +64,7 @@ function selection(options) {
 export function packageProject(configUrl, options = {}) {
   const root = dirname(fileURLToPath(configUrl));
   const { name } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-  const { include, exclude, typecheckEnabled, globalSetup } = selection(options);
+  const { include, exclude, typecheckEnabled, globalSetup } = selection(name, options);
   const testTimeout = options.testTimeout ?? 30_000;
   const hookTimeout = options.hookTimeout ?? 120_000;
   return {

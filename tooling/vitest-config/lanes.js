@@ -3,14 +3,14 @@
 // A project's files run one at a time where they share databases (its own config says so); vitest
 // alone would then run every such project one after another, leaving a core idle while a test waits
 // out a lease or an npm install. Each lane runs one `vitest run` after another (one file at a time
-// on two cores), each over some projects; every project's tests are in exactly one lane. The
-// release checks (each package's src/package.test.ts: packing, publint, are-the-types-wrong, type
-// resolution) open the last lane, so they lengthen neither of the two long lanes; the tests of that
-// lane's projects follow them there (SHARDKIT_TEST_FILES tells each project's config which of its
-// files a run takes). Lines are prefixed with their lane. With SHARDKIT_TEST_REPORT set, the runs'
-// JSON reports are merged into that file. Packages are packed once for the whole run
-// (SHARDKIT_PACK_CACHE). Arguments (`pnpm test -- --project @shardkit/id`) run one plain vitest over
-// every file instead.
+// on two cores), each over some projects (or some files of one); every test file is in exactly one
+// lane. The release checks (each package's src/package.test.ts: packing, publint,
+// are-the-types-wrong, type resolution) open the last lane, so they lengthen neither of the two long
+// lanes; the tests of that lane's projects follow them there (SHARDKIT_TEST_FILES and
+// SHARDKIT_TEST_PARTS tell each project's config which of its files a run takes). Lines are prefixed
+// with their lane. With SHARDKIT_TEST_REPORT set, the runs' JSON reports are merged into that file.
+// Packages are packed once for the whole run (SHARDKIT_PACK_CACHE). Arguments (`pnpm test --
+// --project @shardkit/id`) run one plain vitest over every file instead.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,9 +23,15 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
 
 /**
  * The projects whose tests each lane runs, balanced by the files' durations (docs/development.md):
- * the move tests with the small packages; prisma and two of the apps; and, after the release checks
- * of every project (the last lane), create-shardkit, whose end-to-end test installs the templates
- * from the tarballs those checks packed, and the allocations app.
+ * the move tests with the small packages and most of the CLI's; prisma and the wallet app; and,
+ * after the release checks of every project (the last lane), create-shardkit, whose end-to-end test
+ * installs the templates from the tarballs those checks packed, the allocations and orders apps, and
+ * four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
+ * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
+ * Such a part runs beside the rest of its project, so its files may share no server-wide state
+ * with them (a cluster one stops, freezes or counts slots on): the CLI's part uses the main server
+ * and the DOWN cluster, which the rest does not touch, and shares the clusters' lifetime with the
+ * rest through the global setup's `shareClusters`.
  */
 const TEST_LANES = [
   [
@@ -36,11 +42,40 @@ const TEST_LANES = [
     "@shardkit/selector",
     "@shardkit/scatter",
   ],
-  ["@shardkit/prisma", "@shardkit/wallet", "@shardkit/orders"],
-  ["create-shardkit", "@shardkit/allocations"],
+  ["@shardkit/prisma", "@shardkit/wallet"],
+  [
+    "create-shardkit",
+    "@shardkit/allocations",
+    "@shardkit/orders",
+    {
+      project: "@shardkit/cli",
+      only: ["test/balance.test.ts", "test/move.test.ts", "test/status.test.ts", "test/rollout.test.ts"],
+    },
+  ],
 ];
 
-/** Every vitest project: its name, and whether it has release checks. */
+/** A lane entry's project. */
+const projectOf = (entry) => (typeof entry === "string" ? entry : entry.project);
+
+/**
+ * `SHARDKIT_TEST_PARTS` (index.js) of a run over `entries`: a part's files alone; a whole project
+ * without the files that parts of it in other lanes take.
+ */
+function partsOf(entries) {
+  const parts = {};
+  for (const entry of entries) {
+    if (typeof entry !== "string") parts[entry.project] = { only: entry.only };
+    else {
+      const skip = TEST_LANES.flat()
+        .filter((e) => typeof e !== "string" && e.project === entry)
+        .flatMap((e) => e.only);
+      if (skip.length > 0) parts[entry] = { skip };
+    }
+  }
+  return parts;
+}
+
+/** Every vitest project: its name, its folder, and whether it has release checks. */
 function projects() {
   const found = [];
   for (const parent of ["packages", "apps"]) {
@@ -48,7 +83,7 @@ function projects() {
       const root = join(repoRoot, parent, dir);
       if (existsSync(join(root, "vitest.config.ts"))) {
         const { name } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-        found.push({ name, release: RELEASE_CHECKS.some((file) => existsSync(join(root, file))) });
+        found.push({ name, root, release: RELEASE_CHECKS.some((file) => existsSync(join(root, file))) });
       }
     }
   }
@@ -60,19 +95,30 @@ function lanes() {
   const release = projects()
     .filter((p) => p.release)
     .map((p) => p.name);
-  return TEST_LANES.map((names, i) => [
+  return TEST_LANES.map((entries, i) => [
     ...(i === TEST_LANES.length - 1 ? [{ names: release, files: "release" }] : []),
-    { names, files: "tests" },
+    { entries, names: entries.map(projectOf), files: "tests" },
   ]);
 }
 
 function checkLanes() {
-  const laned = TEST_LANES.flat();
-  const all = projects().map((p) => p.name);
+  const laned = TEST_LANES.flat().filter((e) => typeof e === "string");
+  const parts = TEST_LANES.flat().filter((e) => typeof e !== "string");
+  const all = projects();
+  const names = all.map((p) => p.name);
   const problems = [
-    ...all.filter((name) => !laned.includes(name)).map((name) => `${name} has tests but is in no lane`),
+    ...names.filter((name) => !laned.includes(name)).map((name) => `${name} has tests but is in no lane`),
     ...laned.filter((name, i) => laned.indexOf(name) !== i).map((name) => `${name} is in two lanes`),
-    ...laned.filter((name) => !all.includes(name)).map((name) => `${name} is not a project with tests`),
+    ...laned.filter((name) => !names.includes(name)).map((name) => `${name} is not a project with tests`),
+    ...parts
+      .filter((part) => !laned.includes(part.project))
+      .map((part) => `a part of ${part.project} is laned, but not the project itself`),
+    ...parts.flatMap((part) => {
+      const root = all.find((p) => p.name === part.project)?.root;
+      return part.only
+        .filter((file) => !root || !existsSync(join(root, file)))
+        .map((file) => `${part.project} has no test file ${file}`);
+    }),
   ];
   if (problems.length > 0) {
     console.error(`tooling/vitest-config/lanes.js: ${problems.join("; ")}`);
@@ -109,7 +155,12 @@ function runVitest(label, names, env) {
 async function runLane(index, runs, env, reportOf) {
   const results = [];
   for (const [j, { names, files }] of runs.entries()) {
-    const runEnv = { ...env, SHARDKIT_TEST_FILES: files, SHARDKIT_TEST_REPORT: reportOf(index, j) };
+    const runEnv = {
+      ...env,
+      SHARDKIT_TEST_FILES: files,
+      SHARDKIT_TEST_PARTS: JSON.stringify(files === "tests" ? partsOf(runs[j].entries) : {}),
+      SHARDKIT_TEST_REPORT: reportOf(index, j),
+    };
     if (!env.SHARDKIT_TEST_REPORT) delete runEnv.SHARDKIT_TEST_REPORT;
     results.push(await runVitest(`[${index + 1}] `, names, runEnv));
   }
@@ -117,8 +168,11 @@ async function runLane(index, runs, env, reportOf) {
 }
 
 /** What a lane ran, for its summary line. */
-function describeRun({ names, files }, r) {
-  const what = files === "release" ? `release checks of ${names.length} projects` : names.join(", ");
+function describeRun({ entries, names, files }, r) {
+  const what =
+    files === "release"
+      ? `release checks of ${names.length} projects`
+      : entries.map((e) => (typeof e === "string" ? e : `${e.project} (${e.only.join(", ")})`)).join(", ");
   return `${what} ${r.code === 0 ? "passed" : "FAILED"} in ${r.seconds.toFixed(0)} s`;
 }
 

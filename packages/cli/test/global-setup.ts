@@ -1,16 +1,19 @@
 // The tests run the built binary (dist/cli.js), as a user does. `pnpm test` builds every package
 // first; run on its own, this builds the CLI when its build is missing or older than its sources.
-// It also makes the package's own PostgreSQL clusters (test/clusters.ts), all at once, and drops
-// them at the end.
+// It also makes the package's own PostgreSQL clusters (test/clusters.ts), all at once, shared with
+// any other run of these tests on the machine (`shareClusters`): the last run to end drops them, never
+// one while another run is using them.
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { dropCluster, ensureCluster, MAIN_PORT, pgUrl } from "@shardkit/test-db";
+import { dropCluster, ensureCluster, MAIN_PORT, pgUrl, shareClusters } from "@shardkit/test-db";
 import pg from "pg";
 import { DASH, DOWN, FLEET, LIVE } from "./clusters.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
+const PLAIN = [DOWN, DASH, FLEET];
+const LOGICAL = [LIVE.source, LIVE.target];
 
 function newest(dir: string): number {
   return Math.max(
@@ -45,19 +48,23 @@ async function mainServer(): Promise<void> {
 export default async function setup() {
   const clusters = Promise.all([
     mainServer(),
-    ensureCluster(DOWN.cluster, DOWN.port),
-    ensureCluster(DASH.cluster, DASH.port),
-    ensureCluster(FLEET.cluster, FLEET.port),
-    ensureCluster(LIVE.source.cluster, LIVE.source.port, { logical: true }),
-    ensureCluster(LIVE.target.cluster, LIVE.target.port, { logical: true }),
+    shareClusters("cli", {
+      make: async () => {
+        await Promise.all([
+          ...PLAIN.map((c) => ensureCluster(c.cluster, c.port)),
+          ...LOGICAL.map((c) => ensureCluster(c.cluster, c.port, { logical: true })),
+        ]);
+      },
+      drop: async () => {
+        await Promise.all([...PLAIN, ...LOGICAL].map((c) => dropCluster(c.cluster)));
+      },
+    }),
   ]);
   const bin = join(root, "dist/cli.js");
   if (!existsSync(join(root, "src/generated/prisma/client.ts")))
     execFileSync("pnpm", ["run", "--silent", "generate"], { cwd: root, stdio: "inherit" });
   if (!existsSync(bin) || statSync(bin).mtimeMs < newest(join(root, "src")))
     execFileSync("pnpm", ["run", "--silent", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
-  await clusters;
-  return async () => {
-    await Promise.all([DOWN, DASH, FLEET, LIVE.source, LIVE.target].map((c) => dropCluster(c.cluster)));
-  };
+  const [, release] = await clusters;
+  return release;
 }

@@ -13,14 +13,7 @@
 // BENCH_DATABASES=64, BENCH_WINDOW_MS=60000, BENCH_SWITCHES=3).
 import { ShardIdentifier } from "@shardkit/id";
 import { moveShard, PartitionMap } from "../src/index.js";
-import {
-  dropFleetServer,
-  fleetRegistry,
-  fleetServer,
-  type MapFleet,
-  mapFleet,
-  statementsIn,
-} from "../test/fleet.js";
+import { fleetRegistry, type MapFleet, mapFleet, shareFleetServer, statementsIn } from "../test/fleet.js";
 import { TABLES } from "../test/layout.js";
 
 const ROUTERS = Number(process.env.BENCH_ROUTERS ?? 16);
@@ -71,7 +64,7 @@ async function measure(fleet: MapFleet, way: string, sweepIntervalMs: number | u
   }
 }
 
-await fleetServer();
+const releaseServer = await shareFleetServer();
 const fleet = await mapFleet(DATABASES, "idle");
 const rows: string[] = [];
 try {
@@ -81,7 +74,7 @@ try {
   console.error(rows.at(-1));
 } finally {
   await fleet.drop();
-  await dropFleetServer();
+  await releaseServer();
 }
 console.log(
   [

@@ -10,14 +10,7 @@
 // and the ratio of the fleet's median open to one router's. Run: `pnpm exec tsx bench/scale-open.ts`
 // in packages/ownership (BENCH_ROUTERS=16, BENCH_DATABASES=64, BENCH_ROUNDS=3).
 import { readFileSync } from "node:fs";
-import {
-  dropFleetServer,
-  FLEET_SERVER,
-  fleetRouters,
-  fleetServer,
-  mapFleet,
-  type RouterOpen,
-} from "../test/fleet.js";
+import { FLEET_SERVER, fleetRouters, mapFleet, type RouterOpen, shareFleetServer } from "../test/fleet.js";
 
 const ROUTERS = Number(process.env.BENCH_ROUTERS ?? 16);
 const DATABASES = Number(process.env.BENCH_DATABASES ?? 64);
@@ -55,7 +48,7 @@ async function openAt(urls: readonly string[], count: number) {
   return { opens, serverMs: before === undefined || after === undefined ? undefined : after - before };
 }
 
-await fleetServer();
+const releaseServer = await shareFleetServer();
 const fleet = await mapFleet(DATABASES, "open");
 const rows: string[] = [];
 const row = (label: string, count: number, run: Awaited<ReturnType<typeof openAt>>) => {
@@ -85,7 +78,7 @@ try {
   }
 } finally {
   await fleet.drop();
-  await dropFleetServer();
+  await releaseServer();
 }
 console.log(
   [

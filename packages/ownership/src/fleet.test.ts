@@ -7,29 +7,23 @@ import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  dropFleetServer,
-  fleetRegistry,
-  fleetServer,
-  type MapFleet,
-  mapFleet,
-  statementsIn,
-} from "../test/fleet.js";
+import { fleetRegistry, type MapFleet, mapFleet, shareFleetServer, statementsIn } from "../test/fleet.js";
 import { routedClient, TABLES } from "../test/layout.js";
 import { moveShard, PartitionMap } from "./index.js";
 
 const DATABASES = 64;
 const ROUTERS = 16;
 let fleet: MapFleet | undefined;
+let releaseServer = async () => {};
 
 beforeAll(async () => {
-  await fleetServer();
+  releaseServer = await shareFleetServer();
   fleet = await mapFleet(DATABASES, "open");
 }, patient(300_000));
 
 afterAll(async () => {
   await fleet?.drop();
-  await dropFleetServer();
+  await releaseServer();
 }, patient(120_000));
 
 /** `fn` with a connection of its own to the fleet's database `url`, closed after. */

@@ -8,7 +8,14 @@ import { ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
 import { overSharedPool } from "@shardkit/prisma/internal";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropCluster, dropDatabase, ensureCluster, pgUrl } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropCluster,
+  dropDatabase,
+  ensureCluster,
+  pgUrl,
+  shareClusters,
+} from "@shardkit/test-db";
 import pg from "pg";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { lineReader } from "./lines.js";
@@ -59,12 +66,12 @@ export interface RouterOpen {
 export interface MapFleet {
   names: string[];
   urls: string[];
-  /** Drops the databases (the server stays until `dropServer`). */
+  /** Drops the databases (the server stays until its last user releases it: `shareFleetServer`). */
   drop(): Promise<void>;
 }
 
 /** Starts the fleet's server (made if absent), with `pg_stat_statements` to count what routers send. */
-export async function fleetServer(): Promise<number> {
+async function fleetServer(): Promise<number> {
   await ensureCluster(FLEET_SERVER.cluster, FLEET_SERVER.port, {
     maxConnections: FLEET_SERVER.maxConnections,
     preload: ["pg_stat_statements"],
@@ -96,9 +103,17 @@ export function statementsIn(names: readonly string[]): Promise<number> {
   });
 }
 
-/** Stops and drops the fleet's server. */
-export function dropFleetServer(): Promise<void> {
-  return dropCluster(FLEET_SERVER.cluster);
+/**
+ * The fleet's server (`fleetServer`) shared with any other run of these tests on the machine
+ * (`shareClusters`): made for the first, stopped and dropped by the last. Resolves to this run's release.
+ */
+export function shareFleetServer(): Promise<() => Promise<void>> {
+  return shareClusters(`cluster-${FLEET_SERVER.cluster}`, {
+    make: async () => {
+      await fleetServer();
+    },
+    drop: () => dropCluster(FLEET_SERVER.cluster),
+  });
 }
 
 /** `n` databases `sk_fleet_<tag>_<pid>_<i>` on the fleet's server, each with the test schema. */

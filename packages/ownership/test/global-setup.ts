@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropCluster, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT, shareCluster } from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 
 /** A second, independent PostgreSQL server for this package's tests (its own cluster and port). */
@@ -23,8 +23,12 @@ declare module "vitest" {
 export default async function setup(project: TestProject) {
   await ensureCluster("main", MAIN_PORT);
   await ensureCluster(SECOND.cluster, SECOND.port);
-  await ensureCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true });
-  await ensureCluster(LOGICAL.target.cluster, LOGICAL.target.port, { logical: true });
+  // The logical-replication servers exist for these tests only: shared with any other run of them on
+  // the machine, and dropped by the last run to end.
+  const releases = [
+    await shareCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true }),
+    await shareCluster(LOGICAL.target.cluster, LOGICAL.target.port, { logical: true }),
+  ];
   const dbs = [
     { key: "a" as const, port: MAIN_PORT, name: `sk_owner_a_${process.pid}` },
     { key: "b" as const, port: MAIN_PORT, name: `sk_owner_b_${process.pid}` },
@@ -54,8 +58,6 @@ export default async function setup(project: TestProject) {
   project.provide("moveUrls", moveUrls);
   return async () => {
     for (const db of [...dbs, ...moving]) await dropDatabase(db.port, db.name);
-    // The logical-replication servers exist for these tests only: stopped and dropped with them.
-    await dropCluster(LOGICAL.source.cluster);
-    await dropCluster(LOGICAL.target.cluster);
+    for (const release of releases) await release();
   };
 }
