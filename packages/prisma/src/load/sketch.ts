@@ -58,6 +58,8 @@ export function storedQuantiles(data: unknown, qs: readonly number[]): (number |
   const buckets = [...counts.entries()].sort(([x], [y]) => x - y);
   return qs.map((q) => {
     const rank = Math.floor(Math.min(Math.max(q, 0), 1) * (count - 1));
+    // Under one count in all (fractional counts), the rank is -1: the first bucket, empty or not.
+    if (rank < 0) return bucketValue(0);
     let seen = 0;
     for (const [i, n] of buckets) {
       seen += n;
