@@ -3,7 +3,7 @@
 // `@shardkit/ownership` (its moves one after another, each `moveShard` under its lease), so a
 // second mover (a `shardkit move` in a terminal, another dashboard) is refused by the shard's lease,
 // and a shard moved since the plan is not moved from where it no longer is.
-import { type BalanceEvent, type BalanceMove, type BalanceRun, runBalance } from "@shardkit/ownership";
+import type { BalanceEvent, BalanceMove, BalanceRun } from "@shardkit/ownership";
 import type { Database } from "@shardkit/prisma";
 import type { OpenedConfig, RawClient } from "../config.js";
 import { oneLine } from "../format.js";
@@ -174,6 +174,7 @@ export class Actions {
       let report: BalanceRun | undefined;
       let failure: string | undefined;
       try {
+        const { runBalance } = await import("@shardkit/ownership");
         report = await runBalance({
           registry: this.opened.registry,
           tables: settings.tables,

@@ -3,14 +3,7 @@
 // a database that does not answer slows only its own column; a snapshot is assembled from the last
 // answer of each piece every `refreshMs` and handed to the listeners.
 
-import {
-  type BalanceMove,
-  type MoveJournalEntry,
-  type PartitionView,
-  readMoveJournal,
-  readPartitionMap,
-  runBalance,
-} from "@shardkit/ownership";
+import type { BalanceMove, MoveJournalEntry, PartitionView } from "@shardkit/ownership";
 import {
   type Database,
   type LoadSum,
@@ -37,6 +30,12 @@ import {
 export type { CollectSettings };
 
 import type { DashboardPlan, DashboardRun, DashboardSnapshot } from "./types.js";
+
+/**
+ * @shardkit/ownership, loaded by the first read that needs it: the load is asked for before it is
+ * (loading it takes a good part of the time the database takes to sum the load).
+ */
+const ownership = () => import("@shardkit/ownership");
 
 /** A plan asked for within this long of the last one is the last one (each plan scans every table). */
 const PLAN_INTERVAL_MS = 15_000;
@@ -159,6 +158,7 @@ export class Collector {
         this.plannedAt = at.getTime();
         const owners = this.owners();
         try {
+          const { runBalance } = await ownership();
           const run = await runBalance({
             registry: this.registry,
             tables: this.settings.tables,
@@ -275,6 +275,7 @@ export class Collector {
 
   private async readView(): Promise<void> {
     try {
+      const { readPartitionMap } = await ownership();
       const view = await readPartitionMap(this.registry, { timeoutMs: this.settings.timeoutMs });
       // The registry routes to the shards' owners by the records (this process only): the outbox and
       // load are read where the shards are now.
@@ -318,6 +319,7 @@ export class Collector {
   }
 
   private async readJournal(): Promise<void> {
+    const { readMoveJournal } = await ownership();
     const journal = await readMoveJournal(this.registry, {
       timeoutMs: this.settings.timeoutMs,
       limit: HISTORY,

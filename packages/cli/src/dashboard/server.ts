@@ -10,15 +10,12 @@ import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { constants, createGzip } from "node:zlib";
-import fastifyCompress from "@fastify/compress";
-import fastifyCookie from "@fastify/cookie";
-import fastifyStatic from "@fastify/static";
+import type {} from "@fastify/cookie";
 import type { LoadMeasure } from "@shardkit/ownership";
-import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type ConfigOptions, openConfig } from "../config.js";
 import { AddressInUseError, UsageError } from "../errors.js";
 import { positiveMsIssues } from "../flags.js";
-import { parseTables } from "../move.js";
 import { Actions } from "./actions.js";
 import { Collector } from "./collect.js";
 import { SnapshotStream, StreamLimit, type StreamStats } from "./stream.js";
@@ -194,6 +191,7 @@ function guardRequests(app: FastifyInstance, host: string, token: string | undef
  * dashboard starts), uPlot's from the uplot package, and `/api/state` (the last snapshot).
  */
 async function servePage(app: FastifyInstance, collector: Collector) {
+  const { default: fastifyStatic } = await import("@fastify/static");
   const uplot = dirname(createRequire(import.meta.url).resolve("uplot/dist/uPlot.iife.min.js"));
   // `cache-control` is the guard's (no-store); `index.html` is the page at `/` only.
   await app.register(fastifyStatic, {
@@ -302,7 +300,10 @@ function serveActions(app: FastifyInstance, collector: Collector, actions: Actio
   );
 }
 
-/** The server, every route in place, not listening yet. */
+/**
+ * The server, every route in place, not listening yet. Fastify and its plugins are loaded here, while
+ * the first reads are under way (loading them takes about as long as a database's load sum).
+ */
 async function makeServer(
   options: DashboardOptions,
   host: string,
@@ -314,6 +315,11 @@ async function makeServer(
     cookie: () => string;
   },
 ): Promise<FastifyInstance> {
+  const [{ default: Fastify }, { default: fastifyCookie }, { default: fastifyCompress }] = await Promise.all([
+    import("fastify"),
+    import("@fastify/cookie"),
+    import("@fastify/compress"),
+  ]);
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
   await app.register(fastifyCookie);
   // Every answer gzipped for clients that take it (but the event stream's, flushed event by event).
@@ -339,7 +345,10 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   const issues = optionIssues(options, host, port, token);
   if (issues.length > 0) throw new UsageError(issues);
   // Read-only, the tables only size the balancer's moves: none is fine (shardkit's own are counted).
-  const tables = (options.tables ?? []).length > 0 ? parseTables(options.tables!) : [];
+  // `move` (and @shardkit/ownership with it) is loaded only for them: without, the first reads go
+  // out before it is.
+  const tables =
+    (options.tables ?? []).length > 0 ? (await import("../move.js")).parseTables(options.tables!) : [];
   const opened = openConfig(options);
   const collector = new Collector(opened, {
     refreshMs: options.refreshMs ?? 2000,

@@ -4,8 +4,13 @@
 // to that list's smallest count there). Each row's counts are scaled by its share `f`.
 import { SKETCH_ALPHA, SKETCH_MIN_MS } from "./sketch.js";
 
-/** `(extract(epoch FROM t) * 1000)::float8`: a timestamp (or interval) in ms. */
-export const epochMs = (t: string) => `(extract(epoch FROM ${t}) * 1000)::float8`;
+/**
+ * A timestamp (or interval) in ms: what `(extract(epoch FROM t) * 1000)::float8` gives, to the bit,
+ * at a fraction of its cost (`extract` computes in numeric): `date_part`'s float8 seconds are within
+ * a tenth of a microsecond of the exact value up to the year 2100, so rounded to whole microseconds
+ * they are exact, and divided by 1000 they are the float8 nearest the exact ms, as the cast gives.
+ */
+export const epochMs = (t: string) => `(round(date_part('epoch', ${t}) * 1000000) / 1000)`;
 
 /**
  * CTEs over `source` (with `sketch`, `top`, `f` and the `group` columns): `<p>sketches` (group,

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { LatencySketch, SKETCH_ALPHA } from "./sketch.js";
+import { LatencySketch, SKETCH_ALPHA, SKETCH_BUCKETS, SKETCH_MIN_MS, storedQuantiles } from "./sketch.js";
 import { mergeTopKeys, SpaceSaving } from "./top-keys.js";
 
 const exact = (sorted: number[], q: number) => sorted[Math.floor(q * (sorted.length - 1))]!;
@@ -26,6 +26,31 @@ describe("LatencySketch", () => {
         },
       ),
     );
+  });
+
+  it("answers from its stored form what the sketch made from it answers (storedQuantiles)", () => {
+    fc.assert(
+      fc.property(
+        // Unordered, repeated and out-of-range buckets, fractional and non-positive counts.
+        fc.array(
+          fc.tuple(
+            fc.integer({ min: -2, max: SKETCH_BUCKETS + 1 }),
+            fc.double({ min: -1, max: 1e6, noNaN: true }),
+          ),
+          {
+            maxLength: 40,
+          },
+        ),
+        fc.array(fc.double({ min: -0.5, max: 1.5, noNaN: true }), { minLength: 1, maxLength: 4 }),
+        (buckets, qs) => {
+          const data = { alpha: SKETCH_ALPHA, min: SKETCH_MIN_MS, buckets };
+          const sketch = LatencySketch.from(data)!;
+          expect(storedQuantiles(data, qs)).toEqual(qs.map((q) => sketch.quantile(q)));
+        },
+      ),
+    );
+    expect(storedQuantiles({ alpha: 0.01, min: 0.001, buckets: [[3, 1]] }, [0.5])).toEqual([undefined]);
+    expect(storedQuantiles(null, [0.5, 0.99])).toEqual([undefined, undefined]);
   });
 
   it("is empty until recorded; refuses a stored sketch with other parameters", () => {

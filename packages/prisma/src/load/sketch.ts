@@ -35,6 +35,41 @@ export function bucketValue(bucket: number): number {
 }
 
 /**
+ * The quantiles `qs` of a sketch in its stored form, as `LatencySketch.from(data)?.quantile(q)` gives
+ * them (undefined for one made with other parameters, or empty), without making the sketch: a walk
+ * over its few buckets rather than over all `SKETCH_BUCKETS` (the dashboard asks for three of each of
+ * a thousand shards).
+ */
+export function storedQuantiles(data: unknown, qs: readonly number[]): (number | undefined)[] {
+  const d = data as Partial<SketchData> | null;
+  if (!d || d.alpha !== SKETCH_ALPHA || d.min !== SKETCH_MIN_MS || !Array.isArray(d.buckets))
+    return qs.map(() => undefined);
+  // Each bucket's count and the total, added in the stored order as `from` adds them.
+  const counts = new Map<number, number>();
+  let count = 0;
+  for (const pair of d.buckets) {
+    const [i, n] = pair as [number, number];
+    if (Number.isInteger(i) && i >= 0 && i < SKETCH_BUCKETS && n > 0) {
+      counts.set(i, (counts.get(i) ?? 0) + n);
+      count += n;
+    }
+  }
+  if (count === 0) return qs.map(() => undefined);
+  const buckets = [...counts.entries()].sort(([x], [y]) => x - y);
+  return qs.map((q) => {
+    const rank = Math.floor(Math.min(Math.max(q, 0), 1) * (count - 1));
+    // Under one count in all (fractional counts), the rank is -1: the first bucket, empty or not.
+    if (rank < 0) return bucketValue(0);
+    let seen = 0;
+    for (const [i, n] of buckets) {
+      seen += n;
+      if (seen > rank) return bucketValue(i);
+    }
+    return bucketValue(SKETCH_BUCKETS - 1);
+  });
+}
+
+/**
  * Latencies (ms) in logarithmic buckets: `quantile(q)` is within 2% (relative) of the recorded value
  * of rank ⌊q·(n-1)⌋, whatever the values' spread (1 µs to about 3 hours). Fixed size; recording is
  * a log, a division and an array increment.

@@ -4,10 +4,11 @@
 // start by the rollups' horizons). A count is in the windows or in the rollups, never both, so every
 // resolution holds all of it from its horizon on; each row is a window of its data's extent, counted
 // by `windowShare`'s rule.
-// The windows are read once (`w` is materialized: eight parts read it), and sorted once for the
-// routers and configurations each shard was recorded by (`labels`). The series spreads each
-// extent (start, end, length: every window of one flush shares it) over its buckets once, not each
-// window: a window's share of a bucket depends on its extent only. Spread per window, the planner
+// The windows are read once (`w` is materialized: five parts read it) and grouped twice: per shard
+// and the routers and configurations that recorded it (`labels`: the sums and the names), and per
+// flush (`flushes`: the routers, each one's last skew, the median window length and the series).
+// The series spreads each extent (start, end, length: every window of one flush shares it) over its
+// buckets once, not each window: a window's share of a bucket depends on its extent only. Spread per window, the planner
 // guessed 1,000 buckets per window and JIT-compiled the statement, which took longer than running it.
 import { epochMs, mergeCtes } from "./merge-sql.js";
 import { HORIZON_TABLE, LOAD_RESOLUTIONS, ROLLUP_TABLE } from "./rollup.js";
@@ -59,20 +60,26 @@ const SUM = `WITH span0 AS MATERIALIZED (
     WHERE r.bucket_ms = span.tier AND r.bucket_start > span.since - span.tier * ${MS} AND r.bucket_start < span.until
       AND r.data_end > span.since AND r.data_start < span.until
   ) x
-), sums AS (
-  SELECT shard, sum(calls * f) AS calls, sum(writes * f) AS writes, sum(rows_written * f) AS rows_written,
-    sum(db_ms * f) AS db_ms, sum(windows) AS windows, ${epochMs("min(window_start)")} AS from_ms,
-    ${epochMs("max(window_end)")} AS to_ms
-  FROM w GROUP BY shard
 ), labels AS MATERIALIZED (
-  SELECT DISTINCT shard, routers, configs FROM w
+  SELECT shard, routers, configs, sum(calls * f) AS calls, sum(writes * f) AS writes,
+    sum(rows_written * f) AS rows_written, sum(db_ms * f) AS db_ms, sum(windows) AS windows,
+    min(window_start) AS first, max(window_end) AS last
+  FROM w GROUP BY shard, routers, configs
+), sums AS (
+  SELECT shard, sum(calls) AS calls, sum(writes) AS writes, sum(rows_written) AS rows_written,
+    sum(db_ms) AS db_ms, sum(windows) AS windows, ${epochMs("min(first)")} AS from_ms, ${epochMs("max(last)")} AS to_ms
+  FROM labels GROUP BY shard
 ), names AS (
   SELECT shard, array_agg(DISTINCT r) AS routers FROM labels x, unnest(x.routers) r GROUP BY shard
 ), cfgs AS (
   SELECT shard, array_agg(DISTINCT c) AS configs FROM labels x, unnest(x.configs) c GROUP BY shard
-), ${mergeCtes("", "w", ["shard"], "$4::int")}, extents AS (
+), ${mergeCtes("", "w", ["shard"], "$4::int")}, flushes AS MATERIALIZED (
+  SELECT routers, s_ms, e_ms, window_ms, raw, count(*) AS n, sum(calls) AS calls, sum(writes) AS writes,
+    sum(db_ms) AS db_ms, max(window_end) AS last, max(skew_ms) AS skew_ms
+  FROM w GROUP BY routers, s_ms, e_ms, window_ms, raw
+), extents AS (
   SELECT s_ms, e_ms, window_ms, sum(calls) AS calls, sum(writes) AS writes, sum(db_ms) AS db_ms
-  FROM w WHERE $5::float8 IS NOT NULL GROUP BY s_ms, e_ms, window_ms
+  FROM flushes WHERE $5::float8 IS NOT NULL GROUP BY s_ms, e_ms, window_ms
 ), series AS (
   SELECT b, sum(g.calls * x.share) AS calls, sum(g.writes * x.share) AS writes, sum(g.db_ms * x.share) AS db_ms
   FROM extents g CROSS JOIN span
@@ -84,16 +91,19 @@ const SUM = `WITH span0 AS MATERIALIZED (
     ELSE GREATEST(0, LEAST(g.e_ms, (b + 1) * $5::float8) - GREATEST(g.s_ms, b * $5::float8)) / g.window_ms END AS share) x
   GROUP BY b
 ), by_routers AS (
-  SELECT routers, count(*) AS windows, max(window_end) AS last,
-    (array_agg(skew_ms ORDER BY window_end DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
-  FROM w GROUP BY routers
+  SELECT routers, sum(n) AS windows, max(last) AS last,
+    (array_agg(skew_ms ORDER BY last DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
+  FROM flushes GROUP BY routers
+), lengths AS (
+  SELECT window_ms, sum(sum(n)) OVER (ORDER BY window_ms) AS below, sum(sum(n)) OVER () AS total
+  FROM flushes WHERE raw GROUP BY window_ms
 ), routers AS (
   SELECT router, sum(windows) AS windows, ${epochMs("max(last)")} AS last_ms,
     (array_agg(skew_ms ORDER BY last DESC) FILTER (WHERE skew_ms IS NOT NULL))[1] AS skew_ms
   FROM by_routers, unnest(by_routers.routers) router GROUP BY router
 )
 SELECT ${epochMs("span.since")} AS since_ms, ${epochMs("span.until")} AS until_ms, span.tier AS tier_ms,
-  COALESCE((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY window_ms) FROM w WHERE raw),
+  COALESCE((SELECT min(window_ms) FROM lengths WHERE below >= 0.5 * total),
     (SELECT span.tier WHERE EXISTS (SELECT 1 FROM w))) AS typical_ms,
   (SELECT COALESCE(jsonb_agg(jsonb_build_object('shard', s.shard, 'calls', s.calls, 'writes', s.writes,
       'rows', s.rows_written, 'dbMs', s.db_ms, 'windows', s.windows, 'from', s.from_ms, 'to', s.to_ms,

@@ -6,7 +6,7 @@
 import { ShardIdentifier } from "@shardkit/id";
 import { windowShare, windowsWithin } from "./figure.js";
 import { type ShardLoadSummary, type ShardLoadWindow, summarizeLoad } from "./read.js";
-import { LatencySketch, SKETCH_ALPHA, SKETCH_MIN_MS, type SketchData } from "./sketch.js";
+import { LatencySketch, SKETCH_ALPHA, SKETCH_MIN_MS, type SketchData, storedQuantiles } from "./sketch.js";
 import { missingLoadTable } from "./sql.js";
 import { SUM_KEPT, SUM_LOAD, SUM_WINDOWS } from "./sum-sql.js";
 import { mergeTopKeys, type TopKey } from "./top-keys.js";
@@ -145,13 +145,8 @@ function shardOf(r: Record<string, unknown>): ShardLoadSummary {
 }
 
 function withQuantiles(s: ShardLoadSummary): ShardLoadSummary {
-  const sketch = s.sketch ? LatencySketch.from(s.sketch) : null;
-  return {
-    ...s,
-    p50: sketch?.quantile(0.5),
-    p95: sketch?.quantile(0.95),
-    p99: sketch?.quantile(0.99),
-  };
+  const [p50, p95, p99] = s.sketch ? storedQuantiles(s.sketch, [0.5, 0.95, 0.99]) : [];
+  return { ...s, p50, p95, p99 };
 }
 
 /**
