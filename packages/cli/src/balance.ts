@@ -12,7 +12,7 @@ import {
 } from "@shardkit/ownership";
 import { LOAD_UNITS } from "@shardkit/prisma";
 import { type ConfigOptions, findDatabase, openConfig, type RawClient } from "./config.js";
-import { alignRight, bytes as formatBytes, duration, plural, table } from "./format.js";
+import { alignRight, duration, bytes as formatBytes, plural, table } from "./format.js";
 import { parseTables } from "./move.js";
 
 export type { BalanceEvent, BalanceMoveDone, LoadMeasure, MeasuredShard };
