@@ -12,7 +12,7 @@ import {
 } from "@shardkit/ownership";
 import { LOAD_UNITS } from "@shardkit/prisma";
 import { type ConfigOptions, findDatabase, openConfig, type RawClient } from "./config.js";
-import { duration, bytes as formatBytes, plural, table } from "./format.js";
+import { alignRight, duration, bytes as formatBytes, plural, table } from "./format.js";
 import { parseTables } from "./move.js";
 
 export type { BalanceEvent, BalanceMoveDone, LoadMeasure, MeasuredShard };
@@ -103,11 +103,11 @@ export function renderBalance(report: BalanceReport): string {
       table(
         [
           "DATABASE",
-          { header: "SHARDS", align: "right" },
-          { header: `LOAD (${unit})`, align: "right" },
-          { header: "OF MEAN", align: "right" },
-          { header: "AFTER", align: "right" },
-          { header: "SIZE", align: "right" },
+          alignRight("SHARDS"),
+          alignRight(`LOAD (${unit})`),
+          alignRight("OF MEAN"),
+          alignRight("AFTER"),
+          alignRight("SIZE"),
         ],
         plan.before.databases.map((d) => [
           `${d.name}${d.draining ? " (draining)" : ""}`,
@@ -122,14 +122,7 @@ export function renderBalance(report: BalanceReport): string {
     if (plan.moves.length > 0)
       lines.push(
         table(
-          [
-            "SHARD",
-            "FROM",
-            "TO",
-            { header: "LOAD", align: "right" },
-            { header: "SIZE", align: "right" },
-            "WHY",
-          ],
+          ["SHARD", "FROM", "TO", alignRight("LOAD"), alignRight("SIZE"), "WHY"],
           plan.moves.map((mv) => [mv.shard, mv.from, mv.to, rate(mv.load), formatBytes(mv.bytes), mv.reason]),
         ),
       );

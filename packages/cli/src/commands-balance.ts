@@ -3,7 +3,7 @@
 import { type Command, Option } from "commander";
 import type { BalanceReport } from "./balance.js";
 import type { CommandContext } from "./cli-io.js";
-import { byOption, collect, fraction, positiveInt } from "./flags.js";
+import { byOption, collect, fraction, type MoveFlags, moveOptions, positiveInt } from "./flags.js";
 import { createProgress } from "./progress.js";
 
 /**
@@ -75,7 +75,7 @@ export function addBalanceCommands({ program, io, execute, common, config }: Com
       );
     return command;
   };
-  type BalanceFlags = {
+  type BalanceFlags = MoveFlags & {
     config?: string;
     table?: string[];
     dryRun?: boolean;
@@ -87,13 +87,6 @@ export function addBalanceCommands({ program, io, execute, common, config }: Com
     maxBytes?: number;
     maxP99?: number;
     maxPause?: number;
-    mode: "live" | "offline";
-    verify: boolean;
-    cleanup: boolean;
-    timeout: number;
-    copyTimeout?: number;
-    lease?: number;
-    maxFreeze?: number;
     progress: boolean;
     json?: boolean;
   };
@@ -128,13 +121,7 @@ export function addBalanceCommands({ program, io, execute, common, config }: Com
           ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {}),
           ...(o.maxP99 !== undefined ? { maxP99Ms: o.maxP99 } : {}),
           ...(o.maxPause !== undefined ? { maxPauseMs: o.maxPause } : {}),
-          mode: o.mode,
-          verify: o.verify,
-          cleanup: o.cleanup,
-          timeoutMs: o.timeout,
-          ...(o.copyTimeout !== undefined ? { copyTimeoutMs: o.copyTimeout } : {}),
-          ...(o.lease !== undefined ? { leaseMs: o.lease } : {}),
-          ...(o.maxFreeze !== undefined ? { maxFreezeMs: o.maxFreeze } : {}),
+          ...moveOptions(o),
           signal: stop.signal,
           onEvent: (event) => {
             if (event.type === "measured") progress.setTotal(event.plan.moves.length);

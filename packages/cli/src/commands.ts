@@ -7,7 +7,7 @@ import { type CliIo, type Execute, readStdin } from "./cli-io.js";
 import { addBalanceCommands } from "./commands-balance.js";
 import { addDashboardCommand } from "./commands-dashboard.js";
 import type { DoctorReport } from "./doctor.js";
-import { collect, leaseOption, positiveInt } from "./flags.js";
+import { collect, leaseOption, type MoveFlags, moveOptions, positiveInt } from "./flags.js";
 import type { MoveReport } from "./move.js";
 import { createProgress } from "./progress.js";
 import type { RecoverReport } from "./recover.js";
@@ -144,18 +144,11 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
     .option("--no-progress", "no progress on stderr")
     .addHelpText("after", "\nExample: shardkit move 0/1 --to sk_e --table Wallet --table Transfer")
     .action(async (shard: string, options) => {
-      type O = {
+      type O = MoveFlags & {
         config?: string;
         to: string;
         table?: string[];
-        mode: "live" | "offline";
         sourceConnection?: string;
-        verify: boolean;
-        cleanup: boolean;
-        timeout: number;
-        copyTimeout?: number;
-        lease?: number;
-        maxFreeze?: number;
         dryRun?: boolean;
         progress: boolean;
         json?: boolean;
@@ -178,14 +171,8 @@ export function addCommands(program: Command, io: CliIo, execute: Execute): void
             shard,
             to: o.to,
             tables: o.table ?? [],
-            mode: o.mode,
+            ...moveOptions(o),
             ...(o.sourceConnection !== undefined ? { sourceConnection: o.sourceConnection } : {}),
-            verify: o.verify,
-            cleanup: o.cleanup,
-            timeoutMs: o.timeout,
-            ...(o.copyTimeout !== undefined ? { copyTimeoutMs: o.copyTimeout } : {}),
-            ...(o.lease !== undefined ? { leaseMs: o.lease } : {}),
-            ...(o.maxFreeze !== undefined ? { maxFreezeMs: o.maxFreeze } : {}),
             dryRun: o.dryRun ?? false,
             onProgress: (p) => {
               const fresh = !seen.includes(p.step);

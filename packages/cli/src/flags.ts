@@ -55,3 +55,35 @@ export const leaseOption = () =>
   )
     .argParser(nonNegativeInt("--lease"))
     .default(10_000);
+
+/** How each move goes, as `move`, `balance` and `drain` take the flags. */
+export interface MoveFlags {
+  mode: "live" | "offline";
+  verify: boolean;
+  cleanup: boolean;
+  timeout: number;
+  copyTimeout?: number;
+  lease?: number;
+  maxFreeze?: number;
+}
+
+/** `MoveFlags` as the options of `move` and `balance` name them (durations in ms; unset flags left out). */
+export function moveOptions(o: MoveFlags): {
+  mode: "live" | "offline";
+  verify: boolean;
+  cleanup: boolean;
+  timeoutMs: number;
+  copyTimeoutMs?: number;
+  leaseMs?: number;
+  maxFreezeMs?: number;
+} {
+  return {
+    mode: o.mode,
+    verify: o.verify,
+    cleanup: o.cleanup,
+    timeoutMs: o.timeout,
+    ...(o.copyTimeout !== undefined ? { copyTimeoutMs: o.copyTimeout } : {}),
+    ...(o.lease !== undefined ? { leaseMs: o.lease } : {}),
+    ...(o.maxFreeze !== undefined ? { maxFreezeMs: o.maxFreeze } : {}),
+  };
+}

@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { compareSchemas } from "./drift.js";
-import { duration, plainDbError, redactUrl, table } from "./format.js";
+import { alignRight, duration, plainDbError, redactUrl, table } from "./format.js";
 import { parseTables } from "./move.js";
 
 describe("table", () => {
   it("aligns columns two spaces apart, numbers to the right, no trailing spaces, - for nothing", () => {
     expect(
       table(
-        ["NAME", { header: "N", align: "right" }, "NOTE"],
+        ["NAME", alignRight("N"), "NOTE"],
         [
           ["a", 1, null],
           ["long name", 1234, "x"],

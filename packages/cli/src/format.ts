@@ -9,6 +9,11 @@ export interface Column {
   align?: "left" | "right";
 }
 
+/** A column of numbers: right-aligned. */
+export function alignRight(header: string): Column {
+  return { header, align: "right" };
+}
+
 /** Columns separated by two spaces, each as wide as its widest cell; no trailing spaces. */
 export function table(columns: readonly (Column | string)[], rows: readonly (readonly unknown[])[]): string {
   const cols = columns.map((c) => (typeof c === "string" ? { header: c } : c));

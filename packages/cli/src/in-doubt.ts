@@ -11,7 +11,7 @@ import {
 } from "@shardkit/prisma";
 import { withDeadline } from "@shardkit/prisma/internal";
 import type { RawClient } from "./config.js";
-import { duration, oneLine, plural, table } from "./format.js";
+import { alignRight, duration, oneLine, plural, table } from "./format.js";
 
 /** The coordinator's lease `recoverAtomic` uses by default (and the routers, unless configured). */
 export const DEFAULT_LEASE_MS = 10_000;
@@ -170,12 +170,7 @@ export function renderInDoubt(report: InDoubtReport): string[] {
     "",
     `atomic actions in doubt: ${plural(total, "prepared transaction")} (\`shardkit recover\` concludes those past the ${duration(report.leaseMs)} lease)`,
     table(
-      [
-        "DATABASE",
-        { header: "IN DOUBT", align: "right" },
-        { header: "OLDEST", align: "right" },
-        "RECOVER WOULD",
-      ],
+      ["DATABASE", alignRight("IN DOUBT"), alignRight("OLDEST"), "RECOVER WOULD"],
       rows.map((d) => [
         d.database,
         d.error !== undefined ? "?" : d.count,

@@ -11,7 +11,7 @@ import {
 import { type ConfigOptions, findDatabase, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { positiveMsIssues } from "./flags.js";
-import { bytes, count, duration, plural, redactUrl, table } from "./format.js";
+import { alignRight, bytes, count, duration, plural, redactUrl, table } from "./format.js";
 
 export interface MoveCommandOptions extends ConfigOptions {
   /** The logical shard, `group/member`. */
@@ -236,7 +236,7 @@ export function renderMove(report: MoveReport): string {
   if (rows.length > 0)
     lines.push(
       table(
-        ["TABLE", { header: "ROWS", align: "right" }],
+        ["TABLE", alignRight("ROWS")],
         rows.map(([t, n]) => [t, count(n)]),
       ),
     );

@@ -4,7 +4,7 @@
 // leave (and name) those still within it. Then reads again what is left, which decides the exit code.
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { duration, plural, table } from "./format.js";
+import { alignRight, duration, plural, table } from "./format.js";
 import { type InDoubtEntry, type InDoubtReport, readInDoubt } from "./in-doubt.js";
 
 export interface RecoverOptions extends ConfigOptions {
@@ -113,7 +113,7 @@ export function renderRecover(report: RecoverReport): string {
           "DATABASE",
           "ACTION",
           "SHARDS",
-          { header: "AGE", align: "right" },
+          alignRight("AGE"),
           "DECISION",
           report.dryRun ? "WOULD" : "DID",
           "WHY",

@@ -2,7 +2,7 @@ import { ShardedUUID } from "@shardkit/id";
 import { redriveOutbox } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { count, oneLine, plural, table } from "./format.js";
+import { alignRight, count, oneLine, plural, table } from "./format.js";
 import { applyRecords } from "./records.js";
 
 export interface RedriveOptions extends ConfigOptions {
@@ -65,7 +65,7 @@ export async function redrive(options: RedriveOptions = {}): Promise<RedriveRepo
 /** `redrive` for people. */
 export function renderRedrive(report: RedriveReport): string {
   return `${table(
-    ["DATABASE", "SHARDS", { header: "REDRIVEN", align: "right" }],
+    ["DATABASE", "SHARDS", alignRight("REDRIVEN")],
     report.databases.map((d) => [
       d.database,
       d.shards || "(spare)",

@@ -3,7 +3,7 @@ import { isShardkitError } from "@shardkit/prisma";
 import { type RolloutEvent, type RolloutReport, rolloutSchema } from "@shardkit/prisma/rollout";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { duration, plural, table } from "./format.js";
+import { alignRight, duration, plural, table } from "./format.js";
 
 export interface RolloutCommandOptions extends ConfigOptions {
   /** A `schema.prisma` file or a folder of `.prisma` files: push it (like `prisma db push`). */
@@ -84,13 +84,7 @@ export function describeRolloutEvent(event: RolloutEvent): string {
 export function renderRollout(report: RolloutReport): string {
   const lines = [
     table(
-      [
-        "DATABASE",
-        "SHARDS",
-        "STATUS",
-        { header: "CHANGES", align: "right" },
-        { header: "TIME", align: "right" },
-      ],
+      ["DATABASE", "SHARDS", "STATUS", alignRight("CHANGES"), alignRight("TIME")],
       report.targets.map((t) => [
         t.name,
         t.shards.join(",") || "(spare)",

@@ -2,7 +2,7 @@ import type { PartitionView } from "@shardkit/ownership";
 import { isShardkitError, readOutboxLag, type ShardHealth, shardHealth } from "@shardkit/prisma";
 import { type ConfigOptions, openConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { bytes, duration, oneLine, plainDbError, plural, table } from "./format.js";
+import { alignRight, bytes, duration, oneLine, plainDbError, plural, table } from "./format.js";
 import { type InDoubtReport, readInDoubt, renderInDoubt } from "./in-doubt.js";
 import { applyRecords, isMissingTable } from "./records.js";
 
@@ -294,14 +294,7 @@ export function renderStatus(report: StatusReport): string {
   const lines = [
     `shards (configuration: ${report.config})`,
     table(
-      [
-        "SHARD",
-        "DATABASE",
-        "REACHABLE",
-        { header: "LATENCY", align: "right" },
-        { header: "EPOCH", align: "right" },
-        "OWNER STATE",
-      ],
+      ["SHARD", "DATABASE", "REACHABLE", alignRight("LATENCY"), alignRight("EPOCH"), "OWNER STATE"],
       report.shards.map((s) => [
         s.shard,
         s.database,
@@ -314,13 +307,7 @@ export function renderStatus(report: StatusReport): string {
     "",
     "outbox (per database)",
     table(
-      [
-        "DATABASE",
-        "SHARDS",
-        { header: "PENDING", align: "right" },
-        { header: "OLDEST PENDING", align: "right" },
-        { header: "DEAD LETTERS", align: "right" },
-      ],
+      ["DATABASE", "SHARDS", alignRight("PENDING"), alignRight("OLDEST PENDING"), alignRight("DEAD LETTERS")],
       report.databases.map((d) => [
         d.database,
         d.shards.join(",") || "(spare)",
@@ -362,7 +349,7 @@ function moveLines(report: StatusReport): string[] {
       "",
       "moves under way",
       table(
-        ["SHARD", "FROM", "TO", "STEP", "HOLDER", { header: "LEASE", align: "right" }],
+        ["SHARD", "FROM", "TO", "STEP", "HOLDER", alignRight("LEASE")],
         report.moves.map((m) => [
           m.shard,
           m.from,

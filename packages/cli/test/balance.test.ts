@@ -2,9 +2,9 @@ import { spawn } from "node:child_process";
 import { LatencySketch } from "@shardkit/prisma";
 import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES, FLUSH_LOAD } from "@shardkit/prisma/internal";
 import { MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { BIN, configFile, shardkit, testDatabases } from "./cli.js";
+import { sql } from "./pg.js";
 import { rowsPerShard, seed } from "./seed.js";
 
 // `shardkit balance` and `shardkit drain` on the machine's server, with offline moves (no logical
@@ -16,20 +16,6 @@ const { names, urls } = testDatabases("balance", { a: MAIN_PORT, b: MAIN_PORT, c
 const TABLES = ["--table", "Wallet"];
 const ROWS = { "0/0": 40, "0/1": 30, "0/2": 20, "0/3": 10 } as const;
 let config = "";
-
-async function sql<T = Record<string, unknown>>(
-  url: string,
-  text: string,
-  values: unknown[] = [],
-): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(text, values)).rows as T[];
-  } finally {
-    await client.end();
-  }
-}
 
 /**
  * One router's 10 s window on `url`, ending `agoMs` before now (50 s: inside the last minute):

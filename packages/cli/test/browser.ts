@@ -8,9 +8,9 @@ import { fileURLToPath } from "node:url";
 import { ShardIdentifier } from "@shardkit/id";
 import { LatencySketch } from "@shardkit/prisma";
 import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
-import pg from "pg";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { BIN } from "./cli.js";
+import { withClient } from "./pg.js";
 
 export const CHROMIUM = "/usr/bin/chromium";
 
@@ -135,12 +135,8 @@ export async function recordLoad(
       config: "test-config",
     };
   });
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
+  await withClient(url, async (client) => {
     for (const statement of CREATE_LOAD_TABLE) await client.query(statement);
     await client.query(FLUSH_LOAD, [JSON.stringify(rows), new Date(Date.now() - 86_400_000).toISOString()]);
-  } finally {
-    await client.end();
-  }
+  });
 }

@@ -5,6 +5,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { findDatabase, openConfig } from "../src/config.js";
 import { SLOW, shardkit, testDatabases } from "./cli.js";
+import { sql } from "./pg.js";
 import { rowsPerShard, seededForMove } from "./seed.js";
 
 // Offline moves on the machine's server (no logical replication needed): a holds 0/0 and 0/1, e is a spare.
@@ -20,12 +21,8 @@ seededForMove("move", urls, { "0/0": 20, "0/1": 30 }, (path) => {
   config = path;
 });
 
-async function ownershipRows(url: string) {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const { rows } = await client.query(`SELECT shard, epoch, state FROM "ShardOwnership" ORDER BY shard`);
-  await client.end();
-  return rows;
+function ownershipRows(url: string) {
+  return sql(url, `SELECT shard, epoch, state FROM "ShardOwnership" ORDER BY shard`);
 }
 
 describe("shardkit move: arguments", () => {
@@ -192,12 +189,7 @@ describe("shardkit move: one mover per shard, and a move that stopped half-way",
       });
       await lease.fence();
       await lease.receive();
-      const source = new pg.Client({ connectionString: urls.e });
-      await source.connect();
-      const { rows } = await source.query<{ row: string }>(
-        `SELECT row_to_json(w)::text AS row FROM "Wallet" w`,
-      );
-      await source.end();
+      const rows = await sql<{ row: string }>(urls.e, `SELECT row_to_json(w)::text AS row FROM "Wallet" w`);
       await lease.copyIn(async (tx) => {
         for (const { row } of rows)
           await tx.$executeRawUnsafe(
@@ -223,10 +215,7 @@ describe("shardkit move: one mover per shard, and a move that stopped half-way",
     expect(dry.stdout).toMatch(/a move of shard 0\/1 to .* is under way: ops@terminal holds its lease/);
 
     // Its holder is gone: the lease lapses (made to lapse now, by the database's clock).
-    const client = new pg.Client({ connectionString: urls.e });
-    await client.connect();
-    await client.query(`UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() - interval '1 second'`);
-    await client.end();
+    await sql(urls.e, `UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() - interval '1 second'`);
     const plan = await moveTo(names.a, "--mode", "offline", "--dry-run");
     expect(plan.code, plan.stderr).toBe(0);
     expect(plan.stdout).toContain(

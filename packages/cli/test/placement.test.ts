@@ -24,6 +24,22 @@ beforeAll(async () => {
 const rule = (db: string, has: string, group = 1) =>
   `placement[0]: group ${group} may live only on region=eu; database "${db}" has ${has}`;
 
+/** An offline move of 1/0 to us, the database its rule forbids. */
+const moveToUs = (...flags: string[]) =>
+  shardkit([
+    "move",
+    "1/0",
+    "--config",
+    config,
+    "--to",
+    urls.us,
+    "--table",
+    "Wallet",
+    "--mode",
+    "offline",
+    ...flags,
+  ]);
+
 describe("placement rules in the CLI", () => {
   it("doctor reports a shard on a database its rule does not allow, naming shard, database and rule; from a file or SHARDKIT_SHARDS", async () => {
     const [file, env, json] = await Promise.all([
@@ -66,34 +82,7 @@ describe("placement rules in the CLI", () => {
 
   it("move to a database the rule forbids is refused before anything changes: exit 1, the rule named; its dry run lists it", async () => {
     const before = [await rowsPerShard(urls.eu), await rowsPerShard(urls.us)];
-    const [run, dry] = await Promise.all([
-      shardkit([
-        "move",
-        "1/0",
-        "--config",
-        config,
-        "--to",
-        urls.us,
-        "--table",
-        "Wallet",
-        "--mode",
-        "offline",
-      ]),
-      shardkit([
-        "move",
-        "1/0",
-        "--config",
-        config,
-        "--to",
-        urls.us,
-        "--table",
-        "Wallet",
-        "--mode",
-        "offline",
-        "--dry-run",
-        ...SLOW,
-      ]),
-    ]);
+    const [run, dry] = await Promise.all([moveToUs(), moveToUs("--dry-run", ...SLOW)]);
     expect(run.code, run.stderr).toBe(1);
     expect(run.stderr).toBe(
       `shardkit move: shard 1/0 may not move to ${urls.us}: ${rule(urls.us, "region=us")} (nothing was changed)\n`,
@@ -102,19 +91,7 @@ describe("placement rules in the CLI", () => {
     expect(dry.stdout).toContain(`  - ${urls.us} may not hold shard 1/0: ${rule(urls.us, "region=us")}\n`);
     expect([await rowsPerShard(urls.eu), await rowsPerShard(urls.us)]).toEqual(before);
 
-    const json = await shardkit([
-      "move",
-      "1/0",
-      "--config",
-      config,
-      "--to",
-      urls.us,
-      "--table",
-      "Wallet",
-      "--mode",
-      "offline",
-      "--json",
-    ]);
+    const json = await moveToUs("--json");
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toMatchObject({ ok: false, error: { code: "PLACEMENT_RULE" } });
   });

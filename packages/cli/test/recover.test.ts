@@ -2,10 +2,10 @@ import { createHash, randomBytes } from "node:crypto";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { IDENTITY_COLUMNS, identityOf } from "@shardkit/prisma/internal";
 import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDashboard } from "../src/dashboard/server.js";
 import { configFile, SLOW, shardkit } from "./cli.js";
+import { withClient } from "./pg.js";
 
 // `shardkit recover`, and the in-doubt atomic actions `status` and `doctor` list. Two databases on the
 // server of the atomic-action tests (max_prepared_transactions = 50, shared with @shardkit/prisma's and
@@ -24,21 +24,11 @@ let config = "";
 const DECISIONS = `CREATE TABLE "AtomicDecision" (id text PRIMARY KEY, decision text NOT NULL,
   coordinator text NOT NULL, participants text NOT NULL, "createdAt" timestamptz(3) NOT NULL DEFAULT now())`;
 
-async function onDb<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
-
 beforeAll(async () => {
   release = await shareCluster(SERVER.cluster, SERVER.port, { settings: { max_prepared_transactions: 50 } });
   for (const key of ["x", "y"] as const) {
     urls[key] = await createDatabase(SERVER.port, names[key]);
-    ids[key] = await onDb(urls[key], async (c) => {
+    ids[key] = await withClient(urls[key], async (c) => {
       await c.query(DECISIONS);
       await c.query(`CREATE TABLE "Wallet" (id uuid PRIMARY KEY, balance int NOT NULL)`);
       const { rows } = await c.query(`SELECT ${IDENTITY_COLUMNS}`);
@@ -53,7 +43,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const key of ["x", "y"] as const) {
-    await onDb(urls[key], async (c) => {
+    await withClient(urls[key], async (c) => {
       const { rows } = await c.query("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()");
       for (const r of rows) await c.query(`ROLLBACK PREPARED '${r.gid}'`);
     }).catch(() => {});
@@ -69,7 +59,7 @@ afterAll(async () => {
 async function orphan(amount: number, decider = ids.x) {
   const wallets = { x: ShardedUUID.generate(X), y: ShardedUUID.generate(Y) };
   for (const key of ["x", "y"] as const)
-    await onDb(urls[key], (c) =>
+    await withClient(urls[key], (c) =>
       c.query(`INSERT INTO "Wallet" VALUES ($1, $2)`, [wallets[key], key === "x" ? 100 : 0]),
     );
   const action = randomBytes(6).toString("hex");
@@ -81,7 +71,7 @@ async function orphan(amount: number, decider = ids.x) {
     { database: ids.y, shards: [Y.bits] },
   ]);
   const debit = async (prepare: boolean) =>
-    onDb(urls.x, async (c) => {
+    withClient(urls.x, async (c) => {
       await c.query("BEGIN");
       await c.query(`UPDATE "Wallet" SET balance = balance - $1 WHERE id = $2`, [amount, wallets.x]);
       await c.query(
@@ -91,13 +81,13 @@ async function orphan(amount: number, decider = ids.x) {
       await c.query(prepare ? `PREPARE TRANSACTION '${gid(ids.x, X)}'` : "COMMIT");
     });
   const credit = () =>
-    onDb(urls.y, async (c) => {
+    withClient(urls.y, async (c) => {
       await c.query("BEGIN");
       await c.query(`UPDATE "Wallet" SET balance = balance + $1 WHERE id = $2`, [amount, wallets.y]);
       await c.query(`PREPARE TRANSACTION '${gid(ids.y, Y)}'`);
     });
   const balance = (key: "x" | "y") =>
-    onDb(
+    withClient(
       urls[key],
       async (c) =>
         (await c.query(`SELECT balance FROM "Wallet" WHERE id = $1`, [wallets[key]])).rows[0].balance,
@@ -126,7 +116,7 @@ const prepared = async () =>
   (
     await Promise.all(
       [urls.x, urls.y].map((u) =>
-        onDb(
+        withClient(
           u,
           async (c) =>
             (
@@ -230,7 +220,7 @@ describe("shardkit recover", () => {
     } finally {
       await dashboard.close();
     }
-    await onDb(urls.y, async (c) => {
+    await withClient(urls.y, async (c) => {
       const { rows } = await c.query("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()");
       for (const r of rows) await c.query(`ROLLBACK PREPARED '${r.gid}'`);
     });

@@ -1,9 +1,9 @@
 import { createServer } from "node:net";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { configFile, shardkit, testDatabases } from "./cli.js";
+import { sql } from "./pg.js";
 
 const { urls } = testDatabases("redrive", { a: MAIN_PORT, b: MAIN_PORT });
 let config = "";
@@ -24,27 +24,19 @@ beforeAll(async () => {
     [1, "b", "wallet.credited", "dead"],
   ] as const;
   for (const [group, key, topic, status] of events) {
-    const client = new pg.Client({ connectionString: urls[key] });
-    await client.connect();
     const id = ShardedUUID.generate(ShardIdentifier.of(group, 0));
     if (status === "dead") ids[key].push(id);
-    await client.query(
+    await sql(
+      urls[key],
       `INSERT INTO "OutboxEvent" (id, topic, "aggregateId", payload, status, attempts, "lastError")
        VALUES ($1, $2, $1, '{}', $3, 10, 'consumer said no')`,
       [id, topic, status],
     );
-    await client.end();
   }
 });
 
-async function statuses(url: string) {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const { rows } = await client.query(
-    `SELECT id::text, topic, status, attempts, "lastError" FROM "OutboxEvent" ORDER BY id`,
-  );
-  await client.end();
-  return rows;
+function statuses(url: string) {
+  return sql(url, `SELECT id::text, topic, status, attempts, "lastError" FROM "OutboxEvent" ORDER BY id`);
 }
 
 describe("shardkit redrive", () => {
@@ -96,14 +88,12 @@ async function closedPort(): Promise<number> {
 describe("shardkit redrive with a database down", () => {
   it("redrives the databases that answer, names the one that did not, and exits 1", async () => {
     const id = ShardedUUID.generate(ShardIdentifier.of(0, 0));
-    const client = new pg.Client({ connectionString: urls.a });
-    await client.connect();
-    await client.query(
+    await sql(
+      urls.a,
       `INSERT INTO "OutboxEvent" (id, topic, "aggregateId", payload, status, attempts, "lastError")
        VALUES ($1, 'wallet.closed', $1, '{}', 'dead', 10, 'consumer said no')`,
       [id],
     );
-    await client.end();
     const down = `postgresql://127.0.0.1:${await closedPort()}/nothing`;
     const withDown = configFile("redrive-down", [
       { group: 0, member: 0, url: urls.a },

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN, configFile, SCHEMA, shardkit } from "./cli.js";
+import { sql, withClient } from "./pg.js";
 
 // Two shard databases and a spare: the rollout reaches all three, in the configuration's order.
 const names = ["a", "b", "spare"].map((k) => `sk_cli_rollout_${k}_${process.pid}`);
@@ -25,12 +25,10 @@ afterAll(async () => {
 });
 
 async function tables(url: string): Promise<string[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const { rows } = await client.query(
+  const rows = await sql<{ table_name: string }>(
+    url,
     `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`,
   );
-  await client.end();
   return rows.map((r) => r.table_name);
 }
 
@@ -118,12 +116,11 @@ describe("shardkit rollout", () => {
   });
 
   it("a push that fails stops there and says where: exit 1; a schema that cannot be read: exit 2", async () => {
-    const client = new pg.Client({ connectionString: urls[1] });
-    await client.connect();
     // A row the schema's NOT NULL column cannot take without losing data: the push refuses.
-    await client.query(`ALTER TABLE "Wallet" ALTER COLUMN owner DROP NOT NULL`);
-    await client.query(`INSERT INTO "Wallet" (id, owner) VALUES (gen_random_uuid(), NULL)`);
-    await client.end();
+    await withClient(urls[1]!, async (client) => {
+      await client.query(`ALTER TABLE "Wallet" ALTER COLUMN owner DROP NOT NULL`);
+      await client.query(`INSERT INTO "Wallet" (id, owner) VALUES (gen_random_uuid(), NULL)`);
+    });
     const failed = await shardkit(["rollout", "--config", config, "--schema", SCHEMA, "--json"]);
     expect(failed.code).toBe(1);
     const report = JSON.parse(failed.stdout);

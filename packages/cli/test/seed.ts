@@ -1,14 +1,12 @@
 // Rows for move tests: wallets and outbox events on given shards of a database, and the databases
 // and configuration of a move test.
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
-import pg from "pg";
 import { beforeAll } from "vitest";
 import { configFile } from "./cli.js";
+import { sql, withClient } from "./pg.js";
 
-export async function seed(url: string, shards: Record<string, number>): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
+export function seed(url: string, shards: Record<string, number>): Promise<void> {
+  return withClient(url, async (client) => {
     for (const [key, n] of Object.entries(shards)) {
       const shard = ShardIdentifier.parse(key);
       const ids = Array.from({ length: n }, () => ShardedUUID.generate(shard));
@@ -21,23 +19,16 @@ export async function seed(url: string, shards: Record<string, number>): Promise
         [ids.slice(0, 3).map(() => ShardedUUID.generate(shard))],
       );
     }
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 /** Rows per shard key of a table (by the shard bits of its id). */
 export async function rowsPerShard(url: string, table = "Wallet"): Promise<Record<string, number>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { rows } = await client.query(
-      `SELECT (((get_byte(uuid_send(id), 8) & 63) << 8) | get_byte(uuid_send(id), 9)) AS bits, count(*)::int AS n FROM "${table}" GROUP BY 1 ORDER BY 1`,
-    );
-    return Object.fromEntries(rows.map((r) => [ShardIdentifier.fromBits(r.bits).key, r.n]));
-  } finally {
-    await client.end();
-  }
+  const rows = await sql<{ bits: number; n: number }>(
+    url,
+    `SELECT (((get_byte(uuid_send(id), 8) & 63) << 8) | get_byte(uuid_send(id), 9)) AS bits, count(*)::int AS n FROM "${table}" GROUP BY 1 ORDER BY 1`,
+  );
+  return Object.fromEntries(rows.map((r) => [ShardIdentifier.fromBits(r.bits).key, r.n]));
 }
 
 /**

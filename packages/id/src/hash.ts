@@ -67,20 +67,13 @@ export function murmur3(text: string): number {
   }
   for (; i < n; i++) {
     let c = text.charCodeAt(i);
-    if (c < 0x80) {
-      block |= c << shift;
-      length++;
-      if (shift === 24) {
-        h = mixBlock(h, block);
-        block = 0;
-        shift = 0;
-      } else shift += 8;
-      continue;
-    }
-    // Encode one code point (2 to 4 bytes) into `bytes`, first byte lowest.
+    // Encode one code point (1 to 4 bytes) into `bytes`, first byte lowest.
     let bytes: number;
     let count: number;
-    if (c < 0x800) {
+    if (c < 0x80) {
+      bytes = c;
+      count = 1;
+    } else if (c < 0x800) {
       bytes = 0xc0 | (c >> 6) | ((0x80 | (c & 0x3f)) << 8);
       count = 2;
     } else {

@@ -125,27 +125,32 @@ async function bench() {
     () => mapped.db.bucket.findUnique({ where: { id: absent } }),
   );
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const spare = mapped.registry.databases.find((p) => p.name === "b")!;
   /**
    * The same write with and without a state of the map that cannot be interleaved call by call:
-   * the two phases alternate in blocks of 200 calls.
+   * shard 0/1 held by a lease for a move to b (`hold`: fence it, or arm it), given back after; the
+   * two phases alternate in blocks of 200 calls.
    */
   async function phases(
     label: string,
     call: () => Promise<unknown>,
-    enter: () => Promise<void>,
-    leave: () => Promise<void>,
+    hold: (lease: ShardLease<PrismaClient>) => Promise<unknown>,
   ) {
     const before: number[] = [];
     const after: number[] = [];
     for (let block = 0; block < ROUNDS / 200; block++) {
       for (const phase of block % 2 === 0 ? ["before", "after"] : ["after", "before"]) {
-        if (phase === "after") await enter();
+        const lease = phase === "after" ? await ShardLease.take(map, s01, spare) : undefined;
+        if (lease) await hold(lease);
         for (let i = 0; i < 200; i++) {
           const started = performance.now();
           await call();
           (phase === "after" ? after : before).push(performance.now() - started);
         }
-        if (phase === "after") await leave();
+        if (lease) {
+          await lease.unfence();
+          await lease.release();
+        }
       }
     }
     const [b, a] = [median(before), median(after)];
@@ -154,19 +159,10 @@ async function bench() {
     );
   }
   // 3: the same write before and after another shard of its database is fenced.
-  let lease: ShardLease<PrismaClient> | undefined;
-  const spare = mapped.registry.databases.find((p) => p.name === "b")!;
   await phases(
     "3. write to a shard not moving, another shard of its database fenced vs not",
     () => write(mapped.db, n++),
-    async () => {
-      lease = await ShardLease.take(map, s01, spare);
-      await lease.fence();
-    },
-    async () => {
-      await lease!.unfence();
-      await lease!.release();
-    },
+    (lease) => lease.fence(),
   );
   // 4: a write to a shard armed for a move (while its rows are copied) vs not armed.
   const moving = Array.from({ length: 100 }, () => ShardedId.generate("Bucket", s01) as string);
@@ -178,14 +174,7 @@ async function bench() {
         where: { id: moving[n++ % moving.length]! },
         data: { remaining: { decrement: 1 } },
       }),
-    async () => {
-      lease = await ShardLease.take(map, s01, spare);
-      await lease.arm();
-    },
-    async () => {
-      await lease!.unfence();
-      await lease!.release();
-    },
+    (lease) => lease.arm(),
   );
   map.close();
 }

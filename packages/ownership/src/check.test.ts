@@ -23,6 +23,13 @@ const liveMoveToE = (
   map: Awaited<ReturnType<ReturnType<typeof router>["open"]>>,
 ) => moveShard({ map, shard: S.g0m1, to: r.databases.e, sourceConnection: moveUrls.a, onProgress: () => {} });
 
+/** The check of a move of 0/1 to database `to`, with the move's options a test sets beyond these. */
+const checkMoveTo = (
+  r: ReturnType<typeof router>,
+  to: "a" | "b" | "e",
+  more: { mode?: "live" | "offline"; timeoutMs?: number } = {},
+) => checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases[to], tables: TABLES, ...more });
+
 /** What a check must not change: ownership and move records, anywhere. */
 async function recorded(r: ReturnType<typeof router>) {
   const counts = await Promise.all(
@@ -55,7 +62,7 @@ describe("checkMove", () => {
     expect(await recorded(r)).toEqual([0, 0, 0]);
     // With a map open, the owner comes from the records.
     const map = await r.open();
-    const again = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.e, tables: TABLES });
+    const again = await checkMoveTo(r, "e");
     expect([again.from?.name, again.issues]).toEqual(["a", []]);
     expect([again.owner.owner?.name, again.owner.state, again.owner.epoch]).toEqual(["a", "owned", 1]);
     map.close();
@@ -63,17 +70,11 @@ describe("checkMove", () => {
 
   it("wal_level not logical: a live move's issue, not an offline one's", async () => {
     const r = make(plainUrls);
-    const live = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.e, tables: TABLES });
+    const live = await checkMoveTo(r, "e");
     expect(live.issues).toEqual([
       "a: wal_level is replica; a live move needs wal_level = logical (or use mode: 'offline')",
     ]);
-    const offline = await checkMove({
-      registry: r.registry,
-      shard: S.g0m1,
-      to: r.databases.e,
-      mode: "offline",
-      tables: TABLES,
-    });
+    const offline = await checkMoveTo(r, "e", { mode: "offline" });
     expect(offline.issues).toEqual([]);
   });
 
@@ -86,12 +87,7 @@ describe("checkMove", () => {
     try {
       for (const name of names)
         await r.clients.a.$queryRawUnsafe(`SELECT 1 FROM pg_create_physical_replication_slot('${name}')`);
-      const check = await checkMove({
-        registry: r.registry,
-        shard: S.g0m1,
-        to: r.databases.b,
-        tables: TABLES,
-      });
+      const check = await checkMoveTo(r, "b");
       expect(check.issues).toEqual([
         expect.stringMatching(
           /^a: all \d+ replication slots are taken \(max_replication_slots\); a live move needs one$/,
@@ -104,7 +100,7 @@ describe("checkMove", () => {
           .catch(() => {});
     }
     // Two databases of one server are no issue: the move makes its slot apart.
-    const check = await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.b, tables: TABLES });
+    const check = await checkMoveTo(r, "b");
     expect(check.issues).toEqual([]);
   });
 
@@ -117,12 +113,7 @@ describe("checkMove", () => {
     );
     await r.clients.e.$executeRawUnsafe(`ALTER TABLE "Confirmation" RENAME TO "ConfirmationAway"`);
     try {
-      const check = await checkMove({
-        registry: r.registry,
-        shard: S.g0m1,
-        to: r.databases.e,
-        tables: TABLES,
-      });
+      const check = await checkMoveTo(r, "e");
       expect(check.issues).toEqual([
         "e: table Confirmation does not exist (roll the schema out to it first)",
         "e: already holds 2 rows of shard 0/1 (a leftover copy: remove it first)",
@@ -154,12 +145,7 @@ describe("checkMove", () => {
       mover.go();
       expect(await mover.exited).toBe("SIGKILL");
       expect(await r.clients.e.bucket.count({ where: { id: { in: buckets } } })).toBe(5); // the copy is there
-      const live = await checkMove({
-        registry: r.registry,
-        shard: S.g0m1,
-        to: r.databases.e,
-        tables: TABLES,
-      });
+      const live = await checkMoveTo(r, "e");
       expect(live.resume).toBe(null);
       expect(live.issues).toEqual([
         expect.stringMatching(
@@ -172,12 +158,7 @@ describe("checkMove", () => {
       await r.clients.a.$executeRawUnsafe(
         `UPDATE "ShardMove" SET "expiresAt" = clock_timestamp() - interval '1 second'`,
       );
-      const check = await checkMove({
-        registry: r.registry,
-        shard: S.g0m1,
-        to: r.databases.e,
-        tables: TABLES,
-      });
+      const check = await checkMoveTo(r, "e");
       expect(check.resume).toEqual({ target: "e", step: reached, holder: `mover ${mover.pid}`, action });
       expect(check.issues).toEqual([]);
       expect(check.from?.name).toBe(action === "finish" ? "e" : "a");
@@ -185,9 +166,7 @@ describe("checkMove", () => {
       const result = await liveMoveToE(r, map);
       expect(result.resumed).toBe(action === "finish" ? "rolled-forward" : "rolled-back");
       expect(r.registry.databaseOf(S.g0m1).name).toBe("e");
-      expect(
-        (await checkMove({ registry: r.registry, shard: S.g0m1, to: r.databases.a, tables: TABLES })).resume,
-      ).toBe(null);
+      expect((await checkMoveTo(r, "a")).resume).toBe(null);
       map.close();
     },
     patient(120_000),
@@ -199,14 +178,7 @@ describe("checkMove", () => {
       const r = make(plainUrls); // e is on the second server
       const map = await r.open({ timeoutMs: 3000 });
       const [check, move] = await withClusterStopped(SECOND.cluster, SECOND.port, async () => [
-        await checkMove({
-          registry: r.registry,
-          shard: S.g0m1,
-          to: r.databases.e,
-          mode: "offline",
-          tables: TABLES,
-          timeoutMs: 3000,
-        }),
+        await checkMoveTo(r, "e", { mode: "offline", timeoutMs: 3000 }),
         await moveShard({
           map,
           shard: S.g0m1,

@@ -42,6 +42,13 @@ async function seeded(n: number) {
   return { r, map, buckets };
 }
 
+/** A move of 0/1 from a to e, quietly (`more`: its mode, holder, hooks). */
+const moveToE = (
+  r: Router,
+  map: Awaited<ReturnType<Router["open"]>>,
+  more: Omit<Parameters<typeof moveShard>[0], "map" | "shard" | "to"> = {},
+) => moveShard({ map, shard: S.g0m1, to: r.databases.e, onProgress: quiet, ...more });
+
 /** A pause of a move after `at`: `reached` resolves there, the move goes on at `go()`. */
 function pauseAfter(at: MoveStep) {
   let reach!: () => void;
@@ -77,12 +84,8 @@ describe("the move journal (PostgreSQL)", () => {
       const { r, map } = await seeded(10);
       const reader = make();
       const pause = pauseAfter("catch-up");
-      const moving = moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
+      const moving = moveToE(r, map, {
         sourceConnection: urls.a,
-        onProgress: quiet,
         holder: "journal-test",
         afterStep: pause.afterStep,
       });
@@ -142,12 +145,8 @@ describe("the move journal (PostgreSQL)", () => {
     async () => {
       const { r, map } = await seeded(3);
       const reader = make();
-      const failure = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
+      const failure = await moveToE(r, map, {
         mode: "offline",
-        onProgress: quiet,
         afterStep: (step) => {
           if (step === "verify") throw new Error("the mover's host went away after verify");
         },
@@ -194,12 +193,8 @@ describe("the move journal (PostgreSQL)", () => {
       const [stopped] = await entriesOf(reader);
       expect(stopped).toMatchObject({ holder: `mover ${mover.pid}`, outcome: null, endedAt: null });
 
-      const result = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
+      const result = await moveToE(r, map, {
         sourceConnection: urls.a,
-        onProgress: quiet,
         holder: "the next mover",
       });
       expect(result.resumed).toBe("rolled-back");
@@ -224,13 +219,7 @@ describe("the move journal (PostgreSQL)", () => {
       // A table of that name the journal cannot write (other columns): the move goes on without it.
       await r.clients.a.$executeRawUnsafe("CREATE SCHEMA IF NOT EXISTS shardkit");
       await r.clients.a.$executeRawUnsafe(`CREATE TABLE ${MOVE_JOURNAL_TABLE} (x integer)`);
-      const result = await moveShard({
-        map,
-        shard: S.g0m1,
-        to: r.databases.e,
-        mode: "offline",
-        onProgress: quiet,
-      });
+      const result = await moveToE(r, map, { mode: "offline" });
       expect(result.rows).toMatchObject({ Bucket: 2, Confirmation: 6 });
       const journal = await readMoveJournal(reader.registry);
       expect(journal.entries).toEqual([]);

@@ -86,17 +86,7 @@ describe("the partition map", () => {
 
     // The caller copies the shard's rows to e, as the mover (past e's fence for an incoming shard).
     await lease.receive();
-    const rows = await mover.clients.a.bucket.findMany({ where: { id } });
-    await lease.copyIn(async (tx) => {
-      for (const row of rows) {
-        await tx.$executeRawUnsafe(
-          `INSERT INTO "Bucket" (id, name, remaining) VALUES ($1::uuid, $2, $3)`,
-          row.id,
-          row.name,
-          row.remaining,
-        );
-      }
-    });
+    await copyShard(map, lease);
     // Before the switch, e refuses anyone else's write for 0/1.
     const early = await mover.clients.e.bucket
       .update({ where: { id }, data: { remaining: 0 } })

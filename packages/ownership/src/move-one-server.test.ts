@@ -116,6 +116,15 @@ async function waiting(r: Router, like: string, event: string) {
   return row!.n;
 }
 
+/** A mover of 0/1 to b (a short lease), started and waited for until one of its statements waits on a lock (as `waiting` finds it). */
+async function moverWaiting(r: Router, what: string, like: string, event: string) {
+  const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
+  ended.push(mover.kill);
+  mover.go();
+  await eventually(what, async () => (await waiting(r, like, event)) === 1);
+  return mover;
+}
+
 /** Every replication object on the server (slots of any name, the table copies' too), publications of a, subscriptions. */
 async function onServer(r: Router) {
   const [row] = await r.clients.a.$queryRawUnsafe<{ slots: string[]; pubs: number; subs: number }[]>(
@@ -172,12 +181,11 @@ describe("a mover of a same-server live move killed with SIGKILL", () => {
       const { r, map, buckets } = await seeded();
       const load = await writer(buckets);
       const open = await openTransaction();
-      const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
-      ended.push(mover.kill);
-      mover.go();
-      await eventually(
+      const mover = await moverWaiting(
+        r,
         "the mover's slot waits for the open transaction",
-        async () => (await waiting(r, "%pg_create_logical_replication_slot(%", "transactionid")) === 1,
+        "%pg_create_logical_replication_slot(%",
+        "transactionid",
       );
       mover.kill();
       expect(await mover.exited).toBe("SIGKILL");
@@ -218,12 +226,11 @@ describe("a mover of a same-server live move killed with SIGKILL", () => {
       const { r, map, buckets } = await seeded();
       const load = await writer(buckets);
       const release = await holdSubscriptions();
-      const mover = await startMover(urls, { TO: "b", LEASE_MS: "1500" });
-      ended.push(mover.kill);
-      mover.go();
-      await eventually(
+      const mover = await moverWaiting(
+        r,
         "the mover's CREATE SUBSCRIPTION waits",
-        async () => (await waiting(r, "CREATE SUBSCRIPTION%", "relation")) === 1,
+        "CREATE SUBSCRIPTION%",
+        "relation",
       );
       expect((await onServer(r)).slots).toHaveLength(1); // its slot is made
       mover.kill();

@@ -44,6 +44,14 @@ const MOVE_OF_FENCE = `IF seen = 'fenced' THEN
       FROM "ShardMove" m WHERE m.shard = bits;
   END IF;`;
 
+/** The variables of a function that refuses with `MOVE_OF_FENCE` and `REFUSAL_DETAIL`: the shard's record, its state as seen, the move holding a fence. */
+const REFUSAL_VARIABLES = `o record;
+  seen text;
+  move_step text;
+  move_holder text;
+  move_attempt text;
+  move_lapsed boolean;`;
+
 /** The DETAIL of a refusal (SK001): the database's record of the shard, and the move holding a fence. */
 const REFUSAL_DETAIL = `json_build_object('shard', bits, 'epoch', coalesce(o.epoch, 0),
       'state', coalesce(seen, 'unknown'), 'peer', o.peer, 'attempt', o.attempt,
@@ -77,12 +85,7 @@ DECLARE
   r jsonb;
   v text;
   bits int;
-  o record;
-  seen text;
-  move_step text;
-  move_holder text;
-  move_attempt text;
-  move_lapsed boolean;
+  ${REFUSAL_VARIABLES}
 BEGIN
   -- Each row the write touches (an UPDATE's old and new row: one that moves a row into a listed
   -- shard is checked too) whose shard is listed.
@@ -158,12 +161,7 @@ $fn$`;
 export const ASSERT_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit_assert_owner(bits int, expected int) RETURNS int
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  o record;
-  seen text;
-  move_step text;
-  move_holder text;
-  move_attempt text;
-  move_lapsed boolean;
+  ${REFUSAL_VARIABLES}
 BEGIN
   SELECT epoch, state, peer, attempt INTO o FROM "ShardOwnership" WHERE shard = bits;
   seen := o.state;

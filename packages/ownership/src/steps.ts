@@ -25,7 +25,7 @@ import {
   walPosition,
 } from "./replication.js";
 import { shardOfRowSql } from "./sql.js";
-import { type Check, checkAll, checkChanged, checkUnchanged } from "./verify.js";
+import { type Check, type CopyToCheck, checkAll, checkChanged, checkUnchanged } from "./verify.js";
 
 /** The steps of a move, in order, as progress reports them. */
 export type MoveStep =
@@ -222,8 +222,7 @@ const LIVE: readonly Step[] = [
   {
     name: "verify",
     async run(move) {
-      const { map, from, to, shard, sums, copyTimeoutMs } = move;
-      const before = await checkUnchanged(map.tables, from, to, shard, sums, copyTimeoutMs);
+      const before = await checkUnchanged(copyToCheck(move), move.copyTimeoutMs);
       move.progress({ rows: before.rows.reduce((a, b) => a + b, 0) });
       verified(move, before);
     },
@@ -245,8 +244,7 @@ const LIVE: readonly Step[] = [
   {
     name: "verify-changes",
     async run(move) {
-      const { map, from, to, shard, sums, held } = move;
-      const changed = await checkChanged(map.tables, from, to, shard, sums, held.freezeBudget);
+      const changed = await checkChanged(copyToCheck(move), move.held.freezeBudget);
       move.changedRows = changed.keys;
       move.progress({ rows: changed.keys });
       verified(move, changed);
@@ -271,8 +269,7 @@ const OFFLINE: readonly Step[] = [
   {
     name: "verify",
     async run(move) {
-      const { map, from, to, shard, sums } = move;
-      verified(move, await checkAll(map.tables, from, to, shard, sums));
+      verified(move, await checkAll(copyToCheck(move)));
     },
   },
   switchOwner,
@@ -298,6 +295,11 @@ export function moveSteps(
   options: { cleanup?: boolean | undefined } = {},
 ): MoveStep[] {
   return ["precheck", "lease", ...stepsOf(mode, options).map((s) => s.name), "done"];
+}
+
+/** What the move's checks compare: its shard's rows in the map's tables, at its source and at its target. */
+function copyToCheck<Client extends ShardClient>(move: MoveRun<Client>): CopyToCheck<Client> {
+  return { tables: move.map.tables, from: move.from, to: move.to, shard: move.shard, sums: move.sums };
 }
 
 /** A check whose copy does not match stops the move (undone); one that matches counts its rows. */

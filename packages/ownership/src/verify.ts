@@ -141,17 +141,27 @@ export interface Check {
   mismatches: string[];
 }
 
+/** What a check compares: the rows of `shard` in `tables`, at the source `from` and in its copy at `to`. */
+export interface CopyToCheck<Client extends ShardClient> {
+  tables: readonly FencedTable[];
+  from: Database<Client>;
+  to: Database<Client>;
+  shard: ShardIdentifier;
+  /** Compare checksums too, not only row counts. */
+  sums: boolean;
+}
+
 /**
  * The whole shard, source against target (an offline move, inside its fence: nothing changes
  * either side while it runs).
  */
-export async function checkAll<Client extends ShardClient>(
-  tables: readonly FencedTable[],
-  from: Database<Client>,
-  to: Database<Client>,
-  shard: ShardIdentifier,
-  sums: boolean,
-): Promise<Check> {
+export async function checkAll<Client extends ShardClient>({
+  tables,
+  from,
+  to,
+  shard,
+  sums,
+}: CopyToCheck<Client>): Promise<Check> {
   const none = new Map<string, PrimaryKey>();
   const [a, b] = await Promise.all([
     plainly(raw(from), (tx) => digest(tx, tables, none, shard, { kind: "all" }, sums), { timeout: 600_000 }),
@@ -165,11 +175,7 @@ export async function checkAll<Client extends ShardClient>(
  * snapshot of each side (see the top of this file for why that is exact while writes go on).
  */
 export async function checkUnchanged<Client extends ShardClient>(
-  tables: readonly FencedTable[],
-  from: Database<Client>,
-  to: Database<Client>,
-  shard: ShardIdentifier,
-  sums: boolean,
+  { tables, from, to, shard, sums }: CopyToCheck<Client>,
   timeoutMs: number,
 ): Promise<Check> {
   const keyOf = await primaryKeys(raw(from), tables);
@@ -211,11 +217,7 @@ export async function checkUnchanged<Client extends ShardClient>(
  * move, not with the shard.
  */
 export async function checkChanged<Client extends ShardClient>(
-  tables: readonly FencedTable[],
-  from: Database<Client>,
-  to: Database<Client>,
-  shard: ShardIdentifier,
-  sums: boolean,
+  { tables, from, to, shard, sums }: CopyToCheck<Client>,
   /** How long each side's transaction may take (and wait for a connection): the freeze's budget. */
   timeoutMs: number,
 ): Promise<Check & { keys: number }> {

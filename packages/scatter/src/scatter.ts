@@ -140,6 +140,8 @@ export function scatter<Target, Value>(
         new ScatterAbortedError("scatter aborted by the caller", { cause: callerSignal?.reason }),
       );
 
+    /** Which target an outcome is of: the target, its key and its index. */
+    const targetAt = (i: number) => ({ target: list[i] as Target, key: keys[i] as string, index: i });
     const missingOutcome = (
       i: number,
       reason: MissingReason,
@@ -147,9 +149,7 @@ export function scatter<Target, Value>(
       startedMs: number | null,
     ): TargetOutcome<Target, Value> => ({
       status: "missing",
-      target: list[i] as Target,
-      key: keys[i] as string,
-      index: i,
+      ...targetAt(i),
       reason,
       error,
       startedMs,
@@ -220,16 +220,7 @@ export function scatter<Target, Value>(
             settle(i, missingOutcome(i, "error", error, startedMs));
             return;
           }
-          settle(i, {
-            status: "fulfilled",
-            target: list[i] as Target,
-            key: keys[i] as string,
-            index: i,
-            value,
-            rows,
-            startedMs,
-            durationMs,
-          });
+          settle(i, { status: "fulfilled", ...targetAt(i), value, rows, startedMs, durationMs });
         },
         (error: unknown) => settle(i, missingOutcome(i, "error", error, startedMs)),
       );

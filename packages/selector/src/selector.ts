@@ -74,6 +74,11 @@ interface MemberPool {
   readonly shards: readonly ShardIdentifier[];
 }
 
+/** The shard of `pool` that a key's hash is placed on (rendezvous hashing over its candidates). */
+function shardOf(pool: MemberPool, hash: number): ShardIdentifier {
+  return pool.shards[rendezvous(pool.candidates, hash)]!;
+}
+
 type Hot =
   | { readonly kind: "pin"; readonly shard: ShardIdentifier }
   | { readonly kind: "split"; readonly splitBy: string; readonly pool: MemberPool };
@@ -171,12 +176,10 @@ class Selector<Props extends object> implements ShardSelector<Props> {
       const hot = group.hot.get(key);
       if (hot !== undefined) {
         if (hot.kind === "pin") return hot.shard;
-        const p = hot.pool;
-        return p.shards[rendezvous(p.candidates, murmur3(routingValue(row[hot.splitBy], hot.splitBy)))]!;
+        return shardOf(hot.pool, murmur3(routingValue(row[hot.splitBy], hot.splitBy)));
       }
     }
-    const p = group.pool;
-    return p.shards[rendezvous(p.candidates, murmur3(key))]!;
+    return shardOf(group.pool, murmur3(key));
   }
 
   explain(props: Props): SelectionExplanation {
@@ -204,7 +207,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
     } else if (hot?.kind === "split") {
       const splitKey = routingValue(row[hot.splitBy], hot.splitBy);
       const splitHash = murmur3(splitKey);
-      shard = hot.pool.shards[rendezvous(hot.pool.candidates, splitHash)]!;
+      shard = shardOf(hot.pool, splitHash);
       member = {
         by: "split",
         member: shard.member,
@@ -217,7 +220,7 @@ class Selector<Props extends object> implements ShardSelector<Props> {
       };
     } else {
       const keyHash = murmur3(key);
-      shard = group.pool.shards[rendezvous(group.pool.candidates, keyHash)]!;
+      shard = shardOf(group.pool, keyHash);
       member = {
         by: "hash",
         member: shard.member,

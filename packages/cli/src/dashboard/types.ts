@@ -2,6 +2,7 @@
 // `/api/events`, or `GET /api/state`). Names of databases are display names: `host:port/database`,
 // never a user, a password or a query string.
 
+import type { BalanceMove } from "@shardkit/ownership";
 import type { DatabaseConnections } from "@shardkit/prisma";
 
 /** The whole page's data at one moment. */
@@ -157,18 +158,8 @@ export interface DashboardPlan {
   /** Why the plan no longer holds (shards moved since it was made; a new one is being made), or null. */
   stale: string | null;
   stoppedBy: string;
-  moves: {
-    shard: string;
-    from: string;
-    to: string;
-    kind: "drain" | "balance";
-    reason: string;
-    load: number;
-    bytes: number;
-    /** Its two databases' load (per capacity) before and after. */
-    before: { from: number; to: number };
-    after: { from: number; to: number };
-  }[];
+  /** The plan's moves, as the balancer proposes them (databases by display name). */
+  moves: BalanceMove[];
   /** Each database's load per capacity before and after the whole plan, and over the mean. */
   databases: { name: string; before: number; after: number; ratioBefore: number; ratioAfter: number }[];
   /** Shards too hot to move. */

@@ -97,6 +97,13 @@ const optionsOf = (w: World): BalanceOptions => ({
   maxBytes: w.maxBytes,
 });
 
+/** The world's options with no limit on moves or bytes moved. */
+const unlimitedOptionsOf = (w: World): BalanceOptions => ({
+  ...optionsOf(w),
+  maxMoves: Number.POSITIVE_INFINITY,
+  maxBytes: Number.POSITIVE_INFINITY,
+});
+
 /** The fleet with the plan's moves applied. */
 function applied(fleet: BalanceFleet, plan: BalancePlan): BalanceFleet {
   const to = new Map(plan.moves.map((m) => [m.shard, m.to]));
@@ -211,11 +218,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("with no move limit, one plan settles it: the next run (given its moves) proposes nothing", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const options = {
-          ...optionsOf(w),
-          maxMoves: Number.POSITIVE_INFINITY,
-          maxBytes: Number.POSITIVE_INFINITY,
-        };
+        const options = unlimitedOptionsOf(w);
         const plan = planBalance(w.load, w.fleet, options);
         expect(["balanced", "no-load", "no-move"]).toContain(plan.stoppedBy);
         const next = { ...options, recentMoves: plan.moves };
@@ -228,11 +231,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("empties draining databases wherever a database may take the shard, and names the rules where none may", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const plan = planBalance(w.load, w.fleet, {
-          ...optionsOf(w),
-          maxMoves: Number.POSITIVE_INFINITY,
-          maxBytes: Number.POSITIVE_INFINITY,
-        });
+        const plan = planBalance(w.load, w.fleet, unlimitedOptionsOf(w));
         const allows = rule(w.forbidden);
         const live = w.fleet.databases.filter((d) => !d.draining);
         const draining = new Set(w.fleet.databases.filter((d) => d.draining).map((d) => d.name));
@@ -274,11 +273,7 @@ describe("planBalance properties", { timeout: patient(30_000) }, () => {
   it("drainOnly: moves exactly the shards of the draining databases that a database may take, each once, to one not draining; nothing else", () => {
     fc.assert(
       fc.property(world({ draining: true }), (w) => {
-        const options = {
-          ...optionsOf(w),
-          maxMoves: Number.POSITIVE_INFINITY,
-          maxBytes: Number.POSITIVE_INFINITY,
-        };
+        const options = unlimitedOptionsOf(w);
         const plan = planBalance(w.load, w.fleet, { ...options, drainOnly: true });
         const draining = new Set(w.fleet.databases.filter((d) => d.draining).map((d) => d.name));
         const live = w.fleet.databases.filter((d) => !d.draining);
