@@ -1,6 +1,6 @@
 // Where a service's customers live: four shards in two groups by default, EU customers in group 0
 // and Mexican ones in group 1 (residency), spread over their group's shards by tenant.
-import { ShardIdentifier } from "@shardkit/id";
+import { isShardkitError, ShardIdentifier } from "@shardkit/id";
 import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
 
 export interface CustomerProps {
@@ -41,6 +41,21 @@ export function createCustomerSelector(shards: readonly ShardIdentifier[], servi
       { name: "eu", when: { region: { oneOf: REGIONS.eu } }, group: 0 },
     ],
   });
+}
+
+/** The shard a new customer goes to (`selector.select`); a region no rule names is the service's REGION_NOT_SERVED (422). */
+export function customerShard(
+  selector: { select(props: CustomerProps): ShardIdentifier },
+  input: CustomerProps,
+  errors: new (code: "REGION_NOT_SERVED", message: string) => Error,
+): ShardIdentifier {
+  try {
+    return selector.select(input);
+  } catch (error) {
+    if (isShardkitError(error, "NO_GROUP_MATCH"))
+      throw new errors("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);
+    throw error;
+  }
 }
 
 /** A group with no shard, said in the deployment's terms (the selector names its config: `groups[1].members`). */
