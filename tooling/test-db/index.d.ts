@@ -113,6 +113,11 @@ export declare function shardsOfRun(
   service: string,
   server: { cluster: string; port: number },
 ): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+/**
+ * A Prisma schema file a project keeps as a copy of @shardkit/prisma's: the project's
+ * `prisma/schema/<file>` and the installed `node_modules/@shardkit/prisma/schema/<file>`, as text.
+ */
+export declare function copiedSchema(projectDir: URL, file: string): { ours: string; upstream: string };
 declare module "vitest" {
   export interface ProvidedContext {
     /** SHARDKIT_SHARDS JSON (`shardsOfRunSetup`): four shards in two groups on three databases, one on a second server. */
