@@ -83,8 +83,6 @@ const SCATTER_DEADLINE_MS = 10_000;
 export class OrderService {
   private readonly selector;
 
-  private readonly deadlineMs: number;
-
   /** Commands and reads on one shard, in the orders service's terms (`shardCalls`). */
   private readonly calls;
 
@@ -94,9 +92,8 @@ export class OrderService {
     options: { deadlineMs?: number } = {},
   ) {
     this.selector = createCustomerSelector(shards.registry.shards);
-    this.deadlineMs = options.deadlineMs ?? 5000;
     const { db, registry } = shards;
-    this.calls = shardCalls<Tx>({ db, registry, errors: OrdersError, deadlineMs: this.deadlineMs });
+    this.calls = shardCalls<Tx>({ db, registry, errors: OrdersError, deadlineMs: options.deadlineMs });
   }
 
   private get db() {
@@ -110,7 +107,7 @@ export class OrderService {
 
   /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
   health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: this.deadlineMs });
+    return this.shards.health({ timeoutMs: this.calls.deadlineMs });
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {

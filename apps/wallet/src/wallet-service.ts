@@ -36,8 +36,6 @@ export type { Outcome };
 export class WalletService {
   private readonly selector;
 
-  private readonly deadlineMs: number;
-
   /** Commands and reads on one shard, in the wallet service's terms (`shardCalls`). */
   private readonly calls;
 
@@ -47,9 +45,8 @@ export class WalletService {
     options: { deadlineMs?: number } = {},
   ) {
     this.selector = createCustomerSelector(shards.registry.shards);
-    this.deadlineMs = options.deadlineMs ?? 5000;
     const { db, registry } = shards;
-    this.calls = shardCalls<Tx>({ db, registry, errors: WalletError, deadlineMs: this.deadlineMs });
+    this.calls = shardCalls<Tx>({ db, registry, errors: WalletError, deadlineMs: options.deadlineMs });
   }
 
   private get db() {
@@ -68,7 +65,7 @@ export class WalletService {
 
   /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
   health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: this.deadlineMs });
+    return this.shards.health({ timeoutMs: this.calls.deadlineMs });
   }
 
   /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
@@ -173,7 +170,7 @@ export class WalletService {
   /** All or nothing across shards, by two-phase commit: see atomic-transfer.ts. */
   transferAtomic(fromWalletId: string, toWalletId: string, amount: bigint, key: string) {
     const shardOf = (id: string, what: string) => this.shardOf(id, what);
-    const input = { fromWalletId, toWalletId, amount, key, deadlineMs: this.deadlineMs, shardOf };
+    const input = { fromWalletId, toWalletId, amount, key, deadlineMs: this.calls.deadlineMs, shardOf };
     return transferAtomic(this.shards, input);
   }
 
@@ -282,7 +279,7 @@ export class WalletService {
       const page = await this.db.$scatterPage(
         "wallet",
         { orderBy: [{ createdAt: "desc" }], limit, cursor },
-        { policy: "partial", deadlineMs: this.deadlineMs },
+        { policy: "partial", deadlineMs: this.calls.deadlineMs },
       );
       if (!page.complete) {
         const missing = page.missingShards.map((s) => s.key);

@@ -45,13 +45,16 @@ export interface ShardCallsOptions<Tx> {
   };
   registry: { resolve(shard: ShardRef): ShardIdentifier };
   errors: ShardCallErrors;
-  /** How long a call waits for its shard's database before answering 503 (ms). */
-  deadlineMs: number;
+  /** How long a call waits for its shard's database before answering 503 (ms; default 5 s). */
+  deadlineMs?: number | undefined;
 }
 
 /** The calls a service makes to its shards, with its errors and its deadline (`ShardCallsOptions`). */
-export function shardCalls<Tx>({ db, registry, errors, deadlineMs }: ShardCallsOptions<Tx>) {
+export function shardCalls<Tx>({ db, registry, errors, deadlineMs = 5000 }: ShardCallsOptions<Tx>) {
   return {
+    /** How long a call waits for its shard's database before answering 503 (ms). */
+    deadlineMs,
+
     /** The shard an ID names, refusing malformed IDs (400) and shards this deployment does not have (404). */
     shardOf(id: string, what: string): ShardIdentifier {
       return shardOfId(registry, id, what, errors);

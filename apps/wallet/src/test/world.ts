@@ -33,6 +33,9 @@ export async function walletWorld() {
     if (deposit) await http("POST", `/wallets/${wallet.id}/deposits`, { amount: deposit });
     return { customerId: customer.id as string, walletId: wallet.id as string };
   }
+  /** POST /transfers: `amount` from one wallet to another, as an operator, under a new Idempotency-Key. */
+  const transfer = (fromWalletId: string, toWalletId: string, amount: string) =>
+    http("POST", "/transfers", { fromWalletId, toWalletId, amount });
   /** Every row of a table on every database. */
   const all = <T>(table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent") =>
     everyRow<T>(shards.registry, table);
@@ -44,6 +47,7 @@ export async function walletWorld() {
     http,
     drain,
     customerWithWallet,
+    transfer,
     all,
     async close() {
       await app.close();
