@@ -48,10 +48,7 @@ describe("a shard whose server is frozen", () => {
     "answers 503 naming the shard after the deadline instead of hanging; other shards answer",
     async ({ skip }) => {
       skip(secondSkipped !== "", secondSkipped);
-      let frozen = await world.customerWithWallet("MX", "frozen-0", "MXN", "10");
-      for (let i = 1; i < 20 && ShardedUUID.shardOf(frozen.walletId).key !== "1/1"; i++) {
-        frozen = await world.customerWithWallet("MX", `frozen-${i}`, "MXN", "10");
-      }
+      const frozen = await world.walletOnSecondServer("frozen");
       expect(ShardedUUID.shardOf(frozen.walletId).key).toBe("1/1"); // on the second server
       const up = await world.customerWithWallet("DE", "thawed", "EUR", "10");
       /** A deposit of 5 to the wallet on the frozen server, always with the same Idempotency-Key. */
@@ -206,11 +203,7 @@ describe("a shard whose server is down", () => {
     "answers 503 naming the shard, with a retry hint, for reads, writes and lists; other shards answer",
     async ({ skip }) => {
       skip(secondSkipped !== "", secondSkipped);
-      // 1/1 lives on the second server: find a tenant the selector puts there (the hash is deterministic).
-      let down = await world.customerWithWallet("MX", "down-0", "MXN", "10");
-      for (let i = 1; i < 20 && ShardedUUID.shardOf(down.walletId).key !== "1/1"; i++) {
-        down = await world.customerWithWallet("MX", `down-${i}`, "MXN", "10");
-      }
+      const down = await world.walletOnSecondServer("down");
       expect(ShardedUUID.shardOf(down.walletId).key).toBe("1/1");
       const up = await world.customerWithWallet("DE", "up", "EUR", "10");
       await withClusterStopped(SECOND.cluster, SECOND.port, async () => {

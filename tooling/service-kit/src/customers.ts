@@ -58,6 +58,34 @@ export function customerShard(
   }
 }
 
+/** A customer's placement: where `selector.select({ region, tenant })` puts it. */
+export interface Placement extends CustomerProps {
+  shard: string;
+}
+
+/**
+ * Customers to make `perShard` of on each of `shards` shards, for tests and demos that need
+ * customers everywhere: tenants `<prefix>-0`, `<prefix>-1`, ... in turn, Mexican and EU regions
+ * alternating, each kept while its shard has fewer than `perShard` (500 tenants at the most).
+ * `perShard` counts what each shard got, in the order the shards were first found.
+ */
+export function customersOnEveryShard(
+  selector: { select(props: CustomerProps): ShardIdentifier },
+  options: { shards: number; perShard: number; prefix: string },
+): { placements: Placement[]; perShard: Map<string, number> } {
+  const placements: Placement[] = [];
+  const perShard = new Map<string, number>();
+  for (let t = 0; placements.length < options.shards * options.perShard && t < 500; t++) {
+    const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
+    const tenant = `${options.prefix}-${t}`;
+    const shard = selector.select({ region, tenant }).key;
+    if ((perShard.get(shard) ?? 0) >= options.perShard) continue;
+    perShard.set(shard, (perShard.get(shard) ?? 0) + 1);
+    placements.push({ region, tenant, shard });
+  }
+  return { placements, perShard };
+}
+
 /** A group with no shard, said in the deployment's terms (the selector names its config: `groups[1].members`). */
 function refuse(empty: readonly GroupOfShards[], service: string): Error {
   const lacking = empty.map(
