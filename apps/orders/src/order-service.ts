@@ -1,7 +1,7 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import { emitEvent, type HealthReport, type ScatterReport } from "@shardkit/prisma";
-import { type Outcome, shardCalls } from "@shardkit/service-kit/calls";
-import { customerShard } from "@shardkit/service-kit/customers";
+import { emitEvent, type ScatterReport } from "@shardkit/prisma";
+import type { Outcome } from "@shardkit/service-kit/calls";
+import { CustomerService } from "@shardkit/service-kit/customers";
 import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { OrdersError } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
@@ -80,38 +80,14 @@ const SCATTER_DEADLINE_MS = 10_000;
  * The back office reads across shards: one query per database in parallel, merged exactly, and
  * an answer that says which shards are missing, or an error, never a silently short list.
  */
-export class OrderService {
-  private readonly selector;
-
-  /** Commands and reads on one shard, in the orders service's terms (`shardCalls`). */
-  private readonly calls;
-
+export class OrderService extends CustomerService<Shards, Tx> {
   /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
-  constructor(
-    private readonly shards: Shards,
-    options: { deadlineMs?: number } = {},
-  ) {
-    this.selector = createCustomerSelector(shards.registry.shards);
-    const { db, registry } = shards;
-    this.calls = shardCalls<Tx>({ db, registry, errors: OrdersError, deadlineMs: options.deadlineMs });
-  }
-
-  private get db() {
-    return this.shards.db;
-  }
-
-  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
-  shardOf(id: string, what: string): ShardIdentifier {
-    return this.calls.shardOf(id, what);
-  }
-
-  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
-  health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: this.calls.deadlineMs });
+  constructor(shards: Shards, options: { deadlineMs?: number } = {}) {
+    super(shards, { selector: createCustomerSelector(shards.registry.shards), errors: OrdersError }, options);
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {
-    const shard = customerShard(this.selector, input, OrdersError);
+    const shard = this.customerShard(input);
     return this.calls.command(shard, "customer", key, input, (tx) =>
       tx.customer.create({
         data: {

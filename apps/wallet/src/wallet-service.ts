@@ -1,7 +1,7 @@
 import { isShardkitError, ShardedId, type ShardIdentifier } from "@shardkit/id";
-import { consumeOnce, emitEvent, type HealthReport, type OutboxMessage } from "@shardkit/prisma";
-import { type Outcome, shardCalls, TRANSACTION } from "@shardkit/service-kit/calls";
-import { customerShard } from "@shardkit/service-kit/customers";
+import { consumeOnce, emitEvent, type OutboxMessage } from "@shardkit/prisma";
+import { type Outcome, TRANSACTION } from "@shardkit/service-kit/calls";
+import { CustomerService } from "@shardkit/service-kit/customers";
 import { transferAtomic } from "./atomic-transfer.js";
 import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { WalletError } from "./errors.js";
@@ -33,24 +33,10 @@ export type { Outcome };
  * the relay delivers it; the destination credits (or refuses) in one destination-shard
  * transaction with its own event; the source then completes or refunds the transfer.
  */
-export class WalletService {
-  private readonly selector;
-
-  /** Commands and reads on one shard, in the wallet service's terms (`shardCalls`). */
-  private readonly calls;
-
+export class WalletService extends CustomerService<Shards, Tx> {
   /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
-  constructor(
-    private readonly shards: Shards,
-    options: { deadlineMs?: number } = {},
-  ) {
-    this.selector = createCustomerSelector(shards.registry.shards);
-    const { db, registry } = shards;
-    this.calls = shardCalls<Tx>({ db, registry, errors: WalletError, deadlineMs: options.deadlineMs });
-  }
-
-  private get db() {
-    return this.shards.db;
+  constructor(shards: Shards, options: { deadlineMs?: number } = {}) {
+    super(shards, { selector: createCustomerSelector(shards.registry.shards), errors: WalletError }, options);
   }
 
   /**
@@ -63,18 +49,8 @@ export class WalletService {
     return this.calls.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
   }
 
-  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
-  health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: this.calls.deadlineMs });
-  }
-
-  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
-  shardOf(id: string, what: string): ShardIdentifier {
-    return this.calls.shardOf(id, what);
-  }
-
   createCustomer(input: CustomerProps & { name: string }, key: string): Promise<Outcome<Customer>> {
-    const shard = customerShard(this.selector, input, WalletError);
+    const shard = this.customerShard(input);
     return this.calls.command(shard, "customer", key, input, (tx) =>
       tx.customer.create({
         data: {

@@ -1,7 +1,9 @@
 // Where a service's customers live: four shards in two groups by default, EU customers in group 0
 // and Mexican ones in group 1 (residency), spread over their group's shards by tenant.
 import { isShardkitError, ShardIdentifier } from "@shardkit/id";
+import type { HealthReport } from "@shardkit/prisma/rollout";
 import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
+import { type ShardCallErrors, type ShardCallsOptions, shardCalls } from "./calls.js";
 
 export interface CustomerProps {
   region: string;
@@ -43,18 +45,68 @@ export function createCustomerSelector(shards: readonly ShardIdentifier[], servi
   });
 }
 
-/** The shard a new customer goes to (`selector.select`); a region no rule names is the service's REGION_NOT_SERVED (422). */
-export function customerShard(
-  selector: { select(props: CustomerProps): ShardIdentifier },
-  input: CustomerProps,
-  errors: new (code: "REGION_NOT_SERVED", message: string) => Error,
-): ShardIdentifier {
-  try {
-    return selector.select(input);
-  } catch (error) {
-    if (isShardkitError(error, "NO_GROUP_MATCH"))
-      throw new errors("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);
-    throw error;
+/** A service's shards as `serviceShards` opens them: the routed client, the registry, their health. */
+export interface CustomerShards<Tx> extends Pick<ShardCallsOptions<Tx>, "db" | "registry"> {
+  health(options: { timeoutMs: number }): Promise<HealthReport>;
+}
+
+/** A service's error class (`serviceErrors`) with the codes a service of customers answers with. */
+export type CustomerServiceErrors = ShardCallErrors &
+  (new (
+    code: "REGION_NOT_SERVED",
+    message: string,
+  ) => Error);
+
+/**
+ * A service whose data lives with its customers, on `shards` (`Tx`: its transaction client): a new
+ * customer's shard by the service's `selector` (`customerShard`), commands and reads on one shard in
+ * the service's terms (`calls`, with its `errors`), and `health()`, each database probed within the
+ * deadline.
+ */
+export class CustomerService<S extends CustomerShards<Tx>, Tx> {
+  /** Commands and reads on one shard, in the service's terms (`shardCalls`). */
+  protected readonly calls;
+
+  /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
+  constructor(
+    protected readonly shards: S,
+    private readonly placement: {
+      selector: { select(props: CustomerProps): ShardIdentifier };
+      errors: CustomerServiceErrors;
+    },
+    options: { deadlineMs?: number | undefined } = {},
+  ) {
+    const { db, registry } = shards;
+    this.calls = shardCalls<Tx>({ db, registry, errors: placement.errors, deadlineMs: options.deadlineMs });
+  }
+
+  /** The routed client. */
+  protected get db(): S["db"] {
+    return this.shards.db;
+  }
+
+  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
+  health(): Promise<HealthReport> {
+    return this.shards.health({ timeoutMs: this.calls.deadlineMs });
+  }
+
+  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
+  shardOf(id: string, what: string): ShardIdentifier {
+    return this.calls.shardOf(id, what);
+  }
+
+  /** The shard a new customer goes to; a region no rule names is REGION_NOT_SERVED (422). */
+  protected customerShard(input: CustomerProps): ShardIdentifier {
+    try {
+      return this.placement.selector.select(input);
+    } catch (error) {
+      if (isShardkitError(error, "NO_GROUP_MATCH"))
+        throw new this.placement.errors(
+          "REGION_NOT_SERVED",
+          `region ${input.region} is not served by this deployment`,
+        );
+      throw error;
+    }
   }
 }
 
