@@ -87,11 +87,10 @@ export class OrderService extends CustomerService<Shards, Tx> {
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {
-    const shard = this.customerShard(input);
-    return this.calls.command(shard, "customer", key, input, (tx) =>
+    return this.placeCustomer(input, key, (tx, id) =>
       tx.customer.create({
         data: {
-          id: ShardedId.generate("Customer", shard),
+          id,
           name: input.name,
           region: input.region,
           tenant: input.tenant,

@@ -50,16 +50,8 @@ export class WalletService extends CustomerService<Shards, Tx> {
   }
 
   createCustomer(input: CustomerProps & { name: string }, key: string): Promise<Outcome<Customer>> {
-    const shard = this.customerShard(input);
-    return this.calls.command(shard, "customer", key, input, (tx) =>
-      tx.customer.create({
-        data: {
-          id: ShardedId.generate("Customer", shard),
-          name: input.name,
-          region: input.region,
-          tenant: input.tenant,
-        },
-      }),
+    return this.placeCustomer(input, key, (tx, id) =>
+      tx.customer.create({ data: { id, name: input.name, region: input.region, tenant: input.tenant } }),
     );
   }
 

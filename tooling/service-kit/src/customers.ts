@@ -1,9 +1,9 @@
 // Where a service's customers live: four shards in two groups by default, EU customers in group 0
 // and Mexican ones in group 1 (residency), spread over their group's shards by tenant.
-import { isShardkitError, ShardIdentifier } from "@shardkit/id";
+import { isShardkitError, ShardedId, ShardIdentifier } from "@shardkit/id";
 import type { HealthReport } from "@shardkit/prisma/rollout";
 import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
-import { type ShardCallErrors, type ShardCallsOptions, shardCalls } from "./calls.js";
+import { type Outcome, type ShardCallErrors, type ShardCallsOptions, shardCalls } from "./calls.js";
 
 export interface CustomerProps {
   region: string;
@@ -95,8 +95,24 @@ export class CustomerService<S extends CustomerShards<Tx>, Tx> {
     return this.calls.shardOf(id, what);
   }
 
+  /**
+   * A new customer, once per Idempotency-Key (the command "customer" on its shard, with `input` as
+   * its request): `create` writes it in the shard's transaction with `id`, an ID of the shard its
+   * region and tenant choose.
+   */
+  protected placeCustomer<R>(
+    input: CustomerProps,
+    key: string,
+    create: (tx: Tx, id: string) => Promise<R>,
+  ): Promise<Outcome<R>> {
+    const shard = this.customerShard(input);
+    return this.calls.command(shard, "customer", key, input, (tx) =>
+      create(tx, ShardedId.generate("Customer", shard)),
+    );
+  }
+
   /** The shard a new customer goes to; a region no rule names is REGION_NOT_SERVED (422). */
-  protected customerShard(input: CustomerProps): ShardIdentifier {
+  private customerShard(input: CustomerProps): ShardIdentifier {
     try {
       return this.placement.selector.select(input);
     } catch (error) {
