@@ -1,5 +1,6 @@
 // Where a service's customers live: four shards in two groups by default, EU customers in group 0
-// and Mexican ones in group 1 (residency), spread over their group's shards by tenant.
+// and Mexican ones in group 1 (residency), spread over their group's shards by tenant; and the base
+// of a service whose data lives with its customers (CustomerService).
 import { isShardkitError, ShardedId, ShardIdentifier } from "@shardkit/id";
 import type { HealthReport } from "@shardkit/prisma/rollout";
 import { createShardSelector, type GroupOfShards, groupsFromShards } from "@shardkit/selector";
