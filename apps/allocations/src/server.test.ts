@@ -1,23 +1,23 @@
 import { moveShard } from "@shardkit/ownership";
-import { patient } from "@shardkit/test-db";
-import { describe, expect, it } from "vitest";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { openServiceRouter } from "./shards.js";
-import { databasesFor } from "./test/databases.js";
 
-// The service's configuration on PostgreSQL: SHARDKIT_SHARDS with a spare database for moves, on
-// the machine's server (never skipped).
-const run = databasesFor(
-  "the service on PostgreSQL",
-  { names: [`sk_alloc_a_${process.pid}`, `sk_alloc_e_${process.pid}`] },
-  60_000,
-);
+// The service's configuration on PostgreSQL: SHARDKIT_SHARDS with a spare database for moves.
+const names = [`sk_alloc_a_${process.pid}`, `sk_alloc_e_${process.pid}`];
+let urls: string[];
+beforeAll(async () => {
+  urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+});
+afterAll(async () => {
+  for (const name of names) await dropDatabase(MAIN_PORT, name);
+});
 
 describe("the service on PostgreSQL (SHARDKIT_SHARDS)", () => {
   it(
     "opens the shards and the spare, and keeps confirming after another process moves a bucket's shard to the spare",
-    async ({ skip }) => {
-      const urls = run(skip);
+    async () => {
       const shardsJson = JSON.stringify({
         shards: [
           { group: 0, member: 0, url: urls[0] },
