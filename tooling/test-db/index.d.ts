@@ -1,4 +1,5 @@
 // The types of index.js (see there); also every create-shardkit template's src/test/test-db.d.ts.
+import type { TestProject } from "vitest/node";
 /** The port of the main PostgreSQL server. */
 /** How much busier than idle this machine is now: the load average per core, from 1 to 10. */
 export declare function slowness(): number;
@@ -112,6 +113,28 @@ export declare function shardsOfRun(
   service: string,
   server: { cluster: string; port: number },
 ): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+/**
+ * A Prisma schema file a project keeps as a copy of @shardkit/prisma's: the project's
+ * `prisma/schema/<file>` and the installed `node_modules/@shardkit/prisma/schema/<file>`, as text.
+ */
+export declare function copiedSchema(projectDir: URL, file: string): { ours: string; upstream: string };
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** SHARDKIT_SHARDS JSON (`shardsOfRunSetup`): four shards in two groups on three databases, one on a second server. */
+    shardsJson: string;
+    /** Why the tests that stop or freeze the second server are skipped; "" when they run (`shardsOfRunSetup`). */
+    secondSkipped: string;
+  }
+}
+/**
+ * A service's vitest global setup (its `export default`): the run's shards (`shardsOfRun`) made
+ * before the tests, given to them as `inject("shardsJson")` and `inject("secondSkipped")`, and
+ * dropped after the last test.
+ */
+export declare function shardsOfRunSetup(
+  service: string,
+  server: { cluster: string; port: number },
+): (project: TestProject) => Promise<() => Promise<void>>;
 /** Every row of `model` (a Prisma client's model property, such as "wallet") on every database of a shard registry. */
 export declare function everyRow<T>(
   registry: { databases: readonly { client: object }[] },

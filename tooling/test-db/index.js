@@ -670,6 +670,35 @@ export async function shardsOfRun(service, server) {
 }
 
 /**
+ * A Prisma schema file a project keeps as a copy of @shardkit/prisma's (its outbox models, ...):
+ * the project's `prisma/schema/<file>` and the installed `node_modules/@shardkit/prisma/schema/<file>`,
+ * as text (`{ ours, upstream }`), for a test to expect them equal. `projectDir`: the project's
+ * folder as a file URL ending in `/` (`new URL("..", import.meta.url)` from `src/`).
+ */
+export function copiedSchema(projectDir, file) {
+  const read = (path) => readFileSync(new URL(path, projectDir), "utf8");
+  return {
+    ours: read(`prisma/schema/${file}`),
+    upstream: read(`node_modules/@shardkit/prisma/schema/${file}`),
+  };
+}
+
+/**
+ * A service's vitest global setup (its `export default`): the run's shards (`shardsOfRun(service,
+ * server)`) made before the tests, given to them as `inject("shardsJson")` (SHARDKIT_SHARDS JSON)
+ * and `inject("secondSkipped")` (why the tests that stop or freeze `server` are skipped; "" when
+ * they run), and dropped after the last test.
+ */
+export function shardsOfRunSetup(service, server) {
+  return async (project) => {
+    const run = await shardsOfRun(service, server);
+    project.provide("shardsJson", run.shardsJson);
+    project.provide("secondSkipped", run.skipped);
+    return run.drop;
+  };
+}
+
+/**
  * Every row of `model` (a Prisma client's model property, such as "wallet") on every database of a
  * shard registry, for a test to check what was written and where nothing was.
  */

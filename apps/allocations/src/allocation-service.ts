@@ -1,15 +1,11 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { withShardDeadline } from "@shardkit/prisma";
-import { shardOfId } from "@shardkit/prisma/fastify";
+import { type Outcome, shardCalls } from "@shardkit/service-kit/calls";
 import { AllocationsError } from "./errors.js";
 import type { Bucket, Confirmation, Hold } from "./generated/prisma/client.js";
 import type { Router } from "./shards.js";
 
-export interface Outcome<T> {
-  result: T;
-  /** A recorded result returned again for a retried Idempotency-Key. */
-  replayed: boolean;
-}
+export type { Outcome };
 
 type Tx = Parameters<Parameters<Router["db"]["$transactionOn"]>[1]>[0];
 
@@ -23,6 +19,9 @@ export class AllocationService {
   /** How long a call waits for its shard's database before answering 503 naming the shard (ms). */
   readonly deadlineMs: number;
 
+  /** Commands on one shard, in the allocations service's terms (`shardCalls`). */
+  private readonly calls;
+
   /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
   constructor(
     private readonly router: Router,
@@ -35,6 +34,8 @@ export class AllocationService {
       );
     }
     this.deadlineMs = deadlineMs;
+    const { db, registry } = router;
+    this.calls = shardCalls<Tx>({ db, registry, errors: AllocationsError, deadlineMs });
   }
 
   private get db() {
@@ -43,35 +44,7 @@ export class AllocationService {
 
   /** The shard a bucket ID names; a malformed ID or one of a shard this deployment lacks is refused. */
   shardOf(id: string, what: string): ShardIdentifier {
-    return shardOfId(this.router.registry, id, what, AllocationsError);
-  }
-
-  /**
-   * One command on `shard`, once per key (`$command`): its result, or its recorded refusal, every
-   * time. A shard that does not answer within the deadline (down, frozen), or is moving, throws
-   * CommandUnavailableError, which the HTTP API answers 503 SHARD_UNAVAILABLE naming the shard and
-   * saying when the command may have been applied all the same (`shardkitHttp`); a reused key,
-   * IdempotencyConflictError (409).
-   */
-  private async command<R>(
-    shard: ShardIdentifier,
-    kind: string,
-    key: string,
-    request: unknown,
-    run: (tx: Tx) => Promise<R>,
-  ): Promise<Outcome<R>> {
-    const options = {
-      kind,
-      key,
-      request,
-      refusal: AllocationsError.refusalOf,
-      retries: 4,
-      maxWait: 5000,
-      timeoutMs: this.deadlineMs,
-    };
-    const outcome = await this.db.$command(shard, options, run);
-    if (outcome.refusal !== undefined) throw AllocationsError.fromRefusal(outcome.refusal);
-    return { result: outcome.result as R, replayed: outcome.replayed };
+    return this.calls.shardOf(id, what);
   }
 
   /** A new bucket on `shard` (default: chosen by its name's hash over the deployment's shards). */
@@ -83,7 +56,7 @@ export class AllocationService {
     const shard = input.shard
       ? this.shardNamed(input.shard)
       : shards[[...input.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7) % shards.length]!;
-    return this.command(shard, "bucket", key, input, (tx) =>
+    return this.calls.command(shard, "bucket", key, input, (tx) =>
       tx.bucket.create({
         data: { id: ShardedId.generate("Bucket", shard), name: input.name, capacity: input.capacity },
       }),
@@ -112,7 +85,7 @@ export class AllocationService {
   /** Holds `units` of a bucket for a desk, if the bucket has them free. */
   hold(bucketId: string, units: number, desk: string, key: string): Promise<Outcome<Hold>> {
     const shard = this.shardOf(bucketId, "bucket_id");
-    return this.command(shard, "hold", key, { bucketId, units, desk }, async (tx) => {
+    return this.calls.command(shard, "hold", key, { bucketId, units, desk }, async (tx) => {
       await this.take(tx, bucketId, units, "held");
       return tx.hold.create({
         data: { id: ShardedId.colocatedWith("Hold", bucketId), bucketId, desk, units },
@@ -136,7 +109,7 @@ export class AllocationService {
         `hold ${input.holdId} is not a hold of bucket ${input.bucketId}`,
       );
     }
-    return this.command(shard, "confirm", key, input, async (tx) => {
+    return this.calls.command(shard, "confirm", key, input, async (tx) => {
       let units = input.units ?? 1;
       if (input.holdId !== undefined) {
         const hold = await tx.hold.updateMany({

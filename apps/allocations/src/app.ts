@@ -1,6 +1,6 @@
-import { parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
-import { serviceAccess } from "@shardkit/service-kit/http";
-import Fastify, { type FastifyRequest } from "fastify";
+import { parseInput, replyOutcome } from "@shardkit/prisma/fastify";
+import { serviceApp } from "@shardkit/service-kit/http";
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { AllocationService } from "./allocation-service.js";
 import { type Auth, ROLES } from "./auth.js";
@@ -35,12 +35,13 @@ const schemas = {
  * itself only (a body naming another desk is 403) and reads buckets.
  */
 export function buildApp(service: AllocationService, options: { auth: Auth; logger?: boolean }) {
-  const app = Fastify({ logger: options.logger ?? false });
-  const { principalOf, operator, idempotencyKey } = serviceAccess(app, {
-    auth: options.auth,
+  const { app, access } = serviceApp({
+    ...options,
     roles: ROLES,
     errors: AllocationsError,
+    realm: "allocations",
   });
+  const { principalOf, operator, idempotencyKey } = access;
   /** A desk acts as itself: the desk a body names must be the caller's (an operator may name any). */
   const asDesk = (req: FastifyRequest, desk: string) => {
     const principal = principalOf(req);
@@ -52,9 +53,6 @@ export function buildApp(service: AllocationService, options: { auth: Auth; logg
       );
     }
   };
-  // Errors answer as JSON with their status; bodies giving a key twice and text PostgreSQL would
-  // refuse or alter are 400s, before any handler.
-  shardkitHttp(app, { realm: "allocations" });
 
   app.post("/buckets", async (req, reply) => {
     operator(req);

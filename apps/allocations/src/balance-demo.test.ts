@@ -59,8 +59,7 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
     it(
       "moves shards live off the hot database while three client processes decide: the same guarantees",
       async ({ skip, signal }) => {
-        skip(run().skipped !== "", run().skipped);
-        const urls = run().urls;
+        const urls = run(skip);
         const shards = JSON.stringify({
           shards: [
             ...[0, 1, 2, 3].map((member) => ({ group: 0, member, url: urls[0] })),

@@ -17,11 +17,11 @@ import { fileURLToPath } from "node:url";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { type BalanceRun, runBalance } from "@shardkit/ownership";
 import type { LoadOption } from "@shardkit/prisma";
+import { say } from "@shardkit/service-kit/demo";
 import { AllocationService } from "./allocation-service.js";
 import { AllocationsError } from "./errors.js";
 import { embeddedDatabases, FENCED_TABLES, openRouter, openServiceRouter, type Router } from "./shards.js";
 
-const say = (line = "") => process.stdout.write(`${line}\n`);
 /** Decisions per phase (before and after the balance), all clients together: phases end by work done, not by time. */
 const PHASE_DECISIONS = Number(process.env.SHARDKIT_DEMO_DECISIONS ?? 600);
 const CLIENTS = Number(process.env.SHARDKIT_DEMO_CLIENTS ?? 3);

@@ -12,12 +12,12 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { moveShard } from "@shardkit/ownership";
+import { say } from "@shardkit/service-kit/demo";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
 import { createAuth } from "./auth.js";
 import { embeddedDatabases, openRouter, openServiceRouter, type Router } from "./shards.js";
 
-const say = (line = "") => process.stdout.write(`${line}\n`);
 const CAPACITY = 1000;
 const SHARD = ShardIdentifier.of(0, 1);
 

@@ -1,6 +1,6 @@
-import { parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
-import { minorUnits, serviceAccess, serviceAnswers } from "@shardkit/service-kit/http";
-import Fastify, { type FastifyRequest } from "fastify";
+import { parseInput, replyOutcome } from "@shardkit/prisma/fastify";
+import { minorUnits, serviceApp } from "@shardkit/service-kit/http";
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { type Auth, ROLES } from "./auth.js";
 import { OrdersError } from "./errors.js";
@@ -110,12 +110,12 @@ const schemas = {
  * operators (an admin credential). Another customer's data answers 404, as if it did not exist.
  */
 export function buildApp(service: OrderService, options: { auth: Auth; logger?: boolean }) {
-  const app = Fastify({ logger: options.logger ?? false });
-  const access = serviceAccess(app, {
-    auth: options.auth,
+  const { app, access } = serviceApp({
+    ...options,
     roles: ROLES,
     errors: OrdersError,
-    open: ["/health"],
+    realm: "orders",
+    health: service,
   });
   const { actingAs, operator, idempotencyKey } = access;
   const customer = (req: FastifyRequest, customerId: string) => access.self(req, customerId, "customer");
@@ -127,10 +127,6 @@ export function buildApp(service: OrderService, options: { auth: Auth; logger?: 
       throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
     return found;
   };
-  // Errors answer as JSON with their status; bodies giving a key twice and text PostgreSQL would
-  // refuse or alter are 400s, before any handler.
-  shardkitHttp(app, { realm: "orders" });
-  serviceAnswers(app, service);
   app.post("/customers", async (req, reply) => {
     operator(req);
     const body = parseInput(schemas.customer, req.body);

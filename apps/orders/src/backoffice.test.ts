@@ -1,8 +1,9 @@
 import { ShardedId, ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
+import { customersOnEveryShard } from "@shardkit/service-kit/customers";
 import { withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createCustomerSelector, REGIONS } from "./customer-selector.js";
+import { createCustomerSelector } from "./customer-selector.js";
 import type { Order } from "./generated/prisma/client.js";
 import { SECOND } from "./test/global-setup.js";
 import { ordersWorld } from "./test/world.js";
@@ -14,15 +15,9 @@ beforeAll(async () => {
   world = await ordersWorld();
   // Two customers on each of the four shards (shard 1/1 lives on the second server).
   const selector = createCustomerSelector(world.shards.registry.shards);
-  const perShard = new Map<string, number>();
-  for (let t = 0; customers.length < 8 && t < 500; t++) {
-    const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
-    const tenant = `bo-${t}`;
-    const shard = selector.select({ region, tenant }).key;
-    if ((perShard.get(shard) ?? 0) >= 2) continue;
-    perShard.set(shard, (perShard.get(shard) ?? 0) + 1);
+  const { placements, perShard } = customersOnEveryShard(selector, { shards: 4, perShard: 2, prefix: "bo" });
+  for (const { region, tenant } of placements)
     customers.push(await world.customer(region, tenant, "100000000"));
-  }
   expect([...perShard.values()]).toEqual([2, 2, 2, 2]);
 });
 afterAll(() => world.close());

@@ -2,23 +2,15 @@
 // the PostgreSQL shards in SHARDKIT_SHARDS), drives a scenario over real HTTP and shows where
 // every row lives, the back office's list and totals across shards, and the outbox.
 import { randomBytes, randomUUID } from "node:crypto";
-import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay, type OutboxMessage } from "@shardkit/prisma";
+import { openDemoShards, say } from "@shardkit/service-kit/demo";
 import { buildApp } from "./app.js";
 import { createAuth } from "./auth.js";
 import { OrderService } from "./order-service.js";
 import { openShards } from "./shards.js";
 
-const dataDir = join(process.cwd(), ".data", "demo");
-if (!process.env.SHARDKIT_SHARDS) rmSync(dataDir, { recursive: true, force: true });
-const say = (line = "") => process.stdout.write(`${line}\n`);
-const shards = await openShards({
-  shardsJson: process.env.SHARDKIT_SHARDS,
-  dataDir,
-  log: (l) => say(`  ${l}`),
-});
+const shards = await openDemoShards(openShards);
 const service = new OrderService(shards);
 // A stand-in for the downstream consumers (fulfilment, invoicing): it only collects what the relay delivers.
 const delivered: OutboxMessage[] = [];

@@ -236,59 +236,33 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
   });
 
   const item = { sku: "SKU-1", qty: 1, unitPrice: "100" };
+  /** An order of `item` with `change`. */
+  const oneItem = (change: Record<string, unknown>) => ({ currency: "EUR", items: [{ ...item, ...change }] });
   it.each([
-    [
-      "negative price",
-      { currency: "EUR", items: [{ ...item, unitPrice: -5 }] },
-      /items.0.unitPrice: must be a positive integer/,
-    ],
-    [
-      "zero price",
-      { currency: "EUR", items: [{ ...item, unitPrice: "0" }] },
-      /items.0.unitPrice: must be greater than 0/,
-    ],
-    [
-      "fractional price",
-      { currency: "EUR", items: [{ ...item, unitPrice: 1.5 }] },
-      /items.0.unitPrice: must be a positive integer/,
-    ],
-    [
-      "decimal string",
-      { currency: "EUR", items: [{ ...item, unitPrice: "12.50" }] },
-      /items.0.unitPrice: must be a positive integer/,
-    ],
+    ["negative price", oneItem({ unitPrice: -5 }), /items.0.unitPrice: must be a positive integer/],
+    ["zero price", oneItem({ unitPrice: "0" }), /items.0.unitPrice: must be greater than 0/],
+    ["fractional price", oneItem({ unitPrice: 1.5 }), /items.0.unitPrice: must be a positive integer/],
+    ["decimal string", oneItem({ unitPrice: "12.50" }), /items.0.unitPrice: must be a positive integer/],
     [
       "huge price",
-      { currency: "EUR", items: [{ ...item, unitPrice: "99999999999999999" }] },
+      oneItem({ unitPrice: "99999999999999999" }),
       /items.0.unitPrice: must be at most 1000000000000/,
     ],
-    [
-      "zero qty",
-      { currency: "EUR", items: [{ ...item, qty: 0 }] },
-      /items.0.qty: must be a whole number from 1 to 10000/,
-    ],
-    [
-      "fractional qty",
-      { currency: "EUR", items: [{ ...item, qty: 2.5 }] },
-      /items.0.qty: must be a whole number/,
-    ],
-    [
-      "qty as text",
-      { currency: "EUR", items: [{ ...item, qty: "2" }] },
-      /items.0.qty: must be a whole number/,
-    ],
+    ["zero qty", oneItem({ qty: 0 }), /items.0.qty: must be a whole number from 1 to 10000/],
+    ["fractional qty", oneItem({ qty: 2.5 }), /items.0.qty: must be a whole number/],
+    ["qty as text", oneItem({ qty: "2" }), /items.0.qty: must be a whole number/],
     [
       "huge total",
-      { currency: "EUR", items: [{ ...item, qty: 10_000, unitPrice: "1000000000" }] },
+      oneItem({ qty: 10_000, unitPrice: "1000000000" }),
       /items: the order's total .* must be at most 1000000000000/,
     ],
     ["no items", { currency: "EUR", items: [] }, /items: must hold at least one item/],
     ["items missing", { currency: "EUR" }, /items: must be a list/],
     ["duplicate sku", { currency: "EUR", items: [item, item] }, /items.1.sku: SKU-1 is listed twice/],
-    ["bad sku", { currency: "EUR", items: [{ ...item, sku: "" }] }, /items.0.sku: must be 1 to 64/],
+    ["bad sku", oneItem({ sku: "" }), /items.0.sku: must be 1 to 64/],
     ["bad currency", { currency: "euro", items: [item] }, /currency: must be an ISO 4217 code/],
     ["extra field", { currency: "EUR", items: [item], note: "x" }, /Unrecognized key/],
-    ["extra item field", { currency: "EUR", items: [{ ...item, discount: 1 }] }, /items.0: Unrecognized key/],
+    ["extra item field", oneItem({ discount: 1 }), /items.0: Unrecognized key/],
   ])("%s", async (_label, body, message) => {
     const c = await world.customer("DE", "bad");
     const before = await world.countRows();

@@ -1,20 +1,11 @@
 import { isShardkitError, ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
-import {
-  emitEvent,
-  type HealthReport,
-  isShardUnavailable,
-  isTransientTransactionError,
-  type ScatterReport,
-  withShardDeadline,
-} from "@shardkit/prisma";
-import { shardOfId } from "@shardkit/prisma/fastify";
+import { emitEvent, type ScatterReport } from "@shardkit/prisma";
+import type { Outcome } from "@shardkit/service-kit/calls";
+import { CustomerService } from "@shardkit/service-kit/customers";
 import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { OrdersError } from "./errors.js";
 import type { Customer, Order, OrderItem } from "./generated/prisma/client.js";
 import type { Shards } from "./shards.js";
-
-/** Shard transactions run again up to 4 times when they lose a race, and wait up to 5 s for a slot. */
-const TRANSACTION = { retries: 4, maxWait: 5000 } as const;
 
 /** Outbox topics. A downstream consumer (fulfilment, invoicing, a search index) would read them. */
 export const TOPICS = {
@@ -33,11 +24,7 @@ export type OrderPlaced = {
 /** The payload of an `order.cancelled` event (OrderCancelled). */
 export type OrderCancelled = { orderId: string; customerId: string; total: bigint; currency: string };
 
-/** What each mutating call returns: the result, and whether it is a recorded one (a retry). */
-export interface Outcome<T> {
-  result: T;
-  replayed: boolean;
-}
+export type { Outcome };
 
 export type OrderView = Order & { items: OrderItem[] };
 
@@ -93,92 +80,17 @@ const SCATTER_DEADLINE_MS = 10_000;
  * The back office reads across shards: one query per database in parallel, merged exactly, and
  * an answer that says which shards are missing, or an error, never a silently short list.
  */
-export class OrderService {
-  private readonly selector;
-
-  private readonly deadlineMs: number;
-
+export class OrderService extends CustomerService<Shards, Tx> {
   /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
-  constructor(
-    private readonly shards: Shards,
-    options: { deadlineMs?: number } = {},
-  ) {
-    this.selector = createCustomerSelector(shards.registry.shards);
-    this.deadlineMs = options.deadlineMs ?? 5000;
-  }
-
-  private get db() {
-    return this.shards.db;
-  }
-
-  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
-  shardOf(id: string, what: string): ShardIdentifier {
-    return shardOfId(this.shards.registry, id, what, OrdersError);
-  }
-
-  /**
-   * A command, once per Idempotency-Key (`$command`): one transaction on `shard` that records its
-   * outcome with the state it changed. A refusal (credit limit exceeded, an order no longer open,
-   * ...) is recorded too and answered again to every retry with the key; the same key for another
-   * kind of command or another request is IdempotencyConflictError (409 IDEMPOTENCY_CONFLICT). A
-   * shard that does not answer within the deadline is CommandUnavailableError, which the HTTP API
-   * answers 503 SHARD_UNAVAILABLE saying when the command may have been applied (`shardkitHttp`).
-   */
-  private async command<R>(
-    shard: ShardIdentifier,
-    kind: string,
-    key: string,
-    request: unknown,
-    run: (tx: Tx) => Promise<R>,
-  ): Promise<Outcome<R>> {
-    const refusal = OrdersError.refusalOf;
-    const options = { kind, key, request, refusal, timeoutMs: this.deadlineMs, ...TRANSACTION };
-    const outcome = await this.db.$command(shard, options, run);
-    if (outcome.refusal !== undefined) throw OrdersError.fromRefusal(outcome.refusal);
-    return { result: outcome.result as R, replayed: outcome.replayed };
-  }
-
-  /**
-   * Runs `run` (a read) against one shard; a database that cannot be reached, or does not answer
-   * within the deadline (its server frozen), becomes 503 SHARD_UNAVAILABLE naming the shard.
-   * Commands go through `command`, which says more.
-   */
-  private async onShard<R>(shard: ShardIdentifier, run: () => Promise<R>): Promise<R> {
-    try {
-      return await withShardDeadline(shard, this.deadlineMs, run);
-    } catch (error) {
-      if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
-      const message = isShardkitError(error, "SHARD_TIMEOUT")
-        ? error.message
-        : `shard ${shard.key} is unavailable or busy`;
-      throw new OrdersError(
-        "SHARD_UNAVAILABLE",
-        `${message}; retry later`,
-        { shard: shard.key },
-        { cause: error },
-      );
-    }
-  }
-
-  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
-  health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: this.deadlineMs });
+  constructor(shards: Shards, options: { deadlineMs?: number } = {}) {
+    super(shards, { selector: createCustomerSelector(shards.registry.shards), errors: OrdersError }, options);
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {
-    let shard: ShardIdentifier;
-    try {
-      shard = this.selector.select(input);
-    } catch (error) {
-      if (isShardkitError(error, "NO_GROUP_MATCH")) {
-        throw new OrdersError("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);
-      }
-      throw error;
-    }
-    return this.command(shard, "customer", key, input, (tx) =>
+    return this.placeCustomer(input, key, (tx, id) =>
       tx.customer.create({
         data: {
-          id: ShardedId.generate("Customer", shard),
+          id,
           name: input.name,
           region: input.region,
           tenant: input.tenant,
@@ -191,7 +103,7 @@ export class OrderService {
 
   async getCustomer(customerId: string): Promise<Customer> {
     const shard = this.shardOf(customerId, "customer");
-    const customer = await this.onShard(shard, () =>
+    const customer = await this.calls.onShard(shard, () =>
       this.db.customer.findUnique({ where: { id: customerId } }),
     );
     if (!customer) throw new OrdersError("NOT_FOUND", `customer ${customerId} not found`);
@@ -207,7 +119,7 @@ export class OrderService {
   placeOrder(customerId: string, input: NewOrder, key: string): Promise<Outcome<OrderView>> {
     const shard = this.shardOf(customerId, "customer");
     const total = input.items.reduce((sum, item) => sum + BigInt(item.qty) * item.unitPrice, 0n);
-    return this.command(shard, "order", key, { customerId, ...input }, async (tx) => {
+    return this.calls.command(shard, "order", key, { customerId, ...input }, async (tx) => {
       const [customer] = await tx.$queryRawUnsafe<{ currency: string; creditLimit: string }[]>(
         `SELECT currency, "creditLimit"::text AS "creditLimit" FROM "Customer" WHERE id = $1::uuid FOR UPDATE`,
         customerId,
@@ -268,7 +180,7 @@ export class OrderService {
   /** Cancels a placed order (its total no longer counts against the limit) and writes `order.cancelled`. */
   cancelOrder(orderId: string, key: string): Promise<Outcome<OrderView>> {
     const shard = this.shardOf(orderId, "order");
-    return this.command(shard, "cancel", key, { orderId }, async (tx) => {
+    return this.calls.command(shard, "cancel", key, { orderId }, async (tx) => {
       const { count } = await tx.order.updateMany({
         where: { id: orderId, status: "placed" },
         data: { status: "cancelled", cancelledAt: new Date() },
@@ -292,7 +204,7 @@ export class OrderService {
 
   async getOrder(orderId: string): Promise<OrderView> {
     const shard = this.shardOf(orderId, "order");
-    const order = await this.onShard(shard, () =>
+    const order = await this.calls.onShard(shard, () =>
       this.db.order.findUnique({ where: { id: orderId }, include: { items: { orderBy: { id: "asc" } } } }),
     );
     if (!order) throw new OrdersError("NOT_FOUND", `order ${orderId} not found`);
@@ -306,7 +218,7 @@ export class OrderService {
     cursor?: string | null,
   ): Promise<{ orders: Order[]; nextCursor: string | null }> {
     const customer = await this.getCustomer(customerId);
-    const page = await this.onShard(ShardedUUID.shardOf(customer.id), () =>
+    const page = await this.calls.onShard(ShardedUUID.shardOf(customer.id), () =>
       validCursor(() =>
         this.db.$scatterPage("order", { where: { customerId }, orderBy: NEWEST_FIRST, limit, cursor }),
       ),

@@ -1,13 +1,9 @@
-import { readFileSync } from "node:fs";
+import { copiedSchema } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 
 describe("schema", () => {
   it("carries @shardkit/prisma's outbox models unchanged", () => {
-    const ours = readFileSync(new URL("../prisma/schema/shardkit.prisma", import.meta.url), "utf8");
-    const upstream = readFileSync(
-      new URL("../node_modules/@shardkit/prisma/schema/shardkit.prisma", import.meta.url),
-      "utf8",
-    );
+    const { ours, upstream } = copiedSchema(new URL("..", import.meta.url), "shardkit.prisma");
     expect(ours).toBe(upstream);
   });
 });

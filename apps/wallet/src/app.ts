@@ -1,6 +1,6 @@
-import { parseInput, replyOutcome, shardkitHttp } from "@shardkit/prisma/fastify";
-import { minorUnits, serviceAccess, serviceAnswers } from "@shardkit/service-kit/http";
-import Fastify, { type FastifyRequest } from "fastify";
+import { parseInput, replyOutcome } from "@shardkit/prisma/fastify";
+import { minorUnits, serviceApp } from "@shardkit/service-kit/http";
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { type Auth, ROLES } from "./auth.js";
 import { WalletError } from "./errors.js";
@@ -36,12 +36,12 @@ const schemas = {
  * operators (an admin credential). Another customer's wallet answers 404, as one that does not exist.
  */
 export function buildApp(service: WalletService, options: { auth: Auth; logger?: boolean }) {
-  const app = Fastify({ logger: options.logger ?? false });
-  const access = serviceAccess(app, {
-    auth: options.auth,
+  const { app, access } = serviceApp({
+    ...options,
     roles: ROLES,
     errors: WalletError,
-    open: ["/health"],
+    realm: "wallet",
+    health: service,
   });
   const { actingAs, operator, idempotencyKey } = access;
   const customer = (req: FastifyRequest, customerId: string) => access.self(req, customerId, "customer");
@@ -51,10 +51,6 @@ export function buildApp(service: WalletService, options: { auth: Auth; logger?:
       throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
     }
   };
-  // Errors answer as JSON with their status; bodies giving a key twice and text PostgreSQL would
-  // refuse or alter are 400s, before any handler.
-  shardkitHttp(app, { realm: "wallet" });
-  serviceAnswers(app, service);
   app.post("/customers", async (req, reply) => {
     operator(req);
     const body = parseInput(schemas.customer, req.body);

@@ -13,7 +13,8 @@ import {
 } from "@shardkit/prisma";
 import { WalletError } from "./errors.js";
 import type { Transfer } from "./generated/prisma/client.js";
-import type { Shards } from "./shards.js";
+import { moveBalance } from "./ledger.js";
+import type { Shards, Tx } from "./shards.js";
 import type { Outcome } from "./wallet-service.js";
 
 /** Runs of an atomic transfer that lost a race (a lock across databases, a deadlock) before it answers 503. */
@@ -24,8 +25,6 @@ const ATTEMPTS = 4;
  * sees): the lock timeout ends it, nothing of either is committed, and the loser runs again.
  */
 const LOCK_TIMEOUT = "1s";
-
-type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];
 
 export interface AtomicTransferInput {
   fromWalletId: string;
@@ -39,27 +38,10 @@ export interface AtomicTransferInput {
   shardOf(id: string, what: string): ShardIdentifier;
 }
 
-/** Changes a balance (a debit only if it is covered) and writes its ledger entry, in `tx`. */
+/** `moveBalance` in `tx`, waiting at most the lock timeout for the wallet's row. */
 async function move(tx: Tx, walletId: string, delta: bigint, kind: string, transferId: string) {
   await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'`);
-  const where = delta < 0n ? { id: walletId, balance: { gte: -delta } } : { id: walletId };
-  const { count } = await tx.wallet.updateMany({ where, data: { balance: { increment: delta } } });
-  if (count === 0) {
-    const exists = await tx.wallet.findUnique({ where: { id: walletId } });
-    if (!exists) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
-    throw new WalletError("INSUFFICIENT_FUNDS", `wallet ${walletId} has ${exists.balance}, needs ${-delta}`);
-  }
-  const wallet = await tx.wallet.findUniqueOrThrow({ where: { id: walletId } });
-  await tx.entry.create({
-    data: {
-      id: ShardedId.colocatedWith("Entry", walletId),
-      walletId,
-      kind,
-      amount: delta,
-      balanceAfter: wallet.balance,
-      transferId,
-    },
-  });
+  await moveBalance(tx, walletId, delta, kind, transferId);
 }
 
 /** A step that waited longer than the lock timeout (SQLSTATE 55P03), anywhere in the error's causes. */

@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { ShardedUUID } from "@shardkit/id";
+import { customersOnEveryShard } from "@shardkit/service-kit/customers";
 import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-db";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createCustomerSelector, REGIONS } from "./customer-selector.js";
+import { createCustomerSelector } from "./customer-selector.js";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { bearer, operator, TEST_SECRET } from "./test/auth.js";
 import { SECOND } from "./test/global-setup.js";
@@ -156,13 +157,12 @@ describe("conservation: money is never lost or created", () => {
       // wallets make cross-currency transfers that are refused and refunded.
       const selector = createCustomerSelector(world.shards.registry.shards);
       const wallets: { id: string; shard: string; currency: string }[] = [];
-      const perShard = new Map<string, number>();
-      for (let t = 0; wallets.length < 8 && t < 500; t++) {
-        const region = t % 2 === 0 ? REGIONS.mx[0]! : REGIONS.eu[t % REGIONS.eu.length]!;
-        const tenant = `soak-${t}`;
-        const shard = selector.select({ region, tenant }).key;
-        if ((perShard.get(shard) ?? 0) >= 2) continue;
-        perShard.set(shard, (perShard.get(shard) ?? 0) + 1);
+      const { placements, perShard } = customersOnEveryShard(selector, {
+        shards: 4,
+        perShard: 2,
+        prefix: "soak",
+      });
+      for (const { region, tenant } of placements) {
         const currency = wallets.length === 3 || wallets.length === 6 ? "MXN" : "EUR";
         const customer = await call("POST", "/customers", { name: tenant, region, tenant }, randomUUID());
         const wallet = await call(

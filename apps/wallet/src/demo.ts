@@ -2,23 +2,15 @@
 // PostgreSQL shards in SHARDKIT_SHARDS), drives a scenario over real HTTP and shows where every
 // row lives and the final balances.
 import { randomBytes, randomUUID } from "node:crypto";
-import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay } from "@shardkit/prisma";
+import { openDemoShards, say } from "@shardkit/service-kit/demo";
 import { buildApp } from "./app.js";
 import { createAuth } from "./auth.js";
 import { openShards } from "./shards.js";
 import { WalletService } from "./wallet-service.js";
 
-const dataDir = join(process.cwd(), ".data", "demo");
-if (!process.env.SHARDKIT_SHARDS) rmSync(dataDir, { recursive: true, force: true });
-const say = (line = "") => process.stdout.write(`${line}\n`);
-const shards = await openShards({
-  shardsJson: process.env.SHARDKIT_SHARDS,
-  dataDir,
-  log: (l) => say(`  ${l}`),
-});
+const shards = await openDemoShards(openShards);
 const service = new WalletService(shards);
 const relay = createOutboxRelay({
   registry: shards.registry,
@@ -71,24 +63,15 @@ for (const person of people) {
   );
   await call("POST", `/wallets/${wallet.id}/deposits`, { amount: "10000" }, token);
 }
-const anaSavings = (
-  await call(
-    "POST",
-    `/customers/${(await service.getWallet(wallets.Ana!)).wallet.customerId}/wallets`,
-    { currency: "EUR" },
-    tokens.Ana,
-  )
-).body;
-names.set(anaSavings.id!, "Ana savings EUR");
-const carlaEur = (
-  await call(
-    "POST",
-    `/customers/${(await service.getWallet(wallets.Carla!)).wallet.customerId}/wallets`,
-    { currency: "EUR" },
-    tokens.Carla,
-  )
-).body;
-names.set(carlaEur.id!, "Carla EUR");
+/** Another wallet in `currency` for `person`'s customer (the owner of their first wallet), shown as `label`. */
+async function openAnotherWallet(person: string, currency: string, label: string) {
+  const { customerId } = (await service.getWallet(wallets[person]!)).wallet;
+  const wallet = (await call("POST", `/customers/${customerId}/wallets`, { currency }, tokens[person])).body;
+  names.set(wallet.id!, label);
+  return wallet;
+}
+const anaSavings = await openAnotherWallet("Ana", "EUR", "Ana savings EUR");
+const carlaEur = await openAnotherWallet("Carla", "EUR", "Carla EUR");
 say(
   `  Ana also opens a savings wallet (shard ${shardOf(anaSavings.id!)}), Carla a EUR wallet (shard ${shardOf(carlaEur.id!)})`,
 );

@@ -15,11 +15,11 @@ beforeAll(async () => {
   world = await walletWorld();
   const mine = await world.customerWithWallet("DE", "hostile", "EUR", "1000");
   const theirs = await world.customerWithWallet("MX", "hostile", "MXN", "1000");
-  const transfer = await world.http("POST", "/transfers", {
-    fromWalletId: mine.walletId,
-    toWalletId: (await world.customerWithWallet("DE", "other", "EUR")).walletId,
-    amount: "1",
-  });
+  const transfer = await world.transfer(
+    mine.walletId,
+    (await world.customerWithWallet("DE", "other", "EUR")).walletId,
+    "1",
+  );
   const page = await world.http("GET", "/admin/wallets?limit=1");
   Object.assign(known, {
     "my-customer": mine.customerId,

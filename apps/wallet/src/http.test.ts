@@ -48,12 +48,12 @@ describe("a shard whose server is frozen", () => {
     "answers 503 naming the shard after the deadline instead of hanging; other shards answer",
     async ({ skip }) => {
       skip(secondSkipped !== "", secondSkipped);
-      let frozen = await world.customerWithWallet("MX", "frozen-0", "MXN", "10");
-      for (let i = 1; i < 20 && ShardedUUID.shardOf(frozen.walletId).key !== "1/1"; i++) {
-        frozen = await world.customerWithWallet("MX", `frozen-${i}`, "MXN", "10");
-      }
+      const frozen = await world.walletOnSecondServer("frozen");
       expect(ShardedUUID.shardOf(frozen.walletId).key).toBe("1/1"); // on the second server
       const up = await world.customerWithWallet("DE", "thawed", "EUR", "10");
+      /** A deposit of 5 to the wallet on the frozen server, always with the same Idempotency-Key. */
+      const depositOnFrozen = () =>
+        world.http("POST", `/wallets/${frozen.walletId}/deposits`, { amount: "5" }, "frozen-deposit-1");
       await withClusterFrozen(SECOND.cluster, async () => {
         const res = await world.http("GET", `/wallets/${frozen.walletId}`);
         expect(res.status).toBe(503);
@@ -61,12 +61,7 @@ describe("a shard whose server is frozen", () => {
         expect(res.body.message).toMatch(/did not answer within 3000 ms/);
         expect((await world.http("GET", `/wallets/${up.walletId}`)).status).toBe(200);
         // A command there: its outcome is unknown, and the answer says so and how to learn it.
-        const deposit = await world.http(
-          "POST",
-          `/wallets/${frozen.walletId}/deposits`,
-          { amount: "5" },
-          "frozen-deposit-1",
-        );
+        const deposit = await depositOnFrozen();
         expect(deposit.status).toBe(503);
         expect(deposit.body).toMatchObject({ error: "SHARD_UNAVAILABLE", shard: "1/1", outcome: "unknown" });
         expect(deposit.body.message).toBe(
@@ -75,12 +70,7 @@ describe("a shard whose server is frozen", () => {
       });
       expect((await world.http("GET", `/wallets/${frozen.walletId}`)).status).toBe(200);
       // The retry with the key gets the outcome: applied once, whether the first attempt committed late or not.
-      const retry = await world.http(
-        "POST",
-        `/wallets/${frozen.walletId}/deposits`,
-        { amount: "5" },
-        "frozen-deposit-1",
-      );
+      const retry = await depositOnFrozen();
       expect(retry.status).toBe(200);
       expect((await world.http("GET", `/wallets/${frozen.walletId}`)).body.wallet.balance).toBe("15");
     },
@@ -213,11 +203,7 @@ describe("a shard whose server is down", () => {
     "answers 503 naming the shard, with a retry hint, for reads, writes and lists; other shards answer",
     async ({ skip }) => {
       skip(secondSkipped !== "", secondSkipped);
-      // 1/1 lives on the second server: find a tenant the selector puts there (the hash is deterministic).
-      let down = await world.customerWithWallet("MX", "down-0", "MXN", "10");
-      for (let i = 1; i < 20 && ShardedUUID.shardOf(down.walletId).key !== "1/1"; i++) {
-        down = await world.customerWithWallet("MX", `down-${i}`, "MXN", "10");
-      }
+      const down = await world.walletOnSecondServer("down");
       expect(ShardedUUID.shardOf(down.walletId).key).toBe("1/1");
       const up = await world.customerWithWallet("DE", "up", "EUR", "10");
       await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
@@ -262,11 +248,7 @@ describe("money moves", () => {
     const a = await world.customerWithWallet("FR", "t2", "EUR", "500");
     const second = (await world.http("POST", `/customers/${a.customerId}/wallets`, { currency: "EUR" }))
       .body as Wallet;
-    const res = await world.http("POST", "/transfers", {
-      fromWalletId: a.walletId,
-      toWalletId: second.id,
-      amount: "200",
-    });
+    const res = await world.transfer(a.walletId, second.id, "200");
     expect(res.status).toBe(201);
     expect(res.body.status).toBe("completed");
     expect((await world.http("GET", `/wallets/${second.id}`)).body.wallet.balance).toBe("200");
@@ -280,11 +262,7 @@ describe("money moves", () => {
   it("a cross-shard transfer is a saga: pending, then completed once the relay runs", async () => {
     const eu = await world.customerWithWallet("ES", "t3", "EUR", "1000");
     const mx = await world.customerWithWallet("MX", "t3", "EUR");
-    const res = await world.http("POST", "/transfers", {
-      fromWalletId: eu.walletId,
-      toWalletId: mx.walletId,
-      amount: "400",
-    });
+    const res = await world.transfer(eu.walletId, mx.walletId, "400");
     expect(res.status).toBe(202);
     expect(res.body.status).toBe("pending");
     expect((await world.http("GET", `/wallets/${eu.walletId}`)).body.wallet.balance).toBe("600");
@@ -296,11 +274,7 @@ describe("money moves", () => {
   it("a transfer the destination refuses is refunded, and the state says why", async () => {
     const eu = await world.customerWithWallet("IT", "t4", "EUR", "1000");
     const mx = await world.customerWithWallet("MX", "t4", "MXN");
-    const res = await world.http("POST", "/transfers", {
-      fromWalletId: eu.walletId,
-      toWalletId: mx.walletId,
-      amount: "250",
-    });
+    const res = await world.transfer(eu.walletId, mx.walletId, "250");
     expect(res.status).toBe(202);
     await world.drain();
     const transfer = (await world.http("GET", `/transfers/${res.body.id}`)).body as Transfer;
@@ -347,11 +321,11 @@ describe("bad input gets a clear 4xx and writes nothing", () => {
     expect(missing.status).toBe(404);
     const unknownTarget = await world.customerWithWallet("DE", "u", "EUR", "10");
     const before = await countRows();
-    const res = await world.http("POST", "/transfers", {
-      fromWalletId: unknownTarget.walletId,
-      toWalletId: ShardedId.generate("Wallet", ShardIdentifier.of(7, 0)),
-      amount: "5",
-    });
+    const res = await world.transfer(
+      unknownTarget.walletId,
+      ShardedId.generate("Wallet", ShardIdentifier.of(7, 0)),
+      "5",
+    );
     expect(res.status).toBe(404);
     expect(await countRows()).toBe(before);
   });

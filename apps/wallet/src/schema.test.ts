@@ -1,22 +1,12 @@
-import { readFileSync } from "node:fs";
+import { copiedSchema } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 
 describe("schema", () => {
-  it("carries @shardkit/prisma's outbox models unchanged", () => {
-    const ours = readFileSync(new URL("../prisma/schema/shardkit.prisma", import.meta.url), "utf8");
-    const upstream = readFileSync(
-      new URL("../node_modules/@shardkit/prisma/schema/shardkit.prisma", import.meta.url),
-      "utf8",
-    );
-    expect(ours).toBe(upstream);
-  });
-
-  it("carries @shardkit/prisma's AtomicDecision model unchanged (atomic transfers)", () => {
-    const ours = readFileSync(new URL("../prisma/schema/atomic.prisma", import.meta.url), "utf8");
-    const upstream = readFileSync(
-      new URL("../node_modules/@shardkit/prisma/schema/atomic.prisma", import.meta.url),
-      "utf8",
-    );
+  it.each([
+    ["outbox models", "shardkit.prisma"],
+    ["AtomicDecision model (atomic transfers)", "atomic.prisma"],
+  ])("carries @shardkit/prisma's %s unchanged", (_models, file) => {
+    const { ours, upstream } = copiedSchema(new URL("..", import.meta.url), file);
     expect(ours).toBe(upstream);
   });
 });

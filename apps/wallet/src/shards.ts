@@ -22,3 +22,5 @@ export const openShards = serviceShards({
   extend: (client: PrismaClient, routing) => client.$extends(routing),
 });
 export type Shards = Awaited<ReturnType<typeof openShards>>;
+/** A transaction on one shard, as the routed client gives it (`$transactionOn`, `$command`). */
+export type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];

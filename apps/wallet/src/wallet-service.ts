@@ -1,22 +1,13 @@
 import { isShardkitError, ShardedId, type ShardIdentifier } from "@shardkit/id";
-import {
-  consumeOnce,
-  emitEvent,
-  type HealthReport,
-  isShardUnavailable,
-  isTransientTransactionError,
-  type OutboxMessage,
-  withShardDeadline,
-} from "@shardkit/prisma";
-import { shardOfId } from "@shardkit/prisma/fastify";
+import { consumeOnce, emitEvent, type OutboxMessage } from "@shardkit/prisma";
+import { type Outcome, TRANSACTION } from "@shardkit/service-kit/calls";
+import { CustomerService } from "@shardkit/service-kit/customers";
 import { transferAtomic } from "./atomic-transfer.js";
 import { type CustomerProps, createCustomerSelector } from "./customer-selector.js";
 import { WalletError } from "./errors.js";
 import type { Customer, Entry, Transfer, Wallet } from "./generated/prisma/client.js";
-import type { Shards } from "./shards.js";
-
-/** Shard transactions run again up to 4 times when they lose a race, and wait up to 5 s for a slot. */
-const TRANSACTION = { retries: 4, maxWait: 5000 } as const;
+import { moveBalance } from "./ledger.js";
+import type { Shards, Tx } from "./shards.js";
 
 export const TOPICS = {
   debited: "transfer.debited",
@@ -34,11 +25,7 @@ type TransferDebited = {
 type TransferCredited = { transferId: string };
 type TransferRefused = { transferId: string; reason: string };
 
-/** What each mutating call returns: the result, and whether it is a recorded one (a retry). */
-export interface Outcome<T> {
-  result: T;
-  replayed: boolean;
-}
+export type { Outcome };
 
 /**
  * The wallet service. Money never leaves a shard without a record on it: a transfer between two
@@ -46,22 +33,10 @@ export interface Outcome<T> {
  * the relay delivers it; the destination credits (or refuses) in one destination-shard
  * transaction with its own event; the source then completes or refunds the transfer.
  */
-export class WalletService {
-  private readonly selector;
-
-  private readonly deadlineMs: number;
-
+export class WalletService extends CustomerService<Shards, Tx> {
   /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
-  constructor(
-    private readonly shards: Shards,
-    options: { deadlineMs?: number } = {},
-  ) {
-    this.selector = createCustomerSelector(shards.registry.shards);
-    this.deadlineMs = options.deadlineMs ?? 5000;
-  }
-
-  private get db() {
-    return this.shards.db;
+  constructor(shards: Shards, options: { deadlineMs?: number } = {}) {
+    super(shards, { selector: createCustomerSelector(shards.registry.shards), errors: WalletError }, options);
   }
 
   /**
@@ -71,89 +46,18 @@ export class WalletService {
    * cause (so the relay retries a saga step until the shard is back).
    */
   private inShard<R>(shardOrId: ShardIdentifier | string, fn: (tx: Tx) => Promise<R>): Promise<R> {
-    return this.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
-  }
-
-  /**
-   * Runs `run` (a read, or a step of a transfer's saga) against one shard, turning its database's
-   * unavailability into SHARD_UNAVAILABLE. A database that hangs (its server frozen) answers 503
-   * after the deadline instead of never. Commands go through `command`, which says more.
-   */
-  private async onShard<R>(shardOrId: ShardIdentifier | string, run: () => Promise<R>): Promise<R> {
-    const shard = this.shards.registry.resolve(shardOrId);
-    try {
-      return await withShardDeadline(shard, this.deadlineMs, run);
-    } catch (error) {
-      if (!isShardUnavailable(error) && !isTransientTransactionError(error)) throw error;
-      const message = isShardkitError(error, "SHARD_TIMEOUT")
-        ? error.message
-        : `shard ${shard.key} is unavailable or busy`;
-      throw new WalletError(
-        "SHARD_UNAVAILABLE",
-        `${message}; retry later`,
-        { shard: shard.key },
-        { cause: error },
-      );
-    }
-  }
-
-  /** Each shard's state: its database probed now (bounded), or why it is not ready yet. */
-  health(): Promise<HealthReport> {
-    return this.shards.health({ timeoutMs: this.deadlineMs });
-  }
-
-  /** The shard an ID names, refusing malformed IDs and shards this deployment does not have. */
-  shardOf(id: string, what: string): ShardIdentifier {
-    return shardOfId(this.shards.registry, id, what, WalletError);
-  }
-
-  /**
-   * A command, once per Idempotency-Key (`$command`): one transaction on `shard` that records its
-   * outcome with the state it changed. A refusal (insufficient funds, a currency mismatch, ...) is
-   * recorded too and answered again to every retry with the key; the same key for another kind of
-   * command or another request is IdempotencyConflictError (409 IDEMPOTENCY_CONFLICT). A shard that
-   * does not answer within the deadline is CommandUnavailableError, which the HTTP API answers 503
-   * SHARD_UNAVAILABLE saying when the command may have been applied (`shardkitHttp`).
-   */
-  private async command<R>(
-    shard: ShardIdentifier | string,
-    kind: string,
-    key: string,
-    request: unknown,
-    run: (tx: Tx) => Promise<R>,
-  ): Promise<Outcome<R>> {
-    const refusal = WalletError.refusalOf;
-    const options = { kind, key, request, refusal, timeoutMs: this.deadlineMs, ...TRANSACTION };
-    const outcome = await this.db.$command(shard, options, run);
-    if (outcome.refusal !== undefined) throw WalletError.fromRefusal(outcome.refusal);
-    return { result: outcome.result as R, replayed: outcome.replayed };
+    return this.calls.onShard(shardOrId, () => this.db.$transactionOn(shardOrId, fn, TRANSACTION));
   }
 
   createCustomer(input: CustomerProps & { name: string }, key: string): Promise<Outcome<Customer>> {
-    let shard: ShardIdentifier;
-    try {
-      shard = this.selector.select(input);
-    } catch (error) {
-      if (isShardkitError(error, "NO_GROUP_MATCH")) {
-        throw new WalletError("REGION_NOT_SERVED", `region ${input.region} is not served by this deployment`);
-      }
-      throw error;
-    }
-    return this.command(shard, "customer", key, input, (tx) =>
-      tx.customer.create({
-        data: {
-          id: ShardedId.generate("Customer", shard),
-          name: input.name,
-          region: input.region,
-          tenant: input.tenant,
-        },
-      }),
+    return this.placeCustomer(input, key, (tx, id) =>
+      tx.customer.create({ data: { id, name: input.name, region: input.region, tenant: input.tenant } }),
     );
   }
 
   openWallet(customerId: string, currency: string, key: string): Promise<Outcome<Wallet>> {
     const shard = this.shardOf(customerId, "customer");
-    return this.command(shard, "wallet", key, { customerId, currency }, async (tx) => {
+    return this.calls.command(shard, "wallet", key, { customerId, currency }, async (tx) => {
       const customer = await tx.customer.findUnique({ where: { id: customerId } });
       if (!customer) throw new WalletError("NOT_FOUND", `customer ${customerId} not found`);
       return tx.wallet.create({
@@ -164,52 +68,16 @@ export class WalletService {
 
   deposit(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
     this.shardOf(walletId, "wallet");
-    return this.command(walletId, "deposit", key, { walletId, amount }, (tx) =>
-      this.move(tx, walletId, amount, "deposit"),
+    return this.calls.command(walletId, "deposit", key, { walletId, amount }, (tx) =>
+      moveBalance(tx, walletId, amount, "deposit"),
     );
   }
 
   withdraw(walletId: string, amount: bigint, key: string): Promise<Outcome<Wallet>> {
     this.shardOf(walletId, "wallet");
-    return this.command(walletId, "withdraw", key, { walletId, amount }, (tx) =>
-      this.move(tx, walletId, -amount, "withdrawal"),
+    return this.calls.command(walletId, "withdraw", key, { walletId, amount }, (tx) =>
+      moveBalance(tx, walletId, -amount, "withdrawal"),
     );
-  }
-
-  /**
-   * Changes a balance and writes its ledger entry, in the caller's shard transaction. A debit
-   * only applies when the balance covers it (checked by the UPDATE itself, so concurrent debits
-   * cannot overdraw).
-   */
-  private async move(
-    tx: Tx,
-    walletId: string,
-    delta: bigint,
-    kind: string,
-    transferId?: string,
-  ): Promise<Wallet> {
-    const where = delta < 0n ? { id: walletId, balance: { gte: -delta } } : { id: walletId };
-    const { count } = await tx.wallet.updateMany({ where, data: { balance: { increment: delta } } });
-    if (count === 0) {
-      const exists = await tx.wallet.findUnique({ where: { id: walletId } });
-      if (!exists) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
-      throw new WalletError(
-        "INSUFFICIENT_FUNDS",
-        `wallet ${walletId} has ${exists.balance}, needs ${-delta}`,
-      );
-    }
-    const wallet = await tx.wallet.findUniqueOrThrow({ where: { id: walletId } });
-    await tx.entry.create({
-      data: {
-        id: ShardedId.colocatedWith("Entry", walletId),
-        walletId,
-        kind,
-        amount: delta,
-        balanceAfter: wallet.balance,
-        transferId: transferId ?? null,
-      },
-    });
-    return wallet;
   }
 
   /**
@@ -226,7 +94,7 @@ export class WalletService {
     const to = this.shardOf(toWalletId, "destination wallet");
     if (fromWalletId === toWalletId)
       throw new WalletError("VALIDATION", "a transfer needs two different wallets");
-    return this.command(from, "transfer", key, { fromWalletId, toWalletId, amount }, async (tx) => {
+    return this.calls.command(from, "transfer", key, { fromWalletId, toWalletId, amount }, async (tx) => {
       const transferId = ShardedId.colocatedWith("Transfer", fromWalletId);
       const source = await tx.wallet.findUnique({ where: { id: fromWalletId } });
       if (!source) throw new WalletError("NOT_FOUND", `wallet ${fromWalletId} not found`);
@@ -247,14 +115,14 @@ export class WalletService {
         const transfer = await tx.transfer.create({
           data: { id: transferId, fromWalletId, toWalletId, amount, status: "completed" },
         });
-        await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
-        await this.move(tx, toWalletId, amount, "transfer_in", transferId);
+        await moveBalance(tx, fromWalletId, -amount, "transfer_out", transferId);
+        await moveBalance(tx, toWalletId, amount, "transfer_in", transferId);
         return transfer;
       }
       const transfer = await tx.transfer.create({
         data: { id: transferId, fromWalletId, toWalletId, amount, status: "pending" },
       });
-      await this.move(tx, fromWalletId, -amount, "transfer_out", transferId);
+      await moveBalance(tx, fromWalletId, -amount, "transfer_out", transferId);
       const payload: TransferDebited = {
         transferId,
         fromWalletId,
@@ -270,7 +138,7 @@ export class WalletService {
   /** All or nothing across shards, by two-phase commit: see atomic-transfer.ts. */
   transferAtomic(fromWalletId: string, toWalletId: string, amount: bigint, key: string) {
     const shardOf = (id: string, what: string) => this.shardOf(id, what);
-    const input = { fromWalletId, toWalletId, amount, key, deadlineMs: this.deadlineMs, shardOf };
+    const input = { fromWalletId, toWalletId, amount, key, deadlineMs: this.calls.deadlineMs, shardOf };
     return transferAtomic(this.shards, input);
   }
 
@@ -299,7 +167,7 @@ export class WalletService {
             });
             return;
           }
-          await this.move(tx, p.toWalletId, p.amount, "transfer_in", p.transferId);
+          await moveBalance(tx, p.toWalletId, p.amount, "transfer_in", p.transferId);
           const credited: TransferCredited = { transferId: p.transferId };
           await emitEvent(tx, p.toWalletId, {
             topic: TOPICS.credited,
@@ -322,7 +190,7 @@ export class WalletService {
         await this.inShard(p.transferId, async (tx) => {
           if (!(await consumeOnce(tx, p.transferId, "wallet.refund", message.id))) return;
           const transfer = await tx.transfer.findUniqueOrThrow({ where: { id: p.transferId } });
-          await this.move(tx, transfer.fromWalletId, transfer.amount, "refund", transfer.id);
+          await moveBalance(tx, transfer.fromWalletId, transfer.amount, "refund", transfer.id);
           await tx.transfer.update({
             where: { id: transfer.id },
             data: { status: "refunded", reason: p.reason },
@@ -337,7 +205,7 @@ export class WalletService {
 
   async getWallet(walletId: string): Promise<{ wallet: Wallet; entries: Entry[] }> {
     this.shardOf(walletId, "wallet");
-    const [wallet, entries] = await this.onShard(walletId, () =>
+    const [wallet, entries] = await this.calls.onShard(walletId, () =>
       Promise.all([
         this.db.wallet.findUnique({ where: { id: walletId } }),
         this.db.entry.findMany({ where: { walletId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
@@ -350,7 +218,7 @@ export class WalletService {
   /** The customer a wallet belongs to (NOT_FOUND when there is no such wallet). */
   async walletOwner(walletId: string): Promise<string> {
     this.shardOf(walletId, "wallet");
-    const wallet = await this.onShard(walletId, () =>
+    const wallet = await this.calls.onShard(walletId, () =>
       this.db.wallet.findUnique({ where: { id: walletId }, select: { customerId: true } }),
     );
     if (!wallet) throw new WalletError("NOT_FOUND", `wallet ${walletId} not found`);
@@ -359,7 +227,7 @@ export class WalletService {
 
   async getTransfer(transferId: string): Promise<Transfer> {
     this.shardOf(transferId, "transfer");
-    const transfer = await this.onShard(transferId, () =>
+    const transfer = await this.calls.onShard(transferId, () =>
       this.db.transfer.findUnique({ where: { id: transferId } }),
     );
     if (!transfer) throw new WalletError("NOT_FOUND", `transfer ${transferId} not found`);
@@ -379,7 +247,7 @@ export class WalletService {
       const page = await this.db.$scatterPage(
         "wallet",
         { orderBy: [{ createdAt: "desc" }], limit, cursor },
-        { policy: "partial", deadlineMs: this.deadlineMs },
+        { policy: "partial", deadlineMs: this.calls.deadlineMs },
       );
       if (!page.complete) {
         const missing = page.missingShards.map((s) => s.key);
@@ -410,5 +278,3 @@ export class WalletService {
     return out;
   }
 }
-
-type Tx = Parameters<Parameters<Shards["db"]["$transactionOn"]>[1]>[0];

@@ -137,8 +137,18 @@ describe("the templates, made from apps/*", () => {
             .filter(Boolean))
             expect(code.has(name), `${path} imports ${name}`).toBe(true);
       }
+      // The schema test compares the project's copy of shardkit.prisma with the installed package's
+      // (test-db's copiedSchema reads prisma/schema/<file> and node_modules/@shardkit/prisma/schema/<file>).
       const schemaTest = files.get("src/schema.test.ts");
-      if (schemaTest) expect(schemaTest).toContain("../node_modules/@shardkit/prisma/schema/shardkit.prisma");
+      if (schemaTest) {
+        expect(schemaTest).toMatch(
+          /copiedSchema\(new URL\("\.\.", import\.meta\.url\), (file|"shardkit\.prisma")\)/,
+        );
+        expect(schemaTest).toContain('"shardkit.prisma"');
+        expect(files.get("src/test/test-db.js")).toContain(
+          "read(`node_modules/@shardkit/prisma/schema/${file}`)",
+        );
+      }
       expect(files.get("gitignore")).toMatch(/^node_modules\/\n[\s\S]*^src\/generated\/\n[\s\S]*^\.data\/$/m);
     },
   );

@@ -1,9 +1,9 @@
 // Who may call what, for a Fastify service whose credentials are auth.ts's: the caller of each
 // request, the namespace of its Idempotency-Key, operators' routes and a caller's own data; with
 // them the inputs and answers every service has (money in minor units, bigints as strings, /health).
-import { idempotencyKeyOf } from "@shardkit/prisma/fastify";
+import { idempotencyKeyOf, shardkitHttp } from "@shardkit/prisma/fastify";
 import type { HealthReport } from "@shardkit/prisma/rollout";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { z } from "zod";
 import { claimsOf, type Roles, type ServiceAuth } from "./auth.js";
 
@@ -98,4 +98,31 @@ export function serviceAnswers(app: FastifyInstance, service: { health(): Promis
     const report = await service.health();
     return reply.code(report.status === "down" ? 503 : 200).send(report);
   });
+}
+
+export interface ServiceAppOptions<P> extends AccessOptions<P> {
+  /** The realm a 401 names in `WWW-Authenticate: Bearer realm="..."` (the service's name). */
+  realm: string;
+  /** Fastify's request log (default off). */
+  logger?: boolean | undefined;
+  /** The service, when it answers `GET /health` (open to callers without a credential) and money (`serviceAnswers`). */
+  health?: { health(): Promise<HealthReport> } | undefined;
+}
+
+/**
+ * A service's Fastify app, before its routes: the credential of every request checked but open
+ * routes' (`serviceAccess`, whose checks it returns as `access`); every error answered as JSON with
+ * its status, and bodies giving a key twice or text PostgreSQL would refuse answered 400 before any
+ * handler (`shardkitHttp`); with `health`, bigints as strings and `GET /health` (`serviceAnswers`).
+ */
+export function serviceApp<P extends { role: string }>(options: ServiceAppOptions<P>) {
+  const { realm, logger = false, health, ...access } = options;
+  const app = Fastify({ logger });
+  const checks = serviceAccess(
+    app,
+    health ? { ...access, open: [...(access.open ?? []), "/health"] } : access,
+  );
+  shardkitHttp(app, { realm });
+  if (health) serviceAnswers(app, health);
+  return { app, access: checks };
 }

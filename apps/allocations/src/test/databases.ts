@@ -7,10 +7,14 @@ export const PACKAGE_NAME: string = JSON.parse(
   readFileSync(new URL("../../package.json", import.meta.url), "utf8"),
 ).name;
 
+/** A test's `skip` (its context's): skips the test, saying why, when `condition` holds. */
+type Skip = (condition: boolean, note: string) => void;
+
 /**
  * The databases of a test file or block (`testDatabases`), made before its tests and dropped after
- * them, each step within `limitMs` (`patient`). Where their server may not be made, the warning
- * says why `what` is skipped, and so does the run's `skipped` (for the test's `skip(...)`).
+ * them, each step within `limitMs` (`patient`). A test gets their URLs with `urls(skip)`, its own
+ * `skip`: where their server may not be made, the test is skipped saying why, as the warning says
+ * why `what` is.
  */
 export function databasesFor(what: string, options: Parameters<typeof testDatabases>[0], limitMs: number) {
   let run: Awaited<ReturnType<typeof testDatabases>> | undefined;
@@ -19,5 +23,8 @@ export function databasesFor(what: string, options: Parameters<typeof testDataba
     if (run.skipped) console.warn(`skipping ${what}: ${run.skipped}`);
   }, patient(limitMs));
   afterAll(() => run?.drop(), patient(limitMs));
-  return () => run!;
+  return (skip: Skip): string[] => {
+    skip(run!.skipped !== "", run!.skipped);
+    return run!.urls;
+  };
 }

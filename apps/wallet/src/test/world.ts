@@ -1,3 +1,4 @@
+import { ShardedUUID } from "@shardkit/id";
 import { createOutboxRelay } from "@shardkit/prisma";
 import { everyRow, httpClient } from "@shardkit/test-db";
 import { inject } from "vitest";
@@ -33,6 +34,20 @@ export async function walletWorld() {
     if (deposit) await http("POST", `/wallets/${wallet.id}/deposits`, { amount: deposit });
     return { customerId: customer.id as string, walletId: wallet.id as string };
   }
+  /**
+   * A customer with an MXN wallet holding 10 on shard 1/1, the one on the second server: tenants
+   * `<prefix>-0`, `<prefix>-1`, ... until the selector puts one there (its hash is deterministic; 20
+   * at the most, so the caller checks the shard).
+   */
+  async function walletOnSecondServer(prefix: string) {
+    let found = await customerWithWallet("MX", `${prefix}-0`, "MXN", "10");
+    for (let i = 1; i < 20 && ShardedUUID.shardOf(found.walletId).key !== "1/1"; i++)
+      found = await customerWithWallet("MX", `${prefix}-${i}`, "MXN", "10");
+    return found;
+  }
+  /** POST /transfers: `amount` from one wallet to another, as an operator, under a new Idempotency-Key. */
+  const transfer = (fromWalletId: string, toWalletId: string, amount: string) =>
+    http("POST", "/transfers", { fromWalletId, toWalletId, amount });
   /** Every row of a table on every database. */
   const all = <T>(table: "wallet" | "entry" | "transfer" | "customer" | "outboxEvent" | "processedEvent") =>
     everyRow<T>(shards.registry, table);
@@ -44,6 +59,8 @@ export async function walletWorld() {
     http,
     drain,
     customerWithWallet,
+    walletOnSecondServer,
+    transfer,
     all,
     async close() {
       await app.close();
