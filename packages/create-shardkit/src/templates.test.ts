@@ -146,6 +146,7 @@ describe("the templates, made from apps/*", () => {
         );
         expect(schemaTest).toContain('"shardkit.prisma"');
         expect(files.get("src/test/test-db.js")).toContain(
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: the copied source's text, as written there
           "read(`node_modules/@shardkit/prisma/schema/${file}`)",
         );
       }
