@@ -45,6 +45,7 @@ export type DoctorCheck =
   | "moves"
   | "placement"
   | "clocks"
+  | "atomic"
   | "in_doubt";
 
 export interface DoctorFinding {
@@ -94,7 +95,8 @@ async function ask<T>(
  * (`checkConnectionBudget`, times `instances`); `wal_level` is `logical` (live moves need it: a
  * warning); and every database has the same schema (tables, columns, indexes, constraints, enums,
  * applied migrations), each database that differs from the most common schema listed with how;
- * and every shard sits on a database its group's placement rule allows (`placement` in the config).
+ * and every shard sits on a database its group's placement rule allows (`placement` in the config);
+ * routers' clocks; whether atomic actions can run (`max_prepared_transactions`); atomic actions in doubt.
  * Longer than 80 lines: its checks in the order the report lists them, on one set of answers.
  */
 export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport> {
@@ -293,6 +295,10 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
     findings.push(...clocks.findings);
     checks.push(clocks.check);
 
+    const atomic = await checkAtomic(up, timeoutMs);
+    findings.push(...atomic.findings);
+    checks.push(atomic.check);
+
     // Atomic actions in doubt: an orphan past its lease holds its rows' locks until recovered.
     const inDoubt = await readInDoubt(up, {
       timeoutMs,
@@ -345,6 +351,48 @@ async function checkClocks(
           : skewed.length > 0
             ? `${skewed.length} of ${plural(routers.size, "router")} with a clock off by more than ${CLOCK_SKEW_LIMIT_MS / 1000} s`
             : `${plural(routers.size, "router")}, clocks within ${CLOCK_SKEW_LIMIT_MS / 1000} s of their databases'`,
+    },
+  };
+}
+
+/**
+ * Whether atomic actions (`$action(fn, { atomic: true })`, opt-in) can run: every server they touch
+ * needs `max_prepared_transactions > 0`. None allowing them is a fleet that does not use them; some
+ * allowing them and some not is a warning, naming the databases an atomic action would be refused on.
+ */
+async function checkAtomic(
+  up: readonly Database<RawClient>[],
+  timeoutMs: number,
+): Promise<{ findings: DoctorFinding[]; check: DoctorReport["checks"][number] }> {
+  const answers = await ask(up, timeoutMs, async (c) => {
+    const [row] = await c.$queryRawUnsafe<{ n: number }[]>(
+      "SELECT current_setting('max_prepared_transactions')::int AS n",
+    );
+    return Number(row!.n);
+  });
+  const off = answers.filter((a) => a.value <= 0).map((a) => a.physical.name);
+  const mixed = off.length > 0 && off.length < answers.length;
+  const findings: DoctorFinding[] = mixed
+    ? [
+        {
+          check: "atomic",
+          severity: "warning",
+          message: `max_prepared_transactions = 0 (the default) on ${off.join(", ")} while other databases allow prepared transactions: an atomic action with a part on these is refused (set it above 0, at least max_connections, and restart their servers)`,
+          databases: off,
+        },
+      ]
+    : [];
+  const n = plural(answers.length, "database");
+  return {
+    findings,
+    check: {
+      check: "atomic",
+      status: mixed ? "warning" : answers.length === 0 ? "skipped" : "ok",
+      summary: mixed
+        ? `${off.length} of ${n} refuse atomic actions (max_prepared_transactions = 0)`
+        : off.length > 0
+          ? `not enabled: max_prepared_transactions = 0 (the default) on ${n}; sagas need nothing`
+          : `max_prepared_transactions > 0 on ${n}: atomic actions can run`,
     },
   };
 }

@@ -26,6 +26,9 @@ describe("shardkit doctor", () => {
     expect(run.stdout).toMatch(/^budget\s+ok\s+15 of \d+ connections on server /m);
     expect(run.stdout).toMatch(/^wal_level\s+warning\s+3 of 3 databases not logical$/m);
     expect(run.stdout).toMatch(/^drift\s+ok\s+3 databases, one schema$/m);
+    expect(run.stdout).toMatch(
+      /^atomic\s+ok\s+not enabled: max_prepared_transactions = 0 \(the default\) on 3 databases; sagas need nothing$/m,
+    );
     expect(run.stdout).toContain(`warning: wal_level: wal_level is not logical on ${urls.a} (replica)`);
     expect(run.stdout).toMatch(/no problems found\n$/);
     expect(strict.code).toBe(1);

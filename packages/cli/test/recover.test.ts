@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ShardedUUID, ShardIdentifier } from "@shardkit/id";
 import { IDENTITY_COLUMNS, identityOf } from "@shardkit/prisma/internal";
-import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient, shareCluster } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDashboard } from "../src/dashboard/server.js";
 import { configFile, SLOW, shardkit } from "./cli.js";
@@ -148,6 +148,11 @@ describe("shardkit recover", () => {
     );
     const report = JSON.parse(doctor.stdout);
     expect(report.checks).toContainEqual(expect.objectContaining({ check: "in_doubt", status: "warning" }));
+    expect(report.checks).toContainEqual({
+      check: "atomic",
+      status: "ok",
+      summary: "max_prepared_transactions > 0 on 2 databases: atomic actions can run",
+    });
     expect(report.inDoubt.databases).toEqual([
       expect.objectContaining({ database: urls.x, count: 1, commit: 0, rollBack: 1, leave: 0 }),
       expect.objectContaining({ database: urls.y, count: 2, commit: 1, rollBack: 1, leave: 0 }),
@@ -224,6 +229,29 @@ describe("shardkit recover", () => {
       const { rows } = await c.query("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()");
       for (const r of rows) await c.query(`ROLLBACK PREPARED '${r.gid}'`);
     });
+  });
+
+  it("doctor: a database on a server without prepared transactions beside ones with them is a warning naming it", async () => {
+    const name = `sk_cli_recover_plain_${process.pid}`;
+    const plain = await createDatabase(MAIN_PORT, name);
+    try {
+      const mixed = configFile("recover-mixed", [
+        { group: 0, member: 1, url: urls.x },
+        { group: 1, member: 0, url: plain },
+      ]);
+      const run = await shardkit(["doctor", "--config", mixed, "--json", ...SLOW]);
+      const report = JSON.parse(run.stdout);
+      expect(report.checks).toContainEqual({
+        check: "atomic",
+        status: "warning",
+        summary: "1 of 2 databases refuse atomic actions (max_prepared_transactions = 0)",
+      });
+      const [finding] = report.findings.filter((f: { check: string }) => f.check === "atomic");
+      expect(finding).toMatchObject({ severity: "warning", databases: [plain] });
+      expect(finding.message).toContain(`max_prepared_transactions = 0 (the default) on ${plain} while`);
+    } finally {
+      await dropDatabase(MAIN_PORT, name).catch(() => {});
+    }
   });
 
   it("a bad configuration or flag: exit 2 with what is wrong, nothing read", async () => {
