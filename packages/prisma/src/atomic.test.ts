@@ -17,9 +17,11 @@ import {
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { startAtomicRecovery } from "./atomic-recover.js";
 import { AtomicUnavailableError, CrossShardError } from "./errors.js";
+import { openShards } from "./open/open.js";
 import { rolloutSchema } from "./rollout.js";
 
 const world = useAtomicWorld("a");
+const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
 
 /** An atomic transfer between new wallets on 0/0 and 1/1 that `router` refuses with `AtomicUnavailableError`. */
 async function refusedTransfer(router: ReturnType<typeof atomicRouter>) {
@@ -88,7 +90,7 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
     const mainUrl = await createDatabase(MAIN_PORT, name);
     try {
       await rolloutSchema({
-        schema: new URL("../test/schema.prisma", import.meta.url).pathname,
+        schema,
         targets: [{ name, adapter: new PrismaPg({ connectionString: mainUrl }) }],
         onProgress: () => {},
       });
@@ -103,6 +105,24 @@ describe("$action(fn, { atomic: true }): two-phase commit across databases", () 
       } finally {
         await mixed.close();
       }
+      // openShards says so when it opens such a fleet.
+      const warnings: string[] = [];
+      const opened = await openShards({
+        schema,
+        shardsJson: JSON.stringify([
+          { group: 0, member: 0, url: world.urls[0]! },
+          { group: 1, member: 1, url: mainUrl },
+        ]),
+        log: () => {},
+        onWarning: (w) => warnings.push(w),
+        createClient: (adapter) => new PrismaClient({ adapter }),
+      });
+      await opened.registry.disconnect();
+      expect(warnings.filter((w) => w.includes("max_prepared_transactions"))).toEqual([
+        expect.stringMatching(
+          new RegExp(`with a part on \\S*${name} are refused: max_prepared_transactions = 0`),
+        ),
+      ]);
     } finally {
       await dropDatabase(MAIN_PORT, name);
     }

@@ -31,6 +31,8 @@ export interface Inspected {
   reserved: number;
   /** True on a standby (`pg_is_in_recovery()`): a read replica, not a database to write to. */
   standby: boolean;
+  /** The server's `max_prepared_transactions`: 0 (the default) refuses atomic actions. */
+  prepared: number;
 }
 
 /**
@@ -52,7 +54,8 @@ export function identityOf(row: { server: string | null; database: string }): st
 export const INSPECT = `SELECT ${IDENTITY_COLUMNS},
   current_setting('max_connections')::int AS max,
   current_setting('superuser_reserved_connections')::int AS reserved,
-  pg_is_in_recovery() AS standby`;
+  pg_is_in_recovery() AS standby,
+  current_setting('max_prepared_transactions')::int AS prepared`;
 
 /**
  * What `inspect` learnt: the databases that answered, and the ones that did not with why; and, for
