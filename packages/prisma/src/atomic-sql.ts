@@ -154,6 +154,16 @@ export async function checkAtomic(
           : "its server has max_prepared_transactions = 0 (the default), so it cannot prepare a transaction: set it above 0 (at least max_connections is safe) and restart the server",
       });
   });
+  // Two databases that say they are one (a copied data directory: same system identifier, port and
+  // name): global ids could not tell their parts apart, nor recovery which one decides.
+  facts.forEach((f, i) => {
+    const twin = facts.findIndex((g) => g.id === f.id);
+    if (twin < i)
+      refused.push({
+        database: name(databases[i]!),
+        reason: `it reports the same server and database as ${name(databases[twin]!)} (a copy of one data directory?): an atomic action could not tell their parts apart`,
+      });
+  });
   if (!facts[0]!.decisions)
     refused.push({
       database: name(databases[0]!),

@@ -26,7 +26,7 @@ import {
 } from "./errors.js";
 import type { ShardScopes, View } from "./scope.js";
 import { inDatabaseTransaction, type TransactionOptions } from "./transaction.js";
-import { isShardUnavailable } from "./unavailable.js";
+import { isConnectionFailure } from "./unavailable.js";
 
 /** Where an atomic action's coordinator is: after a database prepared, after the decision, after a commit. */
 export type AtomicPoint = "prepared" | "decided" | "committed";
@@ -286,11 +286,12 @@ function aborted(
 }
 
 /**
- * A participant's failure as the caller sees it: a database that could not be reached is named, with
- * its shards (`DatabaseUnavailableError`, the driver's error its cause); any other error is its own.
+ * A participant's failure as the caller sees it: a database that could not be reached, or whose
+ * connection broke, is named with its shards (`DatabaseUnavailableError`, the driver's error its
+ * cause); any other error (a step's own, a wait for a connection) is left as it is.
  */
 function named(context: AtomicContext, database: number, error: unknown): unknown {
-  if (isShardkitError(error) || !isShardUnavailable(error)) return error;
+  if (isShardkitError(error) || !isConnectionFailure(error)) return error;
   const { executor } = context;
   return new DatabaseUnavailableError(
     executor.databaseName(database) ?? `database #${database}`,

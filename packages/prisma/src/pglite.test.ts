@@ -1,3 +1,6 @@
+import { cpSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { PrismaPGlite } from "pglite-prisma-adapter";
@@ -17,9 +20,18 @@ import { rolloutSchema } from "./rollout.js";
 const schema = new URL("../test/schema.prisma", import.meta.url).pathname;
 const s = (g: number, m: number) => ShardIdentifier.of(g, m);
 
-async function pgliteWorld(layout: ShardIdentifier[][], options?: { prepared: number }) {
-  const dbs = layout.map(
-    () => new PGlite(options && { postgresqlconf: [`max_prepared_transactions = ${options.prepared}`] }),
+/** PGlite databases for `layout` (in memory, or in `dirs`), `prepared` transactions allowed if given. */
+async function pgliteWorld(
+  layout: ShardIdentifier[][],
+  options: { prepared?: number; dirs?: string[] } = {},
+) {
+  const settings =
+    options.prepared === undefined
+      ? {}
+      : { postgresqlconf: [`max_prepared_transactions = ${options.prepared}`] };
+  // PGlite(undefined, settings) would leave the settings out: a folder, or the settings alone.
+  const dbs = layout.map((_, i) =>
+    options.dirs ? new PGlite(options.dirs[i], settings) : new PGlite(settings),
   );
   await rolloutSchema({
     schema,
@@ -164,6 +176,26 @@ describe("atomic actions across embedded PGlite databases", () => {
     // The decision was recorded on the first database only: the two were told apart.
     const decisions = await Promise.all(world.clients.map((c) => c.atomicDecision.count()));
     expect(decisions).toEqual([1, 0]);
+  });
+
+  it("two copies of one data directory (one identity): refused before anything is written, naming both", async () => {
+    const dirs = ["a", "b"].map((d) => join(tmpdir(), `sk-pglite-twin-${process.pid}-${d}`));
+    try {
+      await (await PGlite.create(dirs[0])).close();
+      cpSync(dirs[0]!, dirs[1]!, { recursive: true });
+      const twins = await pgliteWorld(layout, { prepared: 4, dirs });
+      try {
+        const error = await twins.db
+          .$action((unit) => transfer(unit, wallets), { atomic: true })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(AtomicUnavailableError);
+        expect(String(error)).toMatch(/it reports the same server and database as /);
+      } finally {
+        await twins.close();
+      }
+    } finally {
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("started without it: refused before anything is written, saying how to start PGlite", async () => {

@@ -3,7 +3,7 @@ import { ShardedId } from "@shardkit/id";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { S } from "../test/layout.js";
-import { isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
+import { isConnectionFailure, isShardUnavailable, isTransientTransactionError } from "./unavailable.js";
 
 // Real errors from Prisma 7 through @prisma/adapter-pg: a passing outage, or a real refusal.
 describe("isShardUnavailable", () => {
@@ -67,5 +67,21 @@ describe("isShardUnavailable", () => {
   it("looks through the cause chain", () => {
     const inner = Object.assign(new Error("refused"), { code: "ECONNREFUSED" });
     expect(isShardUnavailable(new Error("wrapped", { cause: inner }))).toBe(true);
+  });
+
+  it("isConnectionFailure: the database's own connection failure only, not a step's error caused by one elsewhere, nor a wait", async () => {
+    expect(isConnectionFailure(await nowhere.customer.count().catch((e: unknown) => e))).toBe(true);
+    const stopped = {
+      name: "PrismaClientKnownRequestError",
+      code: "P2039",
+      meta: { driverAdapterError: { cause: { code: "57P01" } } },
+    };
+    expect(isConnectionFailure(stopped)).toBe(true);
+    const refused = Object.assign(new Error("refused"), { code: "ECONNREFUSED" });
+    expect(isConnectionFailure(new TypeError("fetch failed", { cause: refused }))).toBe(false);
+    expect(isConnectionFailure({ name: "PrismaClientKnownRequestError", code: "P2024" })).toBe(false);
+    expect(isConnectionFailure({ name: "PrismaClientKnownRequestError", code: "P2028" })).toBe(false);
+    expect(isConnectionFailure(new Error("payload rejected"))).toBe(false);
+    expect(isConnectionFailure(undefined)).toBe(false);
   });
 });

@@ -52,6 +52,28 @@ export function isShardUnavailable(error: unknown): boolean {
   });
 }
 
+/** Prisma's codes for a server it could not reach, or a connection that broke. */
+const CONNECTION_CODES = new Set(["P1001", "P1002", "P1017"]);
+
+/**
+ * True when `error` is a failure to reach a database or a connection to it that broke: Prisma's
+ * own error of that kind, the driver adapter's error it wraps, or the driver's socket error. Unlike
+ * `isShardUnavailable`, it does not look through other causes (a step's own error whose cause is a
+ * refused connection elsewhere is not the database's), nor count waits (P2024, P2028) or deadlines.
+ */
+export function isConnectionFailure(error: unknown): boolean {
+  const own = error as { meta?: { driverAdapterError?: { cause?: unknown } } } | undefined;
+  const adapter = own?.meta?.driverAdapterError;
+  return [error, adapter, adapter?.cause].some((e) => {
+    if (!e || typeof e !== "object") return false;
+    const { code, name, kind } = e as { code?: unknown; name?: unknown; kind?: unknown };
+    if (name === "PrismaClientInitializationError") return true;
+    if (name === "PrismaClientKnownRequestError") return CONNECTION_CODES.has(String(code));
+    if (typeof code === "string" && (SOCKET_CODES.has(code) || SQLSTATE_UNAVAILABLE.test(code))) return true;
+    return kind === "DatabaseNotReachable" || kind === "ConnectionClosed";
+  });
+}
+
 /**
  * True when a transaction failed on a race it may win if run again: a deadlock (40P01), a
  * serialization failure (40001), Prisma's write conflict (P2034), or no transaction slot or
