@@ -404,32 +404,47 @@ export async function waitForReplay(port, primaryPort, timeoutMs = 30_000) {
   if (!replayed) throw new Error(`standby on port ${port} did not replay up to ${lsn} in ${timeoutMs} ms`);
 }
 
+/** When process `pid` started (Linux: field 22 of /proc/<pid>/stat), or "" where that cannot be read. */
+function startedAt(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "";
+  } catch {
+    return "";
+  }
+}
+
 /**
  * Clusters several test processes use at once: the first live user makes them (`make`), the last
- * to release drops them (`drop`). Returns this process's release. Users are pid files; a dead
- * process's file is ignored, so a crashed run does not keep them forever.
+ * to release drops them (`drop`). Returns this process's release. Users are pid files holding the
+ * process's start time; the file of a process that is dead, or whose pid a later process took, is
+ * ignored, so a crashed run does not keep them forever.
  */
 export async function shareClusters(key, { make, drop }) {
   const dir = `/tmp/shardkit-users-${key}`;
-  const alive = (pid) => {
+  const alive = (pid, started) => {
     try {
       process.kill(pid, 0);
-      return true;
     } catch (err) {
-      return err.code === "EPERM";
+      if (err.code !== "EPERM") return false;
     }
+    return started === "" || startedAt(pid) === started;
   };
   const live = () => {
     mkdirSync(dir, { recursive: true });
     return readdirSync(dir).filter((pid) => {
-      if (Number(pid) !== process.pid && alive(Number(pid))) return true;
+      let started = "";
+      try {
+        started = readFileSync(`${dir}/${pid}`, "utf8").trim();
+      } catch {}
+      if (Number(pid) !== process.pid && alive(Number(pid), started)) return true;
       rmSync(`${dir}/${pid}`, { force: true });
       return false;
     });
   };
   await withLock(`users-${key}`, async () => {
     if (live().length === 0) await make();
-    writeFileSync(`${dir}/${process.pid}`, "");
+    writeFileSync(`${dir}/${process.pid}`, startedAt(process.pid));
   });
   return () =>
     withLock(`users-${key}`, async () => {
@@ -849,7 +864,19 @@ async function startPgBouncerOn(port, { targetPort, poolSize, mode }) {
     await exited;
     rmSync(dir, { recursive: true, force: true });
   };
-  const up = await Promise.race([ready(port, 30_000), exited.then(() => false)]);
+  // Answered, and by it: a PgBouncer that could not take the port exits (whoever else answers
+  // there); one that took it says so in its log.
+  const listening = () => {
+    try {
+      return readFileSync(join(dir, "pgbouncer.log"), "utf8").includes(`listening on 127.0.0.1:${port}`);
+    } catch {
+      return false;
+    }
+  };
+  const up =
+    (await Promise.race([ready(port, 30_000), exited.then(() => false)])) &&
+    child.exitCode === null &&
+    listening();
   if (!up) {
     let log = "";
     try {

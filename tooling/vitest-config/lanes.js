@@ -113,6 +113,18 @@ function checkLanes() {
     ...parts
       .filter((part) => !laned.includes(part.project))
       .map((part) => `a part of ${part.project} is laned, but not the project itself`),
+    ...TEST_LANES.flatMap((entries) =>
+      entries
+        .filter((e) => typeof e !== "string" && entries.includes(e.project))
+        .map((part) => `a part of ${part.project} is in the project's own lane`),
+    ),
+    ...parts.flatMap((part, i) =>
+      part.only
+        .filter((file) =>
+          parts.some((other, j) => j < i && other.project === part.project && other.only.includes(file)),
+        )
+        .map((file) => `${part.project}'s ${file} is in two parts`),
+    ),
     ...parts.flatMap((part) => {
       const root = all.find((p) => p.name === part.project)?.root;
       return part.only
