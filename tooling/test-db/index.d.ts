@@ -1,4 +1,5 @@
 // The types of index.js (see there); also every create-shardkit template's src/test/test-db.d.ts.
+import type pg from "pg";
 import type { TestProject } from "vitest/node";
 /** The port of the main PostgreSQL server. */
 /** How much busier than idle this machine is now: the load average per core, from 1 to 10. */
@@ -182,6 +183,11 @@ export declare function runProgram(
   file: string,
   options?: { cwd?: string; env?: Record<string, string | undefined>; signal?: AbortSignal },
 ): Promise<string>;
+/**
+ * `fn` with a connection of its own to the database at `url`, closed after (also when `fn` throws),
+ * so no test leaves a connection behind on a database it drops.
+ */
+export declare function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T>;
 /** Where PgBouncer's binary is on this machine (Debian's `pgbouncer` package), or undefined. */
 export declare function pgBouncerPath(): string | undefined;
 /**

@@ -800,6 +800,20 @@ export function pgBouncerPath() {
   return undefined;
 }
 
+/**
+ * `fn` with a connection of its own to the database at `url`, closed after (also when `fn` throws),
+ * so no test leaves a connection behind on a database it drops.
+ */
+export async function withClient(url, fn) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
 /** A TCP port on 127.0.0.1 that nothing listens on now (the system's choice). */
 async function freePort() {
   const server = createServer();

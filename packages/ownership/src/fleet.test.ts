@@ -3,9 +3,8 @@
 // connections). Each router is a registry with a client of its own per database (a pool of one),
 // as separate service instances have, in this process.
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
-import { patient } from "@shardkit/test-db";
+import { patient, withClient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fleetRegistry, type MapFleet, mapFleet, shareFleetServer, statementsIn } from "../test/fleet.js";
 import { routedClient, TABLES } from "../test/layout.js";
@@ -25,17 +24,6 @@ afterAll(async () => {
   await fleet?.drop();
   await releaseServer();
 }, patient(120_000));
-
-/** `fn` with a connection of its own to the fleet's database `url`, closed after. */
-async function on<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
 
 /** The map's version in a database (`shardkit.map_version`: 0 before any change was announced there). */
 const VERSION_SQL = `SELECT (CASE WHEN is_called THEN last_value ELSE 0 END)::int AS version FROM shardkit.map_version`;
@@ -112,7 +100,7 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
       // a router opened before it learns of it from its next tick.
       const versions: number[] = [];
       for (const url of fleet!.urls)
-        versions.push(await on(url, async (c) => (await c.query(VERSION_SQL)).rows[0].version));
+        versions.push(await withClient(url, async (c) => (await c.query(VERSION_SQL)).rows[0].version));
       expect(versions.filter((v) => v === 0)).toEqual([]);
       // An ordinary start of the same fleet: everything is in place, nothing is set up again. Sweeps
       // every 10 min: what these routers learn below, they learn from announcements.
@@ -171,15 +159,17 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
       // Every announcement to the former owner is lost: the map's version there may not move on
       // (its nextval fails at the sequence's maximum), while the map's check still reads it.
       const former = fleet!.urls[2]!;
-      const before = await on(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version);
+      const before = await withClient(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version);
       expect(before).toBeGreaterThan(0); // announced before: is_called, so the maximum is the value itself
-      await on(former, (c) => c.query(`ALTER SEQUENCE shardkit.map_version MAXVALUE ${before}`));
+      await withClient(former, (c) => c.query(`ALTER SEQUENCE shardkit.map_version MAXVALUE ${before}`));
       try {
         // The former owner keeps its copy a while (no cleanup yet): the window a stale read could use.
         await moveShard({ map: moverMap, shard, to, mode: "offline", cleanup: false, onProgress: () => {} });
         expect(mover.databaseOf(shard).name).toBe(to.name);
         // The announcement did not reach the former owner; the router still routes there.
-        expect(await on(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version)).toBe(before);
+        expect(await withClient(former, async (c) => (await c.query(VERSION_SQL)).rows[0].version)).toBe(
+          before,
+        );
         expect(deaf.databaseOf(shard).name).toBe(from.name);
         // Its calls: reads, which the former owner answers (its rows were frozen at the switch). A
         // call looks beside it once a second has passed since the router last heard from that
@@ -201,7 +191,7 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
         expect(deafMap.counters.staleRejections).toBe(0);
         expect(await routedClient(deaf).bucket.findUnique({ where: { id } })).toMatchObject({ remaining: 3 });
       } finally {
-        await on(former, (c) => c.query("ALTER SEQUENCE shardkit.map_version NO MAXVALUE"));
+        await withClient(former, (c) => c.query("ALTER SEQUENCE shardkit.map_version NO MAXVALUE"));
         moverMap.close();
         deafMap.close();
         await mover.disconnect();
