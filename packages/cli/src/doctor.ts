@@ -11,6 +11,7 @@ import {
   skewedRouters,
   sumShardLoad,
 } from "@shardkit/prisma";
+import { atomicRefusals } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { type ConfigOptions, openConfig, type RawClient } from "./config.js";
 import {
@@ -370,17 +371,12 @@ async function checkAtomic(
     );
     return Number(row!.n);
   });
-  const off = answers.filter((a) => a.value <= 0).map((a) => a.physical.name);
-  const mixed = off.length > 0 && off.length < answers.length;
+  const { refusing: off, warning } = atomicRefusals(
+    answers.map((a) => ({ name: a.physical.name, prepared: a.value })),
+  );
+  const mixed = warning !== undefined;
   const findings: DoctorFinding[] = mixed
-    ? [
-        {
-          check: "atomic",
-          severity: "warning",
-          message: `max_prepared_transactions = 0 (the default) on ${off.join(", ")} while other databases allow prepared transactions: an atomic action with a part on these is refused (set it above 0, at least max_connections, and restart their servers)`,
-          databases: off,
-        },
-      ]
+    ? [{ check: "atomic", severity: "warning", message: warning, databases: off }]
     : [];
   const n = plural(answers.length, "database");
   return {

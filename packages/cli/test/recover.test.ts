@@ -248,7 +248,7 @@ describe("shardkit recover", () => {
       });
       const [finding] = report.findings.filter((f: { check: string }) => f.check === "atomic");
       expect(finding).toMatchObject({ severity: "warning", databases: [plain] });
-      expect(finding.message).toContain(`max_prepared_transactions = 0 (the default) on ${plain} while`);
+      expect(finding.message).toContain(`with a part on ${plain} are refused: max_prepared_transactions = 0`);
     } finally {
       await dropDatabase(MAIN_PORT, name).catch(() => {});
     }

@@ -86,6 +86,24 @@ export const deciderGidPrefix = (g: AtomicGid) =>
 
 export const shardsOf = (g: AtomicGid) => g.shards.map((b) => ShardIdentifier.fromBits(b));
 
+/**
+ * Which of a fleet's databases would refuse their part of an atomic action (their server's
+ * `max_prepared_transactions` is 0), and, when others allow prepared transactions, the warning that
+ * names them: what `openShards` logs and `shardkit doctor` reports. None allowing them is a fleet
+ * that does not use atomic actions (sagas need nothing), not a warning.
+ */
+export function atomicRefusals(databases: readonly { name: string; prepared: number }[]): {
+  refusing: string[];
+  warning: string | undefined;
+} {
+  const refusing = databases.filter((d) => d.prepared <= 0).map((d) => d.name);
+  const warning =
+    refusing.length > 0 && refusing.length < databases.length
+      ? `atomic actions ($action(fn, { atomic: true })) with a part on ${refusing.join(", ")} are refused: max_prepared_transactions = 0 (the default) on their server, while the other databases allow prepared transactions (set it above 0, at least max_connections, and restart those servers)`
+      : undefined;
+  return { refusing, warning };
+}
+
 /** What a database says about itself for atomic actions. */
 export interface AtomicFacts {
   /** A short hash of its identity (`server:port/database`): how global ids name it. */

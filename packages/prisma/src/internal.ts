@@ -2,7 +2,7 @@
 // cli) share with this one, declared once here. Not for applications: it may change in any release.
 // Its classes are the main entry's (one shared chunk).
 
-export { preparedNaming } from "./atomic-sql.js";
+export { atomicRefusals, preparedNaming } from "./atomic-sql.js";
 export { databaseIdentities, IDENTITY_COLUMNS, identityOf } from "./budget.js";
 export { orAfter, withDeadline } from "./deadline.js";
 export { loadOptionsOf } from "./load/options.js";

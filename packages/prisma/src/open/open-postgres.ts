@@ -3,6 +3,7 @@
 // standby, the connection budget), the schema to every database that answered, then the retry
 // loops of `open-recovery.ts` for the others and the replicas.
 import type { SqlDriverAdapter } from "@prisma/driver-adapter-utils";
+import { atomicRefusals } from "../atomic-sql.js";
 import { checkInspected, type Inspected, inspect } from "../budget.js";
 import { redactUrl, shardRegistryFromEnv } from "../config.js";
 import { withDeadline } from "../deadline.js";
@@ -227,11 +228,10 @@ export async function openPostgres<Client extends ShardClient>(
       budgetOptions,
     );
     known.push(...first.answered);
-    const refusing = first.answered.filter((a) => Number(a.row.prepared) <= 0);
-    if (refusing.length > 0 && refusing.length < first.answered.length)
-      (options.onWarning ?? logOf(options))(
-        `atomic actions ($action(fn, { atomic: true })) with a part on ${refusing.map((a) => a.physical.name).join(", ")} are refused: max_prepared_transactions = 0 (the default) on their server, while the other databases allow prepared transactions (set it above 0, at least max_connections, and restart those servers)`,
-      );
+    const { warning } = atomicRefusals(
+      first.answered.map((a) => ({ name: a.physical.name, prepared: Number(a.row.prepared) })),
+    );
+    if (warning) (options.onWarning ?? logOf(options))(warning);
     // The schema to every database that answered: all fingerprints checked at once (bounded), then
     // the engine on those that differ, `concurrency` at a time. A database that stops answering
     // meanwhile is left starting (its retries roll the schema out); any other failure stops the
