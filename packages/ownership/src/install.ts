@@ -25,21 +25,33 @@ import {
 import { SHARDKIT_TABLES, tablesFrom } from "./tables.js";
 
 /**
- * How long a map waits for its databases, once they have answered, to install its functions and
- * record the configured owners: a lock never given, or a server that froze since, fails it.
+ * How long a map waits at least for its databases, once they have answered, to install its functions
+ * and record the configured owners: a lock never given, or a server that froze since, fails it. A map
+ * whose `timeoutMs` is longer waits that long (`installMs`), and as long for a connection to begin
+ * each install transaction: a fleet whose routers all open at once on a busy host is slow, not down.
  */
 export const INSTALL_TIMEOUT_MS = 30_000;
+
+/** The install's deadline for a map whose databases answer within `timeoutMs`. */
+const installMs = (timeoutMs: number) => Math.max(INSTALL_TIMEOUT_MS, timeoutMs);
+
+/** An install transaction's limits: a connection within `timeoutMs` (10 s at least), all of it within the install's deadline. */
+const installTx = (timeoutMs: number) => ({
+  timeout: installMs(timeoutMs),
+  maxWait: Math.max(10_000, timeoutMs),
+});
 
 /** How many databases an open asks at once what they hold (as `databaseIdentities` asks who they are). */
 const SETUP_CONCURRENCY = 16;
 
-/** The deadline of the install and recording (`INSTALL_TIMEOUT_MS` from now). */
-export function installing() {
+/** The deadline of the install and recording (`installMs(timeoutMs)` from now). */
+function installing(timeoutMs: number) {
+  const ms = installMs(timeoutMs);
   return {
-    at: performance.now() + INSTALL_TIMEOUT_MS,
+    at: performance.now() + ms,
     late: (database: string) =>
       new DatabasesUnansweredError("the partition map could not be installed", [
-        { database, error: `no answer in ${INSTALL_TIMEOUT_MS} ms` },
+        { database, error: `no answer in ${ms} ms` },
       ]),
   };
 }
@@ -149,6 +161,7 @@ async function setUpOf<Client extends ShardClient>(
 export async function recordUnrecorded<Client extends ShardClient>(
   physical: readonly Database<Client>[],
   identityOf: (database: Database<Client>) => string,
+  timeoutMs: number,
   known?: ReadonlyMap<Database<Client>, readonly number[]>,
 ): Promise<string[]> {
   const databases = [...physical].sort((a, b) => (identityOf(a) < identityOf(b) ? -1 : 1));
@@ -186,22 +199,16 @@ export async function recordUnrecorded<Client extends ShardClient>(
       );
       return at.map((p) => p.name);
     }
-    return mapRaw(databases[i]!).$transaction(
-      async (tx) => {
-        await tx.$queryRawUnsafe(INSTALL);
-        return holding(i + 1, [...held, tx]);
-      },
-      { timeout: 30_000, maxWait: 10_000 },
-    );
+    return mapRaw(databases[i]!).$transaction(async (tx) => {
+      await tx.$queryRawUnsafe(INSTALL);
+      return holding(i + 1, [...held, tx]);
+    }, installTx(timeoutMs));
   };
   for (;;) {
-    const recorded = await mapRaw(databases[0]!).$transaction(
-      async (tx) => {
-        const [lock] = await tx.$queryRawUnsafe<{ locked: boolean }[]>(TRY_INSTALL);
-        return lock?.locked ? holding(1, [tx]) : undefined;
-      },
-      { timeout: 30_000, maxWait: 10_000 },
-    );
+    const recorded = await mapRaw(databases[0]!).$transaction(async (tx) => {
+      const [lock] = await tx.$queryRawUnsafe<{ locked: boolean }[]>(TRY_INSTALL);
+      return lock?.locked ? holding(1, [tx]) : undefined;
+    }, installTx(timeoutMs));
     if (recorded !== undefined) return recorded;
     // Another opener records (or installs there): once it is done, the records say whether it is left to do.
     await plain[0]!.$queryRawUnsafe(INSTALL);
@@ -217,7 +224,7 @@ export async function recordUnrecorded<Client extends ShardClient>(
  * it, so the ones after the first find the functions in place and change nothing. `checked`: the
  * caller has just found some function stale (no look before the lock).
  */
-export async function installFunctions(db: Raw, checked = false): Promise<boolean> {
+export async function installFunctions(db: Raw, timeoutMs: number, checked = false): Promise<boolean> {
   const stale = async (reader: Raw) => {
     const rows = await reader.$queryRawUnsafe<{ name: string; body: string }[]>(
       FUNCTION_BODIES_SQL,
@@ -226,18 +233,15 @@ export async function installFunctions(db: Raw, checked = false): Promise<boolea
     return FUNCTIONS.filter((f) => !rows.some((r) => r.name === f.name && r.body === functionBody(f.create)));
   };
   if (!checked && (await stale(db)).length === 0) return false;
-  return db.$transaction(
-    async (tx) => {
-      await tx.$queryRawUnsafe(INSTALL);
-      const left = await stale(tx);
-      for (const f of left) {
-        for (const statement of f.before ?? []) await tx.$executeRawUnsafe(statement);
-        await tx.$executeRawUnsafe(f.create);
-      }
-      return left.length > 0;
-    },
-    { timeout: 30_000, maxWait: 10_000 },
-  );
+  return db.$transaction(async (tx) => {
+    await tx.$queryRawUnsafe(INSTALL);
+    const left = await stale(tx);
+    for (const f of left) {
+      for (const statement of f.before ?? []) await tx.$executeRawUnsafe(statement);
+      await tx.$executeRawUnsafe(f.create);
+    }
+    return left.length > 0;
+  }, installTx(timeoutMs));
 }
 
 /** What one partition map installed in its databases, and installs as the ones that were down answer. */
@@ -256,7 +260,12 @@ export class MapInstall<Client extends ShardClient> {
   constructor(
     private readonly registry: ShardRegistry<Client>,
     /** The map: what each database says it is, and how a change of records is announced. */
-    private readonly map: { identityOf(database: Database<Client>): string; announce(): Promise<void> },
+    private readonly map: {
+      identityOf(database: Database<Client>): string;
+      announce(): Promise<void>;
+      /** How long its databases are waited for (`PartitionMapOptions.timeoutMs`). */
+      readonly timeoutMs: number;
+    },
     private readonly signals: Signals,
   ) {}
 
@@ -266,7 +275,7 @@ export class MapInstall<Client extends ShardClient> {
    * that answered says it is. Then checks that they have @shardkit/ownership's schema, finds which
    * of `@shardkit/prisma`'s tables they have, installs shardkit's functions where some are missing
    * or differ, and, when every database answered, records the unrecorded shards. Waits at most
-   * `INSTALL_TIMEOUT_MS` for the install once they have answered. Returns the tables: `tables`, then
+   * `INSTALL_TIMEOUT_MS` (or `timeoutMs` when longer) for the install once they have answered. Returns the tables: `tables`, then
    * `@shardkit/prisma`'s that the databases have.
    */
   async open(
@@ -308,11 +317,16 @@ export class MapInstall<Client extends ShardClient> {
     const recorded = new Set([...answered.values()].flatMap((s) => s.recorded));
     if (everyone && this.registry.shards.every((shard) => recorded.has(shard.bits)))
       this.seeded = new Map([...answered].map(([p, s]) => [p, s.read]));
-    return bounded(installing(), async () => {
+    return bounded(installing(timeoutMs), async () => {
       await Promise.all([...answered].map(([p, s]) => this.functionsIn(p, s.stale)));
       if (everyone) await this.recordUnrecorded(new Map([...answered].map(([p, s]) => [p, s.recorded])));
       return found.tables;
     });
+  }
+
+  /** The deadline of an install or recording from now (`installing`). */
+  deadline() {
+    return installing(this.map.timeoutMs);
   }
 
   /** The records the open's set-up read, when they make the map's first read (once; see `seeded`). */
@@ -333,14 +347,19 @@ export class MapInstall<Client extends ShardClient> {
    */
   async functionsIn(physical: Database<Client>, stale?: boolean): Promise<void> {
     if (this.installed.has(physical)) return;
-    if (stale !== false && (await installFunctions(mapRaw(physical), stale === true)))
+    if (stale !== false && (await installFunctions(mapRaw(physical), this.map.timeoutMs, stale === true)))
       this.signals.emit({ type: "install", database: physical.name, what: "functions" });
     this.installed.add(physical);
   }
 
   /** Records the configured owners of the shards no database has a record of (see `recordUnrecorded`). */
   async recordUnrecorded(known?: ReadonlyMap<Database<Client>, readonly number[]>): Promise<void> {
-    const at = await recordUnrecorded(this.registry.databases, (p) => this.map.identityOf(p), known);
+    const at = await recordUnrecorded(
+      this.registry.databases,
+      (p) => this.map.identityOf(p),
+      this.map.timeoutMs,
+      known,
+    );
     for (const database of at) this.signals.emit({ type: "install", database, what: "records" });
     this.recorded = true;
     // A first recording is a change of records like any other: announced (before the open or the

@@ -214,7 +214,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
    * (each database's install and recording run under an advisory lock of its own; the others, once
    * it is given, find the work done), and a function already installed as this version has it is
    * left alone (no DDL at all). Once its
-   * databases have answered, the install and recording wait at most 30 s for them (`INSTALL_TIMEOUT_MS`):
+   * databases have answered, the install and recording wait at most 30 s for them, or `timeoutMs` when longer:
    * a lock that is never given, or a server that froze since, fails the open with
    * `DatabasesUnansweredError`.
    */

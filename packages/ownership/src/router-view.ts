@@ -8,7 +8,7 @@ import { databaseIdentities } from "@shardkit/prisma/internal";
 import { scatter } from "@shardkit/scatter";
 import { DatabasesUnansweredError, InvalidMapError } from "./errors.js";
 import type { RouterRepairs } from "./heal.js";
-import { installing, type MapInstall } from "./install.js";
+import type { MapInstall } from "./install.js";
 import { type OwnershipRow, resolveOwners } from "./owners.js";
 import { bounded, lastLine, mapRaw } from "./raw.js";
 import type { Signals } from "./signals.js";
@@ -126,7 +126,7 @@ export class RouterView<Client extends ShardClient> {
       this.rows.size === this.registry.databases.length &&
       this.silent.size === 0
     ) {
-      await bounded(installing(), () => this.install.recordUnrecorded()).catch(() => {});
+      await bounded(this.install.deadline(), () => this.install.recordUnrecorded()).catch(() => {});
       if (this.install.recorded) return this.read();
     }
     const changed: ShardIdentifier[] = [];
