@@ -53,8 +53,13 @@ describe.skipIf(!pgBouncerPath())(
           transfer(await walletOn(pooled, from!, 100n), await walletOn(pooled, to!, 0n), BigInt(i + 1)),
         ),
       );
+      // Eight at once queue for the pooler's two server connections: each waits its turn (on a busy
+      // host, longer than Prisma's default 2 s to begin a transaction).
+      const patience = { maxWait: patient(20_000), timeout: patient(20_000) };
       await Promise.all(
-        transfers.map((t) => pooled.db.$action((unit) => stageTransfer(unit, t), { atomic: true })),
+        transfers.map((t) =>
+          pooled.db.$action((unit) => stageTransfer(unit, t), { atomic: true, ...patience }),
+        ),
       );
       const { sides, total } = await ledger(world.urls);
       for (const t of transfers) expect(sides.get(t.id)).toEqual(["credit", "debit"]);
