@@ -8,7 +8,7 @@ import { ShardedId } from "@shardkit/id";
 import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
 import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import { afterEach, beforeEach, describe, expect, inject, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { LOGICAL } from "../test/global-setup.js";
 import { seedBuckets } from "../test/layout.js";
 import { startMover } from "../test/movers.js";
@@ -58,6 +58,26 @@ async function seeded(n: number, options?: Parameters<Router["open"]>[0]) {
   return { r, map, buckets: await seed(r, S.g0m1, n) };
 }
 
+/**
+ * `seeded(n, options)`, and a mover process (`env`) started meanwhile: its start-up (a process of its
+ * own, its clients and map) overlaps the seeding; its move starts at `go()`. Killed after the test.
+ */
+async function seededWithMover(
+  n: number,
+  env: Parameters<typeof startMover>[1],
+  options?: Parameters<Router["open"]>[0],
+) {
+  const starting = startMover(urls, env).then((mover) => {
+    killed.push(mover.kill);
+    return mover;
+  });
+  // Both waited for, so a mover never starts after the test that made it has ended.
+  const [world, mover] = await Promise.allSettled([seeded(n, options), starting]);
+  if (world.status === "rejected") throw world.reason;
+  if (mover.status === "rejected") throw mover.reason;
+  return { ...world.value, mover: mover.value };
+}
+
 /** What replication left on the servers: slots, publications, subscriptions of shardkit moves. */
 async function leftovers(r: Router) {
   const [slots] = await r.clients.a.$queryRawUnsafe<{ n: number }[]>(
@@ -104,6 +124,18 @@ async function listed(client: Router["clients"]["a"]): Promise<number> {
   const [row] = await client.$queryRawUnsafe<{ n: number }[]>(
     `SELECT count(*)::int AS n FROM pg_trigger WHERE tgname LIKE 'shardkit_fence_%'
        AND replace(encode(tgargs, 'escape'), '\\000', '|') LIKE '%|${S.g0m1.bits}|%'`,
+  );
+  return row!.n;
+}
+
+/** How many moves of 0/1 the move journal at a records as ended (none while it has no journal yet). */
+async function endedMoves(r: Router): Promise<number> {
+  const [journal] = await r.clients.a.$queryRawUnsafe<{ present: boolean }[]>(
+    `SELECT to_regclass('shardkit."ShardMoveJournal"') IS NOT NULL AS present`,
+  );
+  if (!journal!.present) return 0;
+  const [row] = await r.clients.a.$queryRawUnsafe<{ n: number }[]>(
+    `SELECT count(*)::int AS n FROM shardkit."ShardMoveJournal" WHERE shard = ${S.g0m1.bits} AND ended_at IS NOT NULL`,
   );
   return row!.n;
 }
@@ -465,10 +497,13 @@ describe("a database that stops answering in the middle of a move", () => {
       // the steps before the freeze (publish, subscribe) need, scaled by the machine's load, and never
       // more than 6 s (a freeze past a's wal_sender_timeout, 60 s, is another test's matter).
       const copyTimeoutMs = Math.min(patient(3000), 6000);
-      const failure = await moveToE(r, map, {
+      let endedBefore = 0;
+      let settled = false;
+      const moving = moveToE(r, map, {
         copyTimeoutMs,
         afterStep: async (step) => {
           if (step !== "subscribe") return;
+          endedBefore = await endedMoves(r);
           // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
           await new Promise<void>((resolve) => {
             frozen = withClusterFrozen(LOGICAL.target.cluster, async () => {
@@ -479,25 +514,40 @@ describe("a database that stops answering in the middle of a move", () => {
             });
           });
         },
-      }).catch((e: unknown) => e);
+      })
+        .catch((e: unknown) => e)
+        .finally(() => {
+          settled = true;
+        });
+      let failure: unknown;
       try {
-        expect(failure, String(failure)).toBeInstanceOf(MoveFailedError);
-        expect(failure).toMatchObject({ step: "copy", left: "half-done", rerun: "undo" });
-        const cause = (failure as Error).cause;
-        expect(cause).toBeInstanceOf(MoveTimeoutError);
-        expect((cause as Error).message).toBe(
-          `shard 0/1: the copy (waiting for e) did not finish within ${copyTimeoutMs} ms`,
+        // The move gives up while e is still frozen: its end is recorded at a once its budgets are
+        // spent (what it does after that, telling every router, waits for e no longer: e is thawed).
+        await eventually(
+          "the move gives up (its end recorded at a)",
+          async () => settled || (frozen !== undefined && (await endedMoves(r)) > endedBefore),
         );
-        expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
         // The source took the shard's writes while e was frozen, before and after the move gave up.
         expect(load.acked.size).toBeGreaterThan(ackedBefore.n);
         const ackedAtFailure = load.acked.size;
-        await vi.waitFor(() => expect(load.acked.size).toBeGreaterThan(ackedAtFailure), { timeout: 30_000 });
+        await eventually(
+          "a takes writes after the move gave up",
+          async () => load.acked.size > ackedAtFailure,
+        );
         expect(load.failures).toEqual([]);
       } finally {
         thaw();
         await frozen;
+        failure = await moving;
       }
+      expect(failure, String(failure)).toBeInstanceOf(MoveFailedError);
+      expect(failure).toMatchObject({ step: "copy", left: "half-done", rerun: "undo" });
+      const cause = (failure as Error).cause;
+      expect(cause).toBeInstanceOf(MoveTimeoutError);
+      expect((cause as Error).message).toBe(
+        `shard 0/1: the copy (waiting for e) did not finish within ${copyTimeoutMs} ms`,
+      );
+      expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
       await load.stop();
       await untilLapsed(r);
       const result = await moveToE(r, map);
@@ -519,9 +569,7 @@ describe("a mover process killed with SIGKILL", () => {
   it.each(STEPS)(
     "after %s: one writer at most; the shard takes writes again within its lease without a person; the next move takes over and finishes",
     async (stop) => {
-      const { r, map, buckets } = await seeded(10);
-      const mover = await startMover(urls, { STOP_AFTER: stop, LEASE_MS: "1500" });
-      killed.push(mover.kill);
+      const { r, map, buckets, mover } = await seededWithMover(10, { STOP_AFTER: stop, LEASE_MS: "1500" });
       mover.go();
       expect(await mover.exited).toBe("SIGKILL");
       expect(await ownersOf(r)).toBeLessThanOrEqual(1);
@@ -585,19 +633,24 @@ describe("two movers of one shard", () => {
   it.each([true, false])(
     "a second mover while the first is paused after any step (verify %s) is refused, naming the holder, its step and its lease; the first finishes and nothing is lost",
     async (verify) => {
-      const r = make();
-      // The writers ride out the whole pause (the test's own doing), however slow the machine.
-      const map = await r.open({ retries: 400 });
-      const buckets = await seed(r, S.g0m1, 10);
+      // The writers ride out the whole pause (the test's own doing), however slow the machine (the
+      // map's retries). The first mover's writes may wait through three pauses inside its fence (each
+      // with a second mover tried): three times the default budget, scaled by the machine's load.
+      const {
+        r,
+        map,
+        buckets,
+        mover: first,
+      } = await seededWithMover(
+        10,
+        {
+          PAUSE_AFTER: STEPS.join(","),
+          VERIFY: verify ? "1" : "0",
+          FREEZE_BUDGET_MS: String(patient(30_000)),
+        },
+        { retries: 400 },
+      );
       const load = writers(r, [{ buckets, desk: "moving" }]);
-      // Its writes may wait through three pauses inside its fence (each with a second mover tried):
-      // three times the default budget, scaled by the machine's load.
-      const first = await startMover(urls, {
-        PAUSE_AFTER: STEPS.join(","),
-        VERIFY: verify ? "1" : "0",
-        FREEZE_BUDGET_MS: String(patient(30_000)),
-      });
-      killed.push(first.kill);
       first.go();
       for (const pause of STEPS) {
         expect(await first.next()).toBe(`paused ${pause}`);
@@ -628,10 +681,13 @@ describe("two movers of one shard", () => {
   it.each(["receive", "copy", "fence", "verify-changes", "switch", "teardown"] as const)(
     "a mover frozen after %s past its lease: another mover takes the move over and completes; the frozen one, thawed, is refused at its next step and changes nothing",
     async (pause) => {
-      const { r, map, buckets } = await seeded(10, { retries: 400 });
+      const {
+        r,
+        map,
+        buckets,
+        mover: first,
+      } = await seededWithMover(10, { PAUSE_AFTER: pause, LEASE_MS: "1500" }, { retries: 400 });
       const load = writers(r, [{ buckets, desk: "moving" }]);
-      const first = await startMover(urls, { PAUSE_AFTER: pause, LEASE_MS: "1500" });
-      killed.push(first.kill);
       first.go();
       expect(await first.next()).toBe(`paused ${pause}`);
       first.freeze(); // its lease is not renewed any more

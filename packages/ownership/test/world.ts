@@ -59,7 +59,9 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
   );
   try {
     // Moves' replication objects first (a subscription left by a test would keep copying rows in).
-    for (const client of clients) {
+    // Each phase on every database at once, and done on all of them before the next.
+    const eachClient = (work: (client: PrismaClient) => Promise<void>) => Promise.all(clients.map(work));
+    await eachClient(async (client) => {
       const subscriptions = await client.$queryRawUnsafe<{ name: string }[]>(
         `SELECT subname::text AS name FROM pg_subscription
          WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE 'shardkit%'`,
@@ -69,8 +71,8 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
         await client.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" SET (slot_name = NONE)`);
         await client.$executeRawUnsafe(`DROP SUBSCRIPTION "${name}"`);
       }
-    }
-    for (const client of clients) {
+    });
+    await eachClient(async (client) => {
       await client.$queryRawUnsafe(
         `SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL AND slot_name LIKE 'shardkit%'`,
       );
@@ -89,8 +91,8 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
         `SELECT pubname::text AS name FROM pg_publication WHERE pubname LIKE 'shardkit%'`,
       ))
         await client.$executeRawUnsafe(`DROP PUBLICATION "${name}"`);
-    }
-    for (const client of clients) {
+    });
+    await eachClient(async (client) => {
       // The fence's triggers first: their TRUNCATE trigger refuses while a shard is being moved. Only
       // those there are (one statement to find them, rather than a DROP IF EXISTS of every possible one).
       const fenced = await client.$queryRawUnsafe<{ trigger: string; table: string }[]>(
@@ -105,7 +107,7 @@ export async function reset(urls: { a: string; b: string; e: string } = inject("
       await client.$executeRawUnsafe(
         'TRUNCATE "Bucket", "Confirmation", "OutboxEvent", "IdempotencyKey", "ProcessedEvent", "UniqueClaim", "UniqueClaimToken", "ShardOwnership", "ShardMove", "ShardMoveChange"',
       );
-    }
+    });
   } finally {
     for (const client of clients) await client.$disconnect();
   }
