@@ -73,8 +73,27 @@ export declare function shareCluster(
  * never a cluster these helpers did not make (rejects: `ensureCluster` refuses one too).
  */
 export declare function dropCluster(name: string): Promise<void>;
+/**
+ * A server of this process's own (and its children's) for tests that stop or freeze it: cluster
+ * `<base>_<pid>` (`_<n>` after it for the process's n-th server) on a free port, made here, shared
+ * with no other run; `drop()` drops it. Servers of runs that ended without dropping theirs are
+ * dropped first.
+ */
+export declare function ownCluster(
+  base: string,
+  options?: Parameters<typeof ensureCluster>[2],
+): Promise<{ cluster: string; port: number; drop(): Promise<void> }>;
+/** A streaming replica of this process's own (`createStreamingReplica`), named and dropped as `ownCluster`'s. */
+export declare function ownReplica(
+  base: string,
+  options: { primaryPort: number; timeoutMs?: number },
+): Promise<{ cluster: string; port: number; drop(): Promise<void> }>;
+/**
+ * Stops a cluster while `fn` runs, then starts it again. Refused for a cluster another test run uses
+ * (made by `ownCluster` for another process, or shared with one outside this process's line).
+ */
 export declare function withClusterStopped<T>(name: string, port: number, fn: () => Promise<T>): Promise<T>;
-/** SIGSTOPs a cluster's server processes while `fn` runs (connections hang), then SIGCONTs them. */
+/** SIGSTOPs a cluster's server processes while `fn` runs (connections hang), then SIGCONTs them; refused as `withClusterStopped`. */
 export declare function withClusterFrozen<T>(name: string, fn: () => Promise<T>): Promise<T>;
 export declare function createDatabase(
   port: number,
@@ -103,17 +122,24 @@ export interface TestDatabasesOptions {
 export interface TestDatabases {
   urls: string[];
   skipped: string;
+  /** The server of `onServer`: the run's own (`<server.cluster>_<pid>`, a free port) unless `shared`. */
+  server: { cluster: string; port: number };
   drop(): Promise<void>;
 }
 /**
  * A service's shards for a test run (a vitest global setup): 0/0 and 0/1 on database a, 1/0 on b,
- * 1/1 on c on `server` (shared; on the main server where none may be made: `skipped` says why),
- * as SHARDKIT_SHARDS JSON; `drop()` drops them.
+ * 1/1 on c on a server of the run's own named after `server` (on the main server where none may be
+ * made: `skipped` says why), as SHARDKIT_SHARDS JSON; `server` the one used; `drop()` drops them.
  */
 export declare function shardsOfRun(
   service: string,
   server: { cluster: string; port: number },
-): Promise<{ shardsJson: string; skipped: string; drop(): Promise<void> }>;
+): Promise<{
+  shardsJson: string;
+  skipped: string;
+  server: { cluster: string; port: number };
+  drop(): Promise<void>;
+}>;
 /**
  * A Prisma schema file a project keeps as a copy of @shardkit/prisma's: the project's
  * `prisma/schema/<file>` and the installed `node_modules/@shardkit/prisma/schema/<file>`, as text.
@@ -125,12 +151,14 @@ declare module "vitest" {
     shardsJson: string;
     /** Why the tests that stop or freeze the second server are skipped; "" when they run (`shardsOfRunSetup`). */
     secondSkipped: string;
+    /** The run's own second server, which the tests stop and freeze (`shardsOfRunSetup`). */
+    second: { cluster: string; port: number };
   }
 }
 /**
  * A service's vitest global setup (its `export default`): the run's shards (`shardsOfRun`) made
- * before the tests, given to them as `inject("shardsJson")` and `inject("secondSkipped")`, and
- * dropped after the last test.
+ * before the tests, given to them as `inject("shardsJson")`, `inject("second")` and
+ * `inject("secondSkipped")`, and dropped after the last test.
  */
 export declare function shardsOfRunSetup(
   service: string,

@@ -422,14 +422,7 @@ function startedAt(pid) {
  */
 export async function shareClusters(key, { make, drop }) {
   const dir = `/tmp/shardkit-users-${key}`;
-  const alive = (pid, started) => {
-    try {
-      process.kill(pid, 0);
-    } catch (err) {
-      if (err.code !== "EPERM") return false;
-    }
-    return started === "" || startedAt(pid) === started;
-  };
+  const alive = running;
   const live = () => {
     mkdirSync(dir, { recursive: true });
     return readdirSync(dir).filter((pid) => {
@@ -481,9 +474,136 @@ export async function dropCluster(name) {
   });
 }
 
-/** Stops a cluster, runs `fn` while it is down, then starts it again (even when `fn` throws). */
+const OWNERS = "/tmp/shardkit-own";
+
+/** Whether process `pid` runs, and is the one that started at `started` ("": not known). */
+function running(pid, started) {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if (err.code !== "EPERM") return false;
+  }
+  return started === "" || startedAt(pid) === started;
+}
+
+/** This process and its ancestors, by pid (Linux: /proc/<pid>/stat's fourth field). */
+function lineage() {
+  const pids = new Set([process.pid]);
+  for (let pid = process.ppid; pid > 1 && !pids.has(pid); ) {
+    pids.add(pid);
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      pid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    } catch {
+      break;
+    }
+  }
+  return pids;
+}
+
+let ownMade = 0;
+
+/**
+ * A PostgreSQL server of this process's own (and its children's: a vitest run's workers), which its
+ * tests may stop and freeze: cluster `<base>_<pid>` (`_<n>` after it for this process's n-th server)
+ * on a port nothing listens on now and no other run's server has, made here and shared with no other
+ * run. `options` as `ensureCluster`'s. Servers of runs that ended without dropping theirs are dropped
+ * first. Resolves to `{ cluster, port, drop }`; `drop()` drops it.
+ */
+export function ownCluster(base, options = {}) {
+  return own(base, (cluster, port) => ensureCluster(cluster, port, options));
+}
+
+/**
+ * A streaming replica of this process's own of the running cluster on `primaryPort`, which its tests
+ * may stop: as `ownCluster` (`<base>_<pid>...` on a free port), made by `createStreamingReplica`.
+ */
+export function ownReplica(base, { primaryPort, timeoutMs }) {
+  return own(base, (cluster, port) => createStreamingReplica(cluster, port, { primaryPort, timeoutMs }));
+}
+
+/** `ownCluster` and `ownReplica`: the name, the owner's record, a free port, `make(cluster, port)`. */
+async function own(base, make) {
+  ownMade += 1;
+  const cluster = `${base.slice(0, 40)}_${process.pid}${ownMade > 1 ? `_${ownMade}` : ""}`;
+  requireClusters("server", cluster, 0);
+  mkdirSync(OWNERS, { recursive: true });
+  const taken = new Set(); // the ports of live runs' servers: free while one is stopped, never reused
+  for (const name of readdirSync(OWNERS)) {
+    const [pid, started, port] = readOwner(name);
+    if (running(pid, started)) taken.add(port);
+    else {
+      await dropCluster(name).catch(() => {});
+      rmSync(`${OWNERS}/${name}`, { force: true });
+    }
+  }
+  const drop = async () => {
+    await dropCluster(cluster);
+    rmSync(`${OWNERS}/${cluster}`, { force: true });
+  };
+  for (let attempt = 1; ; attempt++) {
+    let port = await freePort();
+    while (taken.has(port)) port = await freePort();
+    writeFileSync(`${OWNERS}/${cluster}`, `${process.pid} ${startedAt(process.pid)} ${port}\n`);
+    try {
+      await make(cluster, port);
+      return { cluster, port, drop };
+    } catch (error) {
+      await dropCluster(cluster).catch(() => {}); // its port was taken meanwhile: another
+      if (attempt >= 3 || error?.code === "CLUSTERS_UNAVAILABLE") {
+        rmSync(`${OWNERS}/${cluster}`, { force: true });
+        throw error;
+      }
+    }
+  }
+}
+
+/** The process that made cluster `name` with `ownCluster`, and its port: `[pid, started, port]`, or `[0, "", 0]`. */
+function readOwner(name) {
+  try {
+    const [pid, started = "", port] = readFileSync(`${OWNERS}/${name}`, "utf8").trim().split(" ");
+    return [Number(pid), started, Number(port)];
+  } catch {
+    return [0, "", 0];
+  }
+}
+
+/**
+ * Throws unless this process may stop or freeze cluster `name`: never one another run uses, whether
+ * made for another process (`ownCluster`) or shared (`shareCluster`, `testDatabases({ shared })`)
+ * with a process that runs outside this one's line (this process and its parents).
+ */
+function refuseShared(name, what) {
+  const mine = lineage();
+  const [owner, started] = readOwner(name);
+  const others = owner && !mine.has(owner) && running(owner, started) ? [owner] : [];
+  for (const dir of [`/tmp/shardkit-users-${name}`, `/tmp/shardkit-users-cluster-${name}`]) {
+    let users = [];
+    try {
+      users = readdirSync(dir);
+    } catch {}
+    for (const pid of users) {
+      let since = "";
+      try {
+        since = readFileSync(`${dir}/${pid}`, "utf8").trim();
+      } catch {}
+      if (!mine.has(Number(pid)) && running(Number(pid), since)) others.push(Number(pid));
+    }
+  }
+  if (others.length > 0)
+    throw new Error(
+      `${what} PostgreSQL cluster ${name} refused: another test run uses it (process ${others.join(", ")}); a test stops or freezes only a server of its own run (ownCluster)`,
+    );
+}
+
+/**
+ * Stops a cluster, runs `fn` while it is down, then starts it again (even when `fn` throws). Refused
+ * (before anything stops) for a cluster that another run uses: see `ownCluster`.
+ */
 export async function withClusterStopped(name, port, fn) {
+  refuseShared(name, "stopping"); // at once: a server another run holds stopped keeps its lock meanwhile
   return withLock(name, async () => {
+    refuseShared(name, "stopping");
     sh("pg_ctlcluster", ["--skip-systemctl-redirect", version(), name, "stop", "-m", "fast"]);
     try {
       return await fn();
@@ -495,10 +615,13 @@ export async function withClusterStopped(name, port, fn) {
 
 /**
  * Freezes a cluster (SIGSTOP to its postmaster and every backend: connections stay open and hang,
- * as on a frozen machine), runs `fn`, then thaws it (SIGCONT), even when `fn` throws.
+ * as on a frozen machine), runs `fn`, then thaws it (SIGCONT), even when `fn` throws. Refused, as
+ * `withClusterStopped`, for a cluster that another run uses.
  */
 export async function withClusterFrozen(name, fn) {
+  refuseShared(name, "freezing"); // at once: a server another run holds stopped keeps its lock meanwhile
   return withLock(name, async () => {
+    refuseShared(name, "freezing");
     const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
     const postmaster = readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
     const signal = (pid, sig) => {
@@ -608,14 +731,16 @@ export async function dropDatabase(port, name) {
 }
 
 /**
- * The databases of a test run: `names` on the machine's server, `onServer` on `server` (a
- * `testCluster(...)`: a PostgreSQL server of the project's own, made for the run, with
- * `wal_level = logical` when `logical`, and dropped after it). `shared: true` shares that server
- * with the project's other test processes running at once (`shareClusters`): the last one drops it.
+ * The databases of a test run: `names` on the machine's server, `onServer` on a PostgreSQL server
+ * named after `server` (a `testCluster(...)`), with `wal_level = logical` when `logical`: the run's
+ * own (`ownCluster`: `<server.cluster>_<pid>` on a free port, made for the run, dropped after it,
+ * and the only kind a test may stop or freeze). `shared: true` uses `server` itself instead, shared
+ * with the project's other test processes running at once (`shareClusters`: the last one drops it).
  * Where this machine does not let the tests make a server (`ClustersUnavailableError`), `skipped`
  * says why and nothing is made, or, with `fallback: true`, the server's databases go on the main
- * server. Resolves to `{ urls, skipped, drop }`: each database's URL in the order given (main's
- * first), and `drop()`, which drops every database and the server the run made (only those).
+ * server. Resolves to `{ urls, skipped, server, drop }`: each database's URL in the order given
+ * (main's first), the server used (`{ cluster, port }`), and `drop()`, which drops every database and
+ * the server the run made (only those).
  */
 export async function testDatabases({
   names = [],
@@ -627,18 +752,24 @@ export async function testDatabases({
 }) {
   let release = async () => {};
   let skipped = "";
+  let made = server;
   if (onServer.length > 0) {
     const make = () => ensureCluster(server.cluster, server.port, { logical }).then(() => {});
     const drop = () => dropCluster(server.cluster);
     try {
-      release = shared ? await shareClusters(server.cluster, { make, drop }) : await make().then(() => drop);
+      if (shared) release = await shareClusters(server.cluster, { make, drop });
+      else {
+        const own = await ownCluster(server.cluster, { logical });
+        made = { cluster: own.cluster, port: own.port };
+        release = own.drop;
+      }
     } catch (err) {
       if (err?.code !== "CLUSTERS_UNAVAILABLE") throw err;
       skipped = err.message;
     }
   }
-  if (skipped && !fallback) return { urls: [], skipped, drop: async () => {} };
-  const extraPort = skipped ? MAIN_PORT : server.port;
+  if (skipped && !fallback) return { urls: [], skipped, server: made, drop: async () => {} };
+  const extraPort = skipped ? MAIN_PORT : made.port;
   const dbs = [
     ...names.map((name) => ({ port: MAIN_PORT, name })),
     ...onServer.map((name) => ({ port: extraPort, name })),
@@ -648,7 +779,8 @@ export async function testDatabases({
     await release();
   };
   try {
-    return { urls: await Promise.all(dbs.map((db) => createDatabase(db.port, db.name))), skipped, drop };
+    const urls = await Promise.all(dbs.map((db) => createDatabase(db.port, db.name)));
+    return { urls, skipped, server: made, drop };
   } catch (err) {
     await drop(); // a run that could not make its databases leaves none of them
     throw err;
@@ -658,10 +790,11 @@ export async function testDatabases({
 /**
  * The shards of a service's test run, for a vitest global setup: four shards in two groups on
  * three databases of `testDatabases` (`sk_<service>_a|b|c_<pid>`): 0/0 and 0/1 on a, 1/0 on b,
- * 1/1 on c, which lives on `server` (shared with the project's other test processes at once) or,
- * where no server may be made, on the main server (`skipped` says why, and a warning, for the tests
- * that stop that server to skip themselves). Resolves to
- * `{ shardsJson, skipped, drop }`: `shardsJson` in the SHARDKIT_SHARDS format.
+ * 1/1 on c, which lives on a server of the run's own named after `server` (the tests stop and
+ * freeze it: it is shared with no other run) or, where no server may be made, on the main server
+ * (`skipped` says why, and a warning, for the tests that stop that server to skip themselves).
+ * Resolves to `{ shardsJson, skipped, server, drop }`: `shardsJson` in the SHARDKIT_SHARDS format,
+ * `server` the second server's `{ cluster, port }`.
  */
 export async function shardsOfRun(service, server) {
   await ensureCluster("main", MAIN_PORT);
@@ -670,7 +803,6 @@ export async function shardsOfRun(service, server) {
     names: [db("a"), db("b")],
     onServer: [db("c")],
     server,
-    shared: true,
     fallback: true,
   });
   if (run.skipped) console.warn(`skipping the tests that stop a second PostgreSQL server: ${run.skipped}`);
@@ -681,7 +813,7 @@ export async function shardsOfRun(service, server) {
     { group: 1, member: 0, url: b },
     { group: 1, member: 1, url: c },
   ]);
-  return { shardsJson, skipped: run.skipped, drop: run.drop };
+  return { shardsJson, skipped: run.skipped, server: run.server, drop: run.drop };
 }
 
 /**
@@ -700,14 +832,16 @@ export function copiedSchema(projectDir, file) {
 
 /**
  * A service's vitest global setup (its `export default`): the run's shards (`shardsOfRun(service,
- * server)`) made before the tests, given to them as `inject("shardsJson")` (SHARDKIT_SHARDS JSON)
- * and `inject("secondSkipped")` (why the tests that stop or freeze `server` are skipped; "" when
- * they run), and dropped after the last test.
+ * server)`) made before the tests, given to them as `inject("shardsJson")` (SHARDKIT_SHARDS JSON),
+ * `inject("second")` (the run's own second server, `{ cluster, port }`, which they stop and freeze)
+ * and `inject("secondSkipped")` (why the tests that stop or freeze it are skipped; "" when they
+ * run), and dropped after the last test.
  */
 export function shardsOfRunSetup(service, server) {
   return async (project) => {
     const run = await shardsOfRun(service, server);
     project.provide("shardsJson", run.shardsJson);
+    project.provide("second", run.server);
     project.provide("secondSkipped", run.skipped);
     return run.drop;
   };

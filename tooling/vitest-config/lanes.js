@@ -29,9 +29,10 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
  * four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
  * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
  * Such a part runs beside the rest of its project, so its files may share no server-wide state
- * with them (a cluster one stops, freezes or counts slots on): the CLI's part uses the main server
- * and the DOWN cluster, which the rest does not touch, and shares the clusters' lifetime with the
- * rest through the global setup's `shareClusters`.
+ * with them (a cluster one counts slots on; a cluster a test stops or freezes is its run's own in
+ * any case, test-db's `ownCluster`): the CLI's part uses the main server and a server of its status
+ * file's own, and shares the logical clusters' lifetime with the rest through the global setup's
+ * `shareClusters`.
  */
 const TEST_LANES = [
   [

@@ -43,7 +43,7 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
 
   describe("on PostgreSQL (SHARDKIT_SHARDS): client processes, live moves", () => {
     // Any database may be a move's source: three databases of one wal_level = logical server of the
-    // project's own (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another; dropped after the test), so
+    // project's own (SHARDKIT_TEST_CLUSTER=<name>:<port> names another; dropped after the test), so
     // every move is between two databases of one server. Where the test may not make the server, it
     // is skipped.
     const run = databasesFor(

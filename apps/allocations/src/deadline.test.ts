@@ -7,8 +7,8 @@ import { openServiceRouter } from "./shards.js";
 import { auth, operator } from "./test/auth.js";
 import { databasesFor, PACKAGE_NAME } from "./test/databases.js";
 
-// Shards 0/0 and 0/1 on the machine's server, 1/0 on a server of this file's own that the test
-// freezes (SIGSTOP: connections hang, nothing is refused). Where the test may not make a server
+// Shards 0/0 and 0/1 on the machine's server, 1/0 on a server of this file's own (named after
+// FROZEN, on a port of its own) that the test freezes (SIGSTOP: connections hang, nothing is refused). Where the test may not make a server
 // (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
 const FROZEN = testCluster(`${PACKAGE_NAME}/frozen`);
 const run = databasesFor(
@@ -56,7 +56,7 @@ describe("allocations with a frozen database", () => {
         const frozen = (await call("POST", "/buckets", { name: "frozen", capacity: 5, shard: "1/0" })).body
           .id;
         const holdKey = randomUUID();
-        const answers = await withClusterFrozen(FROZEN.cluster, async () => ({
+        const answers = await withClusterFrozen(run.server().cluster, async () => ({
           hold: await bounded(call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey)),
           create: await bounded(call("POST", "/buckets", { name: "new", capacity: 1, shard: "1/0" })),
           read: await bounded(call("GET", `/buckets/${frozen}`)),

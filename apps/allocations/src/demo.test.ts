@@ -64,7 +64,7 @@ describe("the demo (tsx src/demo.ts)", () => {
 
   describe("on PostgreSQL (SHARDKIT_SHARDS)", () => {
     // The source's server needs wal_level = logical: a cluster of the project's own, named after its
-    // package and dropped after the test (SHARDKIT_TEST_CLUSTER=<name>:<port> picks another). Where
+    // package and dropped after the test (SHARDKIT_TEST_CLUSTER=<name>:<port> names another). Where
     // the test may not make one (helpers that refuse with CLUSTERS_UNAVAILABLE say why), it is skipped.
     const run = databasesFor(
       "the live move on PostgreSQL",

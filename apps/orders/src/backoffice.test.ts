@@ -5,9 +5,9 @@ import { withClusterStopped } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createCustomerSelector } from "./customer-selector.js";
 import type { Order } from "./generated/prisma/client.js";
-import { SECOND } from "./test/global-setup.js";
 import { ordersWorld } from "./test/world.js";
 
+const SECOND = inject("second"); // the run's own second server, which the tests stop
 const secondSkipped = inject("secondSkipped"); // why the tests that stop the second server cannot run, or ""
 let world: Awaited<ReturnType<typeof ordersWorld>>;
 const customers: { id: string; currency: string }[] = [];

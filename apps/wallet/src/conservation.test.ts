@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createCustomerSelector } from "./customer-selector.js";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { bearer, operator, TEST_SECRET } from "./test/auth.js";
-import { SECOND } from "./test/global-setup.js";
 import { walletWorld } from "./test/world.js";
+
+const SECOND = inject("second"); // the run's own second server, which the tests stop
 
 // The conservation soak: the real service in its own process, with every fault at once. It is
 // killed with SIGKILL mid-run and started again; the second server is down for far longer than the

@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { buildApp } from "./app.js";
 import { openShards, type Shards } from "./shards.js";
 import { auth, bearer, operator } from "./test/auth.js";
-import { SECOND } from "./test/global-setup.js";
 import { WalletService } from "./wallet-service.js";
+
+const SECOND = inject("second"); // the run's own second server, which the tests stop
 
 // Fresh databases (no schema yet) for this file; shard 1/1's is on the second server.
 const names = [`sk_wallet_deg_a_${process.pid}`, `sk_wallet_deg_b_${process.pid}`];

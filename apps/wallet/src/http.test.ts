@@ -4,9 +4,9 @@ import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-d
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Entry, Transfer, Wallet } from "./generated/prisma/client.js";
 import { auth, bearer, operator, TEST_SECRET } from "./test/auth.js";
-import { SECOND } from "./test/global-setup.js";
 import { walletWorld } from "./test/world.js";
 
+const SECOND = inject("second"); // the run's own second server, which the tests stop
 const secondSkipped = inject("secondSkipped"); // why the tests that stop the second server cannot run, or ""
 let world: Awaited<ReturnType<typeof walletWorld>>;
 beforeAll(async () => {

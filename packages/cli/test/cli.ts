@@ -64,16 +64,21 @@ export function configFile(name: string, config: unknown): string {
  */
 export function testDatabases<K extends string>(
   file: string,
-  ports: Record<K, number>,
+  ports: Record<K, number | { port: number }>,
 ): { names: Record<K, string>; urls: Record<K, string> } {
   const keys = Object.keys(ports) as K[];
+  // A server's port is read when the databases are made (a file's own server is made just before).
+  const portOf = (k: K) => {
+    const at = ports[k];
+    return typeof at === "number" ? at : at.port;
+  };
   const names = Object.fromEntries(keys.map((k) => [k, `sk_cli_${file}_${k}_${process.pid}`])) as Record<
     K,
     string
   >;
   const urls = {} as Record<K, string>;
   beforeAll(async () => {
-    const made = await Promise.all(keys.map((k) => createDatabase(ports[k], names[k])));
+    const made = await Promise.all(keys.map((k) => createDatabase(portOf(k), names[k])));
     keys.forEach((k, i) => {
       urls[k] = made[i]!;
     });
@@ -84,7 +89,7 @@ export function testDatabases<K extends string>(
     });
   });
   afterAll(async () => {
-    await Promise.all(keys.map((k) => dropDatabase(ports[k], names[k])));
+    await Promise.all(keys.map((k) => dropDatabase(portOf(k), names[k])));
   });
   return { names, urls };
 }

@@ -16,13 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DashboardSnapshot } from "../src/index.js";
 import * as browser from "./browser.js";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
-import { FLEET } from "./clusters.js";
+import { fileServer } from "./clusters.js";
 import { seed } from "./seed.js";
 
 const KEYS = ["a", "b", "c", "d"] as const;
 type Key = (typeof KEYS)[number];
 // a, b and c on the machine's server; d on a cluster of this test's own, which one test stops.
-const { names, urls } = testDatabases("fleet", { a: MAIN_PORT, b: MAIN_PORT, c: MAIN_PORT, d: FLEET.port });
+const FLEET = fileServer("skclifleet");
+const { names, urls } = testDatabases("fleet", { a: MAIN_PORT, b: MAIN_PORT, c: MAIN_PORT, d: FLEET });
 const shown = (key: Key) => `127.0.0.1:${key === "d" ? FLEET.port : MAIN_PORT}/${names[key]}`;
 
 /** 1,024 shards (groups 0..15, members 0..63), dealt round the four databases. */

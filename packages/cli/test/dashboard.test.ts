@@ -18,13 +18,14 @@ import {
   startDashboardCli,
 } from "./browser.js";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
-import { DASH } from "./clusters.js";
+import { fileServer } from "./clusters.js";
 import { rowsPerShard, seed } from "./seed.js";
 
 // Three databases: a and b on the machine's server, c on a cluster of the package's tests that one
 // test stops. Their URLs carry a password (trust auth ignores it): no page may show it.
 const PASSWORD = "Pw-d4shb0ard-s3cret";
-const { names, urls } = testDatabases("dash", { a: MAIN_PORT, b: MAIN_PORT, c: DASH.port });
+const DASH = fileServer("skclidash");
+const { names, urls } = testDatabases("dash", { a: MAIN_PORT, b: MAIN_PORT, c: DASH });
 const secret = (url: string) => url.replace("postgresql://postgres@", `postgresql://postgres:${PASSWORD}@`);
 /** The dashboard's name of a database: host:port/database. */
 const shown = (key: "a" | "b" | "c") => `127.0.0.1:${key === "c" ? DASH.port : MAIN_PORT}/${names[key]}`;

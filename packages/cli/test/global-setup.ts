@@ -1,18 +1,17 @@
 // The tests run the built binary (dist/cli.js), as a user does. `pnpm test` builds every package
 // first; run on its own, this builds the CLI when its build is missing or older than its sources.
-// It also makes the package's own PostgreSQL clusters (test/clusters.ts), all at once, shared with
+// It also makes the package's logical pair of PostgreSQL clusters (test/clusters.ts), shared with
 // any other run of these tests on the machine (`shareClusters`): the last run to end drops them, never
-// one while another run is using them.
+// one while another run is using them. A server a test stops or freezes is its file's own instead.
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { dropCluster, ensureCluster, MAIN_PORT, pgUrl, shareClusters } from "@shardkit/test-db";
 import pg from "pg";
-import { DASH, DOWN, FLEET, LIVE } from "./clusters.js";
+import { LIVE } from "./clusters.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const PLAIN = [DOWN, DASH, FLEET];
 const LOGICAL = [LIVE.source, LIVE.target];
 
 function newest(dir: string): number {
@@ -50,13 +49,10 @@ export default async function setup() {
     mainServer(),
     shareClusters("cli", {
       make: async () => {
-        await Promise.all([
-          ...PLAIN.map((c) => ensureCluster(c.cluster, c.port)),
-          ...LOGICAL.map((c) => ensureCluster(c.cluster, c.port, { logical: true })),
-        ]);
+        await Promise.all(LOGICAL.map((c) => ensureCluster(c.cluster, c.port, { logical: true })));
       },
       drop: async () => {
-        await Promise.all([...PLAIN, ...LOGICAL].map((c) => dropCluster(c.cluster)));
+        await Promise.all(LOGICAL.map((c) => dropCluster(c.cluster)));
       },
     }),
   ]);

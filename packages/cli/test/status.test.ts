@@ -4,11 +4,12 @@ import { MAIN_PORT, patient, withClusterFrozen, withClusterStopped } from "@shar
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { configFile, SLOW, shardkit, testDatabases } from "./cli.js";
-import { DOWN } from "./clusters.js";
+import { fileServer } from "./clusters.js";
 
-// Three databases: a and b on the machine's server, c on a cluster of the package's tests
-// (test/clusters.ts), which one test stops to see `status` name it.
-const { urls } = testDatabases("status", { a: MAIN_PORT, b: MAIN_PORT, c: DOWN.port });
+// Three databases: a and b on the machine's server, c on a server of the file's own
+// (test/clusters.ts), which tests stop and freeze to see `status` name it.
+const DOWN = fileServer("skclidown");
+const { urls } = testDatabases("status", { a: MAIN_PORT, b: MAIN_PORT, c: DOWN });
 let config = "";
 
 beforeAll(async () => {

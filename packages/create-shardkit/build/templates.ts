@@ -454,11 +454,12 @@ and make it themselves with \`pg_createcluster\` (the postgresql-common package 
 Ubuntu), which needs root or the \`postgres\` user. Where it cannot be made (no
 \`pg_createcluster\`, another user, or \`SHARDKIT_TEST_NO_CLUSTERS=1\`), those tests are skipped, and
 the run says why (\`npx vitest run --reporter=verbose\` shows the reason next to each one). The
-server is the project's own: a cluster named after its package name, on a port derived from that
-name (15000-19999; \`testCluster\` in \`src/test/test-db.js\`), made by the tests and dropped after
-them, so two projects on one machine never share one; \`SHARDKIT_TEST_CLUSTER=<name>:<port>\` picks
-another. The tests never change, stop or drop a server of that name they did not make: they refuse
-to run.`;
+server is the test run's own: a cluster named after the package and the test process
+(\`<name>_<pid>\`; \`testCluster\` and \`ownCluster\` in \`src/test/test-db.js\`), on a port nothing
+else listens on, made by the tests and dropped after them, so no two runs on one machine share one
+(and a run never stops or freezes a server another run uses: it refuses);
+\`SHARDKIT_TEST_CLUSTER=<name>:<port>\` gives another name. The tests never change, stop or drop a
+server of that name they did not make: they refuse to run.`;
   const postgres = `The tests need PostgreSQL on 127.0.0.1:5432, user \`postgres\` with trust authentication (a local
 development server). \`src/test/test-db.js\` creates the databases of a run and drops them after it;
 their names carry the test process's ID, so runs at the same time never share one.${servers}`;

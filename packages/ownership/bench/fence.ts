@@ -18,8 +18,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry, shardRouting } from "@shardkit/prisma";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
-import pg from "pg";
+import { ensureCluster, MAIN_PORT, testDatabases, withClient } from "@shardkit/test-db";
 import { PartitionMap, ShardLease } from "../src/index.js";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { models, TABLES } from "../test/layout.js";
@@ -31,22 +30,21 @@ const s01 = ShardIdentifier.of(0, 1);
 
 await ensureCluster("main", MAIN_PORT);
 const names = [`sk_bench_own_a_${process.pid}`, `sk_bench_own_b_${process.pid}`];
-const urls = await Promise.all(names.map((name) => createDatabase(MAIN_PORT, name)));
+const databases = await testDatabases({ names });
+const { urls } = databases;
 const clients: PrismaClient[] = [];
 try {
   await bench();
 } finally {
   await Promise.all(clients.map((c) => c.$disconnect()));
-  for (const name of names) await dropDatabase(MAIN_PORT, name);
+  await databases.drop();
 }
 
 async function bench() {
-  for (const url of urls) {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query(`ALTER DATABASE "${new URL(url).pathname.slice(1)}" SET synchronous_commit = off`);
-    await admin.end();
-  }
+  for (const [i, url] of urls.entries())
+    await withClient(url, (admin) =>
+      admin.query(`ALTER DATABASE "${names[i]}" SET synchronous_commit = off`),
+    );
   await rolloutSchema({
     schema: new URL("../test/schema.prisma", import.meta.url).pathname,
     targets: urls.map((url, i) => ({ name: names[i]!, adapter: new PrismaPg({ connectionString: url }) })),

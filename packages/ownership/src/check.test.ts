@@ -1,12 +1,14 @@
 import { ShardedId } from "@shardkit/id";
 import { patient, withClusterStopped } from "@shardkit/test-db";
 import { beforeEach, describe, expect, inject, it } from "vitest";
-import { SECOND } from "../test/global-setup.js";
 import { startMover } from "../test/movers.js";
 import { reset, type router, routers, S, TABLES } from "../test/world.js";
 import { checkMove } from "./check.js";
 import { DatabasesUnansweredError, MovePrecheckError, OwnershipOptionsError } from "./errors.js";
 import { moveShard } from "./move.js";
+
+/** The second server, which these tests stop: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 // Live-capable databases (wal_level = logical) for most checks; the machine's server (replica) for wal_level.
 const moveUrls = inject("moveUrls");

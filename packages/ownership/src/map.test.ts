@@ -3,8 +3,7 @@ import { createOutboxRelay, emitEvent, isShardUnavailable, PartialCommitError } 
 import { httpAnswerOf } from "@shardkit/prisma/fastify";
 import { patient, withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import { beforeEach, describe, expect, it } from "vitest";
-import { SECOND } from "../test/global-setup.js";
+import { beforeEach, describe, expect, inject, it } from "vitest";
 import { copyShard, reset, type router, routers, S, transfer } from "../test/world.js";
 import {
   EpochConflictError,
@@ -20,6 +19,9 @@ import { findMoves } from "./records.js";
 import { refusalOf } from "./refusal.js";
 import type { OwnershipSignal } from "./signals.js";
 import { readPartitionMap } from "./view.js";
+
+/** The second server, which these tests stop: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 const make = routers();
 beforeEach(() => reset());

@@ -9,7 +9,6 @@ import { consumeOnce, emitEvent, idempotent } from "@shardkit/prisma";
 import { patient, withClusterFrozen } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
-import { LOGICAL } from "../test/global-setup.js";
 import { seedBuckets } from "../test/layout.js";
 import { startMover } from "../test/movers.js";
 import { copyShard, reset, type router, routers, S } from "../test/world.js";
@@ -23,6 +22,9 @@ import {
 import { ShardLease } from "./lease.js";
 import { type MoveStep, moveShard, moveSteps } from "./move.js";
 import { readPartitionMap } from "./view.js";
+
+/** The moves' target server, which a test freezes: this run's own (test/global-setup.ts). */
+const TARGET = inject("moveTarget");
 
 // Live moves between two PostgreSQL servers with wal_level = logical (the global setup makes them).
 const urls = inject("moveUrls");
@@ -506,7 +508,7 @@ describe("a database that stops answering in the middle of a move", () => {
           endedBefore = await endedMoves(r);
           // From here e's server answers nothing (SIGSTOP): its connections stay open, its statements hang.
           await new Promise<void>((resolve) => {
-            frozen = withClusterFrozen(LOGICAL.target.cluster, async () => {
+            frozen = withClusterFrozen(TARGET.cluster, async () => {
               ackedBefore.n = load.acked.size;
               resolve();
               // Thawed by the test, or at the latest when its time is up: never frozen for the next test.

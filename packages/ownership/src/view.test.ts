@@ -2,14 +2,16 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
 import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterStopped } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { SECOND } from "../test/global-setup.js";
 import { reset, type router, routers, S, transfer } from "../test/world.js";
 import { OwnershipOptionsError } from "./errors.js";
 import { ShardLease } from "./lease.js";
 import type { ShardOwner } from "./owners.js";
 import { readPartitionMap } from "./view.js";
+
+/** The second server, which these tests stop: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 const make = routers();
 const bare = `sk_owner_bare_${process.pid}`;

@@ -1,11 +1,20 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT, shareCluster } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropDatabase,
+  ensureCluster,
+  MAIN_PORT,
+  ownCluster,
+  shareCluster,
+} from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 
-/** A second, independent PostgreSQL server for this package's tests (its own cluster and port). */
-export const SECOND = { cluster: "skowner", port: 5437 };
-/** Two servers with wal_level = logical, for live moves: the source and the target. */
+/**
+ * Two servers with wal_level = logical, for live moves: the source and the target. The benches use
+ * both; the tests use the source (shared with any other run of them) and a target of the run's own
+ * (`moveTarget`), which they freeze.
+ */
 export const LOGICAL = {
   source: { cluster: "skmovesrc", port: 5438 },
   target: { cluster: "skmovedst", port: 5439 },
@@ -17,27 +26,35 @@ declare module "vitest" {
     ownershipUrls: { a: string; b: string; e: string };
     /** a, b: two databases on one logical-replication server; e: a spare on another. */
     moveUrls: { a: string; b: string; e: string };
+    /**
+     * The second server (`e`), which the tests stop, and the moves' target (`moveUrls.e`), which they
+     * freeze: the run's own (`ownCluster`), shared with no other run, dropped after the last test.
+     */
+    second: { cluster: string; port: number };
+    moveTarget: { cluster: string; port: number };
   }
 }
 
 export default async function setup(project: TestProject) {
   await ensureCluster("main", MAIN_PORT);
-  await ensureCluster(SECOND.cluster, SECOND.port);
-  // The logical-replication servers exist for these tests only: shared with any other run of them on
-  // the machine, and dropped by the last run to end.
+  const second = await ownCluster("skowner");
+  const target = await ownCluster("skmovedst", { logical: true });
+  // The source exists for these tests only: shared with any other run of them on the machine, and
+  // dropped by the last run to end.
   const releases = [
     await shareCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true }),
-    await shareCluster(LOGICAL.target.cluster, LOGICAL.target.port, { logical: true }),
+    target.drop,
+    second.drop,
   ];
   const dbs = [
     { key: "a" as const, port: MAIN_PORT, name: `sk_owner_a_${process.pid}` },
     { key: "b" as const, port: MAIN_PORT, name: `sk_owner_b_${process.pid}` },
-    { key: "e" as const, port: SECOND.port, name: `sk_owner_e_${process.pid}` },
+    { key: "e" as const, port: second.port, name: `sk_owner_e_${process.pid}` },
   ];
   const moving = [
     { key: "a" as const, port: LOGICAL.source.port, name: `sk_move_a_${process.pid}` },
     { key: "b" as const, port: LOGICAL.source.port, name: `sk_move_b_${process.pid}` },
-    { key: "e" as const, port: LOGICAL.target.port, name: `sk_move_e_${process.pid}` },
+    { key: "e" as const, port: target.port, name: `sk_move_e_${process.pid}` },
   ];
   const urls = { a: "", b: "", e: "" };
   const moveUrls = { a: "", b: "", e: "" };
@@ -56,6 +73,8 @@ export default async function setup(project: TestProject) {
   });
   project.provide("ownershipUrls", urls);
   project.provide("moveUrls", moveUrls);
+  project.provide("second", { cluster: second.cluster, port: second.port });
+  project.provide("moveTarget", { cluster: target.cluster, port: target.port });
   return async () => {
     for (const db of [...dbs, ...moving]) await dropDatabase(db.port, db.name);
     for (const release of releases) await release();

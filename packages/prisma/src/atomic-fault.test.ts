@@ -21,7 +21,6 @@ import { isShardUnavailable } from "./unavailable.js";
 // nothing; every acknowledged transfer is counted once on every shard and the money is all there.
 
 const world = useFaultWorld("fault");
-const { cluster, port } = FAULT_SERVER;
 
 /** A gate a coordinator waits at: `reached` once it got there, `open()` lets it go on. */
 function gate() {
@@ -68,16 +67,20 @@ describe("a participant's server stopped between PREPARE and COMMIT PREPARED", (
       const paused = pausedAfterPrepare(t);
       await paused.reached;
       const during = transfer(a, c, 5n);
-      const { outcome, refused } = await withClusterStopped(cluster, port, async () => {
-        paused.open();
-        const outcome = await paused.outcome;
-        // While y is down, an action without a part on it commits; one with a part on it fails.
-        await world.router.db.$action((unit) => stageTransfer(unit, during), { atomic: true });
-        const refused = await world.router.db
-          .$action((unit) => stageTransfer(unit, transfer(c, b, 1n)), { atomic: true })
-          .catch((error: unknown) => error);
-        return { outcome, refused };
-      });
+      const { outcome, refused } = await withClusterStopped(
+        FAULT_SERVER.cluster,
+        FAULT_SERVER.port,
+        async () => {
+          paused.open();
+          const outcome = await paused.outcome;
+          // While y is down, an action without a part on it commits; one with a part on it fails.
+          await world.router.db.$action((unit) => stageTransfer(unit, during), { atomic: true });
+          const refused = await world.router.db
+            .$action((unit) => stageTransfer(unit, transfer(c, b, 1n)), { atomic: true })
+            .catch((error: unknown) => error);
+          return { outcome, refused };
+        },
+      );
       expect(outcome).toBe("committed");
       // Refused naming y and its shards, as unavailable (an API answers 503), nothing of it written.
       expect(refused).toBeInstanceOf(DatabaseUnavailableError);
@@ -106,7 +109,7 @@ describe("a participant's server stopped between PREPARE and COMMIT PREPARED", (
       const t = transfer(b, c, 30n);
       const paused = pausedAfterPrepare(t);
       await paused.reached;
-      const outcome = await withClusterStopped(cluster, port, async () => {
+      const outcome = await withClusterStopped(FAULT_SERVER.cluster, FAULT_SERVER.port, async () => {
         paused.open();
         return paused.outcome;
       });
@@ -149,7 +152,7 @@ describe("a participant's server frozen (SIGSTOP) during prepare", () => {
       await g.reached;
       const other = atomicRouter(world.urls, undefined, { timeoutMs: faultTimeoutMs() });
       try {
-        const { error, during } = await withClusterFrozen(cluster, async () => {
+        const { error, during } = await withClusterFrozen(FAULT_SERVER.cluster, async () => {
           g.open();
           const error = await action;
           // Another router's recovery round while y is frozen: y did not answer, said so; no hang.

@@ -4,12 +4,14 @@ import { withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { SECOND } from "../test/global-setup.js";
 import { makeWorld, S } from "../test/world.js";
 import { CommandUnavailableError, IdempotencyConflictError } from "./errors.js";
 import { shardRouting } from "./extension.js";
 import { createShardRegistry } from "./registry.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 // db.$command on real PostgreSQL: a command decided once per idempotency key, its refusals
 // recorded, and a shard that does not answer told apart from a command that was not applied.

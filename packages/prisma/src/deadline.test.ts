@@ -1,12 +1,14 @@
 import { ShardedId, type ShardIdentifier, shardHash } from "@shardkit/id";
 import { patient, withClusterFrozen } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { SECOND } from "../test/global-setup.js";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { makeWorld, S } from "../test/world.js";
 import { orAfter, withDeadline, withShardDeadline } from "./deadline.js";
 import { RoutingOptionsError, ShardTimeoutError } from "./errors.js";
 import { shardRouting } from "./extension.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 /** The shard the frozen hash places `value` on among `shards`. */
 const hashedTo = (value: string, shards: readonly ShardIdentifier[]) => shardHash(shards)(value);

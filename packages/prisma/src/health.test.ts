@@ -2,14 +2,16 @@ import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterFrozen } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
-import { afterAll, describe, expect, it, vi } from "vitest";
-import { SECOND } from "../test/global-setup.js";
+import { afterAll, describe, expect, inject, it, vi } from "vitest";
 import { loggedClient, makeWorld, S } from "../test/world.js";
 import { withDeadline, withShardDeadline } from "./deadline.js";
 import { isShardkitError, ShardTimeoutError } from "./errors.js";
 import { probeDatabase, shardHealth } from "./health.js";
 import { createShardRegistry } from "./registry.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 const world = makeWorld();
 afterAll(() => world.close());

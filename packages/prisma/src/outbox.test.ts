@@ -8,7 +8,6 @@ import { patient, withClusterFrozen, withClusterStopped } from "@shardkit/test-d
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
-import { SECOND } from "../test/global-setup.js";
 import { walletOf } from "../test/layout.js";
 import { makeWorld, S } from "../test/world.js";
 import { DatabaseTimeoutError, IdempotencyConflictError, PartialCommitError } from "./errors.js";
@@ -17,6 +16,9 @@ import { emitEvent, type OutboxMessage } from "./outbox.js";
 import { createShardRegistry } from "./registry.js";
 import { createOutboxRelay } from "./relay/relay.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 const world = makeWorld();
 const { db, clients, registry } = world;
@@ -184,7 +186,7 @@ describe("relay", () => {
     await seed(6);
     const seen: string[] = [];
     const relay = createOutboxRelay({ registry, deliver: async (m) => void seen.push(m.id) });
-    const report = await withClusterStopped("skprisma", 5434, () => relay.runOnce());
+    const report = await withClusterStopped(SECOND.cluster, SECOND.port, () => relay.runOnce());
     expect(report.missing.map((m) => [m.database, m.shards])).toEqual([["database #2", "1/1,1/2"]]);
     expect(report.databases.map((d) => d.delivered)).toEqual([2, 2]);
     const after = await relay.runOnce();

@@ -14,7 +14,6 @@ import pg from "pg";
 import { afterAll, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { models, S } from "../test/layout.js";
-import { REPLICATION } from "../test/replica-setup.js";
 import { checkConnectionBudget } from "./budget.js";
 import { shardRegistryFromConfig } from "./config.js";
 import { RegistryConfigError } from "./errors.js";
@@ -306,7 +305,7 @@ describe("the executor with replicas", () => {
 type On = "primary" | "r1" | "r2" | "b";
 const urls = inject("replicaUrls");
 const shardUrls = inject("shardUrls");
-const { primary: PRIMARY, replicas: REPLICAS } = REPLICATION;
+const { primary: PRIMARY, replicas: REPLICAS } = inject("replication");
 const log: { on: On; sql: string }[] = [];
 
 /** A PrismaClient that records each statement it sends, named by where it runs. */

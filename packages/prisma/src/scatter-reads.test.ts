@@ -1,8 +1,7 @@
 import { ShardedId, ShardedUUID, type ShardIdentifier } from "@shardkit/id";
 import { ScatterError } from "@shardkit/scatter";
 import { patient, withClusterStopped } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { SECOND } from "../test/global-setup.js";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { makeWorld, models, S } from "../test/world.js";
 import {
   RoutingOptionsError,
@@ -13,6 +12,9 @@ import {
 import { shardRouting } from "./extension.js";
 import type { ScatterReport } from "./scatter/options.js";
 import { isShardUnavailable } from "./unavailable.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 const world = makeWorld();
 const { db: refusing, clients, registry } = world;

@@ -1,9 +1,11 @@
 import { ShardedId } from "@shardkit/id";
 import { patient, withClusterFrozen } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { SECOND } from "../test/global-setup.js";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { makeWorld, S } from "../test/world.js";
 import type { ScatterReport } from "./scatter/options.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 // A scatter's options on real databases: the whole scatter's deadline, the concurrency limit and
 // the partial policy, with the legs' own deadline (`timeoutMs`) beside them. Database c (the second

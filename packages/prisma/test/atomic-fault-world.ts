@@ -4,20 +4,22 @@
 // on x (y a participant); y -> z is decided on y.
 import { type ChildProcess, spawn } from "node:child_process";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { createDatabase, dropDatabase, patient, shareCluster } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, ownCluster, patient, shareCluster } from "@shardkit/test-db";
 import { rolloutSchema } from "../src/rollout.js";
 import { ATOMIC_SERVER, useAtomicWorld } from "./atomic-world.js";
 
-/** The server of y: stopped and frozen by the tests (never shared with another file's). */
-export const FAULT_SERVER = { cluster: "skatomicf", port: 5463 };
+/**
+ * The server of y, which the tests stop and freeze: the test file's own (`ownCluster`), shared with
+ * no other file or run, made with its world (set from then on) and dropped with it.
+ */
+export const FAULT_SERVER = { cluster: "", port: 0 };
 
-/** Makes the servers (when no overlapping run did) and x, y, z with the test schema; their URLs and the release. */
+/** Makes the servers (the atomic one when no overlapping run did) and x, y, z with the test schema; their URLs and the release. */
 async function faultDatabases(tag: string): Promise<{ urls: string[]; release(): Promise<void> }> {
   const settings = { settings: { max_prepared_transactions: 50 } };
-  const releases = [
-    await shareCluster(ATOMIC_SERVER.cluster, ATOMIC_SERVER.port, settings),
-    await shareCluster(FAULT_SERVER.cluster, FAULT_SERVER.port, settings),
-  ];
+  const own = await ownCluster("skatomicf", settings);
+  Object.assign(FAULT_SERVER, { cluster: own.cluster, port: own.port });
+  const releases = [await shareCluster(ATOMIC_SERVER.cluster, ATOMIC_SERVER.port, settings), own.drop];
   const placed = [
     { name: `sk_atomicf_${tag}_x_${process.pid}`, port: ATOMIC_SERVER.port },
     { name: `sk_atomicf_${tag}_y_${process.pid}`, port: FAULT_SERVER.port },

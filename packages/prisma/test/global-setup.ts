@@ -1,14 +1,16 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT, ownCluster } from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 import { rolloutSchema } from "../src/rollout.js";
-
-/** A second, independent PostgreSQL server for this package's tests (its own cluster and port). */
-export const SECOND = { cluster: "skprisma", port: 5434 };
 
 declare module "vitest" {
   export interface ProvidedContext {
     shardUrls: { a: string; b: string; c: string };
+    /**
+     * A second, independent PostgreSQL server, which the tests stop and freeze: this run's own
+     * (`ownCluster`), shared with no other run, made here and dropped after the last test.
+     */
+    second: { cluster: string; port: number };
   }
 }
 
@@ -18,12 +20,12 @@ declare module "vitest" {
  */
 export default async function setup(project: TestProject) {
   await ensureCluster("main", MAIN_PORT);
-  await ensureCluster(SECOND.cluster, SECOND.port);
+  const second = await ownCluster("skprisma");
   const suffix = `${process.pid}`;
   const dbs = [
     { key: "a" as const, port: MAIN_PORT, name: `sk_prisma_a_${suffix}` },
     { key: "b" as const, port: MAIN_PORT, name: `sk_prisma_b_${suffix}` },
-    { key: "c" as const, port: SECOND.port, name: `sk_prisma_c_${suffix}` },
+    { key: "c" as const, port: second.port, name: `sk_prisma_c_${suffix}` },
   ];
   const urls = { a: "", b: "", c: "" };
   for (const db of dbs) urls[db.key] = await createDatabase(db.port, db.name);
@@ -33,7 +35,9 @@ export default async function setup(project: TestProject) {
     onProgress: () => {},
   });
   project.provide("shardUrls", urls);
+  project.provide("second", { cluster: second.cluster, port: second.port });
   return async () => {
     for (const db of dbs) await dropDatabase(db.port, db.name);
+    await second.drop();
   };
 }

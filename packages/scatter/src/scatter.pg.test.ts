@@ -1,5 +1,5 @@
 // Real PostgreSQL shards: three databases on 127.0.0.1:5432 and one on a second server
-// (cluster "shardb", 127.0.0.1:5433) that one test stops. A reference database holds every row,
+// of the file's own (test-db's `ownCluster`, on a port of its own) that one test stops. A reference database holds every row,
 // so merged results are checked against what PostgreSQL itself answers over the union.
 import { randomBytes } from "node:crypto";
 import { eventually } from "@shardkit/vitest-config/eventually";
@@ -11,7 +11,7 @@ import { ScatterError } from "./errors.js";
 import { mergePage, type PagePlan, planPage } from "./paginate.js";
 import { scatter } from "./scatter.js";
 import { compareBy } from "./sort.js";
-import { ensureShardb, SHARDB_PORT, withShardbStopped } from "./testing/pg-cluster.js";
+import { dropShardb, startShardb, withShardbStopped } from "./testing/pg-cluster.js";
 
 interface Shard {
   name: string;
@@ -153,9 +153,12 @@ const activeWith = async (tag: string) =>
     )
   ).rows;
 
+/** The port of the second server (the file's own: `startShardb`). */
+let shardbPort = 0;
+
 beforeAll(async () => {
-  await ensureShardb();
-  const ports = [5432, 5432, 5432, SHARDB_PORT];
+  shardbPort = await startShardb();
+  const ports = [5432, 5432, 5432, shardbPort];
   for (const [n, port] of [...ports.entries(), ["all", 5432] as const]) {
     await adminQuery(port, `CREATE DATABASE ${dbName(n)}`);
     const pool = newPool(port, dbName(n));
@@ -177,15 +180,9 @@ afterAll(async () => {
   for (const s of shards) await s.pool.end().catch(() => {});
   await reference?.end().catch(() => {});
   await monitor?.end().catch(() => {});
-  await ensureShardb().catch(() => {});
-  for (const [n, port] of [
-    [0, 5432],
-    [1, 5432],
-    [2, 5432],
-    [3, SHARDB_PORT],
-    ["all", 5432],
-  ] as const)
-    await adminQuery(port, `DROP DATABASE IF EXISTS ${dbName(n)} WITH (FORCE)`).catch(() => {});
+  for (const n of [0, 1, 2, "all"] as const)
+    await adminQuery(5432, `DROP DATABASE IF EXISTS ${dbName(n)} WITH (FORCE)`).catch(() => {});
+  await dropShardb(); // and shard 3's database with it
 });
 
 describe("scatter over real PostgreSQL shards", () => {
@@ -316,13 +313,13 @@ describe("scatter over real PostgreSQL shards", () => {
       expect(err).toBeInstanceOf(ScatterError);
       const failure = err as ScatterError;
       expect(failure.code).toBe("TARGETS_FAILED");
-      expect(failure.message).toMatch(/^1 of 4 targets missing: "pg5433-3" \(error: /);
-      expect(failure.missing.map((m) => [m.key, m.reason])).toEqual([["pg5433-3", "error"]]);
+      expect(failure.message).toMatch(new RegExp(`^1 of 4 targets missing: "pg${shardbPort}-3" \\(error: `));
+      expect(failure.missing.map((m) => [m.key, m.reason])).toEqual([[`pg${shardbPort}-3`, "error"]]);
 
       const partial = await scatter(shards, count, { key, policy: "partial", deadlineMs: 20_000 });
       expect(partial.complete).toBe(false);
       expect(partial.values).toHaveLength(3);
-      expect(partial.missing.map((m) => [m.key, m.reason])).toEqual([["pg5433-3", "error"]]);
+      expect(partial.missing.map((m) => [m.key, m.reason])).toEqual([[`pg${shardbPort}-3`, "error"]]);
       // refused, shut down, reset, or (an idle pooled connection the stop dropped) terminated
       const lost = partial.missing[0]?.error as { code?: string; message?: string } | undefined;
       expect(`${lost?.code} ${lost?.message}`).toMatch(

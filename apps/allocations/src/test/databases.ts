@@ -14,7 +14,7 @@ type Skip = (condition: boolean, note: string) => void;
  * The databases of a test file or block (`testDatabases`), made before its tests and dropped after
  * them, each step within `limitMs` (`patient`). A test gets their URLs with `urls(skip)`, its own
  * `skip`: where their server may not be made, the test is skipped saying why, as the warning says
- * why `what` is.
+ * why `what` is. `urls.server()` is their server, the run's own (`{ cluster, port }`).
  */
 export function databasesFor(what: string, options: Parameters<typeof testDatabases>[0], limitMs: number) {
   let run: Awaited<ReturnType<typeof testDatabases>> | undefined;
@@ -23,8 +23,9 @@ export function databasesFor(what: string, options: Parameters<typeof testDataba
     if (run.skipped) console.warn(`skipping ${what}: ${run.skipped}`);
   }, patient(limitMs));
   afterAll(() => run?.drop(), patient(limitMs));
-  return (skip: Skip): string[] => {
+  const urls = (skip: Skip): string[] => {
     skip(run!.skipped !== "", run!.skipped);
     return run!.urls;
   };
+  return Object.assign(urls, { server: () => run!.server });
 }

@@ -4,9 +4,8 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterFrozen } from "@shardkit/test-db";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
-import { SECOND } from "../../test/global-setup.js";
 import { models } from "../../test/layout.js";
 import { TestMetricReader } from "../../test/metrics.js";
 import {
@@ -19,6 +18,9 @@ import {
 } from "../index.js";
 import { openShards } from "../open/open.js";
 import { rolloutSchema } from "../rollout.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 // Load per logical shard through real routed clients: exact counts per shard, summed across a
 // router restart; a database down or frozen at flush time; heavy hitters; expiry; the schema rollout.

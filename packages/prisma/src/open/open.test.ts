@@ -12,15 +12,17 @@ import {
   withClusterStopped,
 } from "@shardkit/test-db";
 import pg from "pg";
-import { describe, expect, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
-import { SECOND } from "../../test/global-setup.js";
 import { ConnectionBudgetError, RegistryConfigError } from "../errors.js";
 import type { DatabaseStatus } from "../health.js";
 import type { RolloutEvent } from "../rollout.js";
 import { isShardUnavailable } from "../unavailable.js";
 import { type OpenShards, openShards } from "./open.js";
 import { embeddedPackage } from "./open-embedded.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 const schema = new URL("../../test/schema.prisma", import.meta.url).pathname;
 const shards = [ShardIdentifier.of(0, 0), ShardIdentifier.of(1, 0)];

@@ -1,12 +1,14 @@
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { patient, withClusterFrozen } from "@shardkit/test-db";
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import type { PrismaClient } from "../../test/generated/prisma/client.js";
-import { SECOND } from "../../test/global-setup.js";
 import { makeWorld, S } from "../../test/world.js";
 import { RoutingOptionsError, UnknownShardError } from "../errors.js";
 import { type OutboxMessage, outboxRecord } from "../outbox.js";
 import { createOutboxRelay, pauseAfter } from "./relay.js";
+
+/** The second server, which these tests stop or freeze: this run's own (test/global-setup.ts). */
+const SECOND = inject("second");
 
 // The relay over many databases: its work limited for the whole relay, the databases taking
 // turns, outcomes recorded a group per statement, idle databases polled less often.

@@ -1,16 +1,24 @@
-// Test helper: the second PostgreSQL server ("shardb" on 127.0.0.1:5433) that fault tests stop and
-// start, managed by the workspace's shared test-db tooling (idempotent, locked per cluster).
-import { ensureCluster, withClusterStopped } from "@shardkit/test-db";
+// Test helper: the second PostgreSQL server that fault tests stop and start: the test file's own
+// (test-db's `ownCluster`: a cluster name and port of its own, shared with no other run), made
+// before its tests and dropped after them, by the shared test-db tooling (locked per cluster).
+import { ownCluster, withClusterStopped } from "@shardkit/test-db";
 
-export const SHARDB_PORT = 5433;
-const CLUSTER = "shardb";
+let server: Awaited<ReturnType<typeof ownCluster>> | undefined;
 
-/** Makes sure the shardb cluster exists (trust auth, 127.0.0.1 only) and is running. */
-export async function ensureShardb(): Promise<void> {
-  await ensureCluster(CLUSTER, SHARDB_PORT);
+/** Makes this process's second server (trust auth, 127.0.0.1 only), running; resolves to its port. */
+export async function startShardb(): Promise<number> {
+  server ??= await ownCluster("skscatter");
+  return server.port;
 }
 
-/** Stops shardb, runs `fn` while it is down, then starts it again (even when `fn` throws). */
+/** Drops the second server, its databases with it. */
+export async function dropShardb(): Promise<void> {
+  await server?.drop();
+  server = undefined;
+}
+
+/** Stops the second server, runs `fn` while it is down, then starts it again (even when `fn` throws). */
 export function withShardbStopped<T>(fn: () => Promise<T>): Promise<T> {
-  return withClusterStopped(CLUSTER, SHARDB_PORT, fn);
+  if (!server) throw new Error("withShardbStopped: startShardb() first");
+  return withClusterStopped(server.cluster, server.port, fn);
 }
