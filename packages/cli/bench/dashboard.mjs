@@ -231,14 +231,20 @@ try {
     );
   if (against) {
     const ms = (x) => `${Math.round(x)} ms (${(x / idle[0][0]).toFixed(1)}x)`;
-    console.log(`\nFrom the command's start, against ${against} (ratios against this build's 64 shards, idle):\n`);
-    console.log("| | this build, idle | the other, idle | this build, two busy loops | the other, two busy loops |");
+    console.log(
+      `\nFrom the command's start, against ${against} (ratios against this build's 64 shards, idle):\n`,
+    );
+    console.log(
+      "| | this build, idle | the other, idle | this build, two busy loops | the other, two busy loops |",
+    );
     console.log("|---|---|---|---|---|");
     for (const [label, i] of [
       ["64 shards", 0],
       ["1,024 shards", 1],
     ])
-      console.log(`| ${label} | ${ms(idle[0][i])} | ${ms(idle[1][i])} | ${ms(busy[0][i])} | ${ms(busy[1][i])} |`);
+      console.log(
+        `| ${label} | ${ms(idle[0][i])} | ${ms(idle[1][i])} | ${ms(busy[0][i])} | ${ms(busy[1][i])} |`,
+      );
   }
 } finally {
   for (const f of [small, large]) {
