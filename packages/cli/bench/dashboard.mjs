@@ -4,7 +4,8 @@
 // `startDashboard` waits for, in this process: the small fleet's run loads the modules), the same
 // from the start of a `shardkit dashboard` process (the built binary: Node's start, loading, the
 // reads; until it prints its address, which it does once the first snapshot is in; the median of
-// three, over the same windows), the CPU one refresh costs (process.cpuUsage over refreshes, per
+// three, over the same windows; then again with both cores kept busy by two busy loops the bench
+// starts, and ends, itself), the CPU one refresh costs (process.cpuUsage over refreshes, per
 // second of wall time), the snapshot's size, and the memory held with 100 event streams that never
 // read (and so per stream). The browser test at this size is test/dashboard-fleet.test.ts.
 
@@ -133,15 +134,19 @@ async function measure(fleet) {
 }
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+// `--against <cli.js>`: the command's figures of another build too (the version before a change),
+// measured in the same run, each build's three runs right after the other's.
+const againstAt = process.argv.indexOf("--against");
+const against = againstAt > 0 ? process.argv[againstAt + 1] : undefined;
 
 /** From the start of `shardkit dashboard` to its address printed (after the first snapshot), in ms. */
-function fromCommand(fleet) {
+function fromCommand(fleet, bin = cli) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(
       process.execPath,
       [
-        cli,
+        bin,
         "dashboard",
         "--config",
         fleet.config,
@@ -172,10 +177,29 @@ function fromCommand(fleet) {
   });
 }
 
-async function commandMedian(fleet) {
+/** Two processes that keep both cores busy, until `stop()`. */
+function busyLoops() {
+  const loops = [0, 1].map(() => spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }));
+  const stop = () => {
+    for (const loop of loops) loop.kill("SIGKILL");
+  };
+  // The bench's end, however it ends, ends them.
+  process.once("exit", stop);
+  return stop;
+}
+
+async function commandMedian(fleet, bin = cli) {
   const runs = [];
-  for (let i = 0; i < 3; i++) runs.push(await fromCommand(fleet));
+  for (let i = 0; i < 3; i++) runs.push(await fromCommand(fleet, bin));
   return runs.sort((x, y) => x - y)[1];
+}
+
+/** The command's medians on both fleets: this build's, then the other's (`--against`). */
+async function commands(small, large) {
+  const builds = [cli, ...(against ? [against] : [])];
+  const figures = [];
+  for (const bin of builds) figures.push([await commandMedian(small, bin), await commandMedian(large, bin)]);
+  return figures;
 }
 
 const small = await makeFleet("small", 1, 64, 1);
@@ -183,20 +207,45 @@ const large = await makeFleet("large", 8, 1024, 4);
 try {
   const a = await measure(small);
   const b = await measure(large);
-  a.commandMs = await commandMedian(small);
-  b.commandMs = await commandMedian(large);
+  const idle = await commands(small, large);
+  const stop = busyLoops();
+  let busy;
+  try {
+    busy = await commands(small, large);
+  } finally {
+    stop();
+  }
+  [a.commandMs, b.commandMs] = idle[0];
+  [a.busyMs, b.busyMs] = busy[0];
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
   console.log(
-    "| fleet | first snapshot | from the command's start | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | per stream: heap + buffers (and RSS) |",
+    "| fleet | first snapshot | from the command's start | the same, two busy loops | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | per stream: heap + buffers (and RSS) |",
   );
-  console.log("|---|---|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|---|---|");
   for (const [label, m] of [
     ["64 shards, 1 database, 1 router (baseline)", a],
     ["1,024 shards, 8 databases, 4 routers", b],
   ])
     console.log(
-      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${Math.round(m.commandMs)} ms (${(m.commandMs / a.commandMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${Math.round(m.commandMs)} ms (${(m.commandMs / a.commandMs).toFixed(1)}x) | ${Math.round(m.busyMs)} ms (${(m.busyMs / a.commandMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
     );
+  if (against) {
+    const ms = (x) => `${Math.round(x)} ms (${(x / idle[0][0]).toFixed(1)}x)`;
+    console.log(
+      `\nFrom the command's start, against ${against} (ratios against this build's 64 shards, idle):\n`,
+    );
+    console.log(
+      "| | this build, idle | the other, idle | this build, two busy loops | the other, two busy loops |",
+    );
+    console.log("|---|---|---|---|---|");
+    for (const [label, i] of [
+      ["64 shards", 0],
+      ["1,024 shards", 1],
+    ])
+      console.log(
+        `| ${label} | ${ms(idle[0][i])} | ${ms(idle[1][i])} | ${ms(busy[0][i])} | ${ms(busy[1][i])} |`,
+      );
+  }
 } finally {
   for (const f of [small, large]) {
     for (const n of f.names) await dropDatabase(MAIN_PORT, n);

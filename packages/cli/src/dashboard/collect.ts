@@ -83,29 +83,40 @@ export class Collector {
   }
 
   /**
-   * Starts every loop; resolves once each piece was read once (answered or not). The load is asked
-   * for first: its sum is the longest read, and each database's pool gives connections in order.
+   * Starts every loop. `read` resolves once each piece was read once (answered or not); `sent` once
+   * the load and the probes are on their way: each client's engine is up then (Prisma's query
+   * compiler loaded), and only then do the other pieces load @shardkit/ownership, nor should the
+   * caller load anything big before it (loaded beside the compiler, it would hold the load back: the
+   * sum is the longest read, and each database's pool gives connections in order).
    */
-  async start(): Promise<void> {
-    const first = [
-      this.loop(() => this.readLoad()),
-      ...this.registry.databases.map((physical) => this.loop(() => this.probe(physical))),
-      this.loop(() => this.readView()),
-      this.loop(() => this.readLag()),
-      this.loop(() => this.readJournal()),
-      this.loop(() => this.inDoubt.read()),
-    ];
-    await Promise.all(first);
-    // Stopped meanwhile (the dashboard could not listen): nothing is scheduled.
-    if (this.stopped) return;
-    this.emit();
-    const tick = () => {
+  start(): { sent: Promise<void>; read: Promise<void> } {
+    const load = this.loop(() => this.readLoad());
+    const probes = this.registry.databases.map((physical) => this.loop(() => this.probe(physical)));
+    // Up without a connection (the driver's pool connects on the first query): a database that does
+    // not answer holds nothing back here; its read says so.
+    const sent = Promise.all(this.registry.databases.map((d) => d.client.$connect().catch(() => {}))).then(
+      () => {},
+    );
+    const read = sent.then(async () => {
+      const rest = [
+        this.loop(() => this.readView()),
+        this.loop(() => this.readLag()),
+        this.loop(() => this.readJournal()),
+        this.loop(() => this.inDoubt.read()),
+      ];
+      await Promise.all([load, ...probes, ...rest]);
+      // Stopped meanwhile (the dashboard could not listen): nothing is scheduled.
       if (this.stopped) return;
       this.emit();
+      const tick = () => {
+        if (this.stopped) return;
+        this.emit();
+        this.schedule(tick, this.settings.refreshMs);
+      };
       this.schedule(tick, this.settings.refreshMs);
-    };
-    this.schedule(tick, this.settings.refreshMs);
-    void this.replan();
+      void this.replan();
+    });
+    return { sent, read };
   }
 
   /** The last snapshot (one is made at once when none was). */

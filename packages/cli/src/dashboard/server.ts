@@ -361,9 +361,11 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
   });
   const actions = new Actions(opened, collector);
   // The first reads and the server's making do not wait for each other: the first snapshot is
-  // what this resolves with. A failure of the reads is taken once the server listens.
-  const firstRead = collector.start();
+  // what this resolves with. A failure of the reads is taken once the server listens. Fastify and
+  // its plugins load once the load and the probes are sent (their sums run meanwhile).
+  const { sent, read: firstRead } = collector.start();
   firstRead.catch(() => {});
+  await sent;
   /** Each open event stream, and how to end it. */
   const streams = new Map<SnapshotStream, () => void>();
   // The port is known once listening (`--port 0`): the hook reads the cookie's name then.
