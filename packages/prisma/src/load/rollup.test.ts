@@ -16,7 +16,7 @@ import { LOCKS } from "../shared.js";
 import { loadOptionsOf } from "./options.js";
 import type { ShardLoadWindow } from "./read.js";
 import { LoadRecorder } from "./recorder.js";
-import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
+import { HORIZON_TABLE, ROLLUP_FUNCTION_NAME, ROLLUP_TABLE } from "./rollup.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
@@ -42,8 +42,8 @@ async function write(windows: readonly ShardLoadWindow[]) {
 
 const rollUp = async (at: Date, connection: pg.Client = db.admin) =>
   Number(
-    (await connection.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0]
-      .n,
+    (await connection.query(`SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, $2) AS n`, [365 * 86_400_000, at]))
+      .rows[0].n,
   );
 
 /** The end of the spans read: after every window of these tests. */
@@ -201,7 +201,7 @@ describe("load rollups", () => {
             "--input-type=module",
             "-e",
             `import pg from "pg"; const c = new pg.Client({ connectionString: process.env.URL, application_name: process.env.APP });
-           await c.connect(); await c.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
+           await c.connect(); await c.query("SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
           ],
           {
             // In the package, whose dependencies hold `pg` (a run from the repository's root has none).
