@@ -4,12 +4,14 @@
 // table of the old shape is changed in place by routers setting up together; a router's flush rolls
 // up what is past the lag.
 import { spawn } from "node:child_process";
+import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import fc from "fast-check";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { type Drawn, loadDatabase, loadRows, totals, windowArb, windowsOf } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { LOCKS } from "../shared.js";
@@ -268,10 +270,8 @@ describe("load rollups", () => {
           (1, now() - interval '5 minutes', 10000, 'by-hand', 3, 0, 0, 1, '{}', '[]', 'c', DEFAULT, NULL, NULL),
           (1, now() - interval '4 minutes', 10000, 'r', 4, 0, 0, 1, '{}', '[]', 'c', DEFAULT, now() - interval '4 minutes', 0)`);
         // Read before any router of this version set it up: the windows, without rollups.
-        const raw = {
-          $queryRawUnsafe: (sql: string, ...v: unknown[]) => a.query(sql, v).then((r) => r.rows),
-        };
-        const before = await sumShardLoad(raw, { spanMs: 600_000 });
+        const reader = new PrismaClient({ adapter: new PrismaPg({ connectionString: oldUrl, max: 1 }) });
+        const before = await sumShardLoad(reader, { spanMs: 600_000 }).finally(() => reader.$disconnect());
         expect(before.shards.map((s) => [s.key, s.calls])).toEqual([["0/1", 7]]);
         await Promise.all(
           [a, b].map(async (c) => {

@@ -5,6 +5,7 @@
 // transaction, so each count is in the windows or in the rollups, never both and never neither.
 import { LOCKS } from "../shared.js";
 import { epochMs, mergeCtes } from "./merge-sql.js";
+import { JIT_OFF } from "./no-jit.js";
 import { SKETCH_ALPHA, SKETCH_MIN_MS } from "./sketch.js";
 import { LOAD_TABLE, MOVED_KEPT_MS, MOVED_TABLE } from "./sql.js";
 
@@ -188,7 +189,7 @@ export const ROLLUP_FUNCTION_NAME = `shardkit.load_rollup_v${ROLLUP_VERSION}`;
  */
 export const ROLLUP_FUNCTION = `CREATE OR REPLACE FUNCTION ${ROLLUP_FUNCTION_NAME}(
   retain_ms double precision, top_keys integer DEFAULT 16, as_of timestamptz DEFAULT now()
-) RETURNS integer LANGUAGE plpgsql AS $fn$
+) RETURNS integer LANGUAGE plpgsql SET ${JIT_OFF} AS $fn$
 DECLARE
   moved integer;
   tier integer;

