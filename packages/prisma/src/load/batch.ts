@@ -39,15 +39,18 @@ export interface Batch {
 
 /**
  * A database's batch as sent, without the router's clock at the send (`sent_at`, added at each send):
- * sent again as it is, never changed, until a statement carrying it is known to have ended.
+ * sent again as it is, never changed, until a statement carrying it is known to have ended, or
+ * `RESEND_FOR_MS` after `firstSent` (the router's monotonic clock at its first send: a step of its
+ * wall clock neither shortens nor lengthens that).
  */
 export interface Sent {
   start: number;
+  firstSent: number;
   rows: Omit<LoadRow, "sent_at">[];
 }
 
-/** `batch` as the rows a flush sends, under its key: `router` and the batch's start by the router's clock. */
-export function sentOf(batch: Batch, router: string, config: string): Sent {
+/** `batch` as the rows a flush sends first at `at` (monotonic), under its key: `router` and the batch's start by the router's clock. */
+export function sentOf(batch: Batch, router: string, config: string, at: number): Sent {
   const windowStart = new Date(batch.start).toISOString();
   const windowMs = Math.min(Math.max(0, Math.round(batch.end - batch.start)), 2 ** 31 - 1);
   const rows: Sent["rows"] = [];
@@ -66,7 +69,7 @@ export function sentOf(batch: Batch, router: string, config: string): Sent {
       config,
     });
   }
-  return { start: batch.start, rows };
+  return { start: batch.start, firstSent: at, rows };
 }
 
 /** Per-process router id: host, pid and a random part (two routed clients of one process are two routers). */

@@ -2,7 +2,7 @@ import { patient } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 import { type Drawn, loadDatabase, loadRows, totals, windowsOf } from "../../test/load-rows.js";
 import type { ShardLoadWindow } from "./read.js";
-import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
+import { HORIZON_TABLE, ROLLUP_FUNCTION_NAME, ROLLUP_TABLE } from "./rollup.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD } from "./sql.js";
 import { SUM_KEPT } from "./sum-sql.js";
@@ -33,7 +33,7 @@ async function write(list: readonly ShardLoadWindow[]) {
 }
 
 const rollUp = (at: number) =>
-  db.admin.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * DAY, new Date(at)]);
+  db.admin.query(`SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, $2)`, [365 * DAY, new Date(at)]);
 
 async function horizons(): Promise<Record<number, number>> {
   const { rows } = await db.admin.query(

@@ -1,6 +1,7 @@
 // Reading the load windows back from one database, and summing them per logical shard: what
 // `shardkit balance` and a dashboard read, with nothing but each database's client.
 import { ShardIdentifier } from "@shardkit/id";
+import { type LoadQueryClient, queryWithoutJit } from "./no-jit.js";
 import { LatencySketch, type SketchData } from "./sketch.js";
 import { missingLoadTable, READ_LOAD } from "./sql.js";
 import { mergeTopKeys, type TopKey } from "./top-keys.js";
@@ -42,22 +43,21 @@ export interface ReadShardLoadOptions {
   overlapping?: boolean;
 }
 
-type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
-
 /**
  * The load windows stored on one database (`client`: its own Prisma client, e.g.
- * `registry.databases[i].client`, or anything with `$queryRawUnsafe`), oldest first: those not yet
+ * `registry.databases[i].client`), oldest first: those not yet
  * rolled up (about the last 40 s; `sumShardLoad` reads the rollups too). A database no router has
  * flushed to yet has none: `[]`.
  */
 export async function readShardLoad(
-  client: RawQuery,
+  client: LoadQueryClient,
   options: ReadShardLoadOptions = {},
 ): Promise<ShardLoadWindow[]> {
   const since = options.since ?? new Date(Date.now() - (options.sinceMs ?? 3_600_000));
   let rows: unknown;
   try {
-    rows = await client.$queryRawUnsafe(
+    rows = await queryWithoutJit(
+      client,
       READ_LOAD,
       since.toISOString(),
       options.until?.toISOString() ?? null,

@@ -15,7 +15,7 @@ import { HANDLER, Measured, rowsOf } from "./measured.js";
 import type { ResolvedLoadOptions } from "./options.js";
 import { Roller } from "./roller.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
-import { FLUSH_LOAD, type LoadRow, MOVED_KEPT_MS } from "./sql.js";
+import { FLUSH_LOAD, type LoadRow, RESEND_FOR_MS } from "./sql.js";
 
 type Raw = { $executeRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
 
@@ -71,6 +71,8 @@ export class LoadRecorder {
     /** Null: OpenTelemetry metrics only, nothing written to the databases. */
     readonly options: ResolvedLoadOptions | null,
     private readonly clock: () => number = Date.now,
+    /** A clock that never steps (ms): how long a batch has been sent again is counted by it. */
+    private readonly monotonic: () => number = () => performance.now(),
   ) {
     this.config = configDigest(
       target.layout,
@@ -326,9 +328,11 @@ export class LoadRecorder {
     if (this.inFlight[database]) return { database: name, status: "busy", rows: this.waiting(database) };
     const o = this.options!;
     const cutoff = now - o.retainMs;
+    const at = this.monotonic();
     let sent = this.sent[database];
-    // A batch sent again only while a rollup still remembers moving it (and it is not expired).
-    if (sent && (sent.start < now - MOVED_KEPT_MS / 2 || sent.start < cutoff)) {
+    // A batch sent again only while a rollup still remembers moving it (`RESEND_FOR_MS` from its
+    // first send, however old its windows), and while its windows are not expired.
+    if (sent && (at - sent.firstSent > RESEND_FOR_MS || sent.start < cutoff)) {
       sent = undefined;
       this.sent[database] = undefined;
     }
@@ -342,7 +346,7 @@ export class LoadRecorder {
       if (batch.start <= last) batch.start = last + 1;
       batch.end = Math.max(batch.end, batch.start);
       this.lastStart[database] = batch.start;
-      sent = sentOf(batch, this.router, this.config);
+      sent = sentOf(batch, this.router, this.config, at);
       this.sent[database] = sent;
     }
     // The router's clock now: the database moves the windows by the difference from its own.

@@ -7,8 +7,8 @@ import { loadDatabase } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { loadOptionsOf } from "./options.js";
 import { LoadRecorder } from "./recorder.js";
-import { ROLLUP_TABLE } from "./rollup.js";
-import { LOAD_TABLE, MOVED_TABLE } from "./sql.js";
+import { ROLLUP_FUNCTION_NAME, ROLLUP_TABLE } from "./rollup.js";
+import { LOAD_TABLE, MOVED_TABLE, RESEND_FOR_MS } from "./sql.js";
 import { sumShardLoad } from "./summary.js";
 
 const name = `ld_resend_${process.pid}`;
@@ -20,14 +20,20 @@ const layout: ShardLayout = {
   databaseOf: () => ({ index: 0 }),
 };
 
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+/** Reads that see windows a skewed router's clock placed hours back. */
+const TWO_DAYS = 48 * HOUR;
+
 beforeEach(() => db.recreateLoadTables());
 
 /**
  * The database's client, through which a flush's statement can fail before it runs (`refuse`) or
  * have its answer lost after it committed (`lose`): the two outcomes a router cannot tell apart.
  */
-function unreliable() {
-  const state = { refuse: false, lose: false };
+function unreliable(offsetMs = 0) {
+  // `later`: how far the router's clock has moved on since (the test's time passing).
+  const state = { refuse: false, lose: false, later: 0 };
   const through = {
     async $executeRawUnsafe(sql: string, ...values: unknown[]) {
       if (state.refuse) throw new Error("connection refused");
@@ -39,6 +45,8 @@ function unreliable() {
   const load = new LoadRecorder(
     { layout, databases: [{ client: through, name }], keysOf: () => ["id"] },
     loadOptionsOf({ intervalMs: 600_000 }, "load", [])!,
+    () => Date.now() + offsetMs + state.later,
+    () => performance.now() + state.later,
   );
   return { state, load };
 }
@@ -49,32 +57,35 @@ function count(load: LoadRecorder, n: number) {
 }
 
 /** A router that counted `n` calls on each shard and flushed them, the answer lost after the commit. */
-async function lostAnswer(n: number): Promise<LoadRecorder> {
-  const { state, load } = unreliable();
-  count(load, n);
-  state.lose = true;
-  expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
-  state.lose = false;
-  await load.idle();
-  return load;
+async function lostAnswer(n: number, offsetMs = 0) {
+  const router = unreliable(offsetMs);
+  count(router.load, n);
+  router.state.lose = true;
+  expect((await router.load.flush()).map((r) => r.status)).toEqual(["failed"]);
+  router.state.lose = false;
+  await router.load.idle();
+  return router;
 }
 
-async function calls(): Promise<number[]> {
-  const sum = await sumShardLoad(db.client, { spanMs: 3_600_000 });
+/** Each shard's calls summed over the last `spanMs` of the database's clock. */
+async function calls(spanMs = 3_600_000): Promise<number[]> {
+  const sum = await sumShardLoad(db.client, { spanMs });
   return sum.shards.map((s) => Math.round(s.calls * 1e6) / 1e6);
 }
 
-const rollUpLater = async () => {
+/** A rollup as the database would run it `laterMs` from now (by its own clock): the windows moved. */
+const rollUpAt = async (laterMs: number) => {
   const { rows } = await db.admin.query(
-    "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
-    [365 * 86_400_000],
+    `SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, now() + $2 * interval '1 millisecond') AS n`,
+    [365 * 86_400_000, laterMs],
   );
   return Number(rows[0].n);
 };
+const rollUpLater = () => rollUpAt(10 * MINUTE);
 
 describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
   it("its answer lost after it committed: sent again as it was, counted once though a rollup moved the first copy", async () => {
-    const load = await lostAnswer(5);
+    const { load } = await lostAnswer(5);
     // Written all the same, then rolled up before the router could send it again.
     expect(await rollUpLater()).toBe(2);
     const moved = await db.admin.query(`SELECT router FROM ${MOVED_TABLE}`);
@@ -90,14 +101,14 @@ describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
   });
 
   it("sent again while a rollup is moving its first copy: it waits for the rollup's end, and is counted once", async () => {
-    const load = await lostAnswer(5);
+    const { load } = await lostAnswer(5);
     // A rollup of another router, under way: it has moved the first copy and not committed yet.
     const roller = new pg.Client({ connectionString: db.url });
     await roller.connect();
     try {
       await roller.query("BEGIN");
       const { rows } = await roller.query(
-        "SELECT shardkit.load_rollup($1, 16, now() + interval '10 minutes') AS n",
+        `SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, now() + interval '10 minutes') AS n`,
         [365 * 86_400_000],
       );
       expect(Number(rows[0].n)).toBe(2);
@@ -123,7 +134,7 @@ describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
   });
 
   it("its answer lost, the first copy still in the windows: replaced by itself, counted once", async () => {
-    const load = await lostAnswer(4);
+    const { load } = await lostAnswer(4);
     count(load, 2);
     expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
     expect((await load.flush()).map((r) => r.status)).toEqual(["written"]);
@@ -133,7 +144,7 @@ describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
   });
 
   it("closed after a lost answer: the close sends the batch again and the windows since, each once", async () => {
-    const load = await lostAnswer(4);
+    const { load } = await lostAnswer(4);
     count(load, 2);
     expect((await load.close()).map((r) => r.status)).toEqual(["written"]);
     await load.idle();
@@ -167,6 +178,54 @@ describe("a flush with no known outcome", { timeout: patient(60_000) }, () => {
     ]);
     expect(await calls()).toEqual([30, 30]);
     expect((await db.admin.query(`SELECT 1 FROM ${ROLLUP_TABLE}`)).rows).toEqual([]);
+    await load.close();
+  });
+
+  // The router sends a batch again for `RESEND_FOR_MS` from its first send, by its own clock; the
+  // database remembers a batch moved for `MOVED_KEPT_MS` from the move, by its own: neither clock is
+  // compared with the other, so no skew makes the router send again a batch the database forgot.
+  it.each([
+    ["an hour ahead", HOUR],
+    ["ten minutes behind", -10 * MINUTE],
+    ["13 hours behind", -13 * HOUR],
+  ])("a router %s sends a moved batch again just before it gives up: counted once", async (_, offsetMs) => {
+    const { state, load } = await lostAnswer(5, offsetMs);
+    expect(await rollUpAt(10 * MINUTE)).toBe(2);
+    // The database unreachable until just before the router gives up; a rollup runs then.
+    state.later = RESEND_FOR_MS - 5 * MINUTE;
+    await rollUpAt(state.later);
+    count(load, 3);
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    await rollUpAt(state.later + 10 * MINUTE);
+    expect(await calls(TWO_DAYS)).toEqual([8, 8]);
+    await load.close();
+  });
+
+  it("windows held for hours behind a batch refused: sent, refused once, then sent again, not given up", async () => {
+    const { state, load } = unreliable(-10 * MINUTE);
+    count(load, 5);
+    state.refuse = true;
+    expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
+    // Refused for 11 hours; the windows since wait behind the batch sent.
+    state.later = 11 * HOUR;
+    count(load, 3);
+    expect((await load.flush()).map((r) => r.status)).toEqual(["failed"]);
+    state.refuse = false;
+    state.later += MINUTE;
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    // The windows held (since the first send, 11 hours back) are sent first now: refused once.
+    state.refuse = true;
+    state.later = 12 * HOUR + MINUTE;
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["failed", 2]]);
+    await load.idle();
+    state.refuse = false;
+    state.later += MINUTE;
+    expect((await load.flush()).map((r) => [r.status, r.rows])).toEqual([["written", 2]]);
+    await load.idle();
+    expect(await calls(TWO_DAYS)).toEqual([8, 8]);
     await load.close();
   });
 });

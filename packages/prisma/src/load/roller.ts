@@ -1,5 +1,5 @@
 // Who rolls up: each router, after a flush to a database that answered, now and then (never two of
-// its own at once there); the database lets one rollup run at a time (`shardkit.load_rollup`'s lock).
+// its own at once there); the database lets one rollup run at a time (the rollup function's lock).
 import { DEFAULT_TOP_KEYS } from "./options.js";
 import { ROLL_UP } from "./rollup.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";

@@ -4,19 +4,21 @@
 // table of the old shape is changed in place by routers setting up together; a router's flush rolls
 // up what is past the lag.
 import { spawn } from "node:child_process";
+import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardIdentifier } from "@shardkit/id";
 import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import fc from "fast-check";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
+import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { type Drawn, loadDatabase, loadRows, totals, windowArb, windowsOf } from "../../test/load-rows.js";
 import type { ShardLayout } from "../planner.js";
 import { LOCKS } from "../shared.js";
 import { loadOptionsOf } from "./options.js";
 import type { ShardLoadWindow } from "./read.js";
 import { LoadRecorder } from "./recorder.js";
-import { HORIZON_TABLE, ROLLUP_TABLE } from "./rollup.js";
+import { HORIZON_TABLE, ROLLUP_FUNCTION_NAME, ROLLUP_TABLE } from "./rollup.js";
 import { CREATE_LOAD_TABLE } from "./schema.js";
 import { FLUSH_LOAD, LOAD_TABLE } from "./sql.js";
 import { sumShardLoad, sumWindows } from "./summary.js";
@@ -42,8 +44,8 @@ async function write(windows: readonly ShardLoadWindow[]) {
 
 const rollUp = async (at: Date, connection: pg.Client = db.admin) =>
   Number(
-    (await connection.query("SELECT shardkit.load_rollup($1, 16, $2) AS n", [365 * 86_400_000, at])).rows[0]
-      .n,
+    (await connection.query(`SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, $2) AS n`, [365 * 86_400_000, at]))
+      .rows[0].n,
   );
 
 /** The end of the spans read: after every window of these tests. */
@@ -201,7 +203,7 @@ describe("load rollups", () => {
             "--input-type=module",
             "-e",
             `import pg from "pg"; const c = new pg.Client({ connectionString: process.env.URL, application_name: process.env.APP });
-           await c.connect(); await c.query("SELECT shardkit.load_rollup($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
+           await c.connect(); await c.query("SELECT ${ROLLUP_FUNCTION_NAME}($1, 16, $2)", [365 * 86400000, process.env.AT]);`,
           ],
           {
             // In the package, whose dependencies hold `pg` (a run from the repository's root has none).
@@ -268,10 +270,8 @@ describe("load rollups", () => {
           (1, now() - interval '5 minutes', 10000, 'by-hand', 3, 0, 0, 1, '{}', '[]', 'c', DEFAULT, NULL, NULL),
           (1, now() - interval '4 minutes', 10000, 'r', 4, 0, 0, 1, '{}', '[]', 'c', DEFAULT, now() - interval '4 minutes', 0)`);
         // Read before any router of this version set it up: the windows, without rollups.
-        const raw = {
-          $queryRawUnsafe: (sql: string, ...v: unknown[]) => a.query(sql, v).then((r) => r.rows),
-        };
-        const before = await sumShardLoad(raw, { spanMs: 600_000 });
+        const reader = new PrismaClient({ adapter: new PrismaPg({ connectionString: oldUrl, max: 1 }) });
+        const before = await sumShardLoad(reader, { spanMs: 600_000 }).finally(() => reader.$disconnect());
         expect(before.shards.map((s) => [s.key, s.calls])).toEqual([["0/1", 7]]);
         await Promise.all(
           [a, b].map(async (c) => {

@@ -5,6 +5,7 @@
 // transaction, so each count is in the windows or in the rollups, never both and never neither.
 import { LOCKS } from "../shared.js";
 import { epochMs, mergeCtes } from "./merge-sql.js";
+import { JIT_OFF } from "./no-jit.js";
 import { SKETCH_ALPHA, SKETCH_MIN_MS } from "./sketch.js";
 import { LOAD_TABLE, MOVED_KEPT_MS, MOVED_TABLE } from "./sql.js";
 
@@ -69,8 +70,14 @@ export const CREATE_ROLLUP_TABLES = [
   `CREATE TABLE IF NOT EXISTS ${MOVED_TABLE} (
   router_start timestamptz NOT NULL,
   router text NOT NULL,
+  moved_at timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT "ShardLoadMoved_pkey" PRIMARY KEY (router_start, router)
 )`,
+  // An earlier version's table: its rows take the time of this set-up (kept a day from now, longer
+  // than they were), and an earlier version's rollup, still run by routers not yet upgraded, leaves
+  // the default in the rows it adds.
+  `ALTER TABLE ${MOVED_TABLE} ADD COLUMN IF NOT EXISTS moved_at timestamptz NOT NULL DEFAULT now()`,
+  `CREATE INDEX IF NOT EXISTS "ShardLoadMoved_moved_at_idx" ON ${MOVED_TABLE} (moved_at)`,
   `CREATE UNLOGGED TABLE IF NOT EXISTS ${PARTS} (
   kind integer NOT NULL, shard integer NOT NULL, b10 bigint NOT NULL, f double precision NOT NULL,
   whole boolean NOT NULL, s_ms double precision NOT NULL, e_ms double precision NOT NULL,
@@ -93,7 +100,7 @@ const MOVE_WINDOWS = `WITH m AS (
       ORDER BY window_end LIMIT ${ROLLUP_BATCH})
     RETURNING l.*
   ), seen AS (
-    INSERT INTO ${MOVED_TABLE} (router_start, router) SELECT DISTINCT router_start, router FROM m
+    INSERT INTO ${MOVED_TABLE} (router_start, router, moved_at) SELECT DISTINCT router_start, router, now() FROM m
     ON CONFLICT DO NOTHING
   ), x AS (SELECT m.*, ${epochMs("m.window_start")} AS s, ${epochMs("m.window_start")} + m.window_ms AS e FROM m)
   INSERT INTO ${PARTS}
@@ -166,13 +173,23 @@ const expire = (r: LoadResolution) => `WITH gone AS (
   WHERE h.bucket_ms = ${r.bucketMs} AND g.last IS NOT NULL`;
 
 /**
- * `shardkit.load_rollup(retain_ms, top_keys, as_of)`: one rollup at `as_of` (default: the database's
- * `now()`), or -1 when another one holds the lock (it is doing the same work). Returns the windows
- * moved. Buckets older than their resolution keeps are deleted, and its horizon moved past them.
+ * The rollup function's version, in its name: a router's set-up replaces the function of its own
+ * version only, so during a rolling upgrade a router of an earlier version (whose set-up replaces
+ * `shardkit.load_rollup`, the first version's) never puts its body in place of a later one, and each
+ * router runs its own version's rollup. Bump it with any change to the function's body.
  */
-export const ROLLUP_FUNCTION = `CREATE OR REPLACE FUNCTION shardkit.load_rollup(
+export const ROLLUP_VERSION = 2;
+export const ROLLUP_FUNCTION_NAME = `shardkit.load_rollup_v${ROLLUP_VERSION}`;
+
+/**
+ * `load_rollup_v2(retain_ms, top_keys, as_of)`: one rollup at `as_of` (default: the database's
+ * `now()`), or -1 when another one holds the lock (it is doing the same work). Returns the windows
+ * moved. Buckets older than their resolution keeps are deleted, and its horizon moved past them; the
+ * batches moved are remembered `MOVED_KEPT_MS` from their move, by the database's clock.
+ */
+export const ROLLUP_FUNCTION = `CREATE OR REPLACE FUNCTION ${ROLLUP_FUNCTION_NAME}(
   retain_ms double precision, top_keys integer DEFAULT 16, as_of timestamptz DEFAULT now()
-) RETURNS integer LANGUAGE plpgsql AS $fn$
+) RETURNS integer LANGUAGE plpgsql SET ${JIT_OFF} AS $fn$
 DECLARE
   moved integer;
   tier integer;
@@ -196,13 +213,13 @@ BEGIN
     DELETE FROM ${PARTS};
   END IF;
 ${LOAD_RESOLUTIONS.map((r) => `  ${expire(r)};`).join("\n")}
-  DELETE FROM ${MOVED_TABLE} WHERE router_start < as_of - ${ms(String(MOVED_KEPT_MS))};
+  DELETE FROM ${MOVED_TABLE} WHERE moved_at < as_of - ${ms(String(MOVED_KEPT_MS))};
   RETURN moved;
 END
 $fn$`;
 
-/** `SELECT shardkit.load_rollup($1, $2)`: what a router's flush runs now and then. */
-export const ROLL_UP = "SELECT shardkit.load_rollup($1::float8, $2::int) AS moved";
+/** `SELECT shardkit.load_rollup_v2($1, $2)`: what a router's flush runs now and then. */
+export const ROLL_UP = `SELECT ${ROLLUP_FUNCTION_NAME}($1::float8, $2::int) AS moved`;
 
 type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
 

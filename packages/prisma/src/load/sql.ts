@@ -28,12 +28,21 @@ export interface LoadRow {
 
 /**
  * The batches a rollup moved out of the table, by their key (`router`, `router_start`: a router's own
- * stamp of a batch's first window, one per batch and database), kept `MOVED_KEPT_MS`: a batch sent
- * again after its first copy was rolled up is recognised and not counted twice.
+ * stamp of a batch's first window, one per batch and database) and when (`moved_at`, the database's
+ * clock), kept `MOVED_KEPT_MS` from then: a batch sent again after its first copy was rolled up is
+ * recognised and not counted twice.
  */
 export const MOVED_TABLE = 'shardkit."ShardLoadMoved"';
-/** How long a rollup remembers the batches it moved (ms, by their routers' stamps). */
+/** How long a rollup remembers the batches it moved (ms from the move, by the database's clock). */
 export const MOVED_KEPT_MS = 86_400_000;
+/**
+ * How long a router sends a batch again (ms from its first send, by the router's clock). A batch is
+ * moved after its first send, so the database remembers it at least `MOVED_KEPT_MS` from that send:
+ * two spans measured each by one clock, never one clock's time compared with the other's, so no
+ * skew lets a router send again a batch the database forgot. The other half of the day is the
+ * margin for a router's clock that runs fast or steps forward.
+ */
+export const RESEND_FOR_MS = MOVED_KEPT_MS / 2;
 
 const VALUES = "calls, writes, rows_written, db_ms, sketch, top, config";
 

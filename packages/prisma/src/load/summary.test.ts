@@ -143,6 +143,8 @@ describe("load summed per shard in the database", () => {
       {
         $queryRawUnsafe: () =>
           Promise.reject(Object.assign(new Error('relation "shardkit.ShardLoad" does not exist'), {})),
+        $executeRawUnsafe: () => Promise.resolve(0),
+        $transaction: (queries) => Promise.all(queries),
       },
       { spanMs: 1000 },
     );

@@ -5,6 +5,7 @@
 // `mergeTopKeys` merges them. The reader gets one row per shard, so its memory and time stay flat.
 import { ShardIdentifier } from "@shardkit/id";
 import { windowShare, windowsWithin } from "./figure.js";
+import { type LoadQueryClient, queryWithoutJit } from "./no-jit.js";
 import { type ShardLoadSummary, type ShardLoadWindow, summarizeLoad } from "./read.js";
 import { LatencySketch, SKETCH_ALPHA, SKETCH_MIN_MS, type SketchData, storedQuantiles } from "./sketch.js";
 import { missingLoadTable } from "./sql.js";
@@ -53,25 +54,25 @@ export interface SumShardLoadOptions {
   bucketMs?: number;
 }
 
-type RawQuery = { $queryRawUnsafe(sql: string, ...values: unknown[]): PromiseLike<unknown> };
-
 /**
  * Each logical shard's load stored on one database over a span of its clock (by default the last
  * hour up to its `now()`), summed there: what `readShardLoad` + `windowsWithin` + `summarizeLoad`
  * give, in one row per shard. A database no router has flushed to yet has none.
  */
-export async function sumShardLoad(client: RawQuery, options: SumShardLoadOptions = {}): Promise<LoadSum> {
+export async function sumShardLoad(
+  client: LoadQueryClient,
+  options: SumShardLoadOptions = {},
+): Promise<LoadSum> {
   let rows: unknown;
   const sum = (sql: string): Promise<unknown> =>
-    Promise.resolve(
-      client.$queryRawUnsafe(
-        sql,
-        options.since?.toISOString() ?? null,
-        options.spanMs ?? 3_600_000,
-        options.until?.toISOString() ?? null,
-        options.topKeys ?? 16,
-        options.bucketMs ?? null,
-      ),
+    queryWithoutJit(
+      client,
+      sql,
+      options.since?.toISOString() ?? null,
+      options.spanMs ?? 3_600_000,
+      options.until?.toISOString() ?? null,
+      options.topKeys ?? 16,
+      options.bucketMs ?? null,
     );
   // Set up by an earlier version, no router of this one has rolled up there yet: without the
   // horizons (each resolution taken as kept from the span's end), or its windows only.
