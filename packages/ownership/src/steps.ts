@@ -153,8 +153,8 @@ const switchOwner: Step = {
 
 const teardownStep: Step = {
   name: "teardown",
-  async run({ from, to, shard, held }) {
-    await teardown(from, to, shard);
+  async run({ from, to, shard, held, copyTimeoutMs }) {
+    await teardown(from, to, shard, copyTimeoutMs);
     await held.tidy();
   },
 };
