@@ -343,7 +343,11 @@ export async function slotWaits<Client extends ShardClient>(
        AND subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
       name,
     )
-    .catch(() => []);
+    // A subscription the target cannot list is left out; a target that does not answer in time is named.
+    .catch((error: unknown) => {
+      if (error instanceof MoveTimeoutError) throw error;
+      return [];
+    });
   const making = [
     `pg_create_logical_replication_slot\\(${literal(name)}`,
     ...subscriptions.map((s) => syncSlotMaking(s.oid)),
