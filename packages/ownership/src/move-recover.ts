@@ -29,10 +29,12 @@ export async function resume<Client extends ShardClient>(
   map: PartitionMap<Client>,
   held: ShardLease<Client>,
   cleanup: boolean,
+  /** How long its teardown waits for a statement it cancels or a slot in use (`copyTimeoutMs`). */
+  waitMs: number,
 ): Promise<"rolled-forward" | "rolled-back"> {
   let switched: boolean | undefined;
   try {
-    return await resumeAs(map, held, cleanup, (decided) => {
+    return await resumeAs(map, held, { cleanup, waitMs }, (decided) => {
       switched = decided;
     });
   } catch (error) {
@@ -71,7 +73,7 @@ export async function resume<Client extends ShardClient>(
 async function resumeAs<Client extends ShardClient>(
   map: PartitionMap<Client>,
   held: ShardLease<Client>,
-  cleanup: boolean,
+  { cleanup, waitMs }: { cleanup: boolean; waitMs: number },
   decided: (switched: boolean) => void,
 ): Promise<"rolled-forward" | "rolled-back"> {
   const [own] = await raw(held.from).$queryRawUnsafe<
@@ -85,12 +87,12 @@ async function resumeAs<Client extends ShardClient>(
   const targetOwns = target?.state === "owned" && own !== undefined && target.epoch > own.epoch;
   decided(switched || targetOwns);
   if (!switched && !targetOwns) {
-    await undo(held);
+    await undo(held, waitMs);
     return "rolled-back";
   }
   if (switched) await completeSwitch(map, held.to, held.shard, held.attempt, own!.epoch);
   else await held.entomb(target!.epoch); // an earlier version's switch: the source's tombstone
-  await teardown(held.from, held.to, held.shard);
+  await teardown(held.from, held.to, held.shard, waitMs);
   await held.tidy();
   if (cleanup) await held.cleanup();
   await held.release();
@@ -101,9 +103,9 @@ async function resumeAs<Client extends ShardClient>(
  * Undoes a move that did not switch: the source takes the shard's writes again, replication is torn
  * down, the target's copy discarded, both fences tidied, and the move's record released.
  */
-async function undo<Client extends ShardClient>(held: ShardLease<Client>): Promise<void> {
+async function undo<Client extends ShardClient>(held: ShardLease<Client>, waitMs: number): Promise<void> {
   await held.unfence();
-  await teardown(held.from, held.to, held.shard);
+  await teardown(held.from, held.to, held.shard, waitMs);
   await held.discard();
   await held.tidy();
   await held.release();
@@ -121,6 +123,8 @@ export async function failed<Client extends ShardClient>(
   step: MoveStep,
   error: unknown,
   decided: boolean,
+  /** How long its teardown waits for a statement it cancels or a slot in use (`copyTimeoutMs`). */
+  waitMs: number,
 ): Promise<unknown> {
   const { from, to } = held;
   const takenOver = (cause: unknown) =>
@@ -136,11 +140,11 @@ export async function failed<Client extends ShardClient>(
     );
   const lost = (e: unknown) => e instanceof MoveLeaseLostError || held.isLost;
   /** What this attempt made and its taker has not torn down yet (a subscription created just before the lease was found lost): dropped, by this attempt's names only. */
-  const dropOwn = () => teardown(from, to, shard, held.names.subscription).catch(() => {});
+  const dropOwn = () => teardown(from, to, shard, waitMs, held.names.subscription).catch(() => {});
   if (!decided) {
     if (!lost(error)) {
       try {
-        await undo(held);
+        await undo(held, waitMs);
         // A mismatched copy or a copy that took too long says so itself ("the move was undone").
         if (error instanceof MoveVerifyError) return error;
         if (error instanceof MoveTimeoutError)
@@ -175,7 +179,7 @@ export async function failed<Client extends ShardClient>(
     // Before the switch, a move nobody holds any more (its lease lapsed, or a router gave the
     // fence back) is taken back and undone; one another mover holds is theirs.
     await dropOwn();
-    return undoStopped(held, shard, step, error, takenOver);
+    return undoStopped(held, shard, step, error, { takenOver, waitMs });
   }
   if (lost(error)) {
     await dropOwn();
@@ -216,7 +220,7 @@ async function undoStopped<Client extends ShardClient>(
   shard: ShardIdentifier,
   step: MoveStep,
   error: unknown,
-  takenOver: (cause: unknown) => MoveFailedError,
+  { takenOver, waitMs }: { takenOver: (cause: unknown) => MoveFailedError; waitMs: number },
 ): Promise<MoveFailedError> {
   const { from, to } = held;
   let again: { lease: ShardLease<Client>; givenBack: boolean } | undefined;
@@ -244,7 +248,7 @@ async function undoStopped<Client extends ShardClient>(
   }
   again.lease.start();
   try {
-    await undo(again.lease);
+    await undo(again.lease, waitMs);
     return new MoveFailedError(
       shard,
       {

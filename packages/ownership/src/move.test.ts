@@ -495,9 +495,10 @@ describe("a database that stops answering in the middle of a move", () => {
       });
       let frozen: Promise<void> | undefined;
       const ackedBefore = { n: 0 };
-      // The copy's budget is waited out twice (the copy, then the undo) on a frozen server: as long as
-      // the steps before the freeze (publish, subscribe) need, scaled by the machine's load, and never
-      // more than 6 s (a freeze past a's wal_sender_timeout, 60 s, is another test's matter).
+      // The copy's budget is waited out three times (the copy, reading what its slots wait for, then
+      // the undo) on a frozen server: as long as the steps before the freeze (publish, subscribe)
+      // need, scaled by the machine's load, and never more than 6 s (a freeze past a's
+      // wal_sender_timeout, 60 s, is another test's matter).
       const copyTimeoutMs = Math.min(patient(3000), 6000);
       let endedBefore = 0;
       let settled = false;
@@ -546,8 +547,9 @@ describe("a database that stops answering in the middle of a move", () => {
       expect(failure).toMatchObject({ step: "copy", left: "half-done", rerun: "undo" });
       const cause = (failure as Error).cause;
       expect(cause).toBeInstanceOf(MoveTimeoutError);
+      // What the slots wait for is read within the copy's budget too; e, frozen, is named again.
       expect((cause as Error).message).toBe(
-        `shard 0/1: the copy (waiting for e) did not finish within ${copyTimeoutMs} ms`,
+        `shard 0/1: the copy (waiting for e); reading what its replication slots wait for (waiting for e) did not finish within ${copyTimeoutMs} ms`,
       );
       expect(r.registry.databaseOf(S.g0m1).name).toBe("a");
       await load.stop();

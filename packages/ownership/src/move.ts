@@ -51,10 +51,11 @@ export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
    * How long a live move's copy, catch-up and check may take before the move gives up and is undone
    * (`MoveTimeoutError`). Default 120 s. It counts from the publication, so it bounds the making of
    * the replication slots too, which waits for every open transaction of the source's server: the
-   * error then names those transactions. It is also how long each other statement of the move
-   * outside its freeze may wait (its checks and preparation, the switch, teardown and cleanup, an
-   * undo, a resume): a database that does not answer in time fails the move with
-   * `MoveTimeoutError` naming it.
+   * error then names those transactions (read within another `copyTimeoutMs`, else it names the
+   * server that did not answer). It is also how long each other statement of the move outside its
+   * freeze may wait (its checks and preparation, the switch, teardown and cleanup, an undo, a
+   * resume), and how long a teardown waits for a statement it cancels or a slot still in use: a
+   * database that does not answer in time fails the move with `MoveTimeoutError` naming it.
    */
   copyTimeoutMs?: number;
   /**
@@ -267,7 +268,7 @@ async function moveWithin<Client extends ShardClient>(
     held.start();
     let stopped: { error: unknown } | undefined;
     try {
-      resumed = await resume(map, held, options.cleanup ?? true);
+      resumed = await resume(map, held, options.cleanup ?? true, copyTimeoutMs);
     } catch (error) {
       stopped = { error };
     } finally {
@@ -375,7 +376,9 @@ async function moveWithin<Client extends ShardClient>(
     await held.release();
   } catch (error) {
     clock.phase(move.decided ? "reading the switch" : "undoing the move", copyTimeoutMs);
-    failure = { error: await failed(held, shard, current, error, move.decided).catch((e: unknown) => e) };
+    failure = {
+      error: await failed(held, shard, current, error, move.decided, copyTimeoutMs).catch((e: unknown) => e),
+    };
   } finally {
     held.stop();
   }

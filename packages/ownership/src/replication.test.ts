@@ -65,7 +65,7 @@ describe("teardown of a move's replication", () => {
 
     // The source's slot of shard 1 is still being created (its sender waits for the blocker):
     // teardown says so, and leaves shard 10 alone.
-    const first = await teardown(r.databases.a, r.databases.e, one).then(
+    const first = await teardown(r.databases.a, r.databases.e, one, 5_000).then(
       () => undefined,
       (error: unknown) => error,
     );
@@ -81,7 +81,7 @@ describe("teardown of a move's replication", () => {
     expect(await creating[1]).toBe("created");
     // Once the source's sender is done, a second teardown removes what the first could not.
     await eventually("shard 1's teardown finishes", () =>
-      teardown(r.databases.a, r.databases.e, one).then(
+      teardown(r.databases.a, r.databases.e, one, 5_000).then(
         () => true,
         () => false,
       ),
@@ -91,7 +91,7 @@ describe("teardown of a move's replication", () => {
     expect(slots).toContain(other);
     expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([other]);
 
-    await teardown(r.databases.a, r.databases.e, ten);
+    await teardown(r.databases.a, r.databases.e, ten, 5_000);
     expect(await names(a, "SELECT slot_name AS name FROM pg_replication_slots")).toEqual([]);
     expect(await names(a, "SELECT pubname AS name FROM pg_publication")).toEqual([]);
     expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([]);
@@ -118,11 +118,11 @@ describe("teardown of a move's replication", () => {
     await a.query("SELECT pg_drop_replication_slot($1)", [mine]);
     await e.query(`ALTER SUBSCRIPTION "${mine}" ENABLE`);
 
-    await teardown(r.databases.a, r.databases.e, one);
+    await teardown(r.databases.a, r.databases.e, one, 5_000);
     expect(await names(e, "SELECT subname AS name FROM pg_subscription")).toEqual([]);
     expect(await names(a, "SELECT slot_name AS name FROM pg_replication_slots")).toEqual([]);
     expect(await names(a, "SELECT pubname AS name FROM pg_publication")).toEqual([]);
     // A second teardown finds nothing left and says nothing.
-    await teardown(r.databases.a, r.databases.e, one);
+    await teardown(r.databases.a, r.databases.e, one, 5_000);
   });
 });

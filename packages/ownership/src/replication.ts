@@ -1,5 +1,6 @@
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
+import { orAfter } from "@shardkit/prisma/internal";
 import { DatabasesUnansweredError, MoveObjectGoneError, MoveTimeoutError } from "./errors.js";
 import { lastLine, type Raw, raw } from "./raw.js";
 import { type FencedTable, literal, shardOfRowSql } from "./sql.js";
@@ -115,7 +116,8 @@ export async function reached<Client extends ShardClient>(
  * dropped (which drops their slots, the copy's too, at the source). A subscription whose source does
  * not answer is disabled and left: dropping it would leave its slots on the source, where nothing
  * names them any more. Then the source: its inactive slots of the shard, whatever the target said
- * (a slot holds WAL); one still in use (its sender not exited yet) is waited for a few seconds. The
+ * (a slot holds WAL); one still in use (its sender not exited yet) is waited for up to `waitMs` (the
+ * move's `copyTimeoutMs`), as is each statement cancelled on either side. The
  * publications only once the target answered and holds neither a subscription nor a
  * `CREATE SUBSCRIPTION` of the shard: a subscription created after its publication is gone reads no
  * row filter, and its copy would take every shard's rows. A publication left behind costs nothing
@@ -125,6 +127,8 @@ export async function teardown<Client extends ShardClient>(
   from: Database<Client>,
   to: Database<Client>,
   shard: ShardIdentifier,
+  /** How long a statement being cancelled, or a slot still in use, is waited for (ms). */
+  waitMs: number,
   /** Only the objects of this name (one attempt's), not every attempt's. */
   only?: string,
 ): Promise<void> {
@@ -134,11 +138,11 @@ export async function teardown<Client extends ShardClient>(
   const name = only ?? `shardkit_move_${shard.bits}(_[0-9a-f]+)?`;
   const problems: { database: string; error: string }[] = [];
   const targetClean = await (async () => {
-    const cancelled = await cancelRunning(to, `^CREATE SUBSCRIPTION "${name}"`);
-    if (!cancelled) {
+    const cancelled = await cancelRunning(to, `^CREATE SUBSCRIPTION "${name}"`, waitMs);
+    if (cancelled !== "done") {
       problems.push({
         database: to.name,
-        error: `a CREATE SUBSCRIPTION of shard ${shard.key} still runs after 5 s`,
+        error: notDone(cancelled, waitMs, `a CREATE SUBSCRIPTION of shard ${shard.key} still runs`),
       });
       return false;
     }
@@ -147,7 +151,8 @@ export async function teardown<Client extends ShardClient>(
        WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${OF_SHARD("subname")}`,
       ...patterns,
     );
-    for (const { name, oid } of subscriptions) await dropSubscription(shard, from, raw(to), name, oid);
+    for (const { name, oid } of subscriptions)
+      await dropSubscription(shard, from, raw(to), { name, oid, waitMs });
     return true;
   })().catch((error: unknown) => {
     problems.push({ database: to.name, error: lastLine(error) });
@@ -156,33 +161,14 @@ export async function teardown<Client extends ShardClient>(
   try {
     // A slot of the shard still being made (its maker waits for the server's transactions to end):
     // cancelled, which drops it.
-    if (!(await cancelRunning(from, `pg_create_logical_replication_slot\\('${name}'`)))
+    const making = await cancelRunning(from, `pg_create_logical_replication_slot\\('${name}'`, waitMs);
+    if (making !== "done")
       problems.push({
         database: from.name,
-        error: `the slot of shard ${shard.key} is still being made after 5 s`,
+        error: notDone(making, waitMs, `the slot of shard ${shard.key} is still being made`),
       });
-    for (let round = 0; ; round++) {
-      const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
-        `SELECT slot_name::text AS name, active FROM pg_replication_slots
-         WHERE database = current_database() AND ${OF_SHARD("slot_name")}`,
-        ...patterns,
-      );
-      for (const slot of slots.filter((s) => !s.active)) {
-        await raw(from)
-          .$queryRawUnsafe(
-            `SELECT pg_drop_replication_slot($1)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
-            slot.name,
-          )
-          .catch(() => {});
-      }
-      const active = slots.filter((s) => s.active).map((s) => s.name);
-      if (active.length === 0) break;
-      if (round >= 50) {
-        problems.push({ database: from.name, error: `slot ${active.join(", ")} still in use after 5 s` });
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const left = await dropSlots(from, patterns, waitMs);
+    if (left) problems.push({ database: from.name, error: left });
     if (targetClean) {
       const publications = await raw(from).$queryRawUnsafe<{ name: string }[]>(
         `SELECT pubname::text AS name FROM pg_publication WHERE ${OF_SHARD("pubname")}`,
@@ -202,24 +188,81 @@ export async function teardown<Client extends ShardClient>(
 }
 
 /**
- * Cancels every statement of this database matching `pattern` (a regular expression over its text)
- * until none runs; false when one still does after 5 s.
+ * Drops the source's inactive slots matching `patterns` until none in use is left, for up to
+ * `waitMs`; what is still left then (undefined: none).
  */
-async function cancelRunning<Client extends ShardClient>(
+async function dropSlots<Client extends ShardClient>(
+  from: Database<Client>,
+  patterns: string[],
+  waitMs: number,
+): Promise<string | undefined> {
+  let active: string[] = [];
+  const released = await pollFor(waitMs, async () => {
+    const slots = await raw(from).$queryRawUnsafe<{ name: string; active: boolean }[]>(
+      `SELECT slot_name::text AS name, active FROM pg_replication_slots
+       WHERE database = current_database() AND ${OF_SHARD("slot_name")}`,
+      ...patterns,
+    );
+    for (const slot of slots.filter((s) => !s.active)) {
+      await raw(from)
+        .$queryRawUnsafe(
+          `SELECT pg_drop_replication_slot($1)::text AS dropped FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
+          slot.name,
+        )
+        .catch(() => {});
+    }
+    active = slots.filter((s) => s.active).map((s) => s.name);
+    return active.length === 0;
+  });
+  return released === "done"
+    ? undefined
+    : notDone(released, waitMs, `slot ${active.join(", ")} still in use`);
+}
+
+/**
+ * Cancels every statement of this database matching `pattern` (a regular expression over its text)
+ * until none runs, for up to `waitMs`.
+ */
+function cancelRunning<Client extends ShardClient>(
   db: Database<Client>,
   pattern: string,
-): Promise<boolean> {
-  for (let round = 0; ; round++) {
+  waitMs: number,
+): Promise<Polled> {
+  return pollFor(waitMs, async () => {
     const running = await raw(db).$queryRawUnsafe<{ cancelled: boolean }[]>(
       `SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity
        WHERE pid <> pg_backend_pid() AND datname = current_database() AND state <> 'idle' AND query ~ $1`,
       pattern,
     );
-    if (running.length === 0) return true;
-    if (round >= 50) return false;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return running.length === 0;
+  });
 }
+
+/** How a wait of `pollFor` ended: it held, it still did not after the time allowed, or a statement of the last round had not answered by then. */
+type Polled = "done" | "still" | "unanswered";
+
+/**
+ * Runs `done` every 100 ms until it holds or `waitMs` have passed; no round starts after that. Each
+ * of its statements is bounded too, as the work that runs it is (a move's: `copyTimeoutMs`).
+ */
+async function pollFor(waitMs: number, done: () => Promise<boolean>): Promise<Polled> {
+  let asking = false;
+  const polled = await orAfter(waitMs, undefined, async (signal): Promise<Polled> => {
+    while (!signal.aborted) {
+      asking = true;
+      const held = await done();
+      asking = false;
+      if (held) return "done";
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return "still";
+  });
+  return polled ?? (asking ? "unanswered" : "still");
+}
+
+/** What a wait of `pollFor` that did not hold says: `still` (what still holds), or that its database did not answer. */
+const notDone = (polled: Polled, waitMs: number, still: string) =>
+  polled === "unanswered" ? `no answer within ${waitMs} ms` : `${still} after ${waitMs} ms`;
 
 /**
  * Drops a subscription (and, through it, its slots at the source). Disabled first (its workers stop
@@ -237,15 +280,14 @@ async function dropSubscription<Client extends ShardClient>(
   shard: ShardIdentifier,
   from: Database<Client>,
   db: Raw,
-  name: string,
-  oid: string,
+  { name, oid, waitMs }: { name: string; oid: string; waitMs: number },
 ): Promise<void> {
   await db.$executeRawUnsafe(`ALTER SUBSCRIPTION "${name}" DISABLE`);
-  if (!(await cancelRunning(from, syncSlotMaking(oid))))
+  if ((await cancelRunning(from, syncSlotMaking(oid), waitMs)) !== "done")
     throw new MoveTimeoutError(
       shard,
-      `cancelling the making of subscription ${name}'s table copies' slots`,
-      5000,
+      `cancelling the making of subscription ${name}'s table copies' slots (waiting for ${from.name})`,
+      waitMs,
     );
   await detachGoneSlot(from, db, name, oid);
   try {
@@ -301,7 +343,11 @@ export async function slotWaits<Client extends ShardClient>(
        AND subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
       name,
     )
-    .catch(() => []);
+    // A subscription the target cannot list is left out; a target that does not answer in time is named.
+    .catch((error: unknown) => {
+      if (error instanceof MoveTimeoutError) throw error;
+      return [];
+    });
   const making = [
     `pg_create_logical_replication_slot\\(${literal(name)}`,
     ...subscriptions.map((s) => syncSlotMaking(s.oid)),

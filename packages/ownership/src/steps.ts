@@ -8,12 +8,12 @@
 // failure after the switch is finished, never undone (`decides` marks the step that decides).
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database, ShardClient } from "@shardkit/prisma";
-import { orAfter, preparedNaming } from "@shardkit/prisma/internal";
+import { preparedNaming } from "@shardkit/prisma/internal";
 import { countAt } from "./check.js";
 import { MoveTimeoutError, MoveVerifyError } from "./errors.js";
 import type { ShardLease } from "./lease.js";
 import type { PartitionMap } from "./map.js";
-import { type Raw, raw, unbounded } from "./raw.js";
+import { bounded, type Raw, raw } from "./raw.js";
 import {
   copied,
   lagBytes,
@@ -153,8 +153,8 @@ const switchOwner: Step = {
 
 const teardownStep: Step = {
   name: "teardown",
-  async run({ from, to, shard, held }) {
-    await teardown(from, to, shard);
+  async run({ from, to, shard, held, copyTimeoutMs }) {
+    await teardown(from, to, shard, copyTimeoutMs);
     await held.tidy();
   },
 };
@@ -313,6 +313,8 @@ function verified<Client extends ShardClient>(move: MoveRun<Client>, check: Chec
 /**
  * `work()`; when it runs out of time while the move's slots are being made at the source (its own,
  * or its table copies'), the timeout names the transactions of the source's server they wait for.
+ * They are read within `copyTimeoutMs` (the copy's deadline has passed): a database that does not
+ * answer by then is named in the timeout instead.
  */
 async function slotsNamed<Client extends ShardClient>(
   move: MoveRun<Client>,
@@ -322,12 +324,19 @@ async function slotsNamed<Client extends ShardClient>(
     await work();
   } catch (error) {
     if (!(error instanceof MoveTimeoutError)) throw error;
-    // Read outside the move's deadline (it has passed), within a few seconds of its own.
-    const waits = await unbounded(() =>
-      orAfter(5_000, undefined, () => slotWaits(move.from, move.to, move.held.names.subscription)),
-    ).catch(() => undefined);
+    const timeout = (what: string) =>
+      new MoveTimeoutError(move.shard, `${error.what}${what}`, error.timeoutMs, { cause: error });
+    const at = performance.now() + move.copyTimeoutMs;
+    const late = (database: string) =>
+      timeout(`; reading what its replication slots wait for (waiting for ${database})`);
+    const waits = await bounded({ at, late }, () =>
+      slotWaits(move.from, move.to, move.held.names.subscription),
+    ).catch((failure: unknown) => {
+      if (failure instanceof MoveTimeoutError) throw failure;
+      return undefined; // a read that failed: the timeout as it is
+    });
     if (waits === undefined) throw error;
-    throw new MoveTimeoutError(move.shard, `${error.what}: ${waits}`, error.timeoutMs, { cause: error });
+    throw timeout(`: ${waits}`);
   }
 }
 
