@@ -11,7 +11,9 @@ export declare function pgUrl(port: number, database: string): string;
 /**
  * The extra PostgreSQL server a project's tests use: `SHARDKIT_TEST_CLUSTER` (`<name>:<port>`) when
  * set; else a cluster named after the project's package name, on a port derived from that name
- * (15000-19999), so that two projects on one machine each get their own.
+ * (15000-19999), so that two projects on one machine each get their own. The port is the server's
+ * where it is shared (`testDatabases({ shared: true })`); a server of a run's own (`ownCluster`, what
+ * `testDatabases` makes otherwise) is `<name>_<pid>` on a free port.
  */
 export declare function testCluster(
   packageName: string,

@@ -59,6 +59,8 @@ export function pgUrl(port, database) {
  * The extra PostgreSQL server a project's tests use, `{ cluster, port }`: `SHARDKIT_TEST_CLUSTER`
  * (`<name>:<port>`) when set; else a cluster named after the project's package name, on a port
  * derived from that name (15000-19999), so that two projects on one machine each get their own.
+ * The port is the server's where it is shared (`testDatabases({ shared: true })`); a server of a
+ * run's own (`ownCluster`, what `testDatabases` makes otherwise) is `<name>_<pid>` on a free port.
  */
 export function testCluster(packageName, env = process.env) {
   const spec = env.SHARDKIT_TEST_CLUSTER;
@@ -532,18 +534,14 @@ async function own(base, make) {
   for (const name of readdirSync(OWNERS)) {
     const [pid, started, port] = readOwner(name);
     if (running(pid, started)) taken.add(port);
-    else {
-      await dropCluster(name).catch(() => {});
-      rmSync(`${OWNERS}/${name}`, { force: true });
-    }
+    else await dropLeftover(name);
   }
   const drop = async () => {
     await dropCluster(cluster);
     rmSync(`${OWNERS}/${cluster}`, { force: true });
   };
   for (let attempt = 1; ; attempt++) {
-    let port = await freePort();
-    while (taken.has(port)) port = await freePort();
+    const port = await serverPort(taken);
     writeFileSync(`${OWNERS}/${cluster}`, `${process.pid} ${startedAt(process.pid)} ${port}\n`);
     try {
       await make(cluster, port);
@@ -556,6 +554,53 @@ async function own(base, make) {
       }
     }
   }
+}
+
+/**
+ * Drops the server of a run that ended without dropping it (thawed first: a run killed while it held
+ * its server frozen leaves it stopped, and a stopped postmaster cannot be shut down), and forgets it
+ * only once it is gone: a drop that fails now is tried again by the next `ownCluster`.
+ */
+async function dropLeftover(name) {
+  try {
+    const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
+    const postmaster = readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
+    process.kill(Number(postmaster), "SIGCONT");
+    for (const pid of sh("pgrep", ["-P", postmaster]).split("\n").filter(Boolean))
+      process.kill(Number(pid), "SIGCONT");
+  } catch {} // not running, or gone already
+  try {
+    await dropCluster(name);
+    rmSync(`${OWNERS}/${name}`, { force: true });
+  } catch {}
+}
+
+/**
+ * A port for a server of a run's own: free now, not one of `taken`, and below the range the system
+ * gives outgoing connections their local ports from (`ip_local_port_range`), so that no connection
+ * takes it while the server is stopped and its restart finds it free; above testCluster's 15000-19999.
+ */
+async function serverPort(taken) {
+  let low = 32768;
+  try {
+    low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+  } catch {}
+  if (!(low > 20_100)) return freePort(); // no room below the range: whatever the system gives
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * (low - 20_000));
+    if (!taken.has(port) && (await canListen(port))) return port;
+  }
+}
+
+/** Whether nothing listens on 127.0.0.1:`port` now. */
+async function canListen(port) {
+  const server = createServer();
+  const ok = await new Promise((resolve) => {
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => resolve(true));
+  });
+  if (ok) await new Promise((resolve) => server.close(resolve));
+  return ok;
 }
 
 /** The process that made cluster `name` with `ownCluster`, and its port: `[pid, started, port]`, or `[0, "", 0]`. */

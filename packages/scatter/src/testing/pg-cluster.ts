@@ -17,8 +17,8 @@ export async function dropShardb(): Promise<void> {
   server = undefined;
 }
 
-/** Stops the second server, runs `fn` while it is down, then starts it again (even when `fn` throws). */
-export function withShardbStopped<T>(fn: () => Promise<T>): Promise<T> {
-  if (!server) throw new Error("withShardbStopped: startShardb() first");
-  return withClusterStopped(server.cluster, server.port, fn);
+/** Stops the second server (made first if need be), runs `fn` while it is down, then starts it again (even when `fn` throws). */
+export async function withShardbStopped<T>(fn: () => Promise<T>): Promise<T> {
+  await startShardb();
+  return withClusterStopped(server!.cluster, server!.port, fn);
 }
