@@ -270,19 +270,19 @@ export class MapInstall<Client extends ShardClient> {
   ) {}
 
   /**
-   * The open's install. Asks every database, `SETUP_CONCURRENCY` at a time and each within
-   * `timeoutMs`, what it holds (one statement: `SETUP_SQL`), and notes in `identities` what each
+   * The open's install. Asks every database, `SETUP_CONCURRENCY` at a time and each within the
+   * map's `timeoutMs`, what it holds (one statement: `SETUP_SQL`), and notes in `identities` what each
    * that answered says it is. Then checks that they have @shardkit/ownership's schema, finds which
    * of `@shardkit/prisma`'s tables they have, installs shardkit's functions where some are missing
    * or differ, and, when every database answered, records the unrecorded shards. Waits at most
-   * `INSTALL_TIMEOUT_MS` (or `timeoutMs` when longer) for the install once they have answered. Returns the tables: `tables`, then
-   * `@shardkit/prisma`'s that the databases have.
+   * `INSTALL_TIMEOUT_MS` (or `timeoutMs` when longer) for the install once they have answered.
+   * Returns the tables: `tables`, then `@shardkit/prisma`'s that the databases have.
    */
   async open(
     identities: Map<Database<Client>, string>,
     tables: readonly FencedTable[],
-    timeoutMs: number,
   ): Promise<readonly FencedTable[]> {
+    const { timeoutMs } = this.map;
     const asked = await scatter(this.registry.databases, (p) => setUpOf(p), {
       policy: "partial",
       concurrency: SETUP_CONCURRENCY,
@@ -317,7 +317,7 @@ export class MapInstall<Client extends ShardClient> {
     const recorded = new Set([...answered.values()].flatMap((s) => s.recorded));
     if (everyone && this.registry.shards.every((shard) => recorded.has(shard.bits)))
       this.seeded = new Map([...answered].map(([p, s]) => [p, s.read]));
-    return bounded(installing(timeoutMs), async () => {
+    return bounded(this.deadline(), async () => {
       await Promise.all([...answered].map(([p, s]) => this.functionsIn(p, s.stale)));
       if (everyone) await this.recordUnrecorded(new Map([...answered].map(([p, s]) => [p, s.recorded])));
       return found.tables;

@@ -230,7 +230,7 @@ export class PartitionMap<Client extends ShardClient = ShardClient> {
 
   /** The open's install (see `open` and `MapInstall.open`): each database tells what it is and holds. */
   private async install(): Promise<void> {
-    this.resolved = await this.installer.open(this.view.identities, this.resolved, this.timeoutMs);
+    this.resolved = await this.installer.open(this.view.identities, this.resolved);
   }
 
   /**
