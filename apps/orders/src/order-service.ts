@@ -71,8 +71,6 @@ export interface DayTotal {
 
 /** Newest first; the ID breaks ties (IDs are UUIDv7s that carry the same instant as createdAt). */
 const NEWEST_FIRST = [{ createdAt: "desc" as const }, { id: "desc" as const }];
-/** A database that has not answered by then counts as missing. */
-const SCATTER_DEADLINE_MS = 10_000;
 
 /**
  * The orders service. A customer's orders and order items live on the customer's shard, so
@@ -81,9 +79,17 @@ const SCATTER_DEADLINE_MS = 10_000;
  * an answer that says which shards are missing, or an error, never a silently short list.
  */
 export class OrderService extends CustomerService<Shards, Tx> {
-  /** `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s). */
-  constructor(shards: Shards, options: { deadlineMs?: number } = {}) {
+  /** How a read across shards waits: a database that has not answered by `deadlineMs` counts as missing. */
+  private readonly across: { policy: "partial"; deadlineMs: number };
+
+  /**
+   * `deadlineMs`: how long a call waits for its shard's database before answering 503 (default 5 s);
+   * `scatterDeadlineMs`: how long a read across shards waits for each database before counting it
+   * missing (default 10 s).
+   */
+  constructor(shards: Shards, options: { deadlineMs?: number; scatterDeadlineMs?: number } = {}) {
     super(shards, { selector: createCustomerSelector(shards.registry.shards), errors: OrdersError }, options);
+    this.across = { policy: "partial", deadlineMs: options.scatterDeadlineMs ?? 10_000 };
   }
 
   createCustomer(input: NewCustomer, key: string): Promise<Outcome<Customer>> {
@@ -241,7 +247,7 @@ export class OrderService extends CustomerService<Shards, Tx> {
   ): Promise<{ orders: Order[]; nextCursor: string | null } & Coverage> {
     const where = { ...(filter.status ? { status: filter.status } : {}), ...periodWhere(filter) };
     const page = await validCursor(() =>
-      this.db.$scatterPage("order", { where, orderBy: NEWEST_FIRST, limit, cursor }, ACROSS_SHARDS),
+      this.db.$scatterPage("order", { where, orderBy: NEWEST_FIRST, limit, cursor }, this.across),
     );
     const coverage = covered(page, options);
     return { orders: page.rows, nextCursor: page.nextCursor, ...coverage };
@@ -253,7 +259,7 @@ export class OrderService extends CustomerService<Shards, Tx> {
    */
   async totals(period: Period, options: AcrossShards = {}): Promise<{ totals: DayTotal[] } & Coverage> {
     let report: ScatterReport | undefined;
-    const groups = await this.db.$scatter({ ...ACROSS_SHARDS, onReport: (r) => (report = r) }).order.groupBy({
+    const groups = await this.db.$scatter({ ...this.across, onReport: (r) => (report = r) }).order.groupBy({
       by: ["placedDay", "status", "currency"],
       where: periodWhere(period),
       _count: true,
@@ -284,9 +290,6 @@ export class OrderService extends CustomerService<Shards, Tx> {
     return out;
   }
 }
-
-/** Reads across shards wait at most this long for a database, and report the ones that did not answer. */
-const ACROSS_SHARDS = { policy: "partial", deadlineMs: SCATTER_DEADLINE_MS } as const;
 
 /** The coverage of an answer across shards, or 503 SHARD_UNAVAILABLE naming the missing shards unless `partial`. */
 function covered(

@@ -330,8 +330,7 @@ export class LoadRecorder {
     const cutoff = now - o.retainMs;
     const at = this.monotonic();
     let sent = this.sent[database];
-    // A batch sent again only while a rollup still remembers moving it (`RESEND_FOR_MS` from its
-    // first send, however old its windows), and while its windows are not expired.
+    // Sent again only while a rollup remembers moving it (`RESEND_FOR_MS` from its first send) and unexpired.
     if (sent && (at - sent.firstSent > RESEND_FOR_MS || sent.start < cutoff)) {
       sent = undefined;
       this.sent[database] = undefined;
@@ -353,9 +352,8 @@ export class LoadRecorder {
     const sentAt = new Date(now).toISOString();
     const client = this.target.databases[database]!.client as Raw;
     const json = JSON.stringify(sent.rows.map((r): LoadRow => ({ ...r, sent_at: sentAt })));
-    // Windows are deleted by any router's flush, so one router with a short `retainMs` (a developer's
-    // machine pointed at the fleet) would take every router's history: never those of the last
-    // hour, what a balance reads.
+    // Any router's flush deletes windows: one with a short `retainMs` (a developer's machine pointed
+    // at the fleet) would take every router's history; never the last hour's, what a balance reads.
     const cut = new Date(Math.min(cutoff, now - MIN_RETAINED_MS)).toISOString();
     const send = async () => {
       try {
