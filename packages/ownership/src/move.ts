@@ -51,11 +51,9 @@ export interface MoveOptions<Client extends ShardClient> extends LeaseOptions {
    * How long a live move's copy, catch-up and check may take before the move gives up and is undone
    * (`MoveTimeoutError`). Default 120 s. It counts from the publication, so it bounds the making of
    * the replication slots too, which waits for every open transaction of the source's server: the
-   * error then names those transactions (read within another `copyTimeoutMs`, else it names the
-   * server that did not answer). It is also how long each other statement of the move outside its
-   * freeze may wait (its checks and preparation, the switch, teardown and cleanup, an undo, a
-   * resume), and how long a teardown waits for a statement it cancels or a slot still in use: a
-   * database that does not answer in time fails the move with `MoveTimeoutError` naming it.
+   * error then names those transactions (or the server that did not say in another `copyTimeoutMs`).
+   * It bounds each other statement outside the freeze (checks, preparation, switch, teardown and its
+   * waits, cleanup, undo, resume): a database late for it fails the move with `MoveTimeoutError`.
    */
   copyTimeoutMs?: number;
   /**
@@ -376,9 +374,8 @@ async function moveWithin<Client extends ShardClient>(
     await held.release();
   } catch (error) {
     clock.phase(move.decided ? "reading the switch" : "undoing the move", copyTimeoutMs);
-    failure = {
-      error: await failed(held, shard, current, error, move.decided, copyTimeoutMs).catch((e: unknown) => e),
-    };
+    const undone = failed(held, shard, current, error, move.decided, copyTimeoutMs);
+    failure = { error: await undone.catch((e: unknown) => e) };
   } finally {
     held.stop();
   }
