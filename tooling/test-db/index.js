@@ -563,11 +563,8 @@ async function own(base, make) {
  */
 async function dropLeftover(name) {
   try {
-    const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
-    const postmaster = readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
-    process.kill(Number(postmaster), "SIGCONT");
-    for (const pid of sh("pgrep", ["-P", postmaster]).split("\n").filter(Boolean))
-      process.kill(Number(pid), "SIGCONT");
+    const postmaster = postmasterOf(name);
+    for (const pid of [postmaster, ...childrenOf(postmaster)]) process.kill(Number(pid), "SIGCONT");
   } catch {} // not running, or gone already
   try {
     await dropCluster(name);
@@ -601,6 +598,22 @@ async function canListen(port) {
   });
   if (ok) await new Promise((resolve) => server.close(resolve));
   return ok;
+}
+
+/** The pid of cluster `name`'s postmaster (its data directory's `postmaster.pid`). */
+function postmasterOf(name) {
+  const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
+  return readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
+}
+
+/** The pids of process `parent`'s children ([] when it has none). */
+function childrenOf(parent) {
+  try {
+    return sh("pgrep", ["-P", parent]).split("\n").filter(Boolean);
+  } catch (error) {
+    if (error.status !== 1) throw error; // 1: no children
+    return [];
+  }
 }
 
 /** The process that made cluster `name` with `ownCluster`, and its port: `[pid, started, port]`, or `[0, "", 0]`. */
@@ -667,8 +680,7 @@ export async function withClusterFrozen(name, fn) {
   refuseShared(name, "freezing"); // at once: a server another run holds stopped keeps its lock meanwhile
   return withLock(name, async () => {
     refuseShared(name, "freezing");
-    const dataDir = sh("pg_conftool", ["-s", version(), name, "show", "data_directory"]).trim();
-    const postmaster = readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0].trim();
+    const postmaster = postmasterOf(name);
     const signal = (pid, sig) => {
       try {
         process.kill(Number(pid), sig);
@@ -689,13 +701,7 @@ export async function withClusterFrozen(name, fn) {
     try {
       // The postmaster first: stopped, it starts no process, so the list of its children is whole.
       if (signal(postmaster, "SIGSTOP")) frozen.push(postmaster);
-      let children = "";
-      try {
-        children = sh("pgrep", ["-P", postmaster]);
-      } catch (error) {
-        if (error.status !== 1) throw error; // 1: no children
-      }
-      for (const pid of children.split("\n").filter(Boolean)) if (signal(pid, "SIGSTOP")) frozen.push(pid);
+      for (const pid of childrenOf(postmaster)) if (signal(pid, "SIGSTOP")) frozen.push(pid);
     } catch (error) {
       thaw();
       throw error;
