@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { configDefaults } from "vitest/config";
 
@@ -33,20 +33,31 @@ export const PATIENT_TIMEOUTS = join(dirname(fileURLToPath(import.meta.url)), "p
 export const RELEASE_CHECKS = ["src/package.test.ts"];
 
 /**
+ * Each app's test files that create-shardkit's end-to-end test runs in the project a user gets from
+ * the app's template, on the packed packages: the demo, on embedded PGlite. The repository's test run
+ * (`SHARDKIT_TEST_FILES=tests`) leaves them to it rather than run them twice; vitest run in the app
+ * runs them.
+ */
+export const END_TO_END = ["src/demo.test.ts"];
+
+/**
  * Which of a project's test files run (`SHARDKIT_TEST_FILES`, set by the lanes of `pnpm test`):
  * `release` the release checks alone (no type tests, and only the global setups they need, so a
  * release lane never touches the databases and clusters another lane's setup made), `tests`
- * everything else, unset everything. `SHARDKIT_TEST_PARTS` (JSON, also the lanes'), for a project
+ * everything else (but an app's `END_TO_END` files), unset everything. `SHARDKIT_TEST_PARTS` (JSON, also the lanes'), for a project
  * whose tests are split across lanes: `{ "<name>": { "only": [files] } }` runs those of its files
  * alone, `{ "<name>": { "skip": [files] } }` all but those (paths relative to the package).
  */
-function selection(name, options) {
+function selection(name, options, app) {
   const which = process.env.SHARDKIT_TEST_FILES;
   const part = JSON.parse(process.env.SHARDKIT_TEST_PARTS || "{}")[name] ?? {};
   const globalSetup = which === "release" ? (options.releaseGlobalSetup ?? []) : (options.globalSetup ?? []);
   const include =
     which === "release" ? RELEASE_CHECKS : (part.only ?? ["src/**/*.test.ts", "test/**/*.test.ts"]);
-  const exclude = [...(which === "tests" ? RELEASE_CHECKS : []), ...(part.skip ?? [])];
+  const exclude = [
+    ...(which === "tests" ? [...RELEASE_CHECKS, ...(app ? END_TO_END : [])] : []),
+    ...(part.skip ?? []),
+  ];
   return {
     include,
     ...(exclude.length > 0 ? { exclude: [...configDefaults.exclude, ...exclude] } : {}),
@@ -64,7 +75,8 @@ function selection(name, options) {
 export function packageProject(configUrl, options = {}) {
   const root = dirname(fileURLToPath(configUrl));
   const { name } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-  const { include, exclude, typecheckEnabled, globalSetup } = selection(name, options);
+  const app = basename(dirname(root)) === "apps";
+  const { include, exclude, typecheckEnabled, globalSetup } = selection(name, options, app);
   const testTimeout = options.testTimeout ?? 30_000;
   const hookTimeout = options.hookTimeout ?? 120_000;
   return {

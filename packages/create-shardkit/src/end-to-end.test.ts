@@ -1,56 +1,40 @@
 // Each template as a user gets it: the packed create-shardkit run the way `npm create` runs it (npm
 // exec of the package), with --packages pointing at packed @shardkit tarballs, into a folder outside
-// the workspace; then, in that folder, `npm install`, `npm test`, `npm run demo` and `npm run
+// the workspace; then, in that folder, `npm install`, `npm test` (with the demo's test) and `npm run
 // typecheck`, with nothing of the workspace on the PATH or in reach of Node's module resolution.
-// The templates run at the same time (one vitest worker: their commands are child processes), and so
-// does the run of two wallet projects side by side, as soon as my-wallet is installed.
+// The templates run at the same time (one vitest worker: their commands are child processes).
 import { execFileSync, spawn } from "node:child_process";
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-} from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { delimiter, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { END_TO_END } from "@shardkit/vitest-config";
 import { catalogVersion, inDependencyOrder, packWorkspacePackages } from "@shardkit/vitest-config/quality";
 import pLimit from "p-limit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
-import { dropCluster, patient, testCluster, whyNoClusters } from "../../../tooling/test-db/index.js";
+import { patient, whyNoClusters } from "../../../tooling/test-db/index.js";
 import { listTemplates } from "./templates.js";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
 const templates = listTemplates(join(pkgDir, "templates")).map((t) => t.name);
 
-/** What each template's demo prints when it worked. */
-const DEMO_SAYS: Record<string, RegExp> = {
-  wallet: /total EUR: 200\.00 = deposits 200\.00 - withdrawals 0\.00: conserved/,
-  orders: /the relay delivered 9 event\(s\)/,
-  allocations: /double decisions: 0/,
-};
 /**
  * The tests each template runs as a user would (`npm test -- <files>`): its test setup standing
  * alone (the global setup, test-db, a database, its own second server where it has one). Each file
  * is the app's own, run in full by the repository's suite (the templates are built from the apps,
- * file for file: templates.test.ts), so the end-to-end run does not run the suites a second time;
- * the demo runs below as `npm run demo`.
+ * file for file: templates.test.ts), so the end-to-end run does not run the suites a second time.
+ * With them, the app's `END_TO_END` files: the demo's test, which runs `src/demo.ts` as `npm run
+ * demo` does and checks all it prints; the repository's suite leaves those to this run.
  */
 const SMOKE: Record<string, { files: string[]; server: boolean }> = {
-  // Its tests that stop a second server (degraded.test.ts, schema.test.ts) run in the last test below,
-  // in two wallet projects side by side, each on a server of its own (a server given by
-  // SHARDKIT_TEST_CLUSTER is the orders run's); the skip check below runs them without one.
+  // Its tests that stop a second server (degraded.test.ts, schema.test.ts) run in the repository's
+  // suite; the skip check below runs them here without one.
   wallet: { files: ["src/http.test.ts"], server: false },
   orders: { files: ["src/http.test.ts", "src/credit.test.ts", "src/schema.test.ts"], server: true },
-  // Its second server is the live move's, in demo.test.ts (the skip check below runs it without).
+  // Its second server is the live move's, in demo-postgres.test.ts (the skip check below runs it without).
   // And its hostile-input test: src/test/hostile.js (tooling/test-db's, with fast-check) standing alone.
   allocations: { files: ["src/http.test.ts", "src/server.test.ts", "src/hostile.test.ts"], server: false },
 };
@@ -61,7 +45,7 @@ const SKIP_CHECK: Record<string, { args: string[]; says: RegExp }> = {
     says: /skipping the tests that stop a second PostgreSQL server: cannot make PostgreSQL server .+: SHARDKIT_TEST_NO_CLUSTERS is set/,
   },
   allocations: {
-    args: ["src/demo.test.ts", "-t", "on PostgreSQL"],
+    args: ["src/demo-postgres.test.ts"],
     says: /skipping the live move on PostgreSQL: cannot make PostgreSQL server .+: SHARDKIT_TEST_NO_CLUSTERS is set/,
   },
 };
@@ -124,7 +108,7 @@ function sh(cmd: string, args: string[], cwd: string, timeoutMs: number, env = u
 // The templates' test suites hold concurrent work to deadlines of a few seconds (a call that waits
 // longer is a 503): a suite needs about two cores to itself, so on two cores they run one at a time.
 // The installs run one at a time, so that the first suite starts early; the other templates install,
-// and those whose tests are done run their demo and typecheck, while a suite runs.
+// and those whose tests are done run their typecheck, while a suite runs.
 const suites = pLimit(Math.min(3, Math.max(1, Math.floor(availableParallelism() / 2))));
 const installs = pLimit(1);
 
@@ -180,18 +164,6 @@ let createTgz = "";
 let idTgz = "";
 const why = whyNoClusters();
 const clusters = new Map<string, string>();
-
-/** Settles when the template's project is installed (its test has checked the install), or failed before. */
-const installed = new Map(
-  templates.map((t) => {
-    let settle!: (error?: unknown) => void;
-    const done = new Promise<void>((resolve, reject) => {
-      settle = (error) => (error === undefined ? resolve() : reject(error));
-    });
-    done.catch(() => {}); // a failed install fails its own test; the side-by-side test says it waited on it
-    return [t, { done, settle }] as const;
-  }),
-);
 
 /**
  * `npm create shardkit@latest <name> -- --template <template>` as npm runs it (npm exec of the
@@ -264,7 +236,7 @@ afterAll(() => {
   if (!process.env.SHARDKIT_KEEP_PACK) rmSync(work, { recursive: true, force: true });
 }, patient(120_000));
 
-describe("npm create shardkit@latest my-x -- --template x, then npm install, npm test, npm run demo", () => {
+describe("npm create shardkit@latest my-x -- --template x, then npm install, npm test, npm run typecheck", () => {
   it("one template per reference service", () => {
     expect(templates).toEqual(readdirSync(join(repoRoot, "apps")).sort());
   });
@@ -273,19 +245,12 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
     "%s: a standalone project whose install, tests, demo and typecheck pass",
     async (template) => {
       const dir = join(work, `my-${template}`);
-      let install: Result;
-      try {
-        install = await checkedInstall(template, dir);
-        installed.get(template)!.settle();
-      } catch (error) {
-        installed.get(template)!.settle(error);
-        throw error;
-      }
-      // Then, one after the other (the tests and the demo share the demo's .data folder; vitest runs in
-      // one folder share a temporary tsconfig): the tests, the demo, the typecheck, and a run where the
-      // tests may not make PostgreSQL servers.
+      const install = await checkedInstall(template, dir);
+      // Then, one after the other (vitest runs in one folder share a temporary tsconfig): the tests with
+      // the demo's, the typecheck, and a run where the tests may not make PostgreSQL servers.
       const env = userEnv({ SHARDKIT_TEST_CLUSTER: clusters.get(template)! });
-      const { files, server } = SMOKE[template]!;
+      const files = [...SMOKE[template]!.files, ...END_TO_END];
+      const { server } = SMOKE[template]!;
       for (const file of files) expect(existsSync(join(dir, file)), file).toBe(true);
       const test = await suites(() => sh("npm", ["test", "--", ...files], dir, 420_000, env));
       expect(test.code, `npm test (${test.seconds} s):\n${tail(test)}`).toBe(0);
@@ -293,9 +258,9 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
       if (why && server) expect(test.output).toContain(why);
       else expect(test.output).not.toMatch(/skipping/);
 
-      const demo = await sh("npm", ["run", "demo"], dir, 180_000);
-      expect(demo.code, `npm run demo (${demo.seconds} s):\n${tail(demo)}`).toBe(0);
-      expect(demo.output).toMatch(DEMO_SAYS[template]!);
+      // The demo's test ran what `npm run demo` runs.
+      const { scripts } = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+      expect(scripts.demo).toBe("tsx src/demo.ts");
 
       const typecheck = await sh("npm", ["run", "typecheck"], dir, 180_000);
       expect(typecheck.code, `npm run typecheck:\n${tail(typecheck)}`).toBe(0);
@@ -332,66 +297,9 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
         ]),
       );
       console.log(
-        `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s, npm run demo ${demo.seconds} s, typecheck ${typecheck.seconds} s${skipped ? `, without clusters ${skipped.seconds} s` : ""}`,
+        `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s (with the demo), typecheck ${typecheck.seconds} s${skipped ? `, without clusters ${skipped.seconds} s` : ""}`,
       );
     },
     patient(1_200_000),
-  );
-
-  it.skipIf(why !== undefined).concurrent(
-    "two projects scaffolded side by side run their tests that stop their server at the same time: each on a server of its own, made and dropped by its tests",
-    async () => {
-      // Two wallet projects named apart (and apart from any other run's), written without an install:
-      // they use my-wallet's node_modules and generated client, installed by the test above (this one
-      // waits for that install, and its run takes its turn among the templates' suites).
-      const names = ["a", "b"].map((side) => `beside-${side}-${process.pid}`);
-      const servers = names.map((name) => testCluster(name, {}));
-      expect(servers[0]!.cluster).not.toBe(servers[1]!.cluster);
-      expect(servers[0]!.port).not.toBe(servers[1]!.port);
-      try {
-        for (const name of names) {
-          const created = await create(name, "wallet");
-          expect(created.code, tail(created)).toBe(0);
-        }
-        await installed.get("wallet")!.done.catch((error) => {
-          throw new Error("my-wallet was not installed: see its test", { cause: error });
-        });
-        for (const name of names) {
-          symlinkSync(join(work, "my-wallet", "node_modules"), join(work, name, "node_modules"));
-          cpSync(join(work, "my-wallet", "src", "generated"), join(work, name, "src", "generated"), {
-            recursive: true,
-          });
-        }
-        // No SHARDKIT_TEST_CLUSTER: each project's server is the one its name gives.
-        const runs = await suites(() =>
-          Promise.all(
-            names.map((name) =>
-              sh(
-                "npx",
-                ["vitest", "run", "src/degraded.test.ts", "src/schema.test.ts"],
-                join(work, name),
-                420_000,
-              ),
-            ),
-          ),
-        );
-        for (const run of runs) {
-          expect(run.code, tail(run)).toBe(0);
-          expect(run.output).toMatch(/Tests +\d+ passed/);
-          expect(run.output).not.toMatch(/skipping|skipped/);
-        }
-        // Both servers are gone with their configuration: the tests leave nothing behind.
-        const listed = execFileSync("pg_lsclusters", ["--no-header"], { encoding: "utf8" });
-        const version = readdirSync("/etc/postgresql").sort().at(-1)!;
-        for (const { cluster } of servers) {
-          // Each run's own server is named after the project and the test process (`<name>_<pid>`).
-          expect(listed).not.toMatch(new RegExp(` ${cluster}(_\\d+)* `));
-          expect(existsSync(`/etc/postgresql/${version}/${cluster}`)).toBe(false);
-        }
-      } finally {
-        for (const { cluster } of servers) await dropCluster(cluster).catch(() => {});
-      }
-    },
-    patient(900_000),
   );
 });

@@ -49,6 +49,25 @@ async function backendPids(): Promise<number[][]> {
 }
 
 /**
+ * Sessions each of `names` has had since the server started (`pg_stat_database.sessions`). A
+ * backend writes its count before it leaves `pg_stat_activity`, so once `backends()` reads 0 the
+ * count includes every connection that has ended.
+ */
+async function sessions(): Promise<number[]> {
+  const admin = new pg.Client({ connectionString: pgUrl(MAIN_PORT, "postgres") });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query<{ datname: string; sessions: string }>(
+      "SELECT datname, sessions FROM pg_stat_database WHERE datname = ANY($1)",
+      [names],
+    );
+    return names.map((name) => Number(rows.find((r) => r.datname === name)?.sessions ?? 0));
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
  * The two shards' configuration, each on its database (at `url(i)`: the database itself unless
  * given) with a pool of `pool`, marked `pooler` where given.
  */
@@ -126,6 +145,7 @@ describe("connections", () => {
         await eventually("the open's connections are closed", async () =>
           (await backends()).every((n) => n === 0),
         );
+        const before = await sessions();
         const id = ShardedId.generate("Customer", shards[0]!);
         const db = open.registry.clientFor(id);
         await Promise.all(
@@ -135,12 +155,16 @@ describe("connections", () => {
               : db.customer.findMany({ where: { region: "eu" } }),
           ),
         );
-        // Ten calls on a's pool of 1: one connection on a, none on b (never called).
-        expect(await backends()).toEqual([1, 0]);
         await eventually("a's idle connection is closed", async () => (await backends())[0] === 0);
-        // The next call opens it again.
+        // Ten calls on a's pool of 1 were served by one connection, opened for them and closed
+        // since; b was never called. Counted by the server once each connection has ended, so
+        // however slow the host, no connection can come or go unseen between calls and count.
+        const afterCalls = await sessions();
+        expect(afterCalls.map((n, i) => n - before[i]!)).toEqual([1, 0]);
+        // The next call opens it again: one more session, closed again when idle.
         expect((await db.customer.findUnique({ where: { id } }))?.name).toBe("first");
-        expect((await backends())[0]).toBe(1);
+        await eventually("a's idle connection is closed", async () => (await backends())[0] === 0);
+        expect((await sessions()).map((n, i) => n - afterCalls[i]!)).toEqual([1, 0]);
       } finally {
         await open.close();
       }
