@@ -59,10 +59,21 @@ export declare function createStreamingReplica(
 ): Promise<number>;
 /** Waits until the standby on `port` has replayed the primary's WAL up to its position now. */
 export declare function waitForReplay(port: number, primaryPort: number, timeoutMs?: number): Promise<void>;
-/** Clusters shared by concurrent test processes: the first user makes them, the last drops them. */
+/**
+ * A setup's steps, undone if it fails part-way: `fn(step)` makes each thing through `step(made,
+ * undo)`. Resolves to the teardown (every undo, in reverse order); when `fn` throws, what its steps
+ * made is undone (in reverse order, once the steps it started have ended) before the error propagates.
+ */
+export declare function undoable(
+  fn: (step: <T>(made: T | Promise<T>, undo: (made: T) => unknown) => Promise<T>) => Promise<unknown>,
+): Promise<() => Promise<void>>;
+/**
+ * Clusters shared by concurrent test processes: the first user makes them, the last drops them (and
+ * a make that fails is dropped). `clusters` names them: no other run may stop or freeze them.
+ */
 export declare function shareClusters(
   key: string,
-  hooks: { make(): Promise<void>; drop(): Promise<void> },
+  hooks: { clusters: string[]; make(): Promise<void>; drop(): Promise<void> },
 ): Promise<() => Promise<void>>;
 /** One cluster shared by concurrent test processes: made (`ensureCluster`) by the first user, dropped by the last. */
 export declare function shareCluster(
@@ -92,7 +103,8 @@ export declare function ownReplica(
 ): Promise<{ cluster: string; port: number; drop(): Promise<void> }>;
 /**
  * Stops a cluster while `fn` runs, then starts it again. Refused for a cluster another test run uses
- * (made by `ownCluster` for another process, or shared with one outside this process's line).
+ * (made by `ownCluster` for another process, or shared through `shareClusters` with one outside this
+ * process's line).
  */
 export declare function withClusterStopped<T>(name: string, port: number, fn: () => Promise<T>): Promise<T>;
 /** SIGSTOPs a cluster's server processes while `fn` runs (connections hang), then SIGCONTs them; refused as `withClusterStopped`. */

@@ -231,6 +231,7 @@ function state(name) {
     line = sh("pg_lsclusters", ["--no-header", version(), name]);
   } catch (error) {
     if (/does not exist/.test(String(error.stderr))) return "absent";
+    if (error.code === "ENOENT") return "absent"; // no PostgreSQL or no postgresql-common: no cluster
     throw error;
   }
   return line.trim().split(/\s+/)[3] === "online" ? "online" : "down";
@@ -417,34 +418,113 @@ function startedAt(pid) {
 }
 
 /**
- * Clusters several test processes use at once: the first live user makes them (`make`), the last
- * to release drops them (`drop`). Returns this process's release. Users are pid files holding the
- * process's start time; the file of a process that is dead, or whose pid a later process took, is
- * ignored, so a crashed run does not keep them forever.
+ * Runs the steps of a setup (a vitest global setup's, ...) so that a failure leaves nothing made:
+ * `fn(step)` makes each thing through `step(made, undo)` (`made` the thing or a promise of it, `undo`
+ * what unmakes it, given the thing), which resolves to the thing. Resolves to the teardown, which
+ * undoes every step in reverse order (all of them, even when one fails). When `fn` throws, the steps
+ * it started are awaited, those that made their thing are undone in reverse order, and then the error
+ * propagates (its message saying so when an undo failed too).
  */
-export async function shareClusters(key, { make, drop }) {
-  const dir = `/tmp/shardkit-users-${key}`;
-  const alive = running;
+export async function undoable(fn) {
+  const started = [];
+  const undos = [];
+  const undoAll = async () => {
+    const failures = [];
+    for (const undo of undos.splice(0).reverse()) {
+      try {
+        await undo();
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length === 1) throw failures[0];
+    if (failures.length > 1) throw new AggregateError(failures, `${failures.length} undos failed`);
+  };
+  const step = (made, undo) => {
+    const done = Promise.resolve(made).then((thing) => {
+      undos.push(() => undo(thing));
+      return thing;
+    });
+    started.push(done);
+    return done;
+  };
+  try {
+    await fn(step);
+  } catch (error) {
+    await Promise.allSettled(started);
+    try {
+      await undoAll();
+    } catch (undoError) {
+      // The setup's error still (its class and code), saying what was left behind.
+      if (error instanceof Error)
+        error.message += ` (and undoing what it had made failed: ${undoError?.message ?? undoError})`;
+    }
+    throw error;
+  }
+  return undoAll;
+}
+
+/** Where `shareClusters` says which keys share a cluster: an empty file `<SHARED>/<cluster>@<key>` each. */
+const SHARED = "/tmp/shardkit-shared";
+
+/** The folder of the users of the clusters shared under `key`: one file per process, named by its pid. */
+function usersDir(key) {
+  return `/tmp/shardkit-users-${key}`;
+}
+
+/** The processes that use the clusters shared under `key` (alive or not, per its start time): `{ pid, live }`. */
+function usersOf(key) {
+  let pids = [];
+  try {
+    pids = readdirSync(usersDir(key));
+  } catch {}
+  return pids.map((pid) => {
+    let started = "";
+    try {
+      started = readFileSync(`${usersDir(key)}/${pid}`, "utf8").trim();
+    } catch {}
+    return { pid: Number(pid), live: running(Number(pid), started) };
+  });
+}
+
+/**
+ * Clusters several test processes use at once, `clusters` by name: the first live user makes them
+ * (`make`), the last to release drops them (`drop`). Returns this process's release. Users are pid
+ * files holding the process's start time; the file of a process that is dead, or whose pid a later
+ * process took, is ignored, so a crashed run does not keep them forever. Each of `clusters` is
+ * recorded as shared under `key`, so that no other run stops or freezes it (`refuseShared`). A
+ * `make` that fails is undone (`drop`) before its error propagates.
+ */
+export async function shareClusters(key, { clusters, make, drop }) {
+  if (!Array.isArray(clusters))
+    throw new Error(
+      `shareClusters(${JSON.stringify(key)}): name the clusters make() makes ({ clusters: [...] })`,
+    );
+  const dir = usersDir(key);
   const live = () => {
     mkdirSync(dir, { recursive: true });
-    return readdirSync(dir).filter((pid) => {
-      let started = "";
-      try {
-        started = readFileSync(`${dir}/${pid}`, "utf8").trim();
-      } catch {}
-      if (Number(pid) !== process.pid && alive(Number(pid), started)) return true;
+    return usersOf(key).filter(({ pid, live }) => {
+      if (pid !== process.pid && live) return true;
       rmSync(`${dir}/${pid}`, { force: true });
       return false;
     });
   };
   await withLock(`users-${key}`, async () => {
-    if (live().length === 0) await make();
+    if (live().length === 0)
+      await undoable(async (step) => {
+        await step(undefined, () => drop()); // the undo of a make() that fails part-way
+        await make();
+      });
+    mkdirSync(SHARED, { recursive: true });
+    for (const cluster of clusters) writeFileSync(`${SHARED}/${cluster}@${key}`, "");
     writeFileSync(`${dir}/${process.pid}`, startedAt(process.pid));
   });
   return () =>
     withLock(`users-${key}`, async () => {
       rmSync(`${dir}/${process.pid}`, { force: true });
-      if (live().length === 0) await drop();
+      if (live().length > 0) return;
+      await drop();
+      for (const cluster of clusters) rmSync(`${SHARED}/${cluster}@${key}`, { force: true });
     });
 }
 
@@ -454,6 +534,7 @@ export async function shareClusters(key, { make, drop }) {
  */
 export function shareCluster(name, port, options = {}) {
   return shareClusters(`cluster-${name}`, {
+    clusters: [name],
     make: async () => {
       await ensureCluster(name, port, options);
     },
@@ -582,22 +663,26 @@ async function serverPort(taken) {
   try {
     low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
   } catch {}
-  if (!(low > 20_100)) return freePort(); // no room below the range: whatever the system gives
+  if (!(low > 20_100)) return listenOnce(0); // no room below the range: whatever the system gives
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * (low - 20_000));
-    if (!taken.has(port) && (await canListen(port))) return port;
+    if (!taken.has(port) && (await listenOnce(port)) !== null) return port;
   }
 }
 
-/** Whether nothing listens on 127.0.0.1:`port` now. */
-async function canListen(port) {
+/**
+ * Listens on 127.0.0.1:`port` (0: a port the system picks) and closes again at once: the port it
+ * listened on, or null when something else listens there now. Rejects when the system refuses to
+ * listen at all (out of file descriptors, ...): that is no answer about the port.
+ */
+async function listenOnce(port) {
   const server = createServer();
-  const ok = await new Promise((resolve) => {
-    server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => resolve(true));
+  const bound = await new Promise((resolve, reject) => {
+    server.once("error", (error) => (error.code === "EADDRINUSE" ? resolve(null) : reject(error)));
+    server.listen(port, "127.0.0.1", () => resolve(server.address().port));
   });
-  if (ok) await new Promise((resolve) => server.close(resolve));
-  return ok;
+  if (bound !== null) await new Promise((resolve) => server.close(resolve));
+  return bound;
 }
 
 /** The pid of cluster `name`'s postmaster (its data directory's `postmaster.pid`). */
@@ -628,26 +713,21 @@ function readOwner(name) {
 
 /**
  * Throws unless this process may stop or freeze cluster `name`: never one another run uses, whether
- * made for another process (`ownCluster`) or shared (`shareCluster`, `testDatabases({ shared })`)
- * with a process that runs outside this one's line (this process and its parents).
+ * made for another process (`ownCluster`) or shared (`shareClusters` under any key that names it,
+ * as `shareCluster` and `testDatabases({ shared })` do) with a process that runs outside this one's
+ * line (this process and its parents).
  */
 function refuseShared(name, what) {
   const mine = lineage();
   const [owner, started] = readOwner(name);
   const others = owner && !mine.has(owner) && running(owner, started) ? [owner] : [];
-  for (const dir of [`/tmp/shardkit-users-${name}`, `/tmp/shardkit-users-cluster-${name}`]) {
-    let users = [];
-    try {
-      users = readdirSync(dir);
-    } catch {}
-    for (const pid of users) {
-      let since = "";
-      try {
-        since = readFileSync(`${dir}/${pid}`, "utf8").trim();
-      } catch {}
-      if (!mine.has(Number(pid)) && running(Number(pid), since)) others.push(Number(pid));
-    }
-  }
+  let shared = [];
+  try {
+    shared = readdirSync(SHARED).filter((entry) => entry.startsWith(`${name}@`));
+  } catch {}
+  for (const entry of shared)
+    for (const { pid, live } of usersOf(entry.slice(name.length + 1)))
+      if (live && !mine.has(pid)) others.push(pid);
   if (others.length > 0)
     throw new Error(
       `${what} PostgreSQL cluster ${name} refused: another test run uses it (process ${others.join(", ")}); a test stops or freezes only a server of its own run (ownCluster)`,
@@ -801,41 +881,43 @@ export async function testDatabases({
   shared = false,
   fallback = false,
 }) {
-  let release = async () => {};
   let skipped = "";
   let made = server;
-  if (onServer.length > 0) {
-    const make = () => ensureCluster(server.cluster, server.port, { logical }).then(() => {});
-    const drop = () => dropCluster(server.cluster);
-    try {
-      if (shared) release = await shareClusters(server.cluster, { make, drop });
-      else {
-        const own = await ownCluster(server.cluster, { logical });
-        made = { cluster: own.cluster, port: own.port };
-        release = own.drop;
+  let urls = [];
+  const drop = await undoable(async (step) => {
+    if (onServer.length > 0) {
+      try {
+        if (shared)
+          await step(
+            shareClusters(server.cluster, {
+              clusters: [server.cluster],
+              make: () => ensureCluster(server.cluster, server.port, { logical }).then(() => {}),
+              drop: () => dropCluster(server.cluster),
+            }),
+            (release) => release(),
+          );
+        else {
+          const own = await step(ownCluster(server.cluster, { logical }), (own) => own.drop());
+          made = { cluster: own.cluster, port: own.port };
+        }
+      } catch (err) {
+        if (err?.code !== "CLUSTERS_UNAVAILABLE") throw err;
+        skipped = err.message;
       }
-    } catch (err) {
-      if (err?.code !== "CLUSTERS_UNAVAILABLE") throw err;
-      skipped = err.message;
     }
-  }
-  if (skipped && !fallback) return { urls: [], skipped, server: made, drop: async () => {} };
-  const extraPort = skipped ? MAIN_PORT : made.port;
-  const dbs = [
-    ...names.map((name) => ({ port: MAIN_PORT, name })),
-    ...onServer.map((name) => ({ port: extraPort, name })),
-  ];
-  const drop = async () => {
-    for (const db of dbs) await dropDatabase(db.port, db.name).catch(() => {});
-    await release();
-  };
-  try {
-    const urls = await Promise.all(dbs.map((db) => createDatabase(db.port, db.name)));
-    return { urls, skipped, server: made, drop };
-  } catch (err) {
-    await drop(); // a run that could not make its databases leaves none of them
-    throw err;
-  }
+    if (skipped && !fallback) return;
+    const extraPort = skipped ? MAIN_PORT : made.port;
+    const dbs = [
+      ...names.map((name) => ({ port: MAIN_PORT, name })),
+      ...onServer.map((name) => ({ port: extraPort, name })),
+    ];
+    urls = await Promise.all(
+      dbs.map((db) =>
+        step(createDatabase(db.port, db.name), () => dropDatabase(db.port, db.name).catch(() => {})),
+      ),
+    );
+  });
+  return { urls, skipped, server: made, drop };
 }
 
 /**
@@ -889,13 +971,13 @@ export function copiedSchema(projectDir, file) {
  * run), and dropped after the last test.
  */
 export function shardsOfRunSetup(service, server) {
-  return async (project) => {
-    const run = await shardsOfRun(service, server);
-    project.provide("shardsJson", run.shardsJson);
-    project.provide("second", run.server);
-    project.provide("secondSkipped", run.skipped);
-    return run.drop;
-  };
+  return (project) =>
+    undoable(async (step) => {
+      const run = await step(shardsOfRun(service, server), (run) => run.drop());
+      project.provide("shardsJson", run.shardsJson);
+      project.provide("second", run.server);
+      project.provide("secondSkipped", run.skipped);
+    });
 }
 
 /**
@@ -999,18 +1081,6 @@ export async function withClient(url, fn) {
   }
 }
 
-/** A TCP port on 127.0.0.1 that nothing listens on now (the system's choice). */
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", resolve);
-  });
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 /**
  * A PgBouncer of the test's own on 127.0.0.1 in front of the server on `targetPort` (every
  * database, user postgres, no authentication), in `mode` (default `transaction`) with at most
@@ -1021,7 +1091,7 @@ async function freePort() {
 export async function startPgBouncer({ targetPort = MAIN_PORT, poolSize = 2, mode = "transaction" } = {}) {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startPgBouncerOn(await freePort(), { targetPort, poolSize, mode });
+      return await startPgBouncerOn(await listenOnce(0), { targetPort, poolSize, mode });
     } catch (error) {
       if (attempt >= 5) throw error;
     }

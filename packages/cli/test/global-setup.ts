@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { dropCluster, ensureCluster, MAIN_PORT, pgUrl, shareClusters } from "@shardkit/test-db";
+import { dropCluster, ensureCluster, MAIN_PORT, pgUrl, shareClusters, undoable } from "@shardkit/test-db";
 import pg from "pg";
 import { LIVE } from "./clusters.js";
 
@@ -44,23 +44,32 @@ async function mainServer(): Promise<void> {
   }
 }
 
-export default async function setup() {
-  const clusters = Promise.all([
-    mainServer(),
-    shareClusters("cli", {
-      make: async () => {
-        await Promise.all(LOGICAL.map((c) => ensureCluster(c.cluster, c.port, { logical: true })));
-      },
-      drop: async () => {
-        await Promise.all(LOGICAL.map((c) => dropCluster(c.cluster)));
-      },
-    }),
-  ]);
-  const bin = join(root, "dist/cli.js");
-  if (!existsSync(join(root, "src/generated/prisma/client.ts")))
-    execFileSync("pnpm", ["run", "--silent", "generate"], { cwd: root, stdio: "inherit" });
-  if (!existsSync(bin) || statSync(bin).mtimeMs < newest(join(root, "src")))
-    execFileSync("pnpm", ["run", "--silent", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
-  const [, release] = await clusters;
-  return release;
+/** The clusters, while the CLI builds; a setup that fails part-way releases them (`undoable`). */
+export default function setup() {
+  return undoable(async (step) => {
+    const clusters = Promise.all([
+      mainServer(),
+      step(
+        shareClusters("cli", {
+          clusters: LOGICAL.map((c) => c.cluster),
+          make: async () => {
+            await Promise.all(LOGICAL.map((c) => ensureCluster(c.cluster, c.port, { logical: true })));
+          },
+          drop: async () => {
+            await Promise.all(LOGICAL.map((c) => dropCluster(c.cluster)));
+          },
+        }),
+        (release) => release(),
+      ),
+    ]);
+    const bin = join(root, "dist/cli.js");
+    if (!existsSync(join(root, "src/generated/prisma/client.ts")))
+      execFileSync("pnpm", ["run", "--silent", "generate"], { cwd: root, stdio: "inherit" });
+    if (!existsSync(bin) || statSync(bin).mtimeMs < newest(join(root, "src")))
+      execFileSync("pnpm", ["run", "--silent", "build"], {
+        cwd: root,
+        stdio: ["ignore", "ignore", "inherit"],
+      });
+    await clusters;
+  });
 }

@@ -46,7 +46,8 @@ const commands = {
     return "released";
   },
   async use({ cluster }) {
-    shared = await shareClusters("cluster-" + cluster, { make: async () => {}, drop: async () => {} });
+    // Under a key of its own, which names the cluster (as the CLI's pair is shared under "cli").
+    shared = await shareClusters("cs-own-use-" + process.pid, { clusters: [cluster], make: async () => {}, drop: async () => {} });
     return "using";
   },
   async unuse() {
@@ -125,7 +126,7 @@ describe("a server a test stops or freezes (tooling/test-db)", () => {
           expect(await a.send("release")).toEqual({ ok: "released" });
         }
 
-        // A server shared with another run (shareClusters' users) may not be stopped either.
+        // A server shared with another run (shareClusters, under any key) may not be stopped either.
         expect(await a.send("use", { cluster: serverB.cluster })).toEqual({ ok: "using" });
         expect((await b.send("hold", { how: "stop", ...serverB })).error).toMatch(
           `stopping PostgreSQL cluster ${serverB.cluster} refused: another test run uses it (process ${a.child.pid})`,

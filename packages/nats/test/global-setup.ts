@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT, undoable } from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 import { ensureMachineNats } from "./nats-server.js";
 
@@ -15,30 +15,31 @@ declare module "vitest" {
 
 /**
  * Two shard databases (the example's schema, rolled out the way users do) and the machine's NATS
- * server. Each test makes its own stream and subjects, and deletes them.
+ * server. Each test makes its own stream and subjects, and deletes them. A setup that fails
+ * part-way drops the databases it made (`undoable`).
  */
-export default async function setup(project: TestProject) {
-  await ensureCluster("main", MAIN_PORT);
-  const natsUrl = await ensureMachineNats();
-  const dbs = (["sink", "consume"] as const).flatMap((pair) =>
-    (["a", "b"] as const).map((key) => ({
-      pair,
-      key,
-      name: `sk_nats_${pair}_${key}_${process.pid}`,
-      url: "",
-    })),
-  );
-  for (const db of dbs) db.url = await createDatabase(MAIN_PORT, db.name);
-  await rolloutSchema({
-    schema: new URL("../examples/schema.prisma", import.meta.url).pathname,
-    targets: dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: db.url }) })),
-    onProgress: () => {},
+export default function setup(project: TestProject) {
+  return undoable(async (step) => {
+    await ensureCluster("main", MAIN_PORT);
+    const natsUrl = await ensureMachineNats();
+    const dbs = (["sink", "consume"] as const).flatMap((pair) =>
+      (["a", "b"] as const).map((key) => ({
+        pair,
+        key,
+        name: `sk_nats_${pair}_${key}_${process.pid}`,
+        url: "",
+      })),
+    );
+    for (const db of dbs)
+      db.url = await step(createDatabase(MAIN_PORT, db.name), () => dropDatabase(MAIN_PORT, db.name));
+    await rolloutSchema({
+      schema: new URL("../examples/schema.prisma", import.meta.url).pathname,
+      targets: dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: db.url }) })),
+      onProgress: () => {},
+    });
+    const urls = { sink: { a: "", b: "" }, consume: { a: "", b: "" } };
+    for (const db of dbs) urls[db.pair][db.key] = db.url;
+    project.provide("natsShardUrls", urls);
+    project.provide("natsUrl", natsUrl);
   });
-  const urls = { sink: { a: "", b: "" }, consume: { a: "", b: "" } };
-  for (const db of dbs) urls[db.pair][db.key] = db.url;
-  project.provide("natsShardUrls", urls);
-  project.provide("natsUrl", natsUrl);
-  return async () => {
-    for (const db of dbs) await dropDatabase(MAIN_PORT, db.name);
-  };
 }

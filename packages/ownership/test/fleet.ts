@@ -109,6 +109,7 @@ export function statementsIn(names: readonly string[]): Promise<number> {
  */
 export function shareFleetServer(): Promise<() => Promise<void>> {
   return shareClusters(`cluster-${FLEET_SERVER.cluster}`, {
+    clusters: [FLEET_SERVER.cluster],
     make: async () => {
       await fleetServer();
     },

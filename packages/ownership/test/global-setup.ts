@@ -7,6 +7,7 @@ import {
   MAIN_PORT,
   ownCluster,
   shareCluster,
+  undoable,
 } from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 
@@ -35,48 +36,47 @@ declare module "vitest" {
   }
 }
 
-export default async function setup(project: TestProject) {
-  await ensureCluster("main", MAIN_PORT);
-  const second = await ownCluster("skowner");
-  const target = await ownCluster("skmovedst", { logical: true });
-  // The source exists for these tests only: shared with any other run of them on the machine, and
-  // dropped by the last run to end.
-  const releases = [
-    await shareCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true }),
-    target.drop,
-    second.drop,
-  ];
-  const dbs = [
-    { key: "a" as const, port: MAIN_PORT, name: `sk_owner_a_${process.pid}` },
-    { key: "b" as const, port: MAIN_PORT, name: `sk_owner_b_${process.pid}` },
-    { key: "e" as const, port: second.port, name: `sk_owner_e_${process.pid}` },
-  ];
-  const moving = [
-    { key: "a" as const, port: LOGICAL.source.port, name: `sk_move_a_${process.pid}` },
-    { key: "b" as const, port: LOGICAL.source.port, name: `sk_move_b_${process.pid}` },
-    { key: "e" as const, port: target.port, name: `sk_move_e_${process.pid}` },
-  ];
-  const urls = { a: "", b: "", e: "" };
-  const moveUrls = { a: "", b: "", e: "" };
-  for (const db of dbs) urls[db.key] = await createDatabase(db.port, db.name);
-  for (const db of moving) moveUrls[db.key] = await createDatabase(db.port, db.name);
-  await rolloutSchema({
-    schema: new URL("./schema.prisma", import.meta.url).pathname,
-    targets: [
-      ...dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: urls[db.key] }) })),
-      ...moving.map((db) => ({
-        name: db.name,
-        adapter: new PrismaPg({ connectionString: moveUrls[db.key] }),
-      })),
-    ],
-    onProgress: () => {},
+/** The servers and databases of the run, with the test schema; a setup that fails part-way drops what it made. */
+export default function setup(project: TestProject) {
+  return undoable(async (step) => {
+    await ensureCluster("main", MAIN_PORT);
+    const second = await step(ownCluster("skowner"), (own) => own.drop());
+    const target = await step(ownCluster("skmovedst", { logical: true }), (own) => own.drop());
+    // The source exists for these tests only: shared with any other run of them on the machine, and
+    // dropped by the last run to end.
+    await step(shareCluster(LOGICAL.source.cluster, LOGICAL.source.port, { logical: true }), (release) =>
+      release(),
+    );
+    const dbs = [
+      { key: "a" as const, port: MAIN_PORT, name: `sk_owner_a_${process.pid}` },
+      { key: "b" as const, port: MAIN_PORT, name: `sk_owner_b_${process.pid}` },
+      { key: "e" as const, port: second.port, name: `sk_owner_e_${process.pid}` },
+    ];
+    const moving = [
+      { key: "a" as const, port: LOGICAL.source.port, name: `sk_move_a_${process.pid}` },
+      { key: "b" as const, port: LOGICAL.source.port, name: `sk_move_b_${process.pid}` },
+      { key: "e" as const, port: target.port, name: `sk_move_e_${process.pid}` },
+    ];
+    const urls = { a: "", b: "", e: "" };
+    const moveUrls = { a: "", b: "", e: "" };
+    const made = (db: { port: number; name: string }) =>
+      step(createDatabase(db.port, db.name), () => dropDatabase(db.port, db.name));
+    for (const db of dbs) urls[db.key] = await made(db);
+    for (const db of moving) moveUrls[db.key] = await made(db);
+    await rolloutSchema({
+      schema: new URL("./schema.prisma", import.meta.url).pathname,
+      targets: [
+        ...dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: urls[db.key] }) })),
+        ...moving.map((db) => ({
+          name: db.name,
+          adapter: new PrismaPg({ connectionString: moveUrls[db.key] }),
+        })),
+      ],
+      onProgress: () => {},
+    });
+    project.provide("ownershipUrls", urls);
+    project.provide("moveUrls", moveUrls);
+    project.provide("second", { cluster: second.cluster, port: second.port });
+    project.provide("moveTarget", { cluster: target.cluster, port: target.port });
   });
-  project.provide("ownershipUrls", urls);
-  project.provide("moveUrls", moveUrls);
-  project.provide("second", { cluster: second.cluster, port: second.port });
-  project.provide("moveTarget", { cluster: target.cluster, port: target.port });
-  return async () => {
-    for (const db of [...dbs, ...moving]) await dropDatabase(db.port, db.name);
-    for (const release of releases) await release();
-  };
 }

@@ -1,5 +1,12 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { createDatabase, dropDatabase, ensureCluster, MAIN_PORT, ownCluster } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropDatabase,
+  ensureCluster,
+  MAIN_PORT,
+  ownCluster,
+  undoable,
+} from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 import { rolloutSchema } from "../src/rollout.js";
 
@@ -16,28 +23,28 @@ declare module "vitest" {
 
 /**
  * Three physical databases for the tests: two on the machine's server, one on a second server.
- * The schema reaches them through rolloutSchema, the same path users take.
+ * The schema reaches them through rolloutSchema, the same path users take. A setup that fails
+ * part-way drops what it made (`undoable`).
  */
-export default async function setup(project: TestProject) {
-  await ensureCluster("main", MAIN_PORT);
-  const second = await ownCluster("skprisma");
-  const suffix = `${process.pid}`;
-  const dbs = [
-    { key: "a" as const, port: MAIN_PORT, name: `sk_prisma_a_${suffix}` },
-    { key: "b" as const, port: MAIN_PORT, name: `sk_prisma_b_${suffix}` },
-    { key: "c" as const, port: second.port, name: `sk_prisma_c_${suffix}` },
-  ];
-  const urls = { a: "", b: "", c: "" };
-  for (const db of dbs) urls[db.key] = await createDatabase(db.port, db.name);
-  await rolloutSchema({
-    schema: new URL("./schema.prisma", import.meta.url).pathname,
-    targets: dbs.map((db) => ({ name: db.name, adapter: new PrismaPg({ connectionString: urls[db.key] }) })),
-    onProgress: () => {},
+export default function setup(project: TestProject) {
+  return undoable(async (step) => {
+    await ensureCluster("main", MAIN_PORT);
+    const second = await step(ownCluster("skprisma"), (own) => own.drop());
+    const suffix = `${process.pid}`;
+    const dbs = [
+      { key: "a" as const, port: MAIN_PORT, name: `sk_prisma_a_${suffix}` },
+      { key: "b" as const, port: MAIN_PORT, name: `sk_prisma_b_${suffix}` },
+      { key: "c" as const, port: second.port, name: `sk_prisma_c_${suffix}` },
+    ];
+    const urls = { a: "", b: "", c: "" };
+    for (const db of dbs)
+      urls[db.key] = await step(createDatabase(db.port, db.name), () => dropDatabase(db.port, db.name));
+    await rolloutSchema({
+      schema: new URL("./schema.prisma", import.meta.url).pathname,
+      targets: dbs.map(({ key, name }) => ({ name, adapter: new PrismaPg({ connectionString: urls[key] }) })),
+      onProgress: () => {},
+    });
+    project.provide("shardUrls", urls);
+    project.provide("second", { cluster: second.cluster, port: second.port });
   });
-  project.provide("shardUrls", urls);
-  project.provide("second", { cluster: second.cluster, port: second.port });
-  return async () => {
-    for (const db of dbs) await dropDatabase(db.port, db.name);
-    await second.drop();
-  };
 }

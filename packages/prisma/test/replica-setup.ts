@@ -1,5 +1,5 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { createDatabase, dropDatabase, ownCluster, ownReplica, pgUrl } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, ownCluster, ownReplica, pgUrl, undoable } from "@shardkit/test-db";
 import type { TestProject } from "vitest/node";
 import { rolloutSchema } from "../src/rollout.js";
 
@@ -18,32 +18,23 @@ declare module "vitest" {
   }
 }
 
-/** The primary, then each replica, of the run's own; each pushed on `made` once made. */
-async function replicationServers(made: { drop(): Promise<void> }[]) {
-  const primary = await ownCluster("skreplprimary");
-  made.push(primary);
-  const replicas: Server[] = [];
-  for (const base of ["skreplica1", "skreplica2"]) {
-    const replica = await ownReplica(base, { primaryPort: primary.port });
-    made.push(replica);
-    replicas.push({ cluster: replica.cluster, port: replica.port });
-  }
-  return { primary: { cluster: primary.cluster, port: primary.port }, replicas };
-}
-
-export default async function setup(project: TestProject) {
-  const made: { drop(): Promise<void> }[] = [];
-  const release = async () => {
-    for (const server of made.reverse()) await server.drop();
-  };
-  const { primary, replicas } = await replicationServers(made).catch(async (error: unknown) => {
-    await release().catch(() => {});
-    throw error;
-  });
-  project.provide("replication", { primary, replicas });
-  const name = `sk_prisma_replica_${process.pid}`;
-  try {
-    const url = await createDatabase(primary.port, name);
+/**
+ * The primary and its replicas, and one database on the primary (which the replicas copy), with the
+ * test schema. A setup that fails part-way drops what it made (`undoable`).
+ */
+export default function setup(project: TestProject) {
+  return undoable(async (step) => {
+    const primary = await step(ownCluster("skreplprimary"), (own) => own.drop());
+    const replicas: Server[] = [];
+    for (const base of ["skreplica1", "skreplica2"]) {
+      const replica = await step(ownReplica(base, { primaryPort: primary.port }), (own) => own.drop());
+      replicas.push({ cluster: replica.cluster, port: replica.port });
+    }
+    project.provide("replication", { primary: { cluster: primary.cluster, port: primary.port }, replicas });
+    const name = `sk_prisma_replica_${process.pid}`;
+    const url = await step(createDatabase(primary.port, name), () =>
+      dropDatabase(primary.port, name).catch(() => {}),
+    );
     await rolloutSchema({
       schema: new URL("./schema.prisma", import.meta.url).pathname,
       targets: [{ name, adapter: new PrismaPg({ connectionString: url }) }],
@@ -54,12 +45,5 @@ export default async function setup(project: TestProject) {
       replicas: replicas.map((r) => pgUrl(r.port, name)),
       name,
     });
-  } catch (error) {
-    await release();
-    throw error;
-  }
-  return async () => {
-    await dropDatabase(primary.port, name).catch(() => {});
-    await release();
-  };
+  });
 }
