@@ -87,6 +87,12 @@ export declare function shareCluster(
  */
 export declare function dropCluster(name: string): Promise<void>;
 /**
+ * A port for a PostgreSQL server of a test's own: free now, not one of `taken`, and below the range
+ * the system gives outgoing connections their local ports from, so none takes it while the server is
+ * stopped.
+ */
+export declare function serverPort(taken?: Set<number>): Promise<number>;
+/**
  * A server of this process's own (and its children's) for tests that stop or freeze it: cluster
  * `<base>_<pid>` (`_<n>` after it for the process's n-th server) on a free port, made here, shared
  * with no other run; `drop()` drops it. Servers of runs that ended without dropping theirs are

@@ -658,7 +658,7 @@ async function dropLeftover(name) {
  * gives outgoing connections their local ports from (`ip_local_port_range`), so that no connection
  * takes it while the server is stopped and its restart finds it free; above testCluster's 15000-19999.
  */
-async function serverPort(taken) {
+export async function serverPort(taken = new Set()) {
   let low = 32768;
   try {
     low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);

@@ -5,7 +5,6 @@
 // The templates run at the same time (one vitest worker: their commands are child processes).
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { delimiter, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,7 +13,7 @@ import { catalogVersion, inDependencyOrder, packWorkspacePackages } from "@shard
 import pLimit from "p-limit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // tooling/test-db is what every template ships as src/test/test-db.js (copied unchanged).
-import { patient, whyNoClusters } from "../../../tooling/test-db/index.js";
+import { patient, serverPort, whyNoClusters } from "../../../tooling/test-db/index.js";
 import { listTemplates } from "./templates.js";
 
 const pkgDir = fileURLToPath(new URL("..", import.meta.url));
@@ -113,17 +112,6 @@ const suites = pLimit(Math.min(3, Math.max(1, Math.floor(availableParallelism() 
 const installs = pLimit(1);
 
 const tail = (r: Result, lines = 60) => r.output.split("\n").slice(-lines).join("\n");
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.on("error", fail);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
-}
 
 /** Clusters of this file's runs (`cs_<template>_<pid>`); those of runs no longer alive are dropped first. */
 function dropClusters(which: (name: string, pid: number) => boolean) {
@@ -224,7 +212,7 @@ beforeAll(async () => {
     if (target.includes("create-shardkit-")) createTgz = target;
     if (target.includes("shardkit-id-")) idTgz = target;
   }
-  for (const t of templates) clusters.set(t, `cs_${t}_${process.pid}:${await freePort()}`);
+  for (const t of templates) clusters.set(t, `cs_${t}_${process.pid}:${await serverPort()}`);
   for (const t of templates) {
     const created = await create(`my-${t}`, t);
     if (created.code !== 0) throw new Error(`create-shardkit my-${t} --template ${t}:\n${tail(created)}`);
