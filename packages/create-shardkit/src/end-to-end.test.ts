@@ -25,8 +25,6 @@ const templates = listTemplates(join(pkgDir, "templates")).map((t) => t.name);
  * alone (the global setup, test-db, a database, its own second server where it has one). Each file
  * is the app's own, run in full by the repository's suite (the templates are built from the apps,
  * file for file: templates.test.ts), so the end-to-end run does not run the suites a second time.
- * With them, the app's `END_TO_END` files: the demo's test, which runs `src/demo.ts` as `npm run
- * demo` does and checks all it prints; the repository's suite leaves those to this run.
  */
 const SMOKE: Record<string, { files: string[]; server: boolean }> = {
   // Its tests that stop a second server (degraded.test.ts, schema.test.ts) run in the repository's
@@ -35,9 +33,13 @@ const SMOKE: Record<string, { files: string[]; server: boolean }> = {
   orders: { files: ["src/http.test.ts", "src/credit.test.ts", "src/schema.test.ts"], server: true },
   // Its second server is the live move's, in demo-postgres.test.ts (the skip check below runs it without).
   // And its hostile-input test: src/test/hostile.js (tooling/test-db's, with fast-check) standing alone.
-  allocations: { files: ["src/http.test.ts", "src/server.test.ts", "src/hostile.test.ts"], server: false },
+  allocations: { files: ["src/server.test.ts", "src/hostile.test.ts"], server: false },
 };
-/** A test of each template that needs a second server, run where the tests may not make one. */
+/**
+ * A test of each template that needs a second server, run where the tests may not make one, beside
+ * the app's `END_TO_END` files: the demo's test, which runs `src/demo.ts` as `npm run demo` does and
+ * checks all it prints (the repository's suite leaves it to this run).
+ */
 const SKIP_CHECK: Record<string, { args: string[]; says: RegExp }> = {
   wallet: {
     args: ["src/degraded.test.ts", "src/schema.test.ts"],
@@ -234,11 +236,10 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
     async (template) => {
       const dir = join(work, `my-${template}`);
       const install = await checkedInstall(template, dir);
-      // Then, one after the other (vitest runs in one folder share a temporary tsconfig): the tests with
-      // the demo's, the typecheck, and a run where the tests may not make PostgreSQL servers.
+      // Then, one after the other (vitest runs in one folder share a temporary tsconfig): the tests, a
+      // run where the tests may not make PostgreSQL servers (with the demo's), and the typecheck.
       const env = userEnv({ SHARDKIT_TEST_CLUSTER: clusters.get(template)! });
-      const files = [...SMOKE[template]!.files, ...END_TO_END];
-      const { server } = SMOKE[template]!;
+      const { files, server } = SMOKE[template]!;
       for (const file of files) expect(existsSync(join(dir, file)), file).toBe(true);
       const test = await suites(() => sh("npm", ["test", "--", ...files], dir, 420_000, env));
       expect(test.code, `npm test (${test.seconds} s):\n${tail(test)}`).toBe(0);
@@ -246,25 +247,31 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
       if (why && server) expect(test.output).toContain(why);
       else expect(test.output).not.toMatch(/skipping/);
 
+      // The demo (on embedded databases: no server) and the tests that would stop a second server,
+      // with none to be had: those say why they skip. Outside the suites' turns: one process's demo.
+      const skipCheck = SKIP_CHECK[template];
+      const alone = [...END_TO_END, ...(skipCheck?.args ?? [])];
+      for (const file of alone) expect(existsSync(join(dir, file)), file).toBe(true);
+      const noServer = await sh(
+        "npx",
+        ["vitest", "run", ...alone, "--reporter=verbose", "--typecheck.enabled=false"],
+        dir,
+        300_000,
+        { ...env, SHARDKIT_TEST_NO_CLUSTERS: "1" },
+      );
+      expect(noServer.code, `the demo's test and tests without a server:\n${tail(noServer)}`).toBe(0);
+      for (const file of END_TO_END)
+        expect(noServer.output, file).toMatch(new RegExp(`✓ ${file.replaceAll(".", "\\.")} > `));
+      if (skipCheck) {
+        expect(noServer.output).toMatch(skipCheck.says);
+        expect(noServer.output).toMatch(/\d+ skipped/);
+      }
       // The demo's test ran what `npm run demo` runs.
       const { scripts } = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
       expect(scripts.demo).toBe("tsx src/demo.ts");
 
       const typecheck = await sh("npm", ["run", "typecheck"], dir, 180_000);
       expect(typecheck.code, `npm run typecheck:\n${tail(typecheck)}`).toBe(0);
-
-      const skipCheck = SKIP_CHECK[template];
-      const skipped = skipCheck
-        ? await sh("npx", ["vitest", "run", ...skipCheck.args, "--reporter=verbose"], dir, 180_000, {
-            ...env,
-            SHARDKIT_TEST_NO_CLUSTERS: "1",
-          })
-        : undefined;
-      if (skipped) {
-        expect(skipped.code, `tests with SHARDKIT_TEST_NO_CLUSTERS=1:\n${tail(skipped)}`).toBe(0);
-        expect(skipped.output).toMatch(skipCheck!.says);
-        expect(skipped.output).toMatch(/\d+ skipped/);
-      }
 
       // What the install, the tests and the demo wrote is ignored by git; the project's own files are not.
       execFileSync("git", ["init", "-q"], { cwd: dir });
@@ -285,7 +292,7 @@ describe("npm create shardkit@latest my-x -- --template x, then npm install, npm
         ]),
       );
       console.log(
-        `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s (with the demo), typecheck ${typecheck.seconds} s${skipped ? `, without clusters ${skipped.seconds} s` : ""}`,
+        `${template}: npm install ${install.seconds} s, npm test ${test.seconds} s, the demo's test and tests without a server ${noServer.seconds} s, typecheck ${typecheck.seconds} s`,
       );
     },
     patient(1_200_000),
