@@ -182,7 +182,7 @@ describe("atomic actions across embedded PGlite databases", () => {
   it("two copies of one data directory (one identity): refused before anything is written, naming both", async () => {
     const dirs = ["a", "b"].map((d) => join(tmpdir(), `sk-pglite-twin-${process.pid}-${d}`));
     try {
-      await (await freshPGlite(0, { dataDir: dirs[0] })).close();
+      await (await freshPGlite(0, { dataDir: dirs[0]! })).close();
       cpSync(dirs[0]!, dirs[1]!, { recursive: true });
       const twins = await pgliteWorld(layout, { prepared: 4, dirs });
       try {
