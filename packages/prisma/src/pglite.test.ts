@@ -6,6 +6,7 @@ import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
+import { freshPGlite } from "../test/pglite-templates.js";
 import { models } from "../test/world.js";
 import { parseGid } from "./atomic-sql.js";
 import {
@@ -29,9 +30,9 @@ async function pgliteWorld(
     options.prepared === undefined
       ? {}
       : { postgresqlconf: [`max_prepared_transactions = ${options.prepared}`] };
-  // PGlite(undefined, settings) would leave the settings out: a folder, or the settings alone.
-  const dbs = layout.map((_, i) =>
-    options.dirs ? new PGlite(options.dirs[i], settings) : new PGlite(settings),
+  // Database i a copy of template i (databases told apart as on servers), or opened in a folder.
+  const dbs = await Promise.all(
+    layout.map((_, i) => (options.dirs ? new PGlite(options.dirs[i], settings) : freshPGlite(i, settings))),
   );
   await rolloutSchema({
     schema,
@@ -181,7 +182,7 @@ describe("atomic actions across embedded PGlite databases", () => {
   it("two copies of one data directory (one identity): refused before anything is written, naming both", async () => {
     const dirs = ["a", "b"].map((d) => join(tmpdir(), `sk-pglite-twin-${process.pid}-${d}`));
     try {
-      await (await PGlite.create(dirs[0])).close();
+      await (await freshPGlite(0, { dataDir: dirs[0]! })).close();
       cpSync(dirs[0]!, dirs[1]!, { recursive: true });
       const twins = await pgliteWorld(layout, { prepared: 4, dirs });
       try {
