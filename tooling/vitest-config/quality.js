@@ -251,30 +251,28 @@ export function checkPublishedPackage(pkgDir, options = {}) {
     // dependencies come from their tarballs (the registry has none of these versions).
     npmInstall([...tarballs.slice(1), own, ...optionalPeers], app);
 
-    const keysOf = (specs, kind) =>
-      JSON.parse(
-        kind === "esm"
-          ? run(
-              "node",
-              [
-                "--input-type=module",
-                "-e",
-                `const out = {}; for (const s of ${JSON.stringify(specs)}) { const m = await import(s); out[s] = Object.keys(m).filter(k => k !== "default").sort(); } console.log(JSON.stringify(out))`,
-              ],
-              app,
-            )
-          : run(
-              "node",
-              [
-                "-e",
-                `const out = {}; for (const s of ${JSON.stringify(specs)}) out[s] = Object.keys(require(s)).sort(); console.log(JSON.stringify(out))`,
-              ],
-              app,
-            ),
-      );
+    // One node process sees every entry from both module systems: `import()` first, then `require()`
+    // (an ES module and a CommonJS file of a dual package are separate modules in node's two caches).
     const entryNames = entriesOf(pkg);
-    const esmAll = keysOf(entryNames, "esm");
-    const cjsAll = keysOf(entryNames, "cjs");
+    const seen = JSON.parse(
+      run(
+        "node",
+        [
+          "--input-type=module",
+          "-e",
+          `import { createRequire } from "node:module";
+const require = createRequire(process.cwd() + "/");
+const specs = ${JSON.stringify(entryNames)};
+const out = { esm: {}, cjs: {} };
+for (const s of specs) out.esm[s] = Object.keys(await import(s)).filter((k) => k !== "default").sort();
+for (const s of specs) out.cjs[s] = Object.keys(require(s)).sort();
+console.log(JSON.stringify(out));`,
+        ],
+        app,
+      ),
+    );
+    const esmAll = seen.esm;
+    const cjsAll = seen.cjs;
     const entries = Object.fromEntries(entryNames.map((s) => [s, { esm: esmAll[s], cjs: cjsAll[s] }]));
     const types = checkTypes(app, name, entryNames);
 
