@@ -12,9 +12,9 @@ import {
   pgBouncerPath,
   pgUrl,
   startPgBouncer,
+  withClient,
 } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
 import { ConnectionBudgetError } from "./errors.js";
@@ -35,17 +35,13 @@ async function backends(): Promise<number[]> {
 
 /** The process ids of the server connections open on each of `names`. */
 async function backendPids(): Promise<number[][]> {
-  const admin = new pg.Client({ connectionString: pgUrl(MAIN_PORT, "postgres") });
-  await admin.connect();
-  try {
-    const { rows } = await admin.query<{ datname: string; pid: number }>(
+  const { rows } = await withClient(pgUrl(MAIN_PORT, "postgres"), (admin) =>
+    admin.query<{ datname: string; pid: number }>(
       "SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1) ORDER BY pid",
       [names],
-    );
-    return names.map((name) => rows.filter((r) => r.datname === name).map((r) => r.pid));
-  } finally {
-    await admin.end();
-  }
+    ),
+  );
+  return names.map((name) => rows.filter((r) => r.datname === name).map((r) => r.pid));
 }
 
 /**
@@ -54,17 +50,13 @@ async function backendPids(): Promise<number[][]> {
  * count includes every connection that has ended.
  */
 async function sessions(): Promise<number[]> {
-  const admin = new pg.Client({ connectionString: pgUrl(MAIN_PORT, "postgres") });
-  await admin.connect();
-  try {
-    const { rows } = await admin.query<{ datname: string; sessions: string }>(
+  const { rows } = await withClient(pgUrl(MAIN_PORT, "postgres"), (admin) =>
+    admin.query<{ datname: string; sessions: string }>(
       "SELECT datname, sessions FROM pg_stat_database WHERE datname = ANY($1)",
       [names],
-    );
-    return names.map((name) => Number(rows.find((r) => r.datname === name)?.sessions ?? 0));
-  } finally {
-    await admin.end();
-  }
+    ),
+  );
+  return names.map((name) => Number(rows.find((r) => r.datname === name)?.sessions ?? 0));
 }
 
 /**
