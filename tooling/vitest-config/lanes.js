@@ -23,8 +23,8 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
 
 /**
  * The projects whose tests each lane runs, balanced by the files' durations (docs/development.md):
- * the move tests with the small packages and most of the CLI's; prisma and the wallet app;
- * ownership's fleet test; and, after the release checks of every project (the last lane),
+ * the move tests with the small packages and most of the CLI's; prisma and the wallet app; and,
+ * after the release checks of every project (the last lane),
  * create-shardkit, whose end-to-end test installs the templates from the tarballs those checks
  * packed, the allocations and orders apps, and four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
  * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
@@ -44,9 +44,6 @@ const TEST_LANES = [
     "@shardkit/scatter",
   ],
   ["@shardkit/prisma", "@shardkit/wallet"],
-  // Sixteen routers opening 64 databases each on a server of its own: long, but mostly waiting on
-  // that server, so it runs beside the rest rather than after ownership's other files.
-  [{ project: "@shardkit/ownership", only: ["src/fleet.test.ts"] }],
   [
     "create-shardkit",
     "@shardkit/allocations",

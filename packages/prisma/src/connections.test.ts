@@ -35,11 +35,14 @@ async function backends(): Promise<number[]> {
 
 /** The process ids of the server connections open on each of `names`. */
 async function backendPids(): Promise<number[][]> {
-  const { rows } = await withClient(pgUrl(MAIN_PORT, "postgres"), (admin) =>
-    admin.query<{ datname: string; pid: number }>(
-      "SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1) ORDER BY pid",
-      [names],
-    ),
+  const rows: { datname: string; pid: number }[] = await withClient(
+    pgUrl(MAIN_PORT, "postgres"),
+    async (admin) =>
+      (
+        await admin.query("SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1) ORDER BY pid", [
+          names,
+        ])
+      ).rows,
   );
   return names.map((name) => rows.filter((r) => r.datname === name).map((r) => r.pid));
 }
@@ -50,11 +53,11 @@ async function backendPids(): Promise<number[][]> {
  * count includes every connection that has ended.
  */
 async function sessions(): Promise<number[]> {
-  const { rows } = await withClient(pgUrl(MAIN_PORT, "postgres"), (admin) =>
-    admin.query<{ datname: string; sessions: string }>(
-      "SELECT datname, sessions FROM pg_stat_database WHERE datname = ANY($1)",
-      [names],
-    ),
+  const rows: { datname: string; sessions: string }[] = await withClient(
+    pgUrl(MAIN_PORT, "postgres"),
+    async (admin) =>
+      (await admin.query("SELECT datname, sessions FROM pg_stat_database WHERE datname = ANY($1)", [names]))
+        .rows,
   );
   return names.map((name) => Number(rows.find((r) => r.datname === name)?.sessions ?? 0));
 }
