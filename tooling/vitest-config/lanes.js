@@ -24,9 +24,9 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
 /**
  * The projects whose tests each lane runs, balanced by the files' durations (docs/development.md):
  * the move tests with the small packages and most of the CLI's; prisma and the wallet app; and,
- * after the release checks of every project (the last lane),
- * create-shardkit, whose end-to-end test installs the templates from the tarballs those checks
- * packed, the allocations and orders apps, and four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
+ * after the release checks of every project (the last lane), create-shardkit, whose end-to-end test
+ * installs the templates from the tarballs those checks packed, the allocations and orders apps, and
+ * four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
  * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
  * Such a part runs beside the rest of its project, so its files may share no server-wide state
  * with them (a cluster one counts slots on; a cluster a test stops or freezes is its run's own in

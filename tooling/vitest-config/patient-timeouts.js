@@ -16,7 +16,8 @@ vi.setConfig({ testTimeout: patient(testTimeout), hookTimeout: patient(hookTimeo
 const cpuLog = process.env.SHARDKIT_TEST_CPU_LOG;
 if (cpuLog) {
   afterAll(() => {
-    // /proc/self/stat after the command's parentheses: utime, stime, cutime, cstime are fields 12-15.
+    // /proc/self/stat past the command in parentheses: utime, stime, cutime and cstime (proc(5)'s
+    // fields 14-17, in ticks of 1/100 s) are at 11-14.
     const fields = readFileSync("/proc/self/stat", "utf8").split(") ")[1].split(" ");
     const [own, children] = [11, 13].map((i) => (Number(fields[i]) + Number(fields[i + 1])) / 100);
     appendFileSync(cpuLog, `${JSON.stringify({ file: expect.getState().testPath, own, children })}\n`);
