@@ -2,7 +2,8 @@
 // exec of the package), with --packages pointing at packed @shardkit tarballs, into a folder outside
 // the workspace; then, in that folder, `npm install`, `npm test`, the demo's test (what `npm run
 // demo` runs, and all it prints) and `npm run typecheck`, with nothing of the workspace on the PATH
-// or in reach of Node's module resolution. The templates run at the same time (one vitest worker: their commands are child processes).
+// or in reach of Node's module resolution. The templates run at the same time (one vitest worker:
+// their commands are child processes).
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
