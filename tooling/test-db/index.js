@@ -888,14 +888,7 @@ export async function testDatabases({
     if (onServer.length > 0) {
       try {
         if (shared)
-          await step(
-            shareClusters(server.cluster, {
-              clusters: [server.cluster],
-              make: () => ensureCluster(server.cluster, server.port, { logical }).then(() => {}),
-              drop: () => dropCluster(server.cluster),
-            }),
-            (release) => release(),
-          );
+          await step(shareCluster(server.cluster, server.port, { logical }), (release) => release());
         else {
           const own = await step(ownCluster(server.cluster, { logical }), (own) => own.drop());
           made = { cluster: own.cluster, port: own.port };

@@ -254,7 +254,7 @@ export function checkPublishedPackage(pkgDir, options = {}) {
     // One node process sees every entry from both module systems: `import()` first, then `require()`
     // (an ES module and a CommonJS file of a dual package are separate modules in node's two caches).
     const entryNames = entriesOf(pkg);
-    const seen = JSON.parse(
+    const { esm: esmAll, cjs: cjsAll } = JSON.parse(
       run(
         "node",
         [
@@ -271,8 +271,6 @@ console.log(JSON.stringify(out));`,
         app,
       ),
     );
-    const esmAll = seen.esm;
-    const cjsAll = seen.cjs;
     const entries = Object.fromEntries(entryNames.map((s) => [s, { esm: esmAll[s], cjs: cjsAll[s] }]));
     const types = checkTypes(app, name, entryNames);
 

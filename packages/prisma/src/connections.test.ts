@@ -33,16 +33,15 @@ async function backends(): Promise<number[]> {
   return (await backendPids()).map((pids) => pids.length);
 }
 
+/** The rows `sql` (its one parameter: `names`) reads on the server, from its `postgres` database. */
+async function serverRows<Row>(sql: string): Promise<Row[]> {
+  return withClient(pgUrl(MAIN_PORT, "postgres"), async (admin) => (await admin.query(sql, [names])).rows);
+}
+
 /** The process ids of the server connections open on each of `names`. */
 async function backendPids(): Promise<number[][]> {
-  const rows: { datname: string; pid: number }[] = await withClient(
-    pgUrl(MAIN_PORT, "postgres"),
-    async (admin) =>
-      (
-        await admin.query("SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1) ORDER BY pid", [
-          names,
-        ])
-      ).rows,
+  const rows = await serverRows<{ datname: string; pid: number }>(
+    "SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1) ORDER BY pid",
   );
   return names.map((name) => rows.filter((r) => r.datname === name).map((r) => r.pid));
 }
@@ -53,11 +52,8 @@ async function backendPids(): Promise<number[][]> {
  * count includes every connection that has ended.
  */
 async function sessions(): Promise<number[]> {
-  const rows: { datname: string; sessions: string }[] = await withClient(
-    pgUrl(MAIN_PORT, "postgres"),
-    async (admin) =>
-      (await admin.query("SELECT datname, sessions FROM pg_stat_database WHERE datname = ANY($1)", [names]))
-        .rows,
+  const rows = await serverRows<{ datname: string; sessions: string }>(
+    "SELECT datname, sessions FROM pg_stat_database WHERE datname = ANY($1)",
   );
   return names.map((name) => Number(rows.find((r) => r.datname === name)?.sessions ?? 0));
 }
