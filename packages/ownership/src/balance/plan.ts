@@ -8,8 +8,9 @@
 // whole load, when it does not overshoot), the best (see `secondary`). Each such move replaces the
 // load of the most loaded of its two databases with two lower ones, so the loads sorted from the top
 // only ever decrease: the highest load never grows, and runs on stable load converge (no state comes
-// back). A plan moves each shard at most once (a second move folds into its first), never to a database named by `recentMoves`, and never
-// onto a draining database; with `drainOnly` it makes the drain moves and nothing else. A shard whose
+// back). A plan moves each shard at most once (each move is judged on the fleet the moves before it
+// leave, and runs in that order), never to a database named by `recentMoves`, and never onto a
+// draining database; with `drainOnly` it makes the drain moves and nothing else. A shard whose
 // load alone exceeds the mean database load is reported as hot and never moved to balance: wherever
 // it went, that database would be the most loaded.
 import { type Model, readInput, type Shard } from "./input.js";
@@ -73,8 +74,11 @@ export function planBalance(load: ShardLoads, fleet: BalanceFleet, options?: Bal
       .filter((t) => t !== from)
       .map((t) => `${dbs[t]!.name}: ${rule(x, t)}`)
       .join("; ") || "no database that is not draining";
-  // A shard moved again in this plan (a -> b, then b -> c) is moved once, a -> c: its first move is
-  // taken out and the folded one goes where the second was (copied once; counted once in the limits).
+  // A shard moved again in this plan (a -> b, then b -> c) is moved once, a -> c, in its first move's
+  // place (copied once; counted once in the limits), and only when every balancing move of the plan,
+  // run in order with the fold, still lowers the higher of its two databases' loads (`folds`): the
+  // moves between were judged with the shard on b. Each move's figures are set once the plan is made
+  // (`replay`).
   const apply = (j: number, to: number, kind: BalanceMove["kind"], reason: string) => {
     const x = shards[j]!;
     const from = at[j]!;
@@ -87,20 +91,22 @@ export function planBalance(load: ShardLoads, fleet: BalanceFleet, options?: Bal
     at[j] = to;
     left[j]!.add(from);
     const earlier = moves.findIndex((m) => m.shard === x.key);
-    const first = earlier >= 0 ? moves.splice(earlier, 1)[0] : undefined;
-    if (!first) bytesLeft -= x.bytes;
-    moves.push({
-      shard: x.key,
-      from: first?.from ?? dbs[from]!.name,
-      to: dbs[to]!.name,
-      kind: first?.kind ?? kind,
-      load: x.load,
-      bytes: x.bytes,
-      reason: first ? `${reason} (in place of its move to ${dbs[from]!.name} earlier in this plan)` : reason,
-      // Set once the plan is made (`replay`): a folded move changes the figures of those between.
-      before: { from: 0, to: 0 },
-      after: { from: 0, to: 0 },
-    });
+    const first = moves[earlier];
+    if (first) {
+      const folded = `${reason} (in place of its move to ${dbs[from]!.name}, where that move was)`;
+      moves[earlier] = { ...first, to: dbs[to]!.name, reason: folded };
+      return;
+    }
+    bytesLeft -= x.bytes;
+    const move = { shard: x.key, from: dbs[from]!.name, to: dbs[to]!.name, kind, load: x.load };
+    // Its figures are set once the plan is made (`replay`): a later fold changes those between.
+    moves.push({ ...move, bytes: x.bytes, reason, before: { from: 0, to: 0 }, after: { from: 0, to: 0 } });
+  };
+  /** Whether shard `j`, moved earlier in this plan, may move on to `to` (see `apply`). */
+  const folds = (j: number, to: number) => {
+    const trial = moves.map((m) => (m.shard === shards[j]!.key ? { ...m, to: dbs[to]!.name } : { ...m }));
+    replay(model, trial);
+    return trial.every((m) => m.kind !== "balance" || Math.max(m.after.from, m.after.to) < m.before.from);
   };
   const limitHit = (x: Shard): BalanceStop | undefined =>
     moves.length >= s.maxMoves ? "max-moves" : x.bytes > bytesLeft ? "max-bytes" : undefined;
@@ -225,6 +231,7 @@ export function planBalance(load: ShardLoads, fleet: BalanceFleet, options?: Bal
         if (to === src || rule(x, to) !== undefined) continue;
         anyAllowed = true;
         if (left[j]!.has(to)) continue; // never back where it came from
+        if (moves.some((m) => m.shard === x.key) && !folds(j, to)) continue;
         const source = (sum[src]! - x.load) / dbs[src]!.capacity;
         const target = (sum[to]! + x.load) / dbs[to]!.capacity;
         const pairMax = Math.max(source, target);
