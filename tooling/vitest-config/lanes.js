@@ -25,14 +25,16 @@ const vitest = join(repoRoot, "node_modules/.bin/vitest");
  * The projects whose tests each lane runs, balanced by the files' durations (docs/development.md):
  * the move tests with the small packages and most of the CLI's; prisma and the wallet app; and,
  * after the release checks of every project (the last lane), create-shardkit, whose end-to-end test
- * installs the templates from the tarballs those checks packed, the allocations and orders apps, and
- * four of the CLI's longest files. An entry is a project (its tests, but for the files another lane's
- * entries take), or `{ project, only }`: those of its files alone (paths relative to the package).
- * Such a part runs beside the rest of its project, so its files may share no server-wide state
- * with them (a cluster one counts slots on; a cluster a test stops or freezes is its run's own in
- * any case, test-db's `ownCluster`): the CLI's part uses the main server and a server of its status
- * file's own, and shares the logical clusters' lifetime with the rest through the global setup's
- * `shareClusters`.
+ * installs the templates from the tarballs those checks packed, the allocations and orders apps, four
+ * of the CLI's longest files, and three of ownership's that share no server with its move tests (the
+ * fleet's own server, the map's second server of the run's own, PGlite). An entry is a project (its
+ * tests, but for the files another lane's entries take), or `{ project, only }`: those of its files
+ * alone (paths relative to the package). Such a part runs beside the rest of its project, so its
+ * files may share no server-wide state with them (a cluster one counts slots on; a cluster a test
+ * stops or freezes is its run's own in any case, test-db's `ownCluster`): the CLI's part uses the
+ * main server and a server of its status file's own, and shares the logical clusters' lifetime with
+ * the rest through the global setup's `shareClusters`; ownership's part runs the project's global
+ * setup again, making databases and clusters of its run's own.
  */
 const TEST_LANES = [
   [
@@ -52,6 +54,7 @@ const TEST_LANES = [
       project: "@shardkit/cli",
       only: ["test/balance.test.ts", "test/move.test.ts", "test/status.test.ts", "test/rollout.test.ts"],
     },
+    { project: "@shardkit/ownership", only: ["src/fleet.test.ts", "src/map.test.ts", "src/pglite.test.ts"] },
   ],
 ];
 
