@@ -7,7 +7,7 @@ import {
   shardRegistryFromConfig,
   shardRegistryFromEnv,
 } from "@shardkit/prisma";
-import { orAfter } from "@shardkit/prisma/internal";
+import { JIT_OFF_OPTION, markJitOff, orAfter } from "@shardkit/prisma/internal";
 import { ConfigUnavailableError, UnknownDatabaseError } from "./errors.js";
 import { redactUrl } from "./format.js";
 import { PrismaClient } from "./generated/prisma/client.js";
@@ -64,10 +64,13 @@ export function openConfig(options: ConfigOptions = {}): OpenedConfig {
         connectionString: url,
         max: Math.min(database.pool, CLI_POOL),
         connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+        // JIT off from each connection's start: the load's reads (the dashboard's every refresh,
+        // the balancer's plans) go in one round trip, not in a transaction that turns it off.
+        options: JIT_OFF_OPTION,
       }),
     });
     urls.set(client, url);
-    return client;
+    return markJitOff(client);
   };
   let registry: ShardRegistry<RawClient>;
   let source: string;

@@ -5,6 +5,7 @@
 export { atomicRefusals, preparedNaming } from "./atomic-sql.js";
 export { databaseIdentities, IDENTITY_COLUMNS, identityOf } from "./budget.js";
 export { orAfter, withDeadline } from "./deadline.js";
+export { JIT_OFF_OPTION, markJitOff } from "./load/no-jit.js";
 export { loadOptionsOf } from "./load/options.js";
 export { LoadRecorder } from "./load/recorder.js";
 export { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./load/schema.js";

@@ -7,7 +7,7 @@ import { patient } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 import { PrismaClient } from "../../test/generated/prisma/client.js";
 import { loadDatabase, loadRows, windowsOf } from "../../test/load-rows.js";
-import { JIT_OFF, queryWithoutJit } from "./no-jit.js";
+import { JIT_OFF, JIT_OFF_OPTION, markJitOff, queryWithoutJit } from "./no-jit.js";
 import { ROLLUP_FUNCTION, ROLLUP_FUNCTION_NAME, ROLLUP_VERSION, rollUpLoad } from "./rollup.js";
 import { CREATE_LOAD_TABLE, DROP_LOAD_TABLES } from "./schema.js";
 import { FLUSH_LOAD, MOVED_KEPT_MS, MOVED_TABLE } from "./sql.js";
@@ -127,6 +127,22 @@ describe("the load ledger's set-up", { timeout: patient(60_000) }, () => {
       };
       expect((await sumShardLoad(watched, { spanMs: 600_000 })).shards.map((s) => s.calls)).toEqual([5]);
       expect(sent).toEqual([`SET LOCAL ${JIT_OFF}`, SUM_LOAD]);
+      // A client whose connections start with JIT off (the CLI's) sends the statement alone.
+      const off = new PrismaClient({
+        adapter: new PrismaPg({ connectionString: db.url, max: 1, options: JIT_OFF_OPTION }),
+      });
+      try {
+        expect(jit(await off.$queryRawUnsafe(explain, ...values))).toBeUndefined();
+        sent.length = 0;
+        const marked = markJitOff({
+          ...watched,
+          $transaction: () => Promise.reject(new Error("no transaction")),
+        });
+        expect(jit(await queryWithoutJit(marked, explain, ...values))).toBeDefined();
+        expect(sent).toEqual([explain]);
+      } finally {
+        await off.$disconnect();
+      }
     } finally {
       await client.$disconnect();
       await db.admin.query(`ALTER DATABASE "${name}" RESET jit_above_cost`);
