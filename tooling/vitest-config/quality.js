@@ -182,9 +182,9 @@ export const typed: [${entries.map((_, i) => `NotAny<typeof m${i}>`).join(", ")}
       const { options } = ts.convertCompilerOptionsFromJson(compilerOptions, dir);
       const host = ts.createCompilerHost(options);
       const getSourceFile = host.getSourceFile.bind(host);
-      const nodeModule = module.startsWith("node");
       host.getSourceFile = (fileName, how, ...rest) => {
-        const key = `${fileName}|${nodeModule}|${typeof how === "object" ? `${how.languageVersion}|${how.impliedNodeFormat}` : how}`;
+        // A file is parsed once per format it is read as (an ES module or CommonJS, by node16's rules).
+        const key = `${fileName}|${typeof how === "object" ? `${how.languageVersion}|${how.impliedNodeFormat}` : how}`;
         if (!parsed.has(key)) parsed.set(key, getSourceFile(fileName, how, ...rest));
         return parsed.get(key);
       };
