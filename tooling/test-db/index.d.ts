@@ -6,6 +6,8 @@ import type { TestProject } from "vitest/node";
 export declare function slowness(): number;
 /** `ms` (a test's time limit, or a timeout given a server that is up) scaled by `slowness()`. */
 export declare function patient(ms: number): number;
+/** `promise`, or a failure naming `what` once `patient(ms)` has passed without it settling. */
+export declare function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T>;
 export declare const MAIN_PORT: number;
 export declare function pgUrl(port: number, database: string): string;
 /**

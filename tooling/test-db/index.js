@@ -49,6 +49,20 @@ export function patient(ms) {
   return Math.round(ms * slowness());
 }
 
+/**
+ * `promise`, or a failure naming `what` once `patient(ms)` (scaled when the wait starts) has passed
+ * without it settling: a hang detector for a test's wait on a server, a child process or an event,
+ * never a speed claim.
+ */
+export function within(promise, ms, what) {
+  const limit = patient(ms);
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${limit} ms`)), limit);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 const LOCK_STALE_MS = 180_000;
 
 export function pgUrl(port, database) {
@@ -333,7 +347,7 @@ async function query(port, sql) {
  * Returns false on timeout.
  */
 async function until(check, timeoutMs) {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + patient(timeoutMs);
   for (;;) {
     try {
       if (await check()) return true;
@@ -349,7 +363,7 @@ async function until(check, timeoutMs) {
  * data directory is replaced by `pg_basebackup -R -X stream` of the primary (as the postgres user
  * when run as root; the primary's pg_hba allows replication from loopback, as initdb's does), and
  * it is started. Resolves once the primary reports it `streaming` and it answers as a standby,
- * within `timeoutMs` (default 60 s).
+ * within `timeoutMs` (default 60 s, scaled by `patient`).
  */
 export async function createStreamingReplica(name, port, { primaryPort, timeoutMs = 60_000 }) {
   if (name === "main") throw new Error("createStreamingReplica: main is the machine's own server");
@@ -396,7 +410,7 @@ export async function createStreamingReplica(name, port, { primaryPort, timeoutM
 
 /**
  * Waits until the standby on `port` has replayed everything the primary on `primaryPort` had
- * written when called (its WAL position then), within `timeoutMs` (default 30 s).
+ * written when called (its WAL position then), within `timeoutMs` (default 30 s, scaled by `patient`).
  */
 export async function waitForReplay(port, primaryPort, timeoutMs = 30_000) {
   const [{ lsn }] = await query(primaryPort, "SELECT pg_current_wal_lsn()::text AS lsn");
@@ -404,7 +418,8 @@ export async function waitForReplay(port, primaryPort, timeoutMs = 30_000) {
     const [row] = await query(port, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
     return row?.done === true;
   }, timeoutMs);
-  if (!replayed) throw new Error(`standby on port ${port} did not replay up to ${lsn} in ${timeoutMs} ms`);
+  if (!replayed)
+    throw new Error(`standby on port ${port} did not replay up to ${lsn} within patient(${timeoutMs}) ms`);
 }
 
 /** When process `pid` started (Linux: field 22 of /proc/<pid>/stat), or "" where that cannot be read. */

@@ -61,7 +61,8 @@ async function start(script: string, env: Record<string, string>, ready: RegExp)
   };
   children.push(child);
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} not ready in 60 s:\n${text}`)), 60_000);
+    const limit = patient(60_000);
+    const timer = setTimeout(() => reject(new Error(`${script} not ready in ${limit} ms:\n${text}`)), limit);
     const onData = (chunk: Buffer) => {
       text += chunk.toString();
       if (ready.test(text)) {

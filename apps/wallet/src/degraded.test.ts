@@ -1,6 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { ShardedUUID } from "@shardkit/id";
-import { createDatabase, dropDatabase, MAIN_PORT, patient, withClusterStopped } from "@shardkit/test-db";
+import {
+  createDatabase,
+  dropDatabase,
+  MAIN_PORT,
+  patient,
+  withClusterStopped,
+  within,
+} from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { buildApp } from "./app.js";
 import { openShards, type Shards } from "./shards.js";
@@ -84,10 +91,7 @@ describe("degraded, not down", () => {
         });
 
         // The server is back: the retries roll the schema out to 1/1's database and open it.
-        await Promise.race([
-          shards!.ready,
-          new Promise((_, reject) => setTimeout(() => reject(new Error("1/1 not ready in 30 s")), 30_000)),
-        ]);
+        await within(shards!.ready, 30_000, "1/1 becoming ready");
         const app = buildApp(new WalletService(shards!, { deadlineMs: 3000 }), { auth });
         const health = await app.inject({ method: "GET", url: "/health" });
         expect(health.json().status).toBe("ok");

@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, emitEvent, type OutboxMessage } from "@shardkit/prisma";
-import { patient } from "@shardkit/test-db";
+import { patient, within } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, describe, expect, inject, it, onTestFinished } from "vitest";
 import type { Deposit, NatsScope, World } from "../test/world.js";
@@ -14,7 +14,6 @@ import {
   S,
   spawnChild,
   TOPIC,
-  within,
 } from "../test/world.js";
 import {
   type ConsumeEventsOptions,

@@ -1,12 +1,12 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { createOutboxRelay, decodeJson, type OutboxMessage } from "@shardkit/prisma";
-import { patient } from "@shardkit/test-db";
+import { patient, within } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { describe, expect, inject, it } from "vitest";
 import { privateNatsServer } from "../test/nats-server.js";
 import type { Deposit, NatsScope, World } from "../test/world.js";
-import { outboxMessages, perTestWorld, recordingSink, S, spawnChild, TOPIC, within } from "../test/world.js";
+import { outboxMessages, perTestWorld, recordingSink, S, spawnChild, TOPIC } from "../test/world.js";
 import {
   BrokerUnavailableError,
   InvalidSubjectError,

@@ -14,6 +14,7 @@ import {
   type OutboxMessage,
   shardRouting,
 } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import { afterAll, afterEach, beforeAll, beforeEach, inject, onTestFinished } from "vitest";
 import { PrismaClient } from "../examples/generated/prisma/client.js";
 import { ensureStream, type JetStreamSinkOptions, jetStreamSink, type PublishReceipt } from "../src/index.js";
@@ -170,8 +171,9 @@ export function perTestWorld(pair: Parameters<typeof makeWorld>[0], use: (w: Wor
 }
 
 /**
- * Resolves when `count()` reaches `n` (checked on each `tick()`), or rejects after `timeoutMs`:
- * a bounded wait for consumer outcomes, driven by the consumer's own callbacks.
+ * Resolves when `count()` reaches `n` (checked on each `tick()`), or rejects after
+ * `patient(timeoutMs)` (scaled when the wait starts): a bounded wait for consumer outcomes, driven by
+ * the consumer's own callbacks.
  */
 export function counter(timeoutMs = 15_000) {
   const waiters: { n: number; resolve: () => void }[] = [];
@@ -186,10 +188,11 @@ export function counter(timeoutMs = 15_000) {
     },
     reached(n: number, what = `${n} outcomes`): Promise<void> {
       if (value >= n) return Promise.resolve();
+      const limit = patient(timeoutMs);
       return new Promise((resolve, reject) => {
         const timer = setTimeout(
-          () => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what} (at ${value})`)),
-          timeoutMs,
+          () => reject(new Error(`timed out after ${limit} ms waiting for ${what} (at ${value})`)),
+          limit,
         );
         waiters.push({
           n,
@@ -201,17 +204,6 @@ export function counter(timeoutMs = 15_000) {
       });
     },
   };
-}
-
-/** `promise`, or a rejection after `timeoutMs`. */
-export function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms: ${what}`)), timeoutMs);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 export type { NatsConnection };

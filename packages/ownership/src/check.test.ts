@@ -178,9 +178,9 @@ describe("checkMove", () => {
     "a target that is down is an issue, not a failure; the move itself refuses the same way, naming it, and changes nothing",
     async () => {
       const r = make(plainUrls); // e is on the second server
-      const map = await r.open({ timeoutMs: 3000 });
+      const map = await r.open({ timeoutMs: patient(3000) });
       const [check, move] = await withClusterStopped(SECOND.cluster, SECOND.port, async () => [
-        await checkMoveTo(r, "e", { mode: "offline", timeoutMs: 3000 }),
+        await checkMoveTo(r, "e", { mode: "offline", timeoutMs: patient(3000) }),
         await moveShard({
           map,
           shard: S.g0m1,

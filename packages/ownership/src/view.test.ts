@@ -158,7 +158,7 @@ describe("readPartitionMap", () => {
       const map = await moveByHand(make());
       const r = make();
       await withClusterStopped(SECOND.cluster, SECOND.port, async () => {
-        const view = await readPartitionMap(r.registry, { timeoutMs: 3000 });
+        const view = await readPartitionMap(r.registry, { timeoutMs: patient(3000) });
         const e = view.databases.find((d) => d.database === "e")!;
         expect({ ...e, physical: e.physical.name }).toMatchObject({
           status: "unavailable",

@@ -1,10 +1,12 @@
 import type { ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
+import { patient } from "@shardkit/test-db";
 
 /**
  * A child process's stdout, line by line: each call of the returned function resolves with the
  * next line. It rejects when the child's stdout ends first (it exited) or no line comes within
- * `timeoutMs`, naming the child by `label`.
+ * `patient(timeoutMs)` (scaled when each wait starts: a child on a busy machine is slow, not silent),
+ * naming the child by `label`.
  */
 export function lineReader(child: ChildProcess, label: string, timeoutMs = 60_000): () => Promise<string> {
   const queue: string[] = [];
@@ -25,7 +27,8 @@ export function lineReader(child: ChildProcess, label: string, timeoutMs = 60_00
       const line = queue.shift();
       if (line !== undefined) return resolve(line);
       if (ended !== undefined) return reject(new Error(ended));
-      const timer = setTimeout(() => reject(new Error(`${label}: no line in ${timeoutMs} ms`)), timeoutMs);
+      const limit = patient(timeoutMs);
+      const timer = setTimeout(() => reject(new Error(`${label}: no line in ${limit} ms`)), limit);
       waiters.push({
         resolve(l) {
           clearTimeout(timer);

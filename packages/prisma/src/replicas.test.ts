@@ -8,6 +8,7 @@ import {
   pgUrl,
   waitForReplay,
   withClusterStopped,
+  within,
 } from "@shardkit/test-db";
 import { thrownBy } from "@shardkit/vitest-config/errors";
 import pg from "pg";
@@ -580,10 +581,7 @@ describe("openShards with replicas", () => {
         retry: { baseMs: 20, maxMs: 200 },
       });
       try {
-        await Promise.race([
-          open.ready,
-          new Promise((_, reject) => setTimeout(() => reject(new Error("not ready in 20 s")), 20_000)),
-        ]);
+        await within(open.ready, 20_000, "the open becoming ready");
         expect(made).toEqual([{ name: url }, { name: replicaUrl, replicaOf: url }]);
         expect(events.filter((e) => e.type === "done").map((e) => e.target)).toEqual([url]);
         expect(open.databases()).toMatchObject([

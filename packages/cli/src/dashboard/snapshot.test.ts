@@ -4,6 +4,7 @@
 import { ShardIdentifier } from "@shardkit/id";
 import type { MoveJournalEntry } from "@shardkit/ownership";
 import { LatencySketch, type ShardLoadWindow, sumWindows } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import { afterAll, describe, expect, it } from "vitest";
 import { openConfig } from "../config.js";
 import { namesOf } from "./names.js";
@@ -54,7 +55,7 @@ function pieces(over: Partial<Pieces>): Pieces {
       refreshMs: 1000,
       windowMs: WINDOW_MS,
       by: "calls",
-      timeoutMs: 1000,
+      timeoutMs: patient(1000),
       tables: [],
       mode: "offline",
       allowActions: false,

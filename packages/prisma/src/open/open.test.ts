@@ -10,6 +10,7 @@ import {
   patient,
   withClusterFrozen,
   withClusterStopped,
+  within,
 } from "@shardkit/test-db";
 import pg from "pg";
 import { describe, expect, inject, it } from "vitest";
@@ -294,7 +295,7 @@ describe("openShards", () => {
           expect(health.shards[1]!.error).toBeTruthy();
         });
         // The server is back: the retries find it, roll the schema out and open its client.
-        await within(30_000, opened!.ready);
+        await within(opened!.ready, 30_000, "the open becoming ready");
         expect(opened!.databases().map((d) => d.state)).toEqual(["ready", "ready"]);
         expect(states.at(-1)).toMatchObject({ shards: ["1/0"], state: "ready" });
         const id = ShardedId.generate("Customer", shards[1]!);
@@ -332,7 +333,7 @@ describe("openShards", () => {
           const health = await opened.health({ timeoutMs: patient(300) });
           expect(health.shards.map((s) => s.state)).toEqual(["up", "starting"]);
         });
-        await within(30_000, opened!.ready);
+        await within(opened!.ready, 30_000, "the open becoming ready");
         const id = ShardedId.generate("Customer", shards[1]!);
         await opened!.registry.clientFor(id).customer.create({ data: { id, name: "thawed", region: "mx" } });
       } finally {
@@ -361,12 +362,3 @@ describe("openShards", () => {
     expect((error as Error).message).toMatch(/sk_missing_.*DatabaseDoesNotExist/);
   });
 });
-
-/** `promise`, or a failure after `ms`. */
-function within<T>(ms: number, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
