@@ -4,6 +4,7 @@
 // restart of the instance would: a new registry (new clients, new connections), connected, "ready",
 // and the next "go" opens a map anew. It ends when stdin ends.
 import { createInterface } from "node:readline";
+import { patient } from "@shardkit/test-db";
 import { PartitionMap } from "../src/index.js";
 import { routerOver, TABLES } from "./layout.js";
 
@@ -21,7 +22,7 @@ let registry: Awaited<ReturnType<typeof connected>> | undefined = await connecte
 for await (const line of createInterface({ input: process.stdin })) {
   if (line === "again" && !registry) registry = await connected();
   if (line !== "go" || !registry) continue;
-  const outcome = await PartitionMap.open({ registry, tables: TABLES }).then(
+  const outcome = await PartitionMap.open({ registry, tables: TABLES, timeoutMs: patient(5000) }).then(
     (map) => {
       const opened = {
         ok: true,

@@ -2,6 +2,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database } from "@shardkit/prisma";
 import { DROP_LOAD_TABLES } from "@shardkit/prisma/internal";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, inject } from "vitest";
 import { PartitionMap, ShardLease } from "../src/index.js";
@@ -18,7 +19,7 @@ export function router(urls: { a: string; b: string; e: string } = inject("owner
   return {
     ...r,
     open: (options: Partial<PartitionMapOptions<PrismaClient>> = {}) =>
-      PartitionMap.open({ registry: r.registry, tables: TABLES, ...options }),
+      PartitionMap.open({ registry: r.registry, tables: TABLES, timeoutMs: patient(5000), ...options }),
     close: () => r.registry.disconnect(),
   };
 }
