@@ -45,7 +45,7 @@ async function openAll(options: { sweepIntervalMs?: number } = {}) {
         PartitionMap.open({
           registry: r.registry,
           tables: TABLES,
-          timeoutMs: 120_000,
+          timeoutMs: patient(120_000),
           ...options,
           onSignal: (s) => {
             if (s.type === "install") r.installs.push(`${s.what} ${s.database}`);
@@ -151,9 +151,17 @@ describe(`${ROUTERS} routers x ${DATABASES} databases`, () => {
       const shard = ShardIdentifier.of(0, 8);
       const from = mover.databases[2]!;
       const to = mover.databases[3]!;
-      const moverMap = await PartitionMap.open({ registry: mover, tables: TABLES, timeoutMs: 120_000 });
+      const moverMap = await PartitionMap.open({
+        registry: mover,
+        tables: TABLES,
+        timeoutMs: patient(120_000),
+      });
       // Never started: no tick and no sweep. What it learns, it learns from its calls.
-      const deafMap = await PartitionMap.open({ registry: deaf, tables: TABLES, timeoutMs: 120_000 });
+      const deafMap = await PartitionMap.open({
+        registry: deaf,
+        tables: TABLES,
+        timeoutMs: patient(120_000),
+      });
       const id = ShardedId.generate("Bucket", shard);
       await routedClient(mover).bucket.create({ data: { id, name: "B-8", remaining: 3 } });
       // Every announcement to the former owner is lost: the map's version there may not move on
