@@ -195,7 +195,7 @@ describe("checkMove", () => {
       expect(move).toBeInstanceOf(DatabasesUnansweredError);
       expect((move as DatabasesUnansweredError).databases.map((d) => d.database)).toEqual(["e"]);
       expect((move as Error).message).toMatch(
-        /^shard 0\/1 cannot move: databases it needs did not answer within 3000 ms \(nothing was changed\): e \(/,
+        /^shard 0\/1 cannot move: databases it needs did not answer within \d+ ms \(nothing was changed\): e \(/,
       );
       expect(await recorded(r)).toEqual([2, 1, 0]); // the map's records at a (0/0, 0/1) and b (1/0): no move recorded
       map.close();
