@@ -182,7 +182,11 @@ function refuseForeign(name, port) {
 }
 
 function sh(cmd, args) {
-  return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+  return execFileSync(cmd, args, {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: patient(60_000),
+  });
 }
 
 function version() {

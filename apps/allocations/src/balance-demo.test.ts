@@ -35,6 +35,11 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
     "embedded PGlite: skewed traffic, the balancer moves shards off the hot database offline; nothing lost or doubled",
     async ({ signal }) => {
       const output = await demo(signal);
+      // It says what it is doing before the databases' set-up, its longest silence otherwise.
+      expect(output.split("\n")[0]).toBe(
+        "opening 3 embedded PGlite databases in memory (db-a, db-b, db-c), the schema applied to each",
+      );
+      expect(output).toMatch(/^ {2}schema 3\/3 db-.: applying$/m);
       expect(output).toContain("databases: db-a (0/0 0/1 0/2 0/3), db-b (0/4 0/5), db-c (0/6 0/7)");
       expectBalanced(output, "offline");
     },
@@ -68,6 +73,7 @@ describe("the balance demo (tsx src/balance-demo.ts)", () => {
           ],
         });
         const output = await demo(signal, { SHARDKIT_SHARDS: shards });
+        expect(output.split("\n")[0]).toBe("opening the mover's router on the databases of SHARDKIT_SHARDS");
         expect(output).toContain("3 clients (processes)");
         expectBalanced(output, "live");
         // The clients went on deciding while the shards moved.

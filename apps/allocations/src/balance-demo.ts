@@ -201,6 +201,7 @@ async function main() {
   let closeAll = async () => {};
   let sourceConnection: ((name: string) => string) | undefined;
   if (pg) {
+    say("opening the mover's router on the databases of SHARDKIT_SHARDS");
     mover = await openServiceRouter({
       shardsJson: pg,
       dataDir: mkdtempSync(join(tmpdir(), "balance-demo-")),
@@ -218,11 +219,19 @@ async function main() {
     sourceConnection = (name) =>
       urls.find((url) => url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@") === name)!;
   } else {
-    const databases = await embeddedDatabases([
-      { name: "db-a", shards: shards.slice(0, 4) },
-      { name: "db-b", shards: shards.slice(4, 6) },
-      { name: "db-c", shards: shards.slice(6, 8) },
-    ]);
+    say("opening 3 embedded PGlite databases in memory (db-a, db-b, db-c), the schema applied to each");
+    const databases = await embeddedDatabases(
+      [
+        { name: "db-a", shards: shards.slice(0, 4) },
+        { name: "db-b", shards: shards.slice(4, 6) },
+        { name: "db-c", shards: shards.slice(6, 8) },
+      ],
+      undefined,
+      (event) => {
+        if (event.type === "start" && event.applying)
+          say(`  schema ${event.index + 1}/${event.total} ${event.target}: applying`);
+      },
+    );
     mover = await openRouter(databases, { poll: false, load: false });
     const routers: Router[] = [];
     openClient = async (name, buckets) => {

@@ -147,7 +147,7 @@ describe("conservation: money is never lost or created", () => {
               ...bearer(operator),
             },
             body: body === undefined ? null : JSON.stringify(body),
-            signal: AbortSignal.timeout(10_000),
+            signal: AbortSignal.timeout(patient(10_000)),
           });
           return { status: res.status, body: (await res.json()) as Record<string, unknown> };
         } catch {

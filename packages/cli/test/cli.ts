@@ -6,14 +6,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { rolloutSchema } from "@shardkit/prisma/rollout";
-import { createDatabase, dropDatabase } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, patient } from "@shardkit/test-db";
 import { afterAll, beforeAll } from "vitest";
 
 export const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 export const SCHEMA = fileURLToPath(new URL("./schema.prisma", import.meta.url));
 
-/** A timeout for questions to databases that are up: on a loaded machine a first query can take seconds. */
-export const SLOW = ["--timeout", "20000"];
+/** A timeout for questions to databases that are up (scaled by the machine's load): on a loaded machine a first query can take seconds. */
+export const SLOW = ["--timeout", String(patient(20_000))];
 
 export interface CliRun {
   code: number | null;
@@ -21,7 +21,10 @@ export interface CliRun {
   stderr: string;
 }
 
-/** `shardkit ...args` with stdout and stderr as pipes (not a terminal), and SHARDKIT_SHARDS unset unless given. */
+/**
+ * `shardkit ...args` with stdout and stderr as pipes (not a terminal), and SHARDKIT_SHARDS unset unless
+ * given; killed once `timeoutMs` (scaled by the machine's load) has passed.
+ */
 export function shardkit(
   args: string[],
   options: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {},
@@ -36,7 +39,7 @@ export function shardkit(
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 50_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), patient(options.timeoutMs ?? 50_000));
     child.on("error", reject);
     child.on("close", (code) => {
       clearTimeout(timer);

@@ -9,7 +9,7 @@ import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DashboardSnapshot } from "../src/index.js";
 import { type RunningDashboard, startDashboardCli } from "./browser.js";
-import { configFile, scratch, shardkit, testDatabases } from "./cli.js";
+import { configFile, SLOW, scratch, shardkit, testDatabases } from "./cli.js";
 
 const TOKEN = "t0ken-for-the-dashboard-test-4e1b";
 const ROLE = "ghost_role_dash_cli";
@@ -61,7 +61,7 @@ describe("shardkit dashboard: bad input", () => {
 describe("shardkit dashboard with a token", () => {
   let dashboard: RunningDashboard;
   beforeAll(async () => {
-    dashboard = await startDashboardCli(["--config", config, "--timeout", "20000"], {
+    dashboard = await startDashboardCli(["--config", config, ...SLOW], {
       SHARDKIT_DASHBOARD_TOKEN: TOKEN,
     });
   });

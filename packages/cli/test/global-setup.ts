@@ -7,7 +7,15 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { dropCluster, ensureCluster, MAIN_PORT, pgUrl, shareClusters, undoable } from "@shardkit/test-db";
+import {
+  dropCluster,
+  ensureCluster,
+  MAIN_PORT,
+  patient,
+  pgUrl,
+  shareClusters,
+  undoable,
+} from "@shardkit/test-db";
 import pg from "pg";
 import { LIVE } from "./clusters.js";
 
@@ -27,7 +35,7 @@ function newest(dir: string): number {
 /**
  * The machine's server: started if down. On a loaded machine it can take longer than
  * `ensureCluster`'s one-second look to answer, and starting it again then fails ("already running"):
- * a server that answers within 20 s is up.
+ * a server that answers within 20 s (scaled by the machine's load) is up.
  */
 async function mainServer(): Promise<void> {
   try {
@@ -35,7 +43,7 @@ async function mainServer(): Promise<void> {
   } catch (error) {
     const client = new pg.Client({
       connectionString: pgUrl(MAIN_PORT, "postgres"),
-      connectionTimeoutMillis: 20_000,
+      connectionTimeoutMillis: patient(20_000),
     });
     await client.connect().catch(() => {
       throw error;

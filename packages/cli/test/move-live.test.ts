@@ -1,3 +1,4 @@
+import { patient } from "@shardkit/test-db";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { SLOW, shardkit, testDatabases } from "./cli.js";
@@ -31,7 +32,7 @@ describe("shardkit move: live", () => {
       "--table",
       "OutboxEvent",
       "--max-freeze",
-      "20000",
+      String(patient(20_000)),
     ]);
     expect(run.code, run.stderr).toBe(0);
     const steps = run.stderr

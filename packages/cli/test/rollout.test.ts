@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
+import { createDatabase, dropDatabase, MAIN_PORT, patient } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN, configFile, SCHEMA, shardkit } from "./cli.js";
 import { sql, withClient } from "./pg.js";
@@ -109,7 +109,10 @@ describe("shardkit rollout", () => {
     const command = [process.execPath, BIN, "rollout", "--config", config, "--schema", SCHEMA]
       .map((a) => `'${a}'`)
       .join(" ");
-    const out = execFileSync("script", ["-qec", command, "/dev/null"], { encoding: "utf8", timeout: 50_000 });
+    const out = execFileSync("script", ["-qec", command, "/dev/null"], {
+      encoding: "utf8",
+      timeout: patient(50_000),
+    });
     expect(out).toMatch(/rollout \[=+-*\] \d\/3 /);
     expect(out).toMatch(/rollout \[={24}\] 3\/3 /);
     expect(out).not.toMatch(/rollout \[\d\/3\]/); // no plain lines

@@ -1,6 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
 import { createShardRegistry } from "@shardkit/prisma";
+import { patient } from "@shardkit/test-db";
 import { describeErrorRules, type ErrorTable } from "@shardkit/vitest-config/errors";
 import { afterAll, inject } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
@@ -195,7 +196,10 @@ const byCode: ErrorTable<errors.OwnershipErrorCode> = {
     async () => {
       // Another run's lease, live for a minute: a second run is refused.
       await reset();
-      const held = await BalanceLease.take(r.registry, "balance", { leaseMs: 60_000, timeoutMs: 10_000 });
+      const held = await BalanceLease.take(r.registry, "balance", {
+        leaseMs: 60_000,
+        timeoutMs: patient(10_000),
+      });
       try {
         await runBalance({ registry: r.registry, tables: TABLES, mode: "offline" });
       } finally {

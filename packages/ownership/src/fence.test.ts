@@ -1,5 +1,6 @@
 import { ShardedId } from "@shardkit/id";
 import { LOCKS } from "@shardkit/prisma/internal";
+import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import pg from "pg";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
@@ -79,7 +80,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
             });
             return tx.bucket.update({ where: { id }, data: { remaining: bucket!.remaining - 1 } });
           },
-          { isolationLevel, timeout: 20_000 },
+          { isolationLevel, timeout: patient(20_000) },
         )
         .catch((e: unknown) => e);
       await read.promise;
@@ -105,7 +106,7 @@ describe.each(levels.flatMap((level) => [false, true].map((armed) => [level, arm
             wrote.resolve();
             await release.promise;
           },
-          { isolationLevel, timeout: 20_000 },
+          { isolationLevel, timeout: patient(20_000) },
         )
         .then(() => {
           committed = true;
@@ -154,7 +155,7 @@ describe("an armed shard's fence", () => {
         wrote.resolve();
         await release.promise;
       },
-      { timeout: 20_000 },
+      { timeout: patient(20_000) },
     );
     await wrote.promise;
     await lease.fence(); // completes while the writer of 0/0 is still open

@@ -416,7 +416,7 @@ describe("a target whose tables a long transaction holds (a vacuum, a long write
           holding();
           await released;
         },
-        { timeout: 120_000 },
+        { timeout: patient(120_000) },
       );
       await held;
       let freed: ReturnType<typeof setTimeout> | undefined;
@@ -513,7 +513,7 @@ describe("a database that stops answering in the middle of a move", () => {
               ackedBefore.n = load.acked.size;
               resolve();
               // Thawed by the test, or at the latest when its time is up: never frozen for the next test.
-              await Promise.race([thawed, new Promise((r) => setTimeout(r, 90_000).unref())]);
+              await Promise.race([thawed, new Promise((r) => setTimeout(r, patient(90_000)).unref())]);
             });
           });
         },

@@ -1,3 +1,4 @@
+import { patient } from "@shardkit/test-db";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { S } from "../test/layout.js";
 import { router } from "../test/world.js";
@@ -29,7 +30,7 @@ async function sleepsOver() {
       );
       expect(row!.n).toBe(0);
     },
-    { timeout: 60_000, interval: 50 },
+    { timeout: patient(60_000), interval: 50 },
   );
 }
 
@@ -57,12 +58,12 @@ describe("bounded", () => {
           after = true;
           await tx.$executeRawUnsafe(`INSERT INTO ${TABLE} VALUES (2)`);
         },
-        { timeout: 30_000 },
+        { timeout: patient(30_000) },
       ),
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MoveTimeoutError);
     await sleepsOver();
-    await vi.waitFor(() => expect(after).toBe(true), { timeout: 60_000 }); // the callback went on
+    await vi.waitFor(() => expect(after).toBe(true), { timeout: patient(60_000) }); // the callback went on
     expect(await db.$queryRawUnsafe(`SELECT n FROM ${TABLE}`)).toEqual([]);
   });
 
@@ -73,7 +74,7 @@ describe("bounded", () => {
           await tx.$executeRawUnsafe(`INSERT INTO ${TABLE} VALUES (3)`);
           await tx.$queryRawUnsafe("SELECT 1 AS one FROM pg_sleep(1.5)");
         },
-        { timeout: 30_000 },
+        { timeout: patient(30_000) },
       ),
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MoveTimeoutError);
@@ -86,7 +87,7 @@ describe("bounded", () => {
         );
         expect(row!.n).toBe(0);
       },
-      { timeout: 60_000, interval: 50 },
+      { timeout: patient(60_000), interval: 50 },
     );
     expect(await db.$queryRawUnsafe(`SELECT n FROM ${TABLE}`)).toEqual([]);
   });

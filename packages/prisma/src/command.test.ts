@@ -1,6 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId } from "@shardkit/id";
-import { withClusterStopped } from "@shardkit/test-db";
+import { patient, withClusterStopped } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { PrismaClient } from "../test/generated/prisma/client.js";
@@ -66,7 +66,7 @@ describe("$command", () => {
     const slowRename = (timeoutMs?: number) =>
       db.$command(
         c.id,
-        { kind: "rename", key: "slow", request: { id: c.id }, timeoutMs, timeout: 60_000 },
+        { kind: "rename", key: "slow", request: { id: c.id }, timeoutMs, timeout: patient(60_000) },
         async (tx) => {
           runs++;
           await tx.$executeRawUnsafe("SELECT pg_sleep(1)");
@@ -113,7 +113,7 @@ describe("$command", () => {
         holding = true;
         await released;
       },
-      { timeout: 120_000 },
+      { timeout: patient(120_000) },
     );
     await eventually("the other transaction holds the only connection", () => holding);
     let runs = 0;

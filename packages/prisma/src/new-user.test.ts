@@ -42,7 +42,7 @@ function inApp(cmd: string, args: string[], extra: Record<string, string> = {}):
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
     env: appEnv(extra),
-    timeout: 90_000,
+    timeout: patient(90_000),
     killSignal: "SIGKILL",
   });
 }

@@ -256,7 +256,7 @@ describe("relay", () => {
       // the hang are recorded while it hangs.
       const recorded = async () =>
         (await clients.a.outboxEvent.findMany({ where: { status: "delivered" } })).map((e) => e.id).sort();
-      await expect.poll(recorded, { timeout: 20_000 }).toHaveLength(2);
+      await expect.poll(recorded, { timeout: patient(20_000) }).toHaveLength(2);
       const exited = new Promise((resolve) => child.on("exit", resolve));
       process.kill(-child.pid!, "SIGKILL");
       await exited;
@@ -520,13 +520,13 @@ describe("relay", () => {
       });
       await withClusterFrozen(SECOND.cluster, async () => {
         relay.start();
-        await expect.poll(() => seen.filter((k) => k === "0/0").length, { timeout: 10_000 }).toBe(2);
+        await expect.poll(() => seen.filter((k) => k === "0/0").length, { timeout: patient(10_000) }).toBe(2);
         const lag = await relay.lag();
         expect(lag.map((l) => l.pending)).toEqual([0, 0, null]);
         expect(lag[2]!.error).toBeDefined();
         expect(seen.filter((k) => k === "1/1")).toEqual([]);
         // The frozen database's loop does not hang on it: its polls fail, each after queryTimeoutMs.
-        await expect.poll(() => errors.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+        await expect.poll(() => errors.length, { timeout: patient(20_000) }).toBeGreaterThanOrEqual(2);
         const [database, error] = errors[0] as [string, DatabaseTimeoutError];
         expect(database).toBe("database #2");
         expect(error).toBeInstanceOf(DatabaseTimeoutError);
@@ -538,7 +538,7 @@ describe("relay", () => {
           ["database #2", "DatabaseTimeoutError"],
         ]);
       });
-      await expect.poll(() => seen.filter((k) => k === "1/1").length, { timeout: 20_000 }).toBe(2);
+      await expect.poll(() => seen.filter((k) => k === "1/1").length, { timeout: patient(20_000) }).toBe(2);
       await relay.stop();
     },
     patient(60_000),

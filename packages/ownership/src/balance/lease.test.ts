@@ -12,7 +12,7 @@ import { type BalanceRun, runBalance } from "./run.js";
 // The fleet's balance lease on the test databases (a, b, e: it is held on each).
 const r = router();
 afterAll(() => r.close());
-const OPTIONS = { leaseMs: 10_000, timeoutMs: 10_000 };
+const OPTIONS = { leaseMs: 10_000, timeoutMs: patient(10_000) };
 const everywhere = (sql: string) =>
   Promise.all(Object.values(r.clients).map((c) => c.$executeRawUnsafe(sql)));
 

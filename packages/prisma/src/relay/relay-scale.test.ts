@@ -70,7 +70,7 @@ describe("relay over several databases", () => {
         },
       });
       relay.start();
-      await expect.poll(() => seen.size, { timeout: 60_000 }).toBe(ids.length);
+      await expect.poll(() => seen.size, { timeout: patient(60_000) }).toBe(ids.length);
       await relay.stop();
       expect(most).toBe(3);
       expect(mostDatabases).toBeLessThanOrEqual(2);
@@ -100,7 +100,7 @@ describe("relay over several databases", () => {
         deliver: async (m) => void order.push(databaseOf(m)),
       });
       relay.start();
-      await expect.poll(() => order.length, { timeout: 60_000 }).toBe(150);
+      await expect.poll(() => order.length, { timeout: patient(60_000) }).toBe(150);
       await relay.stop();
       // Each poll delivers 5 events of one database: one name per poll, in the order they ran.
       const polls = order.filter((_, i) => i % 5 === 0);
@@ -133,7 +133,9 @@ describe("relay over several databases", () => {
         },
       });
       relay.start();
-      await expect.poll(() => late !== undefined && order.includes(late), { timeout: 60_000 }).toBe(true);
+      await expect
+        .poll(() => late !== undefined && order.includes(late), { timeout: patient(60_000) })
+        .toBe(true);
       await relay.stop();
       // Between the notice and b's event: only the 5 events left of a's poll under way (of 10).
       expect(order.indexOf(late!) - notifiedAt).toBeLessThanOrEqual(10);
@@ -165,7 +167,7 @@ describe("relay over several databases", () => {
     const running = relay.runOnce();
     const delivered = async () =>
       (await clients.a.outboxEvent.findMany({ where: { status: "delivered" } })).map((e) => e.id).sort();
-    await expect.poll(delivered, { timeout: 20_000 }).toEqual(rest.sort());
+    await expect.poll(delivered, { timeout: patient(20_000) }).toEqual(rest.sort());
     release();
     expect((await running).databases[0]).toMatchObject({ claimed: 4, delivered: 4 });
     expect(await delivered()).toHaveLength(4);
@@ -189,9 +191,9 @@ describe("relay over several databases", () => {
       await withClusterFrozen(SECOND.cluster, async () => {
         relay.start();
         // Polls go a, b, c, a: a second claim on a comes after c's claim, stuck, gave its turn up.
-        await expect.poll(() => claims().a, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+        await expect.poll(() => claims().a, { timeout: patient(20_000) }).toBeGreaterThanOrEqual(2);
         const ids = await seed(clients.a, S.g0m0, 3);
-        await expect.poll(() => [...seen].sort(), { timeout: 20_000 }).toEqual(ids.sort());
+        await expect.poll(() => [...seen].sort(), { timeout: patient(20_000) }).toEqual(ids.sort());
       });
       await relay.stop(60_000);
     },
@@ -202,10 +204,10 @@ describe("relay over several databases", () => {
     const relay = createOutboxRelay({ registry, pollIntervalMs: 600_000, deliver: async () => {} });
     world.clear();
     relay.start();
-    await expect.poll(claims, { timeout: 20_000 }).toEqual({ a: 1, b: 1, c: 1 });
+    await expect.poll(claims, { timeout: patient(20_000) }).toEqual({ a: 1, b: 1, c: 1 });
     const [id] = await seed(clients.b, S.g1m0, 1);
     relay.notify(id!);
-    await expect.poll(claims, { timeout: 20_000 }).toEqual({ a: 1, b: 2, c: 1 });
+    await expect.poll(claims, { timeout: patient(20_000) }).toEqual({ a: 1, b: 2, c: 1 });
     expect((await relay.lag()).map((l) => l.pending)).toEqual([0, 0, 0]);
     await relay.stop();
     expect(() => relay.notify(ShardIdentifier.of(9, 9))).toThrow(UnknownShardError);
