@@ -261,6 +261,7 @@ try {
   }
   console.log(`Load average (1 min): ${loadAtStart} at the start, ${load()} at the end.\n`);
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+  const change = (n) => `${n < 0 ? "" : "+"}${mb(n)}`;
   console.log(
     "| fleet | first snapshot | from the command's start | the same, two busy loops | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | per stream: heap + buffers (and RSS) |",
   );
@@ -270,7 +271,7 @@ try {
     ["1,024 shards, 8 databases, 4 routers", b],
   ])
     console.log(
-      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${Math.round(m.commandMs)} ms (${(m.commandMs / a.commandMs).toFixed(1)}x) | ${Math.round(m.busyMs)} ms (${(m.busyMs / a.commandMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${Math.round(m.commandMs)} ms (${(m.commandMs / a.commandMs).toFixed(1)}x) | ${Math.round(m.busyMs)} ms (${(m.busyMs / a.commandMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | ${change(m.heapGrowth)}, ${change(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
     );
   const page = (x) => `${Math.round(x)} ms (${(x / a.page.idle.ms).toFixed(1)}x)`;
   const each = (p) => p.samples.map(Math.round).join(", ");
