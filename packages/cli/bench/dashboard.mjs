@@ -7,12 +7,15 @@
 // three, over the same windows; then again with both cores kept busy by two busy loops the bench
 // starts, and ends, itself), the CPU one refresh costs (process.cpuUsage over refreshes, per
 // second of wall time), the snapshot's size, and the memory held with 100 event streams that never
-// read (and so per stream). The browser test at this size is test/dashboard-fleet.test.ts.
+// read (and so per stream). And what a user waits for in Chromium: from opening the page of a running
+// dashboard (its first snapshot in) until the page shows every shard, the median of five fresh
+// pages, idle and with the two busy loops (bench/page.mjs). The browser test at this size is
+// test/dashboard-fleet.test.ts.
 
 import { spawn } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -23,6 +26,7 @@ import { rolloutSchema } from "@shardkit/prisma/rollout";
 import { createDatabase, dropDatabase, MAIN_PORT } from "@shardkit/test-db";
 import pg from "pg";
 import { startDashboard } from "../dist/index.js";
+import { launchChromium, pageMedian } from "./page.mjs";
 
 /** Load windows as a router's flush writes them. */
 async function recordLoad(url, entries, options) {
@@ -88,19 +92,28 @@ async function makeFleet(label, databases, shards, routers) {
   }
   const config = join(tmpdir(), `shardkit-benchdash-${label}-${process.pid}.json`);
   writeFileSync(config, JSON.stringify(entries));
-  return { label, config, names };
+  return { label, config, names, shards };
 }
 
-async function measure(fleet) {
-  fleet.readAt = Date.now();
-  const started = performance.now();
-  const dashboard = await startDashboard({
+/** The load window that covers the fleet's windows: its 5 minutes, and the time since the first read. */
+const windowSince = (fleet) => 300_000 + Math.ceil((Date.now() - fleet.readAt) / 1000) * 1000;
+
+/** A dashboard of this process on `fleet` (over the windows the first one read), once its first snapshot is in. */
+function dashboardOn(fleet) {
+  return startDashboard({
     config: fleet.config,
     port: 0,
     refreshMs: REFRESH_MS,
     timeoutMs: 60_000,
     maxStreams: 100,
+    windowMs: windowSince(fleet),
   });
+}
+
+async function measure(fleet) {
+  fleet.readAt = Date.now();
+  const started = performance.now();
+  const dashboard = await dashboardOn(fleet);
   const firstMs = performance.now() - started;
   const size = JSON.stringify(dashboard.snapshot()).length;
   const cpu0 = process.cpuUsage();
@@ -158,7 +171,7 @@ function fromCommand(fleet, bin = cli) {
         "60000",
         // The windows the in-process run read: its 5 minutes, and the time since.
         "--window",
-        String(300_000 + Math.ceil((Date.now() - fleet.readAt) / 1000) * 1000),
+        String(windowSince(fleet)),
       ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
@@ -202,6 +215,28 @@ async function commands(small, large) {
   return figures;
 }
 
+/**
+ * Page open to fleet drawn, on a dashboard of this process whose first snapshot is in: the median of
+ * five fresh pages, then five more with two busy loops.
+ */
+async function pageFigures(browser, fleet) {
+  const dashboard = await dashboardOn(fleet);
+  try {
+    const idle = await pageMedian(browser, dashboard.url, fleet.shards);
+    const stop = busyLoops();
+    try {
+      return { idle, busy: await pageMedian(browser, dashboard.url, fleet.shards) };
+    } finally {
+      stop();
+    }
+  } finally {
+    await dashboard.close();
+  }
+}
+
+/** The machine's load average over the last minute, when the bench starts and when it ends. */
+const load = () => loadavg()[0].toFixed(1);
+const loadAtStart = load();
 const small = await makeFleet("small", 1, 64, 1);
 const large = await makeFleet("large", 8, 1024, 4);
 try {
@@ -217,7 +252,16 @@ try {
   }
   [a.commandMs, b.commandMs] = idle[0];
   [a.busyMs, b.busyMs] = busy[0];
+  const browser = await launchChromium();
+  try {
+    a.page = await pageFigures(browser, small);
+    b.page = await pageFigures(browser, large);
+  } finally {
+    await browser.close();
+  }
+  console.log(`Load average (1 min): ${loadAtStart} at the start, ${load()} at the end.\n`);
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+  const change = (n) => `${n < 0 ? "" : "+"}${mb(n)}`;
   console.log(
     "| fleet | first snapshot | from the command's start | the same, two busy loops | CPU, refreshing every 2 s | snapshot | 100 event streams that never read: heap, RSS, unread | per stream: heap + buffers (and RSS) |",
   );
@@ -227,7 +271,21 @@ try {
     ["1,024 shards, 8 databases, 4 routers", b],
   ])
     console.log(
-      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${Math.round(m.commandMs)} ms (${(m.commandMs / a.commandMs).toFixed(1)}x) | ${Math.round(m.busyMs)} ms (${(m.busyMs / a.commandMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | +${mb(m.heapGrowth)}, +${mb(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
+      `| ${label} | ${Math.round(m.firstMs)} ms (${(m.firstMs / a.firstMs).toFixed(1)}x) | ${Math.round(m.commandMs)} ms (${(m.commandMs / a.commandMs).toFixed(1)}x) | ${Math.round(m.busyMs)} ms (${(m.busyMs / a.commandMs).toFixed(1)}x) | ${(m.cpuShare * 100).toFixed(1)}% of a core | ${mb(m.size)} | ${change(m.heapGrowth)}, ${change(m.rssGrowth)}, ${mb(m.streams.unreadBytes)} (${m.streams.open} open) | ${Math.round((m.heapGrowth + m.externalGrowth) / 100 / 1000)} KB (${Math.round(m.rssGrowth / 100 / 1000)} KB) |`,
+    );
+  const page = (x) => `${Math.round(x)} ms (${(x / a.page.idle.ms).toFixed(1)}x)`;
+  const each = (p) => p.samples.map(Math.round).join(", ");
+  console.log(
+    "\nIn Chromium, from opening the page until every shard is drawn (median of 5; each sample in order):\n",
+  );
+  console.log("| fleet | page open to fleet drawn | the same, two busy loops |");
+  console.log("|---|---|---|");
+  for (const [label, m] of [
+    ["64 shards (baseline)", a],
+    ["1,024 shards", b],
+  ])
+    console.log(
+      `| ${label} | ${page(m.page.idle.ms)} [${each(m.page.idle)}] | ${page(m.page.busy.ms)} [${each(m.page.busy)}] |`,
     );
   if (against) {
     const ms = (x) => `${Math.round(x)} ms (${(x / idle[0][0]).toFixed(1)}x)`;

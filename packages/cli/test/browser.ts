@@ -8,11 +8,10 @@ import { fileURLToPath } from "node:url";
 import { ShardIdentifier } from "@shardkit/id";
 import { LatencySketch } from "@shardkit/prisma";
 import { CREATE_LOAD_TABLE, FLUSH_LOAD } from "@shardkit/prisma/internal";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launch } from "./chromium.js";
 import { BIN } from "./cli.js";
 import { withClient } from "./pg.js";
-
-export const CHROMIUM = "/usr/bin/chromium";
 
 /** Where the tests keep their screenshots (the CLI README shows copies of them). */
 export const ARTIFACTS = fileURLToPath(new URL("./artifacts/", import.meta.url));
@@ -69,19 +68,7 @@ export function startDashboardCli(
 
 /** Debian's Chromium, headless (playwright gives it a fresh profile of its own, removed on close). */
 export async function launchChromium(): Promise<{ browser: Browser; close(): Promise<void> }> {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  const browser = await launch();
   return {
     browser,
     async close() {
