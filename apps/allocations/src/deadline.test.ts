@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { httpClient, patient, testCluster, withClusterFrozen } from "@shardkit/test-db";
+import { httpClient, patient, testCluster, withClusterFrozen, within } from "@shardkit/test-db";
 import { describe, expect, it } from "vitest";
 import { AllocationService } from "./allocation-service.js";
 import { buildApp } from "./app.js";
@@ -20,18 +20,6 @@ const run = databasesFor(
   },
   120_000,
 );
-
-/**
- * `request`, or "no answer" once 60 s (scaled by the machine's load) passed: a bound that keeps a request from holding the
- * frozen server (and the test) forever, not a claim about speed.
- */
-function bounded<T>(request: Promise<T>): Promise<T | "no answer"> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const limit = new Promise<"no answer">((resolve) => {
-    timer = setTimeout(() => resolve("no answer"), patient(60_000));
-  });
-  return Promise.race([request, limit]).finally(() => clearTimeout(timer));
-}
 
 describe("allocations with a frozen database", () => {
   it(
@@ -56,11 +44,25 @@ describe("allocations with a frozen database", () => {
         const frozen = (await call("POST", "/buckets", { name: "frozen", capacity: 5, shard: "1/0" })).body
           .id;
         const holdKey = randomUUID();
+        // Each call bounded (test-db's `within`, scaled by the load): a request never holds the frozen
+        // server, and the test, for ever; not a claim about speed.
         const answers = await withClusterFrozen(run.server().cluster, async () => ({
-          hold: await bounded(call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey)),
-          create: await bounded(call("POST", "/buckets", { name: "new", capacity: 1, shard: "1/0" })),
-          read: await bounded(call("GET", `/buckets/${frozen}`)),
-          other: await bounded(call("POST", `/buckets/${served}/holds`, { units: 1, desk: "one" })),
+          hold: await within(
+            call("POST", `/buckets/${frozen}/holds`, { units: 2, desk: "one" }, holdKey),
+            60_000,
+            "the hold on the frozen shard",
+          ),
+          create: await within(
+            call("POST", "/buckets", { name: "new", capacity: 1, shard: "1/0" }),
+            60_000,
+            "the create on the frozen shard",
+          ),
+          read: await within(call("GET", `/buckets/${frozen}`), 60_000, "the read on the frozen shard"),
+          other: await within(
+            call("POST", `/buckets/${served}/holds`, { units: 1, desk: "one" }),
+            60_000,
+            "the hold on a served shard",
+          ),
         }));
         for (const answer of [answers.hold, answers.create, answers.read]) {
           expect(answer).toMatchObject({

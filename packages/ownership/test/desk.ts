@@ -2,15 +2,13 @@
 // idempotency key. It opens its partition map, prints "ready", confirms when it reads "go" on
 // stdin, prints its outcome as JSON, and exits when stdin closes.
 import { createInterface } from "node:readline";
-import { patient } from "@shardkit/test-db";
-import { PartitionMap } from "../src/index.js";
 import { confirm } from "./confirm.js";
-import { routerOver, TABLES } from "./layout.js";
+import { routerOver } from "./layout.js";
 
 const urls = JSON.parse(process.env.OWNERSHIP_URLS!) as { a: string; b: string; e: string };
-const { registry, db } = routerOver(urls);
+const { registry, db, open } = routerOver(urls);
 // The map is read once here; a desk never polls, so it learns of a move only when refused.
-const map = await PartitionMap.open({ registry, tables: TABLES, timeoutMs: patient(5000) });
+const map = await open();
 const desk = process.env.DESK!;
 const bucketId = process.env.BUCKET!;
 const lines = createInterface({ input: process.stdin });

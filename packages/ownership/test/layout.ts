@@ -1,7 +1,9 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { ShardedId, ShardIdentifier } from "@shardkit/id";
 import { createShardRegistry, type ShardRegistry, shardRouting } from "@shardkit/prisma";
-import type { FencedTable } from "../src/index.js";
+import { patient } from "@shardkit/test-db";
+import { type FencedTable, PartitionMap } from "../src/index.js";
+import type { PartitionMapOptions } from "../src/map.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 
 export const S = {
@@ -45,7 +47,8 @@ export async function seedBuckets(db: Db, shard: ShardIdentifier, n: number): Pr
 
 /**
  * A router over the test databases: shards 0/0 and 0/1 on a, 1/0 on b, and e a spare (no shard
- * yet), with clients of its own, as a separate process would have.
+ * yet), with clients of its own, as a separate process would have; `open` opens its partition map,
+ * waiting for the databases the default 5 s scaled by the machine's load (`patient`).
  */
 export function routerOver(urls: { a: string; b: string; e: string }) {
   const clients = {
@@ -70,5 +73,7 @@ export function routerOver(urls: { a: string; b: string; e: string }) {
     b: registry.databases.find((p) => p.name === "b")!,
     e: registry.databases.find((p) => p.name === "e")!,
   };
-  return { clients, registry, databases, db: routedClient(registry) };
+  const open = (options: Partial<PartitionMapOptions<PrismaClient>> = {}) =>
+    PartitionMap.open({ registry, tables: TABLES, timeoutMs: patient(5000), ...options });
+  return { clients, registry, databases, db: routedClient(registry), open };
 }

@@ -10,13 +10,12 @@
 // LEASE_MS: the move's lease. VERIFY=0: `verify: false`. COPY_TIMEOUT_MS: `copyTimeoutMs`.
 // FREEZE_BUDGET_MS: `freezeBudgetMs`.
 import { createInterface } from "node:readline";
-import { patient } from "@shardkit/test-db";
-import { moveShard, PartitionMap } from "../src/index.js";
-import { routerOver, S, TABLES } from "./layout.js";
+import { moveShard } from "../src/index.js";
+import { routerOver, S } from "./layout.js";
 
 const urls = JSON.parse(process.env.MOVE_URLS!) as { a: string; b: string; e: string };
-const { registry, databases } = routerOver(urls);
-const map = await PartitionMap.open({ registry, tables: TABLES, timeoutMs: patient(5000) });
+const { databases, open } = routerOver(urls);
+const map = await open();
 const pauses = new Set((process.env.PAUSE_AFTER ?? "").split(",").filter(Boolean));
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 process.stdout.write("ready\n");

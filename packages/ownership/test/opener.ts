@@ -4,25 +4,23 @@
 // restart of the instance would: a new registry (new clients, new connections), connected, "ready",
 // and the next "go" opens a map anew. It ends when stdin ends.
 import { createInterface } from "node:readline";
-import { patient } from "@shardkit/test-db";
-import { PartitionMap } from "../src/index.js";
-import { routerOver, TABLES } from "./layout.js";
+import { routerOver } from "./layout.js";
 
 const urls = JSON.parse(process.env.OWNERSHIP_URLS!) as { a: string; b: string; e: string };
 
 /** A new router over the databases, connected before "go", so the opens that follow start together. */
 async function connected() {
-  const { registry } = routerOver(urls);
-  await Promise.all(registry.databases.map((p) => p.client.$queryRawUnsafe("SELECT 1")));
+  const router = routerOver(urls);
+  await Promise.all(router.registry.databases.map((p) => p.client.$queryRawUnsafe("SELECT 1")));
   process.stdout.write("ready\n");
-  return registry;
+  return router;
 }
 
-let registry: Awaited<ReturnType<typeof connected>> | undefined = await connected();
+let router: Awaited<ReturnType<typeof connected>> | undefined = await connected();
 for await (const line of createInterface({ input: process.stdin })) {
-  if (line === "again" && !registry) registry = await connected();
-  if (line !== "go" || !registry) continue;
-  const outcome = await PartitionMap.open({ registry, tables: TABLES, timeoutMs: patient(5000) }).then(
+  if (line === "again" && !router) router = await connected();
+  if (line !== "go" || !router) continue;
+  const outcome = await router.open().then(
     (map) => {
       const opened = {
         ok: true,
@@ -34,8 +32,8 @@ for await (const line of createInterface({ input: process.stdin })) {
     },
     (error: unknown) => ({ ok: false, error: String(error).slice(0, 500) }),
   );
-  await registry.disconnect();
-  registry = undefined;
+  await router.registry.disconnect();
+  router = undefined;
   process.stdout.write(`${JSON.stringify(outcome)}\n`);
 }
-await registry?.disconnect();
+await router?.registry.disconnect();

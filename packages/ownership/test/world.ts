@@ -2,11 +2,9 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import type { ShardIdentifier } from "@shardkit/id";
 import type { Database } from "@shardkit/prisma";
 import { DROP_LOAD_TABLES } from "@shardkit/prisma/internal";
-import { patient } from "@shardkit/test-db";
 import { eventually } from "@shardkit/vitest-config/eventually";
 import { afterEach, inject } from "vitest";
-import { PartitionMap, ShardLease } from "../src/index.js";
-import type { PartitionMapOptions } from "../src/map.js";
+import { type PartitionMap, ShardLease } from "../src/index.js";
 import { shardOfRowSql } from "../src/sql.js";
 import { PrismaClient } from "./generated/prisma/client.js";
 import { models, routerOver, S, TABLES } from "./layout.js";
@@ -16,12 +14,7 @@ export { models, S, TABLES };
 /** A router over the test databases (see `routerOver`), with its partition map's opener. */
 export function router(urls: { a: string; b: string; e: string } = inject("ownershipUrls")) {
   const r = routerOver(urls);
-  return {
-    ...r,
-    open: (options: Partial<PartitionMapOptions<PrismaClient>> = {}) =>
-      PartitionMap.open({ registry: r.registry, tables: TABLES, timeoutMs: patient(5000), ...options }),
-    close: () => r.registry.disconnect(),
-  };
+  return { ...r, close: () => r.registry.disconnect() };
 }
 
 type Urls = { a: string; b: string; e: string };
